@@ -1,0 +1,44 @@
+"""The agent's one exception tree.
+
+`AgentError` is the root. Its branches separate *our user's* mistakes (a bad option or site
+directory: `UsageError`, exit status 2) from the *outside world's* (a peer that breaks HTTP/2, a
+body that does not match the manifest). Every message is one line that names what is at fault.
+"""
+
+from __future__ import annotations
+
+
+class AgentError(Exception):
+    """Root of every error the agent raises on purpose."""
+
+    exit_status = 1
+
+
+class UsageError(AgentError):
+    """A command-line option, setting or input file is wrong; the message names it."""
+
+    exit_status = 2
+
+
+class SettingsError(UsageError):
+    """An HTTP/2 SETTINGS name or value given on the command line is unknown or out of range."""
+
+
+class SiteError(UsageError):
+    """A site directory or its manifest is missing, unreadable or inconsistent."""
+
+
+class MarkerError(UsageError):
+    """The requested trial marker (e.g. a GPIO line) cannot be used on this node."""
+
+
+class PeerProtocolError(AgentError):
+    """The remote peer broke HTTP/2 or closed the connection unexpectedly."""
+
+
+class FetchError(AgentError):
+    """A page fetch failed: bad status, wrong body, timeout."""
+
+
+class BodyMismatchError(FetchError):
+    """A response body differs from the site manifest in size or sha256."""

@@ -1,0 +1,20 @@
+"""Shared fixtures. Real components are required in CI (CI is set) and skipped elsewhere only
+when missing, with the reason naming the component."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+
+def require_tool(*names: str) -> None:
+    """Skip the calling test when a tool is missing, except in CI where that is a failure."""
+    missing = [name for name in names if shutil.which(name) is None]
+    if not missing:
+        return
+    message = f"needs {', '.join(missing)} on PATH (install the Debian packages in .ci/apt/)"
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must provide every real component: {message}")
+    pytest.skip(message)
