@@ -1,0 +1,203 @@
+"""The `h2iot-agent` command: `site build`, `serve`, `fetch`.
+
+Exit status: 0 success, 1 a failed fetch or an outside failure, 2 a usage error (bad option,
+setting, file); every error is one line on stderr naming what is at fault.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent import __version__
+from agent.errors import AgentError, UsageError
+from agent.flow import (
+    DEFAULT_WINDOW_UPDATE_POLICY,
+    MAX_WINDOW,
+    WINDOW_UPDATE_POLICIES,
+    FlowControlOptions,
+)
+from agent.settings import check_value, parse_settings
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits with status 2 and one line, like the rest of the agent's errors."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="h2iot-agent", description="h2iot node agent (HTTP/2 over h2)")
+    parser.add_argument("--version", action="version", version=f"h2iot-agent {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail to stderr")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    site = commands.add_parser("site", help="the test page")
+    site_commands = site.add_subparsers(dest="site_command", metavar="ACTION", required=True)
+    build = site_commands.add_parser("build", help="write the deterministic test page")
+    build.add_argument("directory", type=Path)
+    build.add_argument("--seed", type=int, default=0)
+    build.add_argument(
+        "--total-bytes",
+        type=int,
+        default=None,
+        help="approximate size of the page with all its files (default 7 MB)",
+    )
+    build.set_defaults(handler=_site_build)
+
+    serve = commands.add_parser("serve", help="serve a directory over HTTP/2")
+    serve.add_argument("--root", type=Path, required=True)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8443, help="0 picks a free port")
+    serve.add_argument("--tls", action="store_true", help="TLS with ALPN h2 (needs --cert, --key)")
+    serve.add_argument("--cert", type=Path)
+    serve.add_argument("--key", type=Path)
+    serve.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a SETTINGS value this server announces (repeatable)",
+    )
+    serve.add_argument(
+        "--trial-log",
+        type=Path,
+        help="append one JSON line per finished trial here (default: stdout)",
+    )
+    serve.add_argument("--cpu", type=int, help="pin the process to this core")
+    serve.set_defaults(handler=_serve)
+
+    fetch = commands.add_parser("fetch", help="fetch a page and its subresources over HTTP/2")
+    fetch.add_argument("url")
+    fetch.add_argument(
+        "--initial-window-size",
+        type=int,
+        default=65535,
+        help="SETTINGS_INITIAL_WINDOW_SIZE in bytes, exact (default 65535)",
+    )
+    fetch.add_argument(
+        "--connection-window",
+        type=int,
+        default=65535,
+        help="connection-level receive window in bytes (default 65535, the "
+        "protocol's; smaller values are reached by withholding updates)",
+    )
+    fetch.add_argument(
+        "--window-update",
+        choices=WINDOW_UPDATE_POLICIES,
+        default=DEFAULT_WINDOW_UPDATE_POLICY,
+        help="when to send WINDOW_UPDATE (default: half, as nghttp2)",
+    )
+    fetch.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE")
+    fetch.add_argument("--repeat", type=int, default=1, help="page fetches, one connection each")
+    fetch.add_argument(
+        "--trial-id",
+        help="tag for the server's per-trial accounting (with --repeat R: ID-1 .. ID-R)",
+    )
+    fetch.add_argument(
+        "--manifest",
+        type=Path,
+        help="site manifest.json to verify bodies (default: GET it from the server)",
+    )
+    fetch.add_argument("--timeout", type=float, default=120.0, help="seconds per page fetch")
+    fetch.add_argument("--json", action="store_true", help="one JSON line per page fetch")
+    fetch.add_argument("--marker", default="none", help="none | gpio:CHIP:LINE | fifo:PATH")
+    fetch.add_argument("--cpu", type=int, help="pin the process to this core")
+    fetch.add_argument("--insecure", action="store_true", help="TLS: skip certificate checks")
+    fetch.add_argument("--ca-file", help="TLS: trust this CA bundle")
+    fetch.set_defaults(handler=_fetch)
+    return parser
+
+
+def _site_build(args: argparse.Namespace) -> int:
+    from agent.site import DEFAULT_TOTAL_BYTES, build_site  # noqa: PLC0415
+
+    total = DEFAULT_TOTAL_BYTES if args.total_bytes is None else args.total_bytes
+    manifest = build_site(args.directory, seed=args.seed, total_bytes=total)
+    print(f"wrote {len(manifest.files)} files, {manifest.total_bytes} bytes, to {args.directory}")
+    return 0
+
+
+def _pin(cpu: int | None) -> None:
+    if cpu is None:
+        return
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--cpu {cpu}: cannot pin to that core ({exc})") from None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from agent.server.app import ServerOptions, serve  # noqa: PLC0415
+
+    if args.tls and (args.cert is None or args.key is None):
+        raise UsageError("--tls needs --cert and --key")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a TCP port")
+    _pin(args.cpu)
+    options = ServerOptions(
+        root=args.root,
+        host=args.host,
+        port=args.port,
+        settings=parse_settings(args.setting),
+        tls_cert=args.cert if args.tls else None,
+        tls_key=args.key if args.tls else None,
+        trial_log=args.trial_log,
+    )
+    return asyncio.run(serve(options))
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from agent.client.run import FetchPlan, run_fetches  # noqa: PLC0415
+
+    settings = parse_settings(args.setting)
+    window = check_value("initial_window_size", args.initial_window_size)
+    settings.pop("initial_window_size", None)
+    if not 0 <= args.connection_window <= MAX_WINDOW:
+        raise UsageError(f"--connection-window {args.connection_window} is outside 0..{MAX_WINDOW}")
+    if args.repeat < 1:
+        raise UsageError(f"--repeat {args.repeat} must be at least 1")
+    _pin(args.cpu)
+    plan = FetchPlan(
+        url=args.url,
+        settings=settings,
+        flow=FlowControlOptions(window, args.connection_window, args.window_update),
+        repeat=args.repeat,
+        trial_id=args.trial_id or f"{socket.gethostname()}-{os.getpid()}",
+        manifest_path=args.manifest,
+        timeout_s=args.timeout,
+        json_lines=args.json,
+        marker=args.marker,
+        cpu_pin=args.cpu,
+        insecure=args.insecure,
+        ca_file=args.ca_file,
+    )
+    return asyncio.run(run_fetches(plan))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        logging.basicConfig(
+            level=logging.DEBUG if args.verbose else logging.INFO,
+            format="h2iot-agent %(name)s: %(message)s",
+        )
+        status: int = args.handler(args)
+    except AgentError as exc:
+        print(f"h2iot-agent: error: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""The server process: listening socket(s), shared state across connections, signals, trial log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import ssl
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from h2.settings import SettingCodes
+
+from agent import __version__, probe
+from agent.errors import UsageError
+from agent.frames import FrameCounts
+from agent.server.connection import ServerConnection
+from agent.server.content import ContentStore
+from agent.server.ledger import TrialLedger, TrialRecord
+from agent.settings import to_h2
+
+log = logging.getLogger("h2iot.server")
+
+# After SIGTERM, streams in flight get this long to finish before the process exits anyway.
+SHUTDOWN_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    root: Path
+    host: str = "127.0.0.1"
+    port: int = 8443
+    settings: dict[str, int] = field(default_factory=dict)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    trial_log: Path | None = None
+
+
+class ServerApp:
+    def __init__(self, options: ServerOptions, trial_sink: IO[str]) -> None:
+        self.options = options
+        self.content = ContentStore(options.root)
+        self.ledger = TrialLedger()
+        self.h2_settings: dict[SettingCodes, int] = {
+            # h2's own defaults for a server, made explicit so they are what we report.
+            SettingCodes.MAX_CONCURRENT_STREAMS: 100,
+            SettingCodes.MAX_HEADER_LIST_SIZE: 65536,
+            **to_h2(options.settings),
+        }
+        self.server_header = f"h2iot-agent/{__version__}".encode()
+        self.connections: set[ServerConnection] = set()
+        self.hostile_connections = 0
+        self._next_id = 0
+        self._trial_sink = trial_sink
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def next_connection_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def connection_opened(self, connection: ServerConnection) -> None:
+        self.connections.add(connection)
+        self._idle.clear()
+
+    def connection_closed(self, connection: ServerConnection) -> None:
+        self.connections.discard(connection)
+        if not self.connections:
+            self._idle.set()
+
+    def trial_request(self, trial_id: str, connection_id: int) -> None:
+        reset = False
+        if not self.ledger.is_open(trial_id) and not self.ledger.open_trials:
+            # Only a trial that runs alone may reset the process's peak-RSS mark.
+            reset = probe.reset_peak_rss()
+        self.ledger.request(trial_id, connection_id, probe.sample(), rss_reset=reset)
+
+    def trial_detach(
+        self, trial_id: str, connection_id: int, sent: FrameCounts, received: FrameCounts
+    ) -> None:
+        record = self.ledger.detach(trial_id, connection_id, sent, received, probe.peak_rss_bytes())
+        if record is not None:
+            self._write_record(record)
+
+    def _write_record(self, record: TrialRecord) -> None:
+        self._trial_sink.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
+        self._trial_sink.flush()
+
+    async def drain(self) -> None:
+        for connection in list(self.connections):
+            connection.drain()
+        try:
+            await asyncio.wait_for(self._idle.wait(), SHUTDOWN_GRACE_S)
+        except TimeoutError:
+            log.warning(
+                "shutdown: %d connections still open after %.0f s; closing them",
+                len(self.connections),
+                SHUTDOWN_GRACE_S,
+            )
+
+
+def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise UsageError(f"cannot load TLS certificate {cert} / key {key}: {exc}") from None
+    context.set_alpn_protocols(["h2"])
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+async def serve(options: ServerOptions, ready: asyncio.Event | None = None) -> int:
+    """Serve until SIGTERM/SIGINT, then GOAWAY every connection and finish in-flight streams."""
+    if not options.root.is_dir():
+        raise UsageError(f"--root {options.root} is not a directory")
+    context = None
+    if options.tls_cert is not None or options.tls_key is not None:
+        if options.tls_cert is None or options.tls_key is None:
+            raise UsageError("--tls needs both --cert and --key")
+        context = tls_context(options.tls_cert, options.tls_key)
+    sink: IO[str]
+    sink = options.trial_log.open("a", encoding="utf-8") if options.trial_log else sys.stdout
+    app = ServerApp(options, sink)
+    loop = asyncio.get_running_loop()
+    try:
+        server = await loop.create_server(
+            lambda: ServerConnection(app),
+            options.host,
+            options.port,
+            ssl=context,
+            reuse_address=True,
+        )
+    except OSError as exc:
+        raise UsageError(
+            f"cannot listen on {options.host}:{options.port}: {exc.strerror}"
+        ) from None
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    bound = ", ".join(f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in server.sockets)
+    scheme = "https" if context else "http"
+    log.info("serving %s on %s (%s)", options.root, bound, scheme)
+    print(
+        json.dumps(
+            {
+                "event": "listening",
+                "scheme": scheme,
+                "address": bound,
+                "port": server.sockets[0].getsockname()[1],
+            }
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
+    if ready is not None:
+        ready.set()
+    try:
+        await stop.wait()
+    finally:
+        server.close()
+        await app.drain()
+        await server.wait_closed()
+        if sink is not sys.stdout:
+            sink.close()
+    return 0

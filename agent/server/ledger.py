@@ -1,0 +1,180 @@
+"""Per-trial server accounting, sans-IO: the caller supplies probe samples and frame counts.
+
+A client tags every request of one page fetch with the same trial id (header `h2iot-trial-id`).
+A trial opens at its first request and its serve time runs to the last byte of its last response
+handed to the kernel. It closes, and its record is emitted, when no connection carries it any
+more (the client closes the connection, or the same connection starts another trial).
+
+CPU time is the process's own (getrusage) over the trial's window, so it is the trial's alone
+when trials do not overlap; overlapping trials are named in each other's records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.frames import FrameCounts
+from agent.probe import ProbeSample, ProbeSpan
+
+TRIAL_HEADER = "h2iot-trial-id"
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    trial_id: str
+    ok: bool
+    requests: int
+    responses_completed: int
+    streams_reset: int
+    serve_s: float
+    cpu_user_s: float
+    cpu_sys_s: float
+    cpu_s: float
+    cpu_pct: float
+    rss_peak_bytes: int
+    rss_peak_is_trial: bool
+    sent: FrameCounts
+    received: FrameCounts
+    t_wall_start_ns: int
+    t_wall_end_ns: int
+    t_mono_start_ns: int
+    t_mono_end_ns: int
+    overlapping_trials: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "trial_id": self.trial_id,
+            "ok": self.ok,
+            "requests": self.requests,
+            "responses_completed": self.responses_completed,
+            "streams_reset": self.streams_reset,
+            "serve_s": self.serve_s,
+            "cpu_user_s": self.cpu_user_s,
+            "cpu_sys_s": self.cpu_sys_s,
+            "cpu_s": self.cpu_s,
+            "cpu_pct": self.cpu_pct,
+            "rss_peak_bytes": self.rss_peak_bytes,
+            "rss_peak_is_trial": self.rss_peak_is_trial,
+            "sent": self.sent.to_dict(),
+            "received": self.received.to_dict(),
+            "t_wall_start_ns": self.t_wall_start_ns,
+            "t_wall_end_ns": self.t_wall_end_ns,
+            "t_mono_start_ns": self.t_mono_start_ns,
+            "t_mono_end_ns": self.t_mono_end_ns,
+            "overlapping_trials": list(self.overlapping_trials),
+        }
+
+
+def _add(total: dict[str, int], part: dict[str, int]) -> None:
+    for name, count in part.items():
+        total[name] = total.get(name, 0) + count
+
+
+@dataclass
+class _OpenTrial:
+    trial_id: str
+    start: ProbeSample
+    rss_reset: bool
+    last_byte: ProbeSample | None = None
+    connections: set[int] = field(default_factory=set)
+    requests: int = 0
+    completed: int = 0
+    reset: int = 0
+    overlapping: set[str] = field(default_factory=set)
+    sent_frames: dict[str, int] = field(default_factory=dict)
+    sent_frame_bytes: dict[str, int] = field(default_factory=dict)
+    sent_bytes: int = 0
+    received_frames: dict[str, int] = field(default_factory=dict)
+    received_frame_bytes: dict[str, int] = field(default_factory=dict)
+    received_bytes: int = 0
+
+
+class TrialLedger:
+    def __init__(self) -> None:
+        self._open: dict[str, _OpenTrial] = {}
+
+    @property
+    def open_trials(self) -> tuple[str, ...]:
+        return tuple(self._open)
+
+    def is_open(self, trial_id: str) -> bool:
+        return trial_id in self._open
+
+    def request(
+        self, trial_id: str, connection_id: int, now: ProbeSample, rss_reset: bool = False
+    ) -> None:
+        """A tagged request arrived. `rss_reset`: the caller reset the peak-RSS mark for it."""
+        trial = self._open.get(trial_id)
+        if trial is None:
+            trial = _OpenTrial(trial_id, now, rss_reset)
+            for other in self._open.values():
+                other.overlapping.add(trial_id)
+                trial.overlapping.add(other.trial_id)
+            self._open[trial_id] = trial
+        trial.connections.add(connection_id)
+        trial.requests += 1
+
+    def response_done(self, trial_id: str, now: ProbeSample) -> None:
+        """The last byte of one of the trial's responses was handed to the kernel."""
+        trial = self._open.get(trial_id)
+        if trial is not None:
+            trial.completed += 1
+            trial.last_byte = now
+
+    def stream_reset(self, trial_id: str) -> None:
+        trial = self._open.get(trial_id)
+        if trial is not None:
+            trial.reset += 1
+
+    def detach(
+        self,
+        trial_id: str,
+        connection_id: int,
+        sent: FrameCounts,
+        received: FrameCounts,
+        rss_peak_bytes: int,
+    ) -> TrialRecord | None:
+        """The connection stopped carrying the trial; `sent`/`received` are its frames while it
+        did. Returns the trial's record when this was its last connection."""
+        trial = self._open.get(trial_id)
+        if trial is None:
+            return None
+        trial.connections.discard(connection_id)
+        _add(trial.sent_frames, sent.frames)
+        _add(trial.sent_frame_bytes, sent.frame_bytes)
+        trial.sent_bytes += sent.bytes_total
+        _add(trial.received_frames, received.frames)
+        _add(trial.received_frame_bytes, received.frame_bytes)
+        trial.received_bytes += received.bytes_total
+        if trial.connections:
+            return None
+        del self._open[trial_id]
+        return self._record(trial, rss_peak_bytes)
+
+    @staticmethod
+    def _record(trial: _OpenTrial, rss_peak_bytes: int) -> TrialRecord:
+        end = trial.last_byte or trial.start
+        span = ProbeSpan(trial.start, end, rss_peak_bytes, trial.rss_reset)
+        return TrialRecord(
+            trial_id=trial.trial_id,
+            ok=trial.reset == 0 and trial.completed == trial.requests,
+            requests=trial.requests,
+            responses_completed=trial.completed,
+            streams_reset=trial.reset,
+            serve_s=span.duration_s,
+            cpu_user_s=span.cpu_user_s,
+            cpu_sys_s=span.cpu_sys_s,
+            cpu_s=span.cpu_s,
+            cpu_pct=span.cpu_pct,
+            rss_peak_bytes=rss_peak_bytes,
+            rss_peak_is_trial=trial.rss_reset and not trial.overlapping,
+            sent=FrameCounts(trial.sent_frames, trial.sent_frame_bytes, trial.sent_bytes),
+            received=FrameCounts(
+                trial.received_frames, trial.received_frame_bytes, trial.received_bytes
+            ),
+            t_wall_start_ns=trial.start.t_wall_ns,
+            t_wall_end_ns=end.t_wall_ns,
+            t_mono_start_ns=trial.start.t_mono_ns,
+            t_mono_end_ns=end.t_mono_ns,
+            overlapping_trials=tuple(sorted(trial.overlapping)),
+        )
