@@ -1,0 +1,115 @@
+"""Real processes for the agent's tests: our server (`h2iot-agent serve`) and nghttpd, each on a
+free loopback port, stopped (and checked) on exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+AGENT = [sys.executable, "-m", "agent.cli"]
+START_TIMEOUT_S = 20.0
+
+
+@dataclass
+class RunningServer:
+    process: subprocess.Popen[str]
+    port: int
+    stderr_path: Path
+    trial_log: Path | None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def trials(self) -> list[dict[str, object]]:
+        assert self.trial_log is not None
+        if not self.trial_log.exists():
+            return []
+        return [json.loads(line) for line in self.trial_log.read_text().splitlines() if line]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {START_TIMEOUT_S} s")
+
+
+@contextmanager
+def agent_server(root: Path, tmp: Path, *extra: str, tls: bool = False) -> Iterator[RunningServer]:
+    port = free_port()
+    stderr_path = tmp / f"server-{port}.err"
+    trial_log = tmp / f"trials-{port}.jsonl"
+    args = [
+        *AGENT,
+        "serve",
+        "--root",
+        str(root),
+        "--port",
+        str(port),
+        "--trial-log",
+        str(trial_log),
+        *extra,
+    ]
+    with stderr_path.open("w") as err:
+        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    server = RunningServer(process, port, stderr_path, trial_log)
+    try:
+        wait_for_port(port, process)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextmanager
+def nghttpd(root: Path, tmp: Path, *extra: str) -> Iterator[RunningServer]:
+    port = free_port()
+    stderr_path = tmp / f"nghttpd-{port}.err"
+    args = ["nghttpd", "--no-tls", "-d", str(root), *extra, str(port)]
+    with stderr_path.open("w") as err:
+        process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=err, text=True, env={**os.environ}
+        )
+    server = RunningServer(process, port, stderr_path, None)
+    try:
+        wait_for_port(port, process)
+        yield server
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def run_agent(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*AGENT, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
