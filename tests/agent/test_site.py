@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from agent.errors import SiteError, UsageError
+from agent.html_links import subresource_paths
 from agent.site import (
     DEFAULT_TOTAL_BYTES,
     MANIFEST_NAME,
@@ -36,6 +37,7 @@ from agent.site import (
     render_site,
 )
 from agent.site._stream import ByteStream
+from agent.site.coefficients import CHROMA, EOB, LAST_AC_INDEX, LUMA, _draw_tokens
 from agent.site.huffman import MAX_CODE_BITS, build_table
 from agent.site.jpeg import encode_jpeg
 from tests.conftest import require_tool
@@ -380,6 +382,14 @@ def test_page_references_exactly_the_seven_subresources(small_site):
         assert (directory / path).is_file()
 
 
+def test_the_agents_client_finds_the_same_subresources(small_site):
+    directory, manifest = small_site
+    html = (directory / "index.html").read_text("ascii")
+    found = subresource_paths(html, "/index.html")
+    assert found == ["/css/style.css", "/js/vendor.js", "/js/app.js", *(f"/{p}" for p in IMAGES)]
+    assert {path.lstrip("/") for path in found} == set(manifest.by_path()) - {"index.html"}
+
+
 def _images_match_the_page(directory: Path) -> None:
     page = read_page((directory / "index.html").read_bytes())
     for src, width, height in page.images:
@@ -472,6 +482,22 @@ def test_encoder_lands_just_under_its_target_in_shape(target, aspect):
     decoded = Image.open(io.BytesIO(image.data))
     decoded.load()
     assert decoded.size == (image.width_px, image.height_px)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), model=st.sampled_from([LUMA, CHROMA]))
+def test_drawn_blocks_stay_inside_the_block(data, model):
+    raw = data.draw(st.binary(min_size=model.bytes_per_block, max_size=model.bytes_per_block))
+    tokens = _draw_tokens(model, raw)
+    coded = [symbol for symbol, _ in tokens if symbol != EOB]
+    position = sum((symbol >> 4) + 1 for symbol in coded)
+    assert position <= LAST_AC_INDEX
+    # EOB ends every block that stops short of the last coefficient, and only those.
+    assert (tokens[-1][0] == EOB) == (position < LAST_AC_INDEX)
+    assert EOB not in [symbol for symbol, _ in tokens[:-1]]
+    for symbol, bits in tokens:
+        assert len(bits) == symbol & 0x0F
+        assert symbol == EOB or 1 <= symbol & 0x0F <= 10
 
 
 def canonical_codes(counts, values):
