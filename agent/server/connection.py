@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import h2.events as ev
 from h2.config import H2Configuration
-from h2.connection import H2Connection
+from h2.connection import ConnectionState, H2Connection
 from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 from h2.settings import Settings
@@ -65,6 +65,7 @@ class ServerConnection(asyncio.Protocol):
         self._paused = False
         self._last_byte_poll = False
         self._draining = False
+        self._failed = False
         self._closed = False
         self._handshake_timer: asyncio.TimerHandle | None = None
 
@@ -88,7 +89,10 @@ class ServerConnection(asyncio.Protocol):
         try:
             events = self.conn.receive_data(data)
         except ProtocolError as exc:
-            # h2 has already queued the GOAWAY with the error code RFC 9113 prescribes.
+            # h2 queues the GOAWAY with the error code RFC 9113 prescribes, except for a bad
+            # preface, which it refuses before its state machine runs.
+            if self.conn.state_machine.state is not ConnectionState.CLOSED:
+                self.conn.close_connection(exc.error_code)
             self._fail(f"{type(exc).__name__}: {exc}")
             return
         if self._handshake_timer is not None:
@@ -102,7 +106,7 @@ class ServerConnection(asyncio.Protocol):
                 self._on_request(event)  # type: ignore[arg-type]
             elif kind is ev.StreamReset:
                 self._on_reset(event)  # type: ignore[arg-type]
-                if self._closed:
+                if self._failed:
                     return
             elif kind is ev.DataReceived:
                 self._on_data(event)  # type: ignore[arg-type]
@@ -132,6 +136,10 @@ class ServerConnection(asyncio.Protocol):
 
     def _on_request(self, event: ev.RequestReceived) -> None:
         stream_id = event.stream_id
+        stream = self.conn.streams.get(stream_id)
+        if stream is None or stream.closed:
+            # Reset (or refused) later in the same read, before we could answer.
+            return
         if self._draining:
             self.conn.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
             return
@@ -308,6 +316,9 @@ class ServerConnection(asyncio.Protocol):
         self._close_transport()
 
     def _fail(self, reason: str) -> None:
+        if self._failed:
+            return
+        self._failed = True
         log.warning("peer %s: %s; sent GOAWAY and closed the connection", self.peer, reason)
         self.app.hostile_connections += 1
         self._flush_raw()

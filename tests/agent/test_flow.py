@@ -18,9 +18,9 @@ def test_peer_never_holds_more_than_the_window_and_never_stalls(
 ) -> None:
     window = ReceiveWindow(target, initial, policy)  # type: ignore[arg-type]
     peer_credit = initial + window.opening_increment()
-    for size in frames:
+    for wanted in frames:
         # A well-behaved peer sends at most its credit.
-        size = min(size, peer_credit)
+        size = min(wanted, peer_credit)
         if size == 0:
             # It has no credit: the receiver must already have restored it.
             pytest.fail(f"peer stalled with allowance {window.allowance} of {target}")

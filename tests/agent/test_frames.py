@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
 from hyperframe.frame import (
     DataFrame,
     Frame,
@@ -12,6 +10,8 @@ from hyperframe.frame import (
     SettingsFrame,
     WindowUpdateFrame,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent.frames import CLIENT_PREFACE, FrameTally
 
