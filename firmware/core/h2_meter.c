@@ -1,0 +1,478 @@
+#include "h2_meter.h"
+
+#include <string.h>
+
+#include "h2_port.h"
+
+#define FRAME_ACK (H2_OVERHEAD + H2_ACK_LEN)
+#define FRAME_STATUS (H2_OVERHEAD + H2_STATUS_LEN)
+#define FRAME_MARKER (H2_OVERHEAD + H2_MARKER_LEN)
+#define FRAME_INFO_MAX (H2_OVERHEAD + H2_INFO_FIXED_LEN + H2_BOARD_NAME_MAX)
+/* The largest reply to one command (ACK + INFO); commands wait until it fits. */
+#define FRAME_REPLY_MAX (FRAME_ACK + FRAME_INFO_MAX)
+
+/* ---- pure helpers ---------------------------------------------------------------------- */
+
+static uint8_t popcount8(uint8_t v)
+{
+    uint8_t n = 0;
+    for (; v; v &= (uint8_t)(v - 1u)) {
+        n++;
+    }
+    return n;
+}
+
+uint8_t h2_adc_prescaler(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t reads_per_sample)
+{
+    /* 13 ADC clocks per conversion; keep 25 % of the sample period free for the interrupt
+     * work between conversions. The slowest clock that fits is the most accurate. */
+    static const uint8_t prescalers[] = {128u, 64u, 32u};
+    uint32_t budget = f_cpu_hz / 4u * 3u;
+    for (uint8_t i = 0; i < sizeof prescalers; i++) {
+        if (rate_hz * reads_per_sample * 13u * prescalers[i] <= budget) {
+            return prescalers[i];
+        }
+    }
+    return 0;
+}
+
+uint8_t h2_check_config(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t mask, uint8_t oversampling)
+{
+    uint8_t count = popcount8(mask);
+    if (rate_hz < H2_RATE_MIN_HZ || rate_hz > H2_RATE_MAX_HZ || f_cpu_hz % rate_hz != 0u) {
+        return H2_R_BAD_VALUE;
+    }
+    if (count < 1u || count > H2_CHANNELS_MAX) {
+        return H2_R_BAD_VALUE;
+    }
+    if (oversampling < 1u || oversampling > H2_OVERSAMPLING_MAX) {
+        return H2_R_BAD_VALUE;
+    }
+    if (h2_adc_prescaler(f_cpu_hz, rate_hz, (uint8_t)(count * oversampling)) == 0u) {
+        return H2_R_BAD_VALUE;
+    }
+    return H2_R_OK;
+}
+
+uint8_t h2_samples_per_frame(uint32_t rate_hz, uint8_t channel_count)
+{
+    /* About 10 ms of samples per frame, at most H2_VALUES_MAX values. */
+    uint32_t n = rate_hz / 100u;
+    uint32_t cap = H2_VALUES_MAX / channel_count;
+    if (n > cap) {
+        n = cap;
+    }
+    return (uint8_t)(n ? n : 1u);
+}
+
+void h2_timer_config(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t *divider, uint16_t *ocr)
+{
+    uint32_t ticks = f_cpu_hz / rate_hz;
+    *divider = 1;
+    if (ticks > 65536u) {
+        *divider = 8;
+        ticks /= 8u;
+    }
+    *ocr = (uint16_t)(ticks - 1u);
+}
+
+static void apply_config(h2_meter_t *m, uint32_t rate_hz, uint8_t mask, uint8_t oversampling)
+{
+    m->rate_hz = rate_hz;
+    m->channel_mask = mask;
+    m->oversampling = oversampling;
+    m->channel_count = 0;
+    for (uint8_t ch = 0; ch < 8u; ch++) {
+        if (mask & (1u << ch)) {
+            m->channels[m->channel_count++] = ch;
+        }
+    }
+    m->samples_per_frame = h2_samples_per_frame(rate_hz, m->channel_count);
+    m->adc_prescaler = h2_adc_prescaler(m->board->f_cpu_hz, rate_hz,
+                                        (uint8_t)(m->channel_count * oversampling));
+}
+
+void h2_meter_init(h2_meter_t *m, const h2_board_t *board, const h2_hooks_t *hooks)
+{
+    memset(m, 0, sizeof *m);
+    m->board = board;
+    m->hooks = hooks;
+    h2_ring_init(&m->tx, m->tx_buf, H2_TX_SIZE);
+    h2_ring_init(&m->rx, m->rx_buf, H2_RX_SIZE);
+    h2_parser_init(&m->parser, m->parser_buf, sizeof m->parser_buf);
+    apply_config(m, 1000u, 0x03u, 1u);
+}
+
+/* ---- interrupt side ---------------------------------------------------------------------- */
+
+static void close_batch(h2_meter_t *m)
+{
+    if (m->fill && !m->dropping) {
+        m->slots[m->slot_w % H2_SLOTS].count = m->fill;
+        m->slot_w = (uint8_t)(m->slot_w + 1u);
+    }
+    m->fill = 0;
+}
+
+static void store_sample(h2_meter_t *m)
+{
+    uint32_t index = m->adc_index;
+    if (m->fill && m->batch_first + m->fill != index) {
+        close_batch(m); /* a lost sample ends the batch: indices in a frame are contiguous */
+    }
+    if (m->fill == 0) {
+        m->batch_first = index;
+        m->dropping = (uint8_t)(m->slot_w - m->slot_r) >= H2_SLOTS;
+        if (!m->dropping) {
+            m->slots[m->slot_w % H2_SLOTS].first_index = index;
+        }
+    }
+    if (m->dropping) {
+        m->samples_dropped++;
+    } else {
+        uint16_t *dst = m->slots[m->slot_w % H2_SLOTS].values + m->fill * m->channel_count;
+        for (uint8_t c = 0; c < m->channel_count; c++) {
+            dst[c] = m->sample[c];
+        }
+    }
+    if (++m->fill >= m->samples_per_frame) {
+        close_batch(m);
+    }
+}
+
+uint8_t h2_meter_isr_tick(h2_meter_t *m)
+{
+    uint32_t index = m->samples_taken;
+    m->samples_taken = index + 1u;
+    if (--m->status_countdown == 0u) {
+        m->status_countdown = m->rate_hz;
+        m->status_taken = index + 1u;
+        m->status_dropped = m->samples_dropped;
+        m->status_due = 1;
+    }
+    if (m->adc_busy) {
+        m->samples_dropped++;
+        return H2_ADC_NONE;
+    }
+    m->adc_busy = 1;
+    m->adc_index = index;
+    m->adc_channel = 0;
+    m->adc_reads = 0;
+    m->adc_sum = 0;
+    return m->channels[0];
+}
+
+uint8_t h2_meter_isr_adc(h2_meter_t *m, uint16_t value)
+{
+    if (!m->adc_busy) {
+        return H2_ADC_NONE;
+    }
+    m->adc_sum = (uint16_t)(m->adc_sum + value);
+    if (++m->adc_reads < m->oversampling) {
+        return m->channels[m->adc_channel];
+    }
+    uint16_t mean = m->adc_sum;
+    if (m->oversampling > 1u) {
+        mean = (uint16_t)((m->adc_sum + m->oversampling / 2u) / m->oversampling);
+    }
+    m->sample[m->adc_channel] = mean;
+    m->adc_sum = 0;
+    m->adc_reads = 0;
+    if (++m->adc_channel < m->channel_count) {
+        return m->channels[m->adc_channel];
+    }
+    store_sample(m);
+    m->adc_busy = 0;
+    return H2_ADC_NONE;
+}
+
+void h2_meter_isr_marker(h2_meter_t *m, uint8_t edge)
+{
+    uint8_t w = m->marker_w;
+    if (m->state != H2_RUNNING || (uint8_t)(w - m->marker_r) >= H2_MARKERS) {
+        return;
+    }
+    m->markers[w % H2_MARKERS].index = m->samples_taken;
+    m->markers[w % H2_MARKERS].edge = edge;
+    m->marker_w = (uint8_t)(w + 1u);
+}
+
+/* ---- main-loop side ---------------------------------------------------------------------- */
+
+static uint8_t room(h2_meter_t *m, uint16_t bytes)
+{
+    return h2_ring_free(&m->tx) >= bytes;
+}
+
+static void frame_begin(h2_meter_t *m, h2_fw_t *w, uint8_t type, uint16_t len)
+{
+    h2_fw_begin(w, &m->tx, type, (uint16_t)m->frames_sent, len);
+}
+
+static void frame_end(h2_meter_t *m, h2_fw_t *w)
+{
+    h2_fw_end(w);
+    m->frames_sent++;
+}
+
+static void send_ack(h2_meter_t *m, const h2_frame_t *cmd, uint8_t result)
+{
+    h2_fw_t w;
+    frame_begin(m, &w, H2_T_ACK, H2_ACK_LEN);
+    h2_fw_u8(&w, cmd->type);
+    h2_fw_u16(&w, cmd->seq);
+    h2_fw_u8(&w, result);
+    frame_end(m, &w);
+}
+
+static void send_info(h2_meter_t *m)
+{
+    const h2_board_t *b = m->board;
+    uint8_t name_len = (uint8_t)strlen(b->name);
+    if (name_len > H2_BOARD_NAME_MAX) {
+        name_len = H2_BOARD_NAME_MAX;
+    }
+    h2_fw_t w;
+    frame_begin(m, &w, H2_T_INFO, (uint16_t)(H2_INFO_FIXED_LEN + name_len));
+    h2_fw_u8(&w, H2_PROTOCOL_VERSION);
+    h2_fw_u8(&w, b->fw_major);
+    h2_fw_u8(&w, b->fw_minor);
+    h2_fw_u8(&w, b->fw_patch);
+    h2_fw_u8(&w, b->mcu_id);
+    h2_fw_u32(&w, b->f_cpu_hz);
+    h2_fw_u8(&w, 10u);
+    h2_fw_u16(&w, b->adc_ref_mv);
+    h2_fw_u32(&w, m->rate_hz);
+    h2_fw_u8(&w, m->channel_mask);
+    h2_fw_u8(&w, m->oversampling);
+    h2_fw_u32(&w, b->baud);
+    h2_fw_u8(&w, b->marker_pin);
+    for (uint8_t i = 0; i < name_len; i++) {
+        h2_fw_u8(&w, (uint8_t)b->name[i]);
+    }
+    frame_end(m, &w);
+}
+
+static void send_status(h2_meter_t *m, uint8_t periodic)
+{
+    uint32_t taken, dropped;
+    H2_ATOMIC_BEGIN
+    taken = periodic ? m->status_taken : m->samples_taken;
+    dropped = periodic ? m->status_dropped : m->samples_dropped;
+    H2_ATOMIC_END
+    h2_fw_t w;
+    frame_begin(m, &w, H2_T_STATUS, H2_STATUS_LEN);
+    h2_fw_u32(&w, taken);
+    h2_fw_u32(&w, dropped);
+    h2_fw_u32(&w, m->frames_sent);
+    h2_fw_u16(&w, (uint16_t)(m->commands_rejected + m->parser.discarded));
+    h2_fw_u8(&w, m->state == H2_RUNNING);
+    frame_end(m, &w);
+}
+
+static void send_marker(h2_meter_t *m, const h2_marker_t *mk)
+{
+    h2_fw_t w;
+    frame_begin(m, &w, H2_T_MARKER, H2_MARKER_LEN);
+    h2_fw_u32(&w, mk->index);
+    h2_fw_u8(&w, m->board->marker_pin);
+    h2_fw_u8(&w, mk->edge);
+    frame_end(m, &w);
+}
+
+static uint16_t samples_frame_len(const h2_meter_t *m, const h2_batch_t *b)
+{
+    return (uint16_t)(H2_OVERHEAD + H2_SAMPLES_HEADER_LEN + 2u * b->count * m->channel_count);
+}
+
+static void send_samples(h2_meter_t *m, const h2_batch_t *b)
+{
+    uint16_t values = (uint16_t)(b->count * m->channel_count);
+    h2_fw_t w;
+    frame_begin(m, &w, H2_T_SAMPLES, (uint16_t)(H2_SAMPLES_HEADER_LEN + 2u * values));
+    h2_fw_u32(&w, b->first_index);
+    h2_fw_u8(&w, m->channel_count);
+    for (uint16_t i = 0; i < values; i++) {
+        h2_fw_u16(&w, b->values[i]);
+    }
+    frame_end(m, &w);
+}
+
+static uint8_t expected_len(uint8_t type)
+{
+    switch (type) {
+    case H2_C_SET_RATE:
+        return 4;
+    case H2_C_SET_CHANNELS:
+    case H2_C_SET_OVERSAMPLING:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static uint8_t configure(h2_meter_t *m, const h2_frame_t *cmd)
+{
+    uint32_t rate = m->rate_hz;
+    uint8_t mask = m->channel_mask;
+    uint8_t os = m->oversampling;
+    if (cmd->type == H2_C_SET_RATE) {
+        rate = h2_get_u32(cmd->payload);
+    } else if (cmd->type == H2_C_SET_CHANNELS) {
+        mask = cmd->payload[0];
+    } else {
+        os = cmd->payload[0];
+    }
+    uint8_t result = h2_check_config(m->board->f_cpu_hz, rate, mask, os);
+    if (result == H2_R_OK) {
+        apply_config(m, rate, mask, os);
+    }
+    return result;
+}
+
+static void start(h2_meter_t *m)
+{
+    /* Idle: no sample interrupt can run, so plain writes are safe. */
+    m->samples_taken = 0;
+    m->samples_dropped = 0;
+    m->status_due = 0;
+    m->status_countdown = m->rate_hz;
+    m->adc_busy = 0;
+    m->slot_w = 0;
+    m->slot_r = 0;
+    m->fill = 0;
+    m->dropping = 0;
+    m->marker_w = 0;
+    m->marker_r = 0;
+    m->state = H2_RUNNING;
+    m->hooks->start(m);
+}
+
+static void handle(h2_meter_t *m, const h2_frame_t *cmd)
+{
+    uint8_t t = cmd->type;
+    uint8_t busy = m->state != H2_IDLE;
+    uint8_t result = H2_R_OK;
+    if (t < H2_C_IDENTIFY || t > H2_C_SET_OVERSAMPLING) {
+        result = H2_R_UNKNOWN;
+    } else if (cmd->len != expected_len(t)) {
+        result = H2_R_BAD_LENGTH;
+    } else if (busy && (t == H2_C_START || t == H2_C_SET_RATE || t == H2_C_SET_CHANNELS ||
+                        t == H2_C_SET_OVERSAMPLING)) {
+        result = H2_R_BUSY;
+    } else if (t == H2_C_SET_RATE || t == H2_C_SET_CHANNELS || t == H2_C_SET_OVERSAMPLING) {
+        result = configure(m, cmd);
+    }
+    if (result != H2_R_OK) {
+        m->commands_rejected++;
+    }
+    send_ack(m, cmd, result);
+    if (result != H2_R_OK) {
+        return;
+    }
+    switch (t) {
+    case H2_C_IDENTIFY:
+        send_info(m);
+        break;
+    case H2_C_START:
+        start(m);
+        break;
+    case H2_C_STOP:
+        if (m->state == H2_RUNNING) {
+            m->hooks->stop(m);
+            m->state = H2_DRAINING;
+        } else if (m->state == H2_IDLE) {
+            send_status(m, 0);
+        }
+        break;
+    case H2_C_GET_STATUS:
+        send_status(m, 0);
+        break;
+    default:
+        break;
+    }
+}
+
+static uint8_t markers_pending(const h2_meter_t *m)
+{
+    return m->marker_r != m->marker_w;
+}
+
+static uint8_t samples_pending(const h2_meter_t *m)
+{
+    return m->slot_r != m->slot_w;
+}
+
+uint8_t h2_meter_has_work(h2_meter_t *m)
+{
+    if (markers_pending(m) && room(m, FRAME_MARKER)) {
+        return 1;
+    }
+    if (m->status_due && room(m, FRAME_STATUS)) {
+        return 1;
+    }
+    if ((h2_ring_used(&m->rx) || m->parse_pending) && room(m, FRAME_REPLY_MAX)) {
+        return 1;
+    }
+    if (m->state == H2_DRAINING && !m->adc_busy) {
+        return 1;
+    }
+    if (samples_pending(m) &&
+        room(m, samples_frame_len(m, &m->slots[m->slot_r % H2_SLOTS]) + H2_TX_RESERVE)) {
+        return 1;
+    }
+    return m->state == H2_FLUSHING && !samples_pending(m) && room(m, FRAME_STATUS);
+}
+
+uint8_t h2_meter_poll(h2_meter_t *m)
+{
+    uint8_t progress = 0;
+    h2_frame_t cmd;
+    uint8_t byte;
+
+    while (markers_pending(m) && room(m, FRAME_MARKER)) {
+        send_marker(m, &m->markers[m->marker_r % H2_MARKERS]);
+        m->marker_r = (uint8_t)(m->marker_r + 1u);
+        progress++;
+    }
+    if (m->status_due && room(m, FRAME_STATUS)) {
+        m->status_due = 0;
+        send_status(m, 1);
+        progress++;
+    }
+    while (room(m, FRAME_REPLY_MAX)) {
+        if (h2_parser_next(&m->parser, &cmd)) {
+            handle(m, &cmd);
+            progress++;
+            continue;
+        }
+        if (!h2_ring_get(&m->rx, &byte)) {
+            m->parse_pending = 0;
+            break;
+        }
+        h2_parser_feed(&m->parser, byte);
+        m->parse_pending = 1;
+    }
+    if (m->state == H2_DRAINING && !m->adc_busy) {
+        close_batch(m);
+        m->state = H2_FLUSHING;
+        progress++;
+    }
+    while (samples_pending(m)) {
+        const h2_batch_t *b = &m->slots[m->slot_r % H2_SLOTS];
+        if (!room(m, samples_frame_len(m, b) + H2_TX_RESERVE)) {
+            break;
+        }
+        send_samples(m, b);
+        H2_ATOMIC_BEGIN
+        m->slot_r = (uint8_t)(m->slot_r + 1u);
+        H2_ATOMIC_END
+        progress++;
+    }
+    if (m->state == H2_FLUSHING && !samples_pending(m) && room(m, FRAME_STATUS)) {
+        m->state = H2_IDLE;
+        send_status(m, 0);
+        progress++;
+    }
+    return progress;
+}

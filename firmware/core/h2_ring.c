@@ -1,0 +1,66 @@
+#include "h2_ring.h"
+#include "h2_port.h"
+
+void h2_ring_init(h2_ring_t *r, uint8_t *buf, uint16_t size)
+{
+    r->buf = buf;
+    r->mask = (uint16_t)(size - 1u);
+    r->head = 0;
+    r->tail = 0;
+}
+
+uint16_t h2_ring_used(const h2_ring_t *r)
+{
+    uint16_t h, t;
+    H2_ATOMIC_BEGIN
+    h = r->head;
+    t = r->tail;
+    H2_ATOMIC_END
+    return (uint16_t)((h - t) & r->mask);
+}
+
+uint16_t h2_ring_free(const h2_ring_t *r)
+{
+    return (uint16_t)(r->mask - h2_ring_used(r));
+}
+
+void h2_ring_put_at(h2_ring_t *r, uint16_t offset, uint8_t byte)
+{
+    r->buf[(r->head + offset) & r->mask] = byte;
+}
+
+void h2_ring_commit(h2_ring_t *r, uint16_t count)
+{
+    uint16_t h = (uint16_t)((r->head + count) & r->mask);
+    H2_ATOMIC_BEGIN
+    r->head = h;
+    H2_ATOMIC_END
+}
+
+uint8_t h2_ring_put(h2_ring_t *r, uint8_t byte)
+{
+    if (h2_ring_free(r) == 0) {
+        return 0;
+    }
+    h2_ring_put_at(r, 0, byte);
+    h2_ring_commit(r, 1);
+    return 1;
+}
+
+uint8_t h2_ring_get(h2_ring_t *r, uint8_t *byte)
+{
+    uint16_t h, t;
+    H2_ATOMIC_BEGIN
+    h = r->head;
+    H2_ATOMIC_END
+    t = r->tail;
+    if (h == t) {
+        return 0;
+    }
+    *byte = r->buf[t];
+    t = (uint16_t)((t + 1u) & r->mask);
+    H2_ATOMIC_BEGIN
+    r->tail = t;
+    H2_ATOMIC_END
+    return 1;
+}
