@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
-import sys
 from collections.abc import Callable, Sequence
 
 from agent import __version__
@@ -31,7 +30,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler: Handler = args.handler
     return handler(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
