@@ -1,0 +1,167 @@
+"""The resolved configuration of a sweep: frozen records, one per TOML section.
+
+These are the merged result of every layer (built-in defaults < the TOML file < `--set`
+overrides, see `controller.config.load`); they hold canonical, validated values only.
+`Config.to_dict()` is the JSON form written into a run's manifest; its nesting mirrors the
+TOML file (`nodes.client`, `nodes.server`), so the same dotted keys name the same values.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Order = Literal["randomized-blocked", "sequential"]
+Role = Literal["client", "server"]
+MeterSource = Literal["serial", "virtual", "simavr"]
+Sensor = Literal["5A", "20A", "30A"]
+
+ORDERS: tuple[Order, ...] = ("randomized-blocked", "sequential")
+ROLES: tuple[Role, ...] = ("client", "server")
+METER_SOURCES: tuple[MeterSource, ...] = ("serial", "virtual", "simavr")
+SENSORS: tuple[Sensor, ...] = ("5A", "20A", "30A")
+
+LOCAL_HOST = "local"
+"""`host = "local"` runs the node's agent as a subprocess of the controller."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str = "h2iot"
+    seed: int = 1
+    repetitions: int = 5
+    confidence: float = 0.90
+    order: Order = "randomized-blocked"
+    idle_baseline_s: float = 5.0
+    retries: int = 2
+    trial_timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    # Ordered (canonical agent setting name, values); the grid is their product in this order.
+    axes: tuple[tuple[str, tuple[int, ...]], ...] = (
+        ("initial_window_size", (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65535)),
+    )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.axes)
+
+    def points(self) -> list[dict[str, int]]:
+        """Every grid point as {setting: value}, the last axis varying fastest."""
+        names = self.names
+        return [
+            dict(zip(names, values, strict=True))
+            for values in itertools.product(*(values for _, values in self.axes))
+        ]
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    site_seed: int = 0
+    total_bytes: int = 7_000_000
+    connection_window: int | None = None  # None: the same as the stream window, as the study did
+    window_update_policy: str = "half"
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    role: Role
+    host: str = LOCAL_HOST
+    user: str | None = None
+    port: int = 22
+    key: Path | None = None
+    known_hosts: Path | None = None
+    python: str = "python3"
+    # Local nodes: "" means the sweep engine picks a directory under the run.
+    deploy_dir: str = ""
+    cpu: int | None = None
+    address: str = "127.0.0.1"
+    http_port: int = 8443
+
+    @property
+    def is_local(self) -> bool:
+        return self.host == LOCAL_HOST
+
+
+@dataclass(frozen=True)
+class MeterConfig:
+    source: MeterSource = "virtual"
+    port: str | None = None
+    baud: int = 500_000
+    rate_hz: int = 1000
+    channels: tuple[tuple[Role, int], ...] = (("client", 0),)
+    sensor: Sensor = "5A"
+    supply_v: float = 5.0
+    calibration: Path | None = None
+
+    def channel_of(self, role: Role) -> int | None:
+        """The analog channel measuring this node's supply, or None if it is not metered."""
+        return dict(self.channels).get(role)
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    rate_mbit: float | None = None  # None: unshaped
+    loss_pct: float = 0.0
+    delay_ms: float = 0.0
+
+    @property
+    def is_shaped(self) -> bool:
+        return self.rate_mbit is not None or self.loss_pct > 0 or self.delay_ms > 0
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-able copy: paths become strings, tuples lists."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _section(record: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        name: _plain(getattr(record, name))
+        for name in record.__dataclass_fields__
+        if name not in skip
+    }
+
+
+@dataclass(frozen=True)
+class Config:
+    run: RunConfig = field(default_factory=RunConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    client: NodeConfig = field(default_factory=lambda: NodeConfig(role="client", cpu=0))
+    server: NodeConfig = field(default_factory=lambda: NodeConfig(role="server", cpu=1))
+    meter: MeterConfig = field(default_factory=MeterConfig)
+    link: LinkConfig = field(default_factory=LinkConfig)
+    # Provenance, not content: two configs with the same values are equal wherever they came from.
+    source: str = field(default="<defaults>", compare=False)
+    layers: tuple[str, ...] = field(default=("<defaults>",), compare=False)
+    # (dotted key, layer) for every value a layer other than the defaults set.
+    origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def node(self, role: Role) -> NodeConfig:
+        return self.client if role == "client" else self.server
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able, nested like the TOML file; None stands for an unset optional key."""
+        return {
+            "run": _section(self.run),
+            "sweep": {name: list(values) for name, values in self.sweep.axes},
+            "workload": _section(self.workload),
+            "nodes": {
+                "client": _section(self.client, skip=("role", "http_port")),
+                "server": _section(self.server, skip=("role",)),
+            },
+            "meter": {**_section(self.meter), "channels": dict(self.meter.channels)},
+            "link": _section(self.link),
+            "source": self.source,
+            "layers": list(self.layers),
+            "origins": dict(self.origins),
+        }
