@@ -14,15 +14,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import h2.events as ev
-from h2.config import H2Configuration
-from h2.connection import ConnectionState, H2Connection
+from h2.connection import ConnectionState
 from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
-from h2.settings import Settings
 from hyperframe.frame import GoAwayFrame
 
 from agent import probe
 from agent.frames import FrameCounts, FrameTally
+from agent.h2setup import h2_connection
 from agent.server.guard import ResetRateGuard
 from agent.server.ledger import TRIAL_HEADER
 
@@ -51,9 +50,7 @@ class ServerConnection(asyncio.Protocol):
         self.id = app.next_connection_id()
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.conn = H2Connection(
-            H2Configuration(client_side=False, header_encoding=None, validate_inbound_headers=True)
-        )
+        self.conn = h2_connection(client_side=False, settings=app.h2_settings)
         self.tally_in = FrameTally(expect_preface=True)
         self.tally_out = FrameTally()
         self.guard = ResetRateGuard()
@@ -78,7 +75,6 @@ class ServerConnection(asyncio.Protocol):
         if peername:
             self.peer = f"{peername[0]}:{peername[1]}"
         self.app.connection_opened(self)
-        self.conn.local_settings = Settings(client=False, initial_values=self.app.h2_settings)
         self.conn.initiate_connection()
         self._flush()
         loop = asyncio.get_running_loop()

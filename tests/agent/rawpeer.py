@@ -7,7 +7,7 @@ import socket
 from dataclasses import dataclass, field
 
 from hpack import Encoder
-from hyperframe.frame import Frame, GoAwayFrame, HeadersFrame, SettingsFrame
+from hyperframe.frame import Frame, GoAwayFrame, HeadersFrame, PingFrame, SettingsFrame
 
 from agent.frames import CLIENT_PREFACE
 
@@ -31,6 +31,20 @@ class RawPeer:
 
     def handshake(self, settings: dict[int, int] | None = None) -> None:
         self.send(CLIENT_PREFACE, SettingsFrame(0, settings=settings or {}))
+
+    def acknowledge_server_settings(self) -> None:
+        """ACK the server's SETTINGS and wait until they are in force on its side.
+
+        A PING answered after the ACK proves the server processed the ACK in an earlier read
+        (h2 applies a new MAX_FRAME_SIZE to the next read, not to the rest of the same one)."""
+        acked = False
+        while (frame := self.read_frame()) is not None:
+            if isinstance(frame, SettingsFrame) and "ACK" not in frame.flags and not acked:
+                self.send(SettingsFrame(0, flags=["ACK"]), PingFrame(0, opaque_data=b"settings"))
+                acked = True
+            elif isinstance(frame, PingFrame) and "ACK" in frame.flags:
+                return
+        raise ConnectionError("server closed before its SETTINGS were acknowledged")
 
     def header_block(self, path: str, extra: list[tuple[str, str]] | None = None) -> bytes:
         headers = [

@@ -22,10 +22,16 @@ from hyperframe.frame import (
 from tests.agent.rawpeer import RawPeer
 from tests.agent.servers import RunningServer, agent_server, run_agent
 
+MAX_FRAME = 131072
+
 
 @pytest.fixture(scope="module")
 def server(site: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    with agent_server(site, tmp_path_factory.mktemp("hostile")) as running:
+    # A large MAX_FRAME_SIZE lets one DATA frame overrun the receive window on its own, so the
+    # violation cannot be split across reads (between which the server credits bodies back).
+    with agent_server(
+        site, tmp_path_factory.mktemp("hostile"), "--setting", f"max_frame_size={MAX_FRAME}"
+    ) as running:
         yield running
 
 
@@ -41,9 +47,10 @@ def data_on_stream_zero(peer: RawPeer) -> None:
 
 def flow_control_violation(peer: RawPeer) -> None:
     peer.handshake()
+    peer.acknowledge_server_settings()
     peer.get(1, "/", end_stream=False)
-    # 70 000 bytes against the server's 65 535-byte receive window.
-    peer.send(*(DataFrame(1, data=b"x" * 14000) for _ in range(5)))
+    # One frame of 70 000 bytes against the server's 65 535-byte receive window.
+    peer.send(DataFrame(1, data=b"x" * 70000))
 
 
 def window_overflow(peer: RawPeer) -> None:
@@ -72,8 +79,10 @@ def oversize_header_list(peer: RawPeer) -> None:
 
 def oversize_frame(peer: RawPeer) -> None:
     peer.handshake()
-    header = (20000).to_bytes(3, "big") + bytes([0x1, 0x4]) + (1).to_bytes(4, "big")
-    peer.send(header + b"\0" * 20000)
+    peer.acknowledge_server_settings()
+    size = MAX_FRAME + 1
+    header = size.to_bytes(3, "big") + bytes([0x1, 0x4]) + (1).to_bytes(4, "big")
+    peer.send(header + b"\0" * size)
 
 
 def reset_storm(peer: RawPeer) -> None:
