@@ -1,5 +1,14 @@
 """One HTTP/2 client connection: asyncio's Protocol around h2's sans-IO H2Connection, with the
-receive-side flow control done by `agent.flow.ReceiveWindow` so its policy is explicit."""
+receive-side flow control done by `agent.flow.ReceiveWindow` so its policy is explicit.
+
+Hot path: the kernel reads into a `FrameReader` buffer; DATA frames of response streams are
+handled here (checked against our windows, hashed, credited with WINDOW_UPDATE frames we write),
+every other frame goes to h2 unchanged. h2 never sees those DATA frames, so it never credits
+them either: DATA that h2 saw is credited through h2, DATA it did not through our own frames,
+both by the same `ReceiveWindow`. A stream's end reaches h2 as a zero-length DATA frame with
+END_STREAM, after h2's body-length count is set to what arrived, so h2 closes the stream and
+checks content-length itself. All output of one read leaves in one write.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +16,26 @@ import asyncio
 import hashlib
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import h2.events as ev
-from h2.config import H2Configuration
-from h2.connection import H2Connection
-from h2.exceptions import ProtocolError, StreamClosedError
-from h2.settings import SettingCodes, Settings
+from h2.errors import ErrorCodes
+from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError
+from h2.settings import SettingCodes
 
 from agent.errors import PeerProtocolError
+from agent.fastpath import (
+    FLAG_END_STREAM,
+    FLAG_PADDED,
+    TYPE_DATA,
+    FrameReader,
+    H2Internals,
+    data_frame_header,
+    window_update_frame,
+)
 from agent.flow import FlowControlOptions, ReceiveWindow
 from agent.frames import FrameTally
+from agent.h2setup import h2_connection
 
 # Protocol default for the connection window (RFC 9113 section 6.9.2): the peer's first credit.
 INITIAL_CONNECTION_WINDOW = 65535
@@ -37,7 +56,19 @@ class Response:
     body: bytearray | None = None
 
 
-class ClientConnection(asyncio.Protocol):
+@dataclass(eq=False)
+class _FastStream:
+    """A response stream whose DATA frames the fast path handles (after its HEADERS, until its
+    end or reset)."""
+
+    response: Response
+    window: ReceiveWindow
+    h2_stream: Any
+    expected_length: int | None
+    received_bytes: int = 0
+
+
+class ClientConnection(asyncio.BufferedProtocol):
     def __init__(self, settings: dict[SettingCodes, int], flow: FlowControlOptions) -> None:
         self.flow = flow
         self.local_settings = {
@@ -47,8 +78,7 @@ class ClientConnection(asyncio.Protocol):
             **settings,
             SettingCodes.INITIAL_WINDOW_SIZE: flow.initial_window_size,
         }
-        self.conn = H2Connection(H2Configuration(client_side=True, header_encoding=None))
-        self.conn.local_settings = Settings(client=True, initial_values=self.local_settings)
+        self.conn = h2_connection(client_side=True, settings=self.local_settings)
         self.tally_in = FrameTally()
         self.tally_out = FrameTally(expect_preface=True)
         self.transport: asyncio.Transport | None = None
@@ -57,6 +87,10 @@ class ClientConnection(asyncio.Protocol):
         )
         self._stream_windows: dict[int, ReceiveWindow] = {}
         self._responses: dict[int, tuple[Response, asyncio.Future[Response]]] = {}
+        self._reader = FrameReader(self.conn.max_inbound_frame_size)
+        self._fast_enabled = H2Internals.available()
+        self._fast: dict[int, _FastStream] = {}
+        self._out: list[bytes] = []
         self._settings_received = asyncio.get_running_loop().create_future()
         self._closed = asyncio.get_running_loop().create_future()
         self.window_updates_sent = 0
@@ -73,16 +107,84 @@ class ClientConnection(asyncio.Protocol):
             self.window_updates_sent += 1
         self._flush()
 
-    def data_received(self, data: bytes) -> None:
-        self.tally_in.feed(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        reader = self._reader
+        self.tally_in.feed(reader.view[reader.end : reader.end + nbytes])
+        reader.commit(nbytes)
+        fast = self._fast
+        while not reader.passthrough:
+            frame = reader.next_frame()
+            if frame is None:
+                break
+            frame_type, flags, stream_id, start, length = frame
+            if reader.passthrough:
+                break
+            if frame_type == TYPE_DATA and not reader.header_block:
+                stream = fast.get(stream_id)
+                if stream is not None:
+                    if not self._on_fast_data(stream_id, stream, flags, start, length):
+                        return
+                    continue
+            if not self._receive_h2(reader.raw()):
+                return
+        if reader.passthrough:
+            self._receive_h2(reader.take_all())
+        self._flush()
+
+    def _on_fast_data(
+        self, stream_id: int, stream: _FastStream, flags: int, start: int, length: int
+    ) -> bool:
+        """One DATA frame of a response stream; False once the connection has failed."""
+        view = self._reader.view
+        if flags & FLAG_PADDED:
+            pad = view[start] if length else length
+            if pad >= length:
+                # Malformed padding: h2 sends the GOAWAY RFC 9113 prescribes.
+                return self._receive_h2(self._reader.raw())
+            data = view[start + 1 : start + length - pad]
+        else:
+            data = view[start : start + length]
+        connection_window = self.connection_window
+        window = stream.window
+        if length > connection_window.allowance or length > window.allowance:
+            self.conn.close_connection(ErrorCodes.FLOW_CONTROL_ERROR)
+            self._protocol_failure(FlowControlError("Flow control window shrunk below 0"))
+            return False
+        end_stream = flags & FLAG_END_STREAM
+        increment = connection_window.consume(length)
+        if increment:
+            self._out.append(window_update_frame(0, increment))
+            self.window_updates_sent += 1
+        if not end_stream:
+            increment = window.consume(length)
+            if increment:
+                self._out.append(window_update_frame(stream_id, increment))
+                self.window_updates_sent += 1
+        response = stream.response
+        size = len(data)
+        response.size_bytes += size
+        response.digest.update(data)
+        if response.body is not None:
+            response.body += data
+        stream.received_bytes += size
+        expected = stream.expected_length
+        if end_stream or (expected is not None and stream.received_bytes > expected):
+            del self._fast[stream_id]
+            H2Internals.set_received_length(stream.h2_stream, stream.received_bytes)
+            return self._receive_h2(data_frame_header(stream_id, 0, bool(end_stream)))
+        return True
+
+    def _receive_h2(self, data: bytes) -> bool:
+        """Frames for h2 and the events they cause; False once the connection has failed."""
         try:
             events = self.conn.receive_data(data)
         except ProtocolError as exc:
-            self._fail_all(PeerProtocolError(f"server broke HTTP/2: {type(exc).__name__}: {exc}"))
-            self._flush()
-            if self.transport is not None:
-                self.transport.close()
-            return
+            self._protocol_failure(exc)
+            return False
+        self._reader.max_frame_size = self.conn.max_inbound_frame_size
         now = time.monotonic_ns()
         for event in events:
             kind = type(event)
@@ -100,7 +202,16 @@ class ClientConnection(asyncio.Protocol):
             elif kind is ev.ConnectionTerminated:
                 code = event.error_code  # type: ignore[attr-defined]
                 self._fail_all(PeerProtocolError(f"server sent GOAWAY ({code!s})"))
+        data = self.conn.data_to_send()
+        if data:
+            self._out.append(data)
+        return True
+
+    def _protocol_failure(self, exc: ProtocolError) -> None:
+        self._fail_all(PeerProtocolError(f"server broke HTTP/2: {type(exc).__name__}: {exc}"))
         self._flush()
+        if self.transport is not None:
+            self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail_all(PeerProtocolError("server closed the connection"))
@@ -120,8 +231,15 @@ class ClientConnection(asyncio.Protocol):
             response.status = int(response.headers.get(b":status", b"0"))
         except ValueError:
             response.status = 0
+        window = self._stream_windows.get(event.stream_id)
+        if self._fast_enabled and window is not None and event.stream_ended is None:
+            h2_stream = self.conn.streams.get(event.stream_id)
+            if h2_stream is not None:
+                expected = H2Internals.expected_length(h2_stream)
+                self._fast[event.stream_id] = _FastStream(response, window, h2_stream, expected)
 
     def _on_data(self, event: ev.DataReceived, now: int) -> None:
+        # DATA that h2 saw (zero-length stream ends, or every frame with the fast path off).
         stream_id = event.stream_id
         size = event.flow_controlled_length
         increment = self.connection_window.consume(size)
@@ -148,6 +266,7 @@ class ClientConnection(asyncio.Protocol):
                 response.body += data
 
     def _on_end(self, stream_id: int, now: int) -> None:
+        self._fast.pop(stream_id, None)
         self._stream_windows.pop(stream_id, None)
         entry = self._responses.pop(stream_id, None)
         if entry is None:
@@ -158,6 +277,7 @@ class ClientConnection(asyncio.Protocol):
             future.set_result(response)
 
     def _on_reset(self, event: ev.StreamReset) -> None:
+        self._fast.pop(event.stream_id, None)
         self._stream_windows.pop(event.stream_id, None)
         entry = self._responses.pop(event.stream_id, None)
         if entry is not None and not entry[1].done():
@@ -167,6 +287,7 @@ class ClientConnection(asyncio.Protocol):
             )
 
     def _fail_all(self, error: Exception) -> None:
+        self._fast.clear()
         for _response, future in self._responses.values():
             if not future.done():
                 future.set_exception(error)
@@ -230,7 +351,14 @@ class ClientConnection(asyncio.Protocol):
         await self._closed
 
     def _flush(self) -> None:
+        out = self._out
         data = self.conn.data_to_send()
-        if data and self.transport is not None and not self.transport.is_closing():
+        if data:
+            out.append(data)
+        if not out:
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        if self.transport is not None and not self.transport.is_closing():
             self.tally_out.feed(data)
             self.transport.write(data)

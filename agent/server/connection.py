@@ -1,8 +1,13 @@
 """One HTTP/2 server connection: asyncio's Protocol around h2's sans-IO H2Connection.
 
-The hot path (a WINDOW_UPDATE arrives, DATA goes out) is kept short: events are dispatched by
-type, every stream with credit gets one frame per round (fair, like nghttp2), and all frames
-produced by one read are written with a single transport.write.
+The hot path (a WINDOW_UPDATE arrives, DATA goes out) is kept short: the kernel reads into a
+`FrameReader` buffer; WINDOW_UPDATE frames for the connection and for streams being sent are
+applied here, straight to h2's window counters, and DATA frames other than a body's last are
+built here, their size taken off the same counters, so h2's flow-control view stays exact while
+its per-frame machinery is skipped. Everything else (and any WINDOW_UPDATE h2 must judge: zero
+increment, overflow, odd length, unknown stream) goes to h2 unchanged, in order, and a body's
+last frame goes through h2 so it closes the stream. Every stream with credit gets one frame per
+round (fair, like nghttp2), and all frames produced by one read leave in one transport.write.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import h2.events as ev
 from h2.connection import ConnectionState
@@ -20,7 +25,15 @@ from h2.exceptions import ProtocolError
 from hyperframe.frame import GoAwayFrame
 
 from agent import probe
-from agent.frames import FrameCounts, FrameTally
+from agent.fastpath import (
+    MAX_WINDOW,
+    TYPE_WINDOW_UPDATE,
+    FrameReader,
+    H2Internals,
+    data_frame_header,
+    window_increment,
+)
+from agent.frames import CLIENT_PREFACE, FrameCounts, FrameTally
 from agent.h2setup import h2_connection
 from agent.server.guard import ResetRateGuard
 from agent.server.ledger import TRIAL_HEADER
@@ -37,21 +50,25 @@ HANDSHAKE_TIMEOUT_S = 10.0
 _FLUSH_BYTES = 256 * 1024
 
 
-@dataclass
+@dataclass(eq=False)
 class _OutStream:
     body: memoryview
     offset: int
     trial_id: str | None
+    h2_stream: Any  # h2's stream, whose window the fast path keeps; None with the fast path off
 
 
-class ServerConnection(asyncio.Protocol):
-    def __init__(self, app: ServerApp) -> None:
+class ServerConnection(asyncio.BufferedProtocol):
+    def __init__(self, app: ServerApp, fast_path: bool = True) -> None:
         self.app = app
         self.id = app.next_connection_id()
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.conn = h2_connection(client_side=False, settings=app.h2_settings)
         self.tally_in = FrameTally(expect_preface=True)
+        self._reader = FrameReader(self.conn.max_inbound_frame_size, len(CLIENT_PREFACE))
+        self._fast_enabled = fast_path and H2Internals.available()
+        self._out: list[bytes | memoryview] = []
         self.tally_out = FrameTally()
         self.guard = ResetRateGuard()
         self.pending: dict[int, _OutStream] = {}
@@ -80,8 +97,62 @@ class ServerConnection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self._handshake_timer = loop.call_later(HANDSHAKE_TIMEOUT_S, self._handshake_expired)
 
-    def data_received(self, data: bytes) -> None:
-        self.tally_in.feed(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        reader = self._reader
+        self.tally_in.feed(reader.view[reader.end : reader.end + nbytes])
+        reader.commit(nbytes)
+        if reader.preface_left and not self._receive_h2(reader.take_preface()):
+            return
+        conn = self.conn
+        fast = self._fast_enabled and H2Internals.is_open(conn)
+        while not reader.passthrough:
+            frame = reader.next_frame()
+            if frame is None:
+                break
+            frame_type, _flags, stream_id, start, length = frame
+            if reader.passthrough:
+                break
+            if (
+                fast
+                and frame_type == TYPE_WINDOW_UPDATE
+                and length == 4
+                and not reader.header_block
+                and self._fast_window_update(stream_id, window_increment(reader.buffer, start))
+            ):
+                continue
+            if not self._receive_h2(reader.raw()):
+                return
+            fast = self._fast_enabled and H2Internals.is_open(conn)
+        if reader.passthrough and not self._receive_h2(reader.take_all()):
+            return
+        self._pump()
+        self._flush()
+
+    def _fast_window_update(self, stream_id: int, increment: int) -> bool:
+        """Apply a WINDOW_UPDATE to h2's counters; False leaves it to h2 (a zero increment, an
+        overflow, a stream not being sent: RFC 9113 section 6.9.1 errors or no-ops)."""
+        if not increment:
+            return False
+        if stream_id == 0:
+            window = self.conn.outbound_flow_control_window + increment
+            if window > MAX_WINDOW:
+                return False
+            self.conn.outbound_flow_control_window = window
+            return True
+        out = self.pending.get(stream_id)
+        if out is None:
+            return False
+        window = out.h2_stream.outbound_flow_control_window + increment
+        if window > MAX_WINDOW:
+            return False
+        out.h2_stream.outbound_flow_control_window = window
+        return True
+
+    def _receive_h2(self, data: bytes) -> bool:
+        """Bytes for h2 and the events they cause; False once the connection is finished."""
         try:
             events = self.conn.receive_data(data)
         except ProtocolError as exc:
@@ -90,7 +161,8 @@ class ServerConnection(asyncio.Protocol):
             if self.conn.state_machine.state is not ConnectionState.CLOSED:
                 self.conn.close_connection(exc.error_code)
             self._fail(f"{type(exc).__name__}: {exc}")
-            return
+            return False
+        self._reader.max_frame_size = self.conn.max_inbound_frame_size
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
             self._handshake_timer = None
@@ -103,15 +175,17 @@ class ServerConnection(asyncio.Protocol):
             elif kind is ev.StreamReset:
                 self._on_reset(event)  # type: ignore[arg-type]
                 if self._failed:
-                    return
+                    return False
             elif kind is ev.DataReceived:
                 self._on_data(event)  # type: ignore[arg-type]
             elif kind is ev.ConnectionTerminated:
                 self._flush()
                 self._close_transport()
-                return
-        self._pump()
-        self._flush()
+                return False
+        if self.transport is None or self.transport.is_closing():
+            return False
+        self._drain_h2()
+        return True
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -165,7 +239,8 @@ class ServerConnection(asyncio.Protocol):
             self._response_done(stream_id)
             return
         self.conn.send_headers(stream_id, response_headers)
-        self.pending[stream_id] = _OutStream(body, 0, trial_id)
+        h2_stream = self.conn.streams[stream_id] if self._fast_enabled else None
+        self.pending[stream_id] = _OutStream(body, 0, trial_id, h2_stream)
 
     def _respond_empty(
         self, stream_id: int, status: int, extra: list[tuple[bytes, bytes]] | None = None
@@ -197,22 +272,38 @@ class ServerConnection(asyncio.Protocol):
             return
         conn = self.conn
         pending = self.pending
-        window_of = conn.local_flow_control_window
-        send_data = conn.send_data
+        out = self._out
+        # Our frames go after whatever h2 has queued (a stream's HEADERS before its DATA).
+        self._drain_h2()
+        fast = self._fast_enabled and H2Internals.is_open(conn)
         queued = 0
         while pending and not self._paused:
             max_frame = conn.max_outbound_frame_size
             progressed = False
-            for stream_id, out in list(pending.items()):
-                credit = window_of(stream_id)
+            for stream_id, stream in list(pending.items()):
+                if fast:
+                    credit = min(
+                        conn.outbound_flow_control_window,
+                        stream.h2_stream.outbound_flow_control_window,
+                    )
+                else:
+                    credit = conn.local_flow_control_window(stream_id)
                 if credit <= 0:
                     continue
-                offset = out.offset
-                size = min(credit, max_frame, len(out.body) - offset)
+                offset = stream.offset
+                size = min(credit, max_frame, len(stream.body) - offset)
                 end = offset + size
-                last = end == len(out.body)
-                send_data(stream_id, out.body[offset:end], end_stream=last)
-                out.offset = end
+                last = end == len(stream.body)
+                if fast and not last:
+                    out.append(data_frame_header(stream_id, size, False))
+                    out.append(stream.body[offset:end])
+                    conn.outbound_flow_control_window -= size
+                    stream.h2_stream.outbound_flow_control_window -= size
+                else:
+                    # h2 sends a body's last frame itself: it closes the stream.
+                    conn.send_data(stream_id, stream.body[offset:end], end_stream=last)
+                    self._drain_h2()
+                stream.offset = end
                 queued += size
                 progressed = True
                 if last:
@@ -230,11 +321,25 @@ class ServerConnection(asyncio.Protocol):
         if trial_id is not None:
             self._done_trials.append(trial_id)
 
-    def _flush(self) -> None:
+    def _drain_h2(self) -> None:
         data = self.conn.data_to_send()
-        if data and self.transport is not None and not self.transport.is_closing():
+        if data:
+            self._out.append(data)
+
+    def _write_out(self) -> None:
+        """Everything queued (ours and h2's, in order) in one write."""
+        self._drain_h2()
+        out = self._out
+        if not out:
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        if self.transport is not None and not self.transport.is_closing():
             self.tally_out.feed(data)
             self.transport.write(data)
+
+    def _flush(self) -> None:
+        self._write_out()
         if self._done_trials and not self._last_byte_poll:
             self._note_last_bytes()
         if self._draining and not self.pending:
@@ -317,14 +422,8 @@ class ServerConnection(asyncio.Protocol):
         self._failed = True
         log.warning("peer %s: %s; sent GOAWAY and closed the connection", self.peer, reason)
         self.app.hostile_connections += 1
-        self._flush_raw()
+        self._write_out()
         self._close_transport()
-
-    def _flush_raw(self) -> None:
-        data = self.conn.data_to_send()
-        if data and self.transport is not None and not self.transport.is_closing():
-            self.tally_out.feed(data)
-            self.transport.write(data)
 
     def _handshake_expired(self) -> None:
         self._handshake_timer = None

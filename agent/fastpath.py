@@ -1,0 +1,240 @@
+"""The hot path of our HTTP/2 endpoints, sans-IO: a receive buffer that splits the byte stream
+into frames, and the few frames the endpoints write themselves.
+
+h2 handles every frame correctly but spends tens of microseconds on each (frame objects, two
+state machines, window managers, events). At small windows a page is tens of thousands of DATA
+frames (client) and WINDOW_UPDATE frames (server), so the endpoints handle those two kinds
+themselves while the connection is in its steady state, and hand h2 every other frame, and any
+frame they are not sure about, unchanged and in order. `FrameReader` is the buffer an
+`asyncio.BufferedProtocol` reads into (no per-read allocation); it yields whole frames, except
+that a frame longer than MAX_FRAME_SIZE switches it to passthrough, where every byte from that
+frame on goes to h2 (which then rejects the frame as RFC 9113 prescribes).
+
+What the endpoints keep consistent with h2 is stated where they bypass it (the client's and
+server's connection modules); `H2Internals` names the few attributes of h2's objects involved
+and checks once that the installed h2 has them, else the fast path stays off.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Final
+
+from h2.config import H2Configuration
+from h2.connection import ConnectionState, H2Connection
+from h2.exceptions import ProtocolError
+
+FRAME_HEADER_BYTES: Final = 9
+TYPE_DATA: Final = 0x0
+TYPE_HEADERS: Final = 0x1
+TYPE_PUSH_PROMISE: Final = 0x5
+TYPE_WINDOW_UPDATE: Final = 0x8
+TYPE_CONTINUATION: Final = 0x9
+FLAG_END_STREAM: Final = 0x1
+FLAG_END_HEADERS: Final = 0x4
+FLAG_PADDED: Final = 0x8
+MAX_WINDOW: Final = 2**31 - 1
+STREAM_ID_MASK: Final = 0x7FFFFFFF
+
+# 24-bit length as 16 + 8 bits, type, flags, 31-bit stream id (RFC 9113 section 4.1).
+_HEADER = struct.Struct(">HBBBL")
+_WINDOW_UPDATE = struct.Struct(">HBBBLL")
+_INCREMENT = struct.Struct(">L")
+
+DEFAULT_CAPACITY: Final = 256 * 1024
+# Below this much free space at the buffer's end, the unread bytes move to its start.
+_MIN_FREE: Final = 64 * 1024
+
+
+def data_frame_header(stream_id: int, size: int, end_stream: bool) -> bytes:
+    """The 9-byte header of an unpadded DATA frame carrying `size` bytes."""
+    return _HEADER.pack(size >> 8, size & 0xFF, TYPE_DATA, FLAG_END_STREAM * end_stream, stream_id)
+
+
+def window_update_frame(stream_id: int, increment: int) -> bytes:
+    if not 0 < increment <= MAX_WINDOW:
+        raise ValueError(f"WINDOW_UPDATE increment {increment} outside 1..{MAX_WINDOW}")
+    return _WINDOW_UPDATE.pack(0, 4, TYPE_WINDOW_UPDATE, 0, stream_id, increment)
+
+
+def window_increment(buffer: bytearray, payload_start: int) -> int:
+    """The increment of a WINDOW_UPDATE payload (reserved bit dropped; 0 is the caller's to
+    refuse)."""
+    return int(_INCREMENT.unpack_from(buffer, payload_start)[0]) & STREAM_ID_MASK
+
+
+class FrameReader:
+    """Receive buffer and frame splitter for one direction of one connection.
+
+    Use: `get_buffer()` -> the kernel writes into it -> `commit(n)` -> `next_frame()` until it
+    returns None. A frame's payload is `buffer[start:start + length]`, valid until the next
+    `get_buffer()`. `raw(...)` gives the bytes h2 must see instead."""
+
+    __slots__ = (
+        "_frame_start",
+        "buffer",
+        "end",
+        "header_block",
+        "max_frame_size",
+        "passthrough",
+        "preface_left",
+        "start",
+        "view",
+    )
+
+    def __init__(
+        self, max_frame_size: int, preface_bytes: int = 0, capacity: int = DEFAULT_CAPACITY
+    ) -> None:
+        self.buffer = bytearray(capacity)
+        self.view = memoryview(self.buffer)
+        self.start = 0  # first unread byte
+        self.end = 0  # one past the last received byte
+        self._frame_start = 0  # header of the frame `next_frame` returned last
+        self.max_frame_size = max_frame_size
+        self.preface_left = preface_bytes
+        # Inside a header block (HEADERS or PUSH_PROMISE without END_HEADERS) only h2 may judge
+        # the frames: RFC 9113 allows nothing but CONTINUATION there.
+        self.header_block = False
+        self.passthrough = False
+
+    def get_buffer(self) -> memoryview:
+        """Free space for the next read (at least 64 KiB or the frame being received)."""
+        start, end = self.start, self.end
+        if start == end:
+            self.start = self.end = 0
+        elif (
+            len(self.buffer) - end < _MIN_FREE
+            or self._pending_frame_bytes() > len(self.buffer) - start
+        ):
+            self._make_room()
+        return self.view[self.end :]
+
+    def commit(self, nbytes: int) -> None:
+        self.end += nbytes
+
+    def take_preface(self) -> bytes:
+        """Connection-preface bytes received so far (h2 checks them), consumed."""
+        taken = min(self.preface_left, self.end - self.start)
+        data = bytes(self.view[self.start : self.start + taken])
+        self.start += taken
+        self.preface_left -= taken
+        return data
+
+    def take_all(self) -> bytes:
+        """Every unread byte (passthrough: h2 takes over the stream from here)."""
+        data = bytes(self.view[self.start : self.end])
+        self.start = self.end
+        return data
+
+    def next_frame(self) -> tuple[int, int, int, int, int] | None:
+        """(type, flags, stream id, payload start, length) of the next whole frame, or None.
+
+        A frame longer than `max_frame_size` is returned as soon as its header is here, with
+        `passthrough` set and `start` left at its header: the caller hands h2 `take_all()`."""
+        start = self.start
+        if self.end - start < FRAME_HEADER_BYTES:
+            return None
+        high, low, frame_type, flags, stream_id = _HEADER.unpack_from(self.buffer, start)
+        length = (high << 8) | low
+        if length > self.max_frame_size:
+            self.passthrough = True
+            return frame_type, flags, stream_id & STREAM_ID_MASK, start + FRAME_HEADER_BYTES, length
+        payload = start + FRAME_HEADER_BYTES
+        if self.end - payload < length:
+            return None
+        self._frame_start = start
+        self.start = payload + length
+        return frame_type, flags, stream_id & STREAM_ID_MASK, payload, length
+
+    def raw(self) -> bytes:
+        """The whole frame `next_frame` returned last, as bytes, for h2; tracks header blocks."""
+        start = self._frame_start
+        frame_type = self.buffer[start + 3]
+        flags = self.buffer[start + 4]
+        if frame_type in (TYPE_HEADERS, TYPE_PUSH_PROMISE):
+            self.header_block = not flags & FLAG_END_HEADERS
+        elif frame_type == TYPE_CONTINUATION and flags & FLAG_END_HEADERS:
+            self.header_block = False
+        return bytes(self.view[start : self.start])
+
+    def _pending_frame_bytes(self) -> int:
+        """Size of the partly received frame at `start` (0 while its header is incomplete)."""
+        if self.end - self.start < FRAME_HEADER_BYTES:
+            return 0
+        high: int
+        low: int
+        high, low = _HEADER.unpack_from(self.buffer, self.start)[:2]
+        return FRAME_HEADER_BYTES + ((high << 8) | low)
+
+    def _make_room(self) -> None:
+        start, end = self.start, self.end
+        needed = max(self._pending_frame_bytes(), end - start) + _MIN_FREE
+        if needed > len(self.buffer):
+            # A new buffer, not a resize: the transport may still hold a view of the old one.
+            grown = bytearray(max(needed, 2 * len(self.buffer)))
+            grown[: end - start] = self.view[start:end]
+            self.buffer = grown
+            self.view = memoryview(grown)
+        else:
+            self.buffer[: end - start] = self.view[start:end]
+        self.start, self.end = 0, end - start
+
+
+class H2Internals:
+    """The attributes of h2's objects the fast path reads or writes, checked once.
+
+    Connection: `state_machine.state`, `outbound_flow_control_window`, `streams`. Stream:
+    `outbound_flow_control_window`, `_expected_content_length`, `_actual_content_length`.
+    These exist from h2 3.x to at least 4.4; if a future h2 renames them, `available()` is
+    False and the endpoints run on h2 alone."""
+
+    _checked: bool | None = None
+
+    @classmethod
+    def available(cls) -> bool:
+        if cls._checked is None:
+            cls._checked = _probe_h2()
+        return cls._checked
+
+    @staticmethod
+    def is_open(conn: H2Connection) -> bool:
+        state: Any = conn.state_machine.state
+        return state is ConnectionState.CLIENT_OPEN or state is ConnectionState.SERVER_OPEN
+
+    @staticmethod
+    def expected_length(stream: Any) -> int | None:
+        value: int | None = stream._expected_content_length
+        return value
+
+    @staticmethod
+    def set_received_length(stream: Any, received: int) -> None:
+        """Make h2's body-length count what the fast path received, before h2 judges it."""
+        stream._actual_content_length = received
+
+
+def _probe_h2() -> bool:
+    try:
+        client = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+        server = H2Connection(H2Configuration(client_side=False, header_encoding=None))
+        client.initiate_connection()
+        client.send_headers(
+            1,
+            [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"x"), (b":path", b"/")],
+            end_stream=True,
+        )
+        server.initiate_connection()
+        server.receive_data(client.data_to_send())
+        server.send_headers(1, [(b":status", b"200"), (b"content-length", b"3")])
+        client.receive_data(server.data_to_send())
+        stream: Any = client.streams[1]
+        sent: Any = server.streams[1]
+        return (
+            H2Internals.is_open(client)
+            and H2Internals.is_open(server)
+            and stream._expected_content_length == 3
+            and stream._actual_content_length == 0
+            and isinstance(sent.outbound_flow_control_window, int)
+            and isinstance(server.outbound_flow_control_window, int)
+        )
+    except (AttributeError, KeyError, ProtocolError, TypeError):
+        return False
