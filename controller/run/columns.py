@@ -1,0 +1,67 @@
+"""The columns of trials.csv: the one table the run format's documentation is checked against.
+
+Swept settings get one column each, named as in the config, between `repetition` and the metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    unit: str  # "" for identifiers and counts without a physical unit
+    meaning: str
+
+
+LEADING_COLUMNS: tuple[Column, ...] = (
+    Column("trial_id", "", "planned trial, e.g. t001; a retried trial keeps its id"),
+    Column("attempt", "", "1 for the first try of the trial, 2 for its first retry, ..."),
+    Column("status", "", "ok, or failed (then `error` says why); only ok rows are results"),
+    Column("error", "", "one-line reason for a failed attempt, empty when ok"),
+    Column("order_index", "", "position of the trial in the planned order, from 0"),
+    Column("block", "", "randomization block (randomized-blocked) or grid point (sequential)"),
+    Column("repetition", "", "repetition of this grid point, from 1"),
+)
+
+METRIC_COLUMNS: tuple[Column, ...] = (
+    Column("t_wall_start_ns", "ns", "client's wall clock at the fetch start (Unix epoch)"),
+    Column("t_wall_end_ns", "ns", "client's wall clock at the fetch end"),
+    Column("client_response_s", "s", "connect start -> last byte of the last resource"),
+    Column("client_ttfb_s", "s", "connect start -> the page's response headers"),
+    Column("client_cpu_s", "s", "client agent process CPU time (user + sys) over the fetch"),
+    Column("client_cpu_pct", "%", "client CPU time / response time, percent of one core"),
+    Column("client_rss_peak_bytes", "B", "client agent peak resident set size over the fetch"),
+    Column("client_bytes_received", "B", "bytes the client received, frame headers included"),
+    Column("client_data_frames", "", "DATA frames the client received"),
+    Column("client_window_update_frames", "", "WINDOW_UPDATE frames the client sent"),
+    Column("server_serve_s", "s", "first request received -> last byte handed to the kernel"),
+    Column("server_cpu_s", "s", "server agent process CPU time over its serve window"),
+    Column("server_cpu_pct", "%", "server CPU time / serve time, percent of one core"),
+    Column("server_rss_peak_bytes", "B", "server agent peak resident set size over the trial"),
+    Column("server_bytes_sent", "B", "bytes the server sent on the trial's connection"),
+    Column("server_data_frames", "", "DATA frames the server sent"),
+    Column("energy_mj", "mJ", "client node energy: measured power integrated over the window"),
+    Column("energy_above_idle_mj", "mJ", "energy_mj minus idle power x window duration"),
+    Column("mean_power_mw", "mW", "energy_mj / window duration"),
+    Column("window_s", "s", "duration of the energy window"),
+    Column("window_source", "", "marker (edges in the sample stream) or clock (mapped times)"),
+    Column("samples", "", "meter samples inside the window"),
+    Column("samples_lost", "", "samples missing inside the window (gaps, device drops)"),
+    Column("meter_crc_errors", "", "corrupt meter frames skipped during the trial"),
+    Column("meter_frame_gaps", "", "meter frames missed (sequence gaps) during the trial"),
+)
+
+
+def trial_columns(axes: tuple[str, ...]) -> tuple[Column, ...]:
+    swept = tuple(
+        Column(name, "", f"swept HTTP/2 setting {name} (bytes or count)") for name in axes
+    )
+    return LEADING_COLUMNS + swept + METRIC_COLUMNS
+
+
+def header(axes: tuple[str, ...]) -> list[str]:
+    return [column.name for column in trial_columns(axes)]
