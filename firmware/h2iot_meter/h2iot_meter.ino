@@ -166,6 +166,10 @@ void setup(void)
 {
     cli();
     TIMSK0 = 0; /* no millis(): see the note at the top */
+    /* init() set Timer1 up for analogWrite(); the sample timer starts only at START. */
+    TCCR1A = 0;
+    TCCR1B = 0;
+    TIMSK1 = 0;
     h2_meter_init(&meter, &board, &hooks);
     uart_setup();
     /* One throw-away conversion: the first after enabling the ADC takes 25 ADC clocks. */
