@@ -1,0 +1,106 @@
+"""Render the sweep's state: a pure function from state to a rich renderable."""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from analysis.stats import summarize
+from controller.dashboard.state import PointResults, SweepState
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def sparkline(values: list[float], width: int) -> str:
+    if not values:
+        return ""
+    step = max(1, math.ceil(len(values) / width))
+    bins = [
+        sum(values[i : i + step]) / len(values[i : i + step]) for i in range(0, len(values), step)
+    ]
+    low, high = min(bins), max(bins)
+    span = high - low or 1.0
+    return "".join(_BARS[min(7, int((v - low) / span * 8))] for v in bins)
+
+
+def _mean_ci(values: list[float], confidence: float, scale: float, digits: int) -> str:
+    if not values:
+        return "-"
+    summary = summarize(values, confidence)
+    if summary.n < 2 or math.isnan(summary.half_width):
+        return f"{summary.mean * scale:.{digits}f}"
+    return f"{summary.mean * scale:.{digits}f} ± {summary.half_width * scale:.{digits}f}"
+
+
+def _results_table(state: SweepState) -> Table:
+    confidence = f"{state.confidence:.0%}"
+    table = Table(title=f"results so far (mean ± {confidence} CI)", expand=False)
+    for axis in state.axes:
+        table.add_column(axis, justify="right")
+    for heading in ("n", "failed", "response ms", "client CPU ms", "energy mJ"):
+        table.add_column(heading, justify="right")
+    for point in sorted(state.points):
+        results: PointResults = state.points[point]
+        table.add_row(
+            *(str(value) for _name, value in point),
+            str(len(results.response_s)),
+            str(results.failed),
+            _mean_ci(results.response_s, state.confidence, 1000, 1),
+            _mean_ci(results.client_cpu_s, state.confidence, 1000, 1),
+            _mean_ci(results.energy_mj, state.confidence, 1, 1),
+        )
+    return table
+
+
+def _status(state: SweepState) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    current = state.current
+    if current is not None:
+        settings = ", ".join(f"{name}={value}" for name, value in current.settings)
+        attempt = f", attempt {current.attempt}" if current.attempt > 1 else ""
+        grid.add_row(
+            "trial", f"{current.trial_id}: {settings}, repetition {current.repetition}{attempt}"
+        )
+    meter = state.meter
+    if meter is not None:
+        grid.add_row(
+            "meter",
+            f"{meter.source}, {meter.sample_rate_hz:.0f} samples/s, CRC errors {meter.crc_errors}, "
+            f"gaps {meter.frame_gaps}, dropped {meter.samples_dropped}",
+        )
+    if state.power:
+        powers = [p for _t, p in state.power]
+        span_s = state.power[-1][0] - state.power[0][0]
+        grid.add_row("power", f"{sparkline(powers, 48)} {powers[-1]:.0f} mW (last {span_s:.0f} s)")
+    for role, status in sorted(state.nodes.items()):
+        grid.add_row(role, status)
+    if state.notice:
+        grid.add_row("note", Text(state.notice, style="yellow"))
+    return grid
+
+
+def render(state: SweepState) -> RenderableType:
+    total = max(state.total_trials, 1)
+    header = Text.assemble(
+        ("h2iot sweep ", "bold"),
+        f"{state.done_trials}/{state.total_trials} trials, "
+        f"{state.failed_attempts} failed attempts, ETA {_duration(state.eta_s)}  ",
+        (state.run_dir, "dim"),
+    )
+    progress = ProgressBar(total=total, completed=state.done_trials, width=60)
+    return Panel(Group(header, progress, _status(state), _results_table(state)), title="h2iot")

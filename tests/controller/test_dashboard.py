@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from rich.console import Console
+
+from controller.dashboard.state import (
+    MeterHealth,
+    NodeStatus,
+    PowerSamples,
+    SweepStarted,
+    SweepState,
+    TrialFinished,
+    TrialStarted,
+    apply,
+)
+from controller.dashboard.view import render, sparkline
+
+
+def _text(state: SweepState) -> str:
+    console = Console(width=140, color_system=None, record=True)
+    console.print(render(state))
+    return console.export_text()
+
+
+def test_dashboard_shows_progress_current_trial_meter_power_and_results() -> None:
+    state = SweepState()
+    point = (("initial_window_size", 256),)
+    events = [
+        SweepStarted(
+            "data/runs/r1",
+            total_trials=4,
+            done_trials=0,
+            axes=("initial_window_size",),
+            confidence=0.9,
+            t_mono_s=100.0,
+        ),
+        NodeStatus("client", "local, pinned to core 1"),
+        MeterHealth("virtual", 1000.0, crc_errors=2, frame_gaps=1, samples_dropped=0),
+        PowerSamples(
+            tuple(i / 1000 for i in range(20000)), tuple(1200.0 + i % 7 for i in range(20000))
+        ),
+        TrialFinished("t1", point, True, None, 0.5, 0.2, 110.0, t_mono_s=110.0),
+        TrialFinished("t2", point, True, None, 0.7, 0.3, 130.0, t_mono_s=120.0),
+        TrialFinished(
+            "t3",
+            (("initial_window_size", 65535),),
+            False,
+            "timeout",
+            None,
+            None,
+            None,
+            t_mono_s=125.0,
+        ),
+        TrialStarted("t4", (("initial_window_size", 65535),), repetition=1, attempt=2),
+    ]
+    for event in events:
+        apply(state, event)
+    text = _text(state)
+    assert "2/4 trials, 1 failed attempts, ETA 0:00:20" in text
+    assert "t4: initial_window_size=65535, repetition 1, attempt 2" in text
+    assert "virtual, 1000 samples/s, CRC errors 2, gaps 1, dropped 0" in text
+    assert "mW (last 10 s)" in text
+    assert "local, pinned to core 1" in text
+    assert "t3 failed: timeout" in text
+    # Two fetches at 256: mean 600 ms with a 90 % t interval (t = 6.314, sd = 141.4 ms).
+    assert "600.0 ± 631.4" in text
+    assert "120.0 ± 63.1" in text
+    # The power trace keeps only the last ten seconds.
+    assert state.power[0][0] >= state.power[-1][0] - 10.0
+
+
+def test_sparkline_scales_to_its_width() -> None:
+    line = sparkline([float(i) for i in range(1000)], 50)
+    assert len(line) == 50
+    assert line[0] == "▁" and line[-1] == "█"
