@@ -1,0 +1,307 @@
+"""Meter wire protocol, version 1: frame layout, frame records and their payload codecs.
+
+The contract is firmware/PROTOCOL.md (written from notes/meter-protocol-contract.md). A frame is
+`A5 5A | length u16 | type u8 | seq u16 | payload | crc u16`, little-endian, the CRC-16/CCITT-FALSE
+covering length..payload. This module knows the layout; the scanner lives in `decoder.py`.
+"""
+
+from __future__ import annotations
+
+import binascii
+import enum
+import struct
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+PROTOCOL_VERSION = 1
+SYNC = b"\xa5\x5a"
+HEADER_BYTES = 7  # sync, length, type, seq
+OVERHEAD_BYTES = HEADER_BYTES + 2  # plus the CRC
+MAX_PAYLOAD_BYTES = 1024
+SEQ_MODULUS = 1 << 16
+SAMPLE_INDEX_MODULUS = 1 << 32
+BOARD_NAME_MAX_BYTES = 16
+MAX_CHANNELS = 4
+
+_HEADER = struct.Struct("<2sHBH")
+_CRC = struct.Struct("<H")
+
+
+def crc16(data: bytes | bytearray | memoryview) -> int:
+    """CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF): binascii's crc_hqx is exactly it, in C."""
+    return binascii.crc_hqx(data, 0xFFFF)
+
+
+def encode_frame(frame_type: int, seq: int, payload: bytes = b"") -> bytes:
+    """One complete frame on the wire."""
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise ValueError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+    body = _HEADER.pack(SYNC, len(payload), frame_type, seq % SEQ_MODULUS)[2:] + payload
+    return SYNC + body + _CRC.pack(crc16(body))
+
+
+class FrameType(enum.IntEnum):
+    """Frame types; 0x01-0x7F travel device -> host, 0x81-0xFF host -> device."""
+
+    INFO = 0x01
+    SAMPLES = 0x02
+    MARKER = 0x03
+    STATUS = 0x04
+    ACK = 0x05
+    IDENTIFY = 0x81
+    START = 0x82
+    STOP = 0x83
+    SET_RATE = 0x84
+    SET_CHANNELS = 0x85
+    GET_STATUS = 0x86
+    SET_OVERSAMPLING = 0x87
+
+
+class AckResult(enum.IntEnum):
+    OK = 0
+    BAD_LENGTH = 1
+    BAD_VALUE = 2
+    UNKNOWN_COMMAND = 3
+    BUSY = 4
+
+
+class McuId(enum.IntEnum):
+    ATMEGA2560 = 1
+    ATMEGA328P = 2
+
+
+class PayloadError(ValueError):
+    """A frame passed its CRC but its payload does not fit its type (the sender's bug)."""
+
+
+def channels_of_mask(mask: int) -> tuple[int, ...]:
+    """Analog input numbers (n of An) selected by a channel mask, ascending."""
+    return tuple(n for n in range(8) if mask >> n & 1)
+
+
+_INFO = struct.Struct("<BBBBBIBHIBBIB")
+
+
+@dataclass(frozen=True, slots=True)
+class Info:
+    """The board's identity and current configuration (answer to IDENTIFY); PROTOCOL.md names."""
+
+    TYPE: ClassVar[int] = FrameType.INFO
+    seq: int
+    protocol_version: int
+    fw_major: int
+    fw_minor: int
+    fw_patch: int
+    mcu_id: int
+    f_cpu_hz: int
+    adc_bits: int
+    adc_ref_mv: int
+    sample_rate_hz: int
+    channel_mask: int
+    oversampling: int
+    baud: int
+    marker_pin: int
+    board: str
+
+    @property
+    def channels(self) -> tuple[int, ...]:
+        return channels_of_mask(self.channel_mask)
+
+    @property
+    def fw_version(self) -> str:
+        return f"{self.fw_major}.{self.fw_minor}.{self.fw_patch}"
+
+    def payload(self) -> bytes:
+        return (
+            _INFO.pack(
+                self.protocol_version,
+                self.fw_major,
+                self.fw_minor,
+                self.fw_patch,
+                self.mcu_id,
+                self.f_cpu_hz,
+                self.adc_bits,
+                self.adc_ref_mv,
+                self.sample_rate_hz,
+                self.channel_mask,
+                self.oversampling,
+                self.baud,
+                self.marker_pin,
+            )
+            + self.board.encode("ascii")[:BOARD_NAME_MAX_BYTES]
+        )
+
+    @classmethod
+    def parse(cls, seq: int, payload: bytes) -> Info:
+        if not _INFO.size <= len(payload) <= _INFO.size + BOARD_NAME_MAX_BYTES:
+            raise PayloadError(
+                f"INFO payload of {len(payload)} bytes, expected {_INFO.size}.."
+                f"{_INFO.size + BOARD_NAME_MAX_BYTES}"
+            )
+        (ver, major, minor, patch, mcu, f_cpu, bits, ref, rate, mask, over, baud, pin) = (
+            _INFO.unpack_from(payload)
+        )
+        board = payload[_INFO.size :].decode("ascii", errors="replace")
+        return cls(
+            seq, ver, major, minor, patch, mcu, f_cpu, bits, ref, rate, mask, over, baud, pin, board
+        )
+
+
+_SAMPLES_HEAD = struct.Struct("<IB")
+
+SampleArray = npt.NDArray[np.uint16]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Samples:
+    """Consecutive samples: `values[i, c]` is channel c of sample `first_sample_index + i`.
+
+    `values` is read-only. The index is the device's u32 counter since START (it wraps after
+    2**32 samples; `SampleStore` unwraps it).
+    """
+
+    TYPE: ClassVar[int] = FrameType.SAMPLES
+    seq: int
+    first_sample_index: int
+    values: SampleArray
+
+    @property
+    def count(self) -> int:
+        return int(self.values.shape[0])
+
+    @property
+    def channel_count(self) -> int:
+        return int(self.values.shape[1])
+
+    def payload(self) -> bytes:
+        return (
+            _SAMPLES_HEAD.pack(self.first_sample_index % SAMPLE_INDEX_MODULUS, self.channel_count)
+            + self.values.astype("<u2", copy=False).tobytes()
+        )
+
+    @classmethod
+    def parse(cls, seq: int, payload: bytes) -> Samples:
+        return parse_samples(seq, payload, 0, len(payload))
+
+
+def parse_samples(seq: int, buf: bytes, offset: int, length: int) -> Samples:
+    """SAMPLES payload at `buf[offset:offset+length]`; the values are a zero-copy view of buf."""
+    if length < _SAMPLES_HEAD.size:
+        raise PayloadError(f"SAMPLES payload of {length} bytes is shorter than its header")
+    first, channels = _SAMPLES_HEAD.unpack_from(buf, offset)
+    value_bytes = length - _SAMPLES_HEAD.size
+    if not 1 <= channels <= MAX_CHANNELS or value_bytes % (2 * channels) or not value_bytes:
+        raise PayloadError(f"SAMPLES payload: {value_bytes} value bytes for {channels} channels")
+    values = np.frombuffer(
+        buf, dtype="<u2", count=value_bytes // 2, offset=offset + _SAMPLES_HEAD.size
+    ).reshape(-1, channels)
+    if values.flags.writeable:  # a view of a mutable buffer: keep the record immutable
+        values = values.copy()
+        values.flags.writeable = False
+    return Samples(seq, first, values)
+
+
+_MARKER = struct.Struct("<IBB")
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """An edge on the marker pin, stamped with the sample index at which it happened."""
+
+    TYPE: ClassVar[int] = FrameType.MARKER
+    seq: int
+    sample_index: int
+    pin: int
+    edge: int  # 1 rising, 0 falling
+
+    @property
+    def rising(self) -> bool:
+        return self.edge == 1
+
+    def payload(self) -> bytes:
+        return _MARKER.pack(self.sample_index % SAMPLE_INDEX_MODULUS, self.pin, self.edge)
+
+    @classmethod
+    def parse(cls, seq: int, payload: bytes) -> Marker:
+        _expect_size("MARKER", payload, _MARKER.size)
+        index, pin, edge = _MARKER.unpack(payload)
+        if edge not in (0, 1):
+            raise PayloadError(f"MARKER edge {edge}, expected 0 or 1")
+        return cls(seq, index, pin, edge)
+
+
+_STATUS = struct.Struct("<IIIHB")
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The device's counters; `samples_dropped` were sampled but never sent (link too slow)."""
+
+    TYPE: ClassVar[int] = FrameType.STATUS
+    seq: int
+    samples_taken: int
+    samples_dropped: int
+    frames_sent: int
+    commands_rejected: int
+    running: bool
+
+    def payload(self) -> bytes:
+        return _STATUS.pack(
+            self.samples_taken % SAMPLE_INDEX_MODULUS,
+            self.samples_dropped % SAMPLE_INDEX_MODULUS,
+            self.frames_sent % SAMPLE_INDEX_MODULUS,
+            self.commands_rejected % SEQ_MODULUS,
+            int(self.running),
+        )
+
+    @classmethod
+    def parse(cls, seq: int, payload: bytes) -> Status:
+        _expect_size("STATUS", payload, _STATUS.size)
+        taken, dropped, sent, rejected, running = _STATUS.unpack(payload)
+        if running not in (0, 1):
+            raise PayloadError(f"STATUS running flag {running}, expected 0 or 1")
+        return cls(seq, taken, dropped, sent, rejected, bool(running))
+
+
+_ACK = struct.Struct("<BHB")
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """The device's answer to the command `command_type` it received with `command_seq`."""
+
+    TYPE: ClassVar[int] = FrameType.ACK
+    seq: int
+    command_type: int
+    command_seq: int
+    result: int
+
+    def payload(self) -> bytes:
+        return _ACK.pack(self.command_type, self.command_seq, self.result)
+
+    @classmethod
+    def parse(cls, seq: int, payload: bytes) -> Ack:
+        _expect_size("ACK", payload, _ACK.size)
+        return cls(seq, *_ACK.unpack(payload))
+
+
+Frame = Info | Samples | Marker | Status | Ack
+
+DEVICE_FRAME_TYPES: dict[int, type[Info] | type[Marker] | type[Status] | type[Ack]] = {
+    FrameType.INFO: Info,
+    FrameType.MARKER: Marker,
+    FrameType.STATUS: Status,
+    FrameType.ACK: Ack,
+}
+
+
+def _expect_size(name: str, payload: bytes, size: int) -> None:
+    if len(payload) != size:
+        raise PayloadError(f"{name} payload of {len(payload)} bytes, expected {size}")
+
+
+def encode_device_frame(frame: Frame) -> bytes:
+    return encode_frame(frame.TYPE, frame.seq, frame.payload())
