@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller.run.columns import FORMAT_VERSION, LEADING_COLUMNS, METRIC_COLUMNS
+
+DOC = Path(__file__).resolve().parents[2] / "data" / "README.md"
+
+
+def test_every_trials_csv_column_is_documented_with_its_unit() -> None:
+    text = DOC.read_text()
+    assert f"format version {FORMAT_VERSION}" in text
+    for column in LEADING_COLUMNS + METRIC_COLUMNS:
+        assert f"| `{column.name}` | {column.unit} | {column.meaning} |" in text, column.name
