@@ -6,6 +6,7 @@ overrides into a validated, frozen `Config`; `configs/README.md` documents every
 
 from __future__ import annotations
 
+from controller.config.load import DEFAULT_CONFIG_PATH, load_config
 from controller.config.model import (
     Config,
     LinkConfig,
@@ -17,6 +18,7 @@ from controller.config.model import (
 )
 
 __all__ = [
+    "DEFAULT_CONFIG_PATH",
     "Config",
     "LinkConfig",
     "MeterConfig",
@@ -24,4 +26,5 @@ __all__ = [
     "RunConfig",
     "SweepConfig",
     "WorkloadConfig",
+    "load_config",
 ]

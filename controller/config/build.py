@@ -1,0 +1,130 @@
+"""From the merged tree to a `Config`: node defaults that depend on the transport, and the checks
+that relate keys to each other (each blames the layer that set the deciding key).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from controller.config.layers import KeyPath, Stack
+from controller.config.model import (
+    LOCAL_HOST,
+    ROLES,
+    Config,
+    LinkConfig,
+    MeterConfig,
+    NodeConfig,
+    Role,
+    RunConfig,
+    SweepConfig,
+    WorkloadConfig,
+)
+from controller.errors import ConfigError
+
+DEFAULTS = "<defaults>"
+
+SSH_DEPLOY_DIR = "~/h2iot"
+LOCAL_CPU: dict[Role, int] = {"client": 0, "server": 1}
+
+
+def default_values() -> list[tuple[KeyPath, Any]]:
+    """The built-in layer: the records' own defaults. Nodes get only `host`: the rest of a
+    node's defaults depend on whether it is local or SSH, so they are filled in after merging."""
+    sections: dict[str, Any] = {
+        "run": asdict(RunConfig()),
+        "sweep": dict(SweepConfig().axes),
+        "workload": asdict(WorkloadConfig()),
+        "nodes": {role: {"host": LOCAL_HOST} for role in ROLES},
+        "meter": {**asdict(MeterConfig()), "channels": dict(MeterConfig().channels)},
+        "link": asdict(LinkConfig()),
+    }
+    # An unset optional key stays out of the tree (the record's default, None, applies), so the
+    # tree holds a None only where a layer said "none": that layer is the one to blame.
+    return [
+        ((name,), {key: value for key, value in values.items() if value is not None})
+        for name, values in sections.items()
+    ]
+
+
+def _blame(stack: Stack, missing: str, deciding: str) -> str:
+    """A key that is required but unset: blame whoever unset it, else whoever required it."""
+    return stack.origins.get(missing) or stack.origin(deciding)
+
+
+def _node(stack: Stack, role: Role) -> NodeConfig:
+    given: dict[str, Any] = stack.tree["nodes"][role]
+    host: str = given["host"]
+    local = host == LOCAL_HOST
+    server_host: str = stack.tree["nodes"]["server"]["host"]
+    deploy_dir: str = given.get("deploy_dir", "" if local else SSH_DEPLOY_DIR)
+    if role == "server":
+        address = "127.0.0.1" if local else "0.0.0.0"
+    else:
+        address = "127.0.0.1" if server_host == LOCAL_HOST else server_host
+    defaults: dict[str, Any] = {
+        "deploy_dir": deploy_dir,
+        "python": "python3" if local else f"{deploy_dir}/venv/bin/python",
+        "cpu": LOCAL_CPU[role] if local else None,
+        "address": address,
+    }
+    node = NodeConfig(role=role, **{**defaults, **given})
+    if not local and node.known_hosts is None:
+        where = f"nodes.{role}.known_hosts"
+        raise ConfigError(
+            f"{_blame(stack, where, f'nodes.{role}.host')}: {where}: required for an SSH node "
+            f"(host {json.dumps(host)}): its host key is checked against this file and an "
+            "unknown or changed key is refused, never accepted silently"
+        )
+    return node
+
+
+def _meter(stack: Stack) -> MeterConfig:
+    given: dict[str, Any] = dict(stack.tree["meter"])
+    mapping: dict[Role, int] = given.pop("channels")
+    if not mapping:
+        raise ConfigError(
+            f"{stack.origin('meter.channels')}: meter.channels: no node is metered; "
+            'map at least one role to an analog input, e.g. client = "A0"'
+        )
+    owners: dict[int, Role] = {}
+    for role in ROLES:
+        if role in mapping and (other := owners.setdefault(mapping[role], role)) != role:
+            key = f"meter.channels.{role}"
+            raise ConfigError(
+                f"{stack.origin(key)}: {key}: A{mapping[role]} is already the {other}'s input"
+            )
+    meter = MeterConfig(
+        channels=tuple((role, mapping[role]) for role in ROLES if role in mapping), **given
+    )
+    if meter.source == "serial" and meter.port is None:
+        raise ConfigError(
+            f"{_blame(stack, 'meter.port', 'meter.source')}: meter.port: required when "
+            'meter.source is "serial": the board\'s serial device, e.g. "/dev/ttyACM0"'
+        )
+    return meter
+
+
+def build(stack: Stack, source: str) -> Config:
+    """The validated `Config` for a merged stack of layers."""
+    axes = tuple(stack.tree["sweep"].items())
+    if not axes:
+        raise ConfigError(
+            f"{stack.origin('sweep')}: sweep: no axis; give at least one setting with an "
+            "array of values, e.g. initial_window_size = [4096, 65535]"
+        )
+    return Config(
+        run=RunConfig(**stack.tree["run"]),
+        sweep=SweepConfig(axes=axes),
+        workload=WorkloadConfig(**stack.tree["workload"]),
+        client=_node(stack, "client"),
+        server=_node(stack, "server"),
+        meter=_meter(stack),
+        link=LinkConfig(**stack.tree["link"]),
+        source=source,
+        layers=tuple(stack.layers),
+        origins=tuple(
+            (key, layer) for key, layer in sorted(stack.origins.items()) if layer != DEFAULTS
+        ),
+    )

@@ -1,0 +1,312 @@
+"""Checks for one layer: a raw TOML tree in, the same tree with canonical, typed values out.
+
+Each layer (a file, the `--set` overrides) is checked on its own before merging, so an error
+always names the layer it sits in and the dotted key as the user wrote it. The string "none"
+unsets an optional key, or removes an axis from [sweep] or a role from meter.channels. Checks
+that relate keys to each other (a serial meter needs a port) run on the merged result
+(`controller.config.build`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from agent.errors import SettingsError
+from agent.flow import WINDOW_UPDATE_POLICIES
+from agent.settings import SETTING_SPECS, canonical_name, check_value
+from agent.site.builder import MAX_TOTAL_BYTES, MIN_TOTAL_BYTES
+from controller.config.model import METER_SOURCES, ORDERS, ROLES, SENSORS
+from controller.errors import ConfigError
+
+NONE = "none"
+"""The spelling of "unset" in TOML, which has no null."""
+
+# firmware/PROTOCOL.md section 1 (builds of the firmware) and section 4 (value ranges).
+BAUDS = (115_200, 250_000, 500_000, 1_000_000)
+RATE_MIN_HZ, RATE_MAX_HZ, F_CPU_HZ = 100, 10_000, 16_000_000
+ANALOG_INPUTS = 8  # A0..A7
+MAX_WINDOW = 2**31 - 1  # RFC 9113 section 6.9.1
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_HOST = re.compile(r"[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]*")
+_USER = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
+_PRINTABLE = re.compile(r"[^\x00-\x1f\x7f]+")
+_ANALOG = re.compile(r"[Aa]([0-9]+)")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+class _Invalid(Exception):
+    """One value is wrong; `at` extends the dotted key (".name" or "[index]")."""
+
+    def __init__(self, message: str, at: str = "") -> None:
+        super().__init__(message)
+        self.at = at
+
+
+Reader = Callable[[Any], Any]
+Schema = Mapping[str, "Reader | Schema"]
+
+
+def key_text(key: str) -> str:
+    """A key as TOML would need it written: bare if it can be, else quoted (always one line)."""
+    return key if _BARE_KEY.fullmatch(key) else json.dumps(key)
+
+
+_KINDS: tuple[tuple[type, str], ...] = (
+    (bool, "a boolean"),
+    (int, "an integer"),
+    (float, "a float"),
+    (str, "a string"),
+    (list, "an array"),
+    (dict, "a table"),
+)
+
+
+def describe(value: Any) -> str:
+    """The TOML type of a value, with the value when it is short."""
+    kind = next((name for cls, name in _KINDS if isinstance(value, cls)), "a date/time")
+    if isinstance(value, list | dict):
+        return kind
+    if isinstance(value, str) and len(value) > 40:
+        value = value[:37] + "..."
+    shown = json.dumps(value) if isinstance(value, str | bool) else str(value)
+    return f"{kind} ({shown})"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def integer(low: int, high: int) -> Reader:
+    def read(value: Any) -> int:
+        if not _is_int(value):
+            raise _Invalid(f"expected an integer, got {describe(value)}")
+        if not low <= value <= high:
+            raise _Invalid(f"{value} is outside {low}..{high}")
+        return int(value)
+
+    return read
+
+
+def number(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Reader:
+    interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+    def read(value: Any) -> float:
+        if not (_is_int(value) or isinstance(value, float)):
+            raise _Invalid(f"expected a number, got {describe(value)}")
+        number = float(value)
+        if not math.isfinite(number):
+            raise _Invalid(f"{value} is not a finite number")
+        above = number > low if low_open else number >= low
+        below = number < high if high_open else number <= high
+        if not (above and below):
+            raise _Invalid(f"{value} is outside {interval}")
+        return number
+
+    return read
+
+
+def choice(options: tuple[Any, ...]) -> Reader:
+    shown = ", ".join(json.dumps(option) for option in options)
+
+    def read(value: Any) -> Any:
+        if isinstance(value, bool) or value not in options:
+            raise _Invalid(f"expected one of {shown}, got {describe(value)}")
+        return value
+
+    return read
+
+
+def text(pattern: re.Pattern[str], what: str) -> Reader:
+    def read(value: Any) -> str:
+        if not isinstance(value, str):
+            raise _Invalid(f"expected a string, got {describe(value)}")
+        if not pattern.fullmatch(value):
+            hint = "; put the user name in the node's user key" if "@" in value else ""
+            raise _Invalid(f"{json.dumps(value)} is not {what}{hint}")
+        return value
+
+    return read
+
+
+def optional(reader: Reader) -> Reader:
+    def read(value: Any) -> Any:
+        return None if value == NONE else reader(value)
+
+    return read
+
+
+_printable = text(_PRINTABLE, "a non-empty string without control characters")
+
+
+def path(value: Any) -> Path:
+    return Path(_printable(value)).expanduser()
+
+
+def rate_hz(value: Any) -> int:
+    rate: int = integer(RATE_MIN_HZ, RATE_MAX_HZ)(value)
+    if F_CPU_HZ % rate:
+        raise _Invalid(f"{rate} Hz does not divide 16 MHz, as the meter's sample timer needs")
+    return rate
+
+
+def _axis(name: str, value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise _Invalid(f"expected an array of integers, got {describe(value)}")
+    if not value:
+        raise _Invalid("is empty; an axis needs at least one value")
+    spec = SETTING_SPECS[name]
+    seen: set[int] = set()
+    for index, item in enumerate(value):
+        if not _is_int(item):
+            raise _Invalid(f"expected an integer, got {describe(item)}", f"[{index}]")
+        try:
+            check_value(name, item)
+        except SettingsError:
+            raise _Invalid(
+                f"{item} is outside {spec.minimum}..{spec.maximum}", f"[{index}]"
+            ) from None
+        if item in seen:
+            raise _Invalid(f"{item} repeats an earlier value", f"[{index}]")
+        seen.add(item)
+    return tuple(value)
+
+
+def sweep(value: Any) -> dict[str, tuple[int, ...] | None]:
+    """[sweep]: setting name (any spelling agent.settings accepts) -> array of values."""
+    if not isinstance(value, dict):
+        raise _Invalid(f"expected a table of setting = [values], got {describe(value)}")
+    axes: dict[str, tuple[int, ...] | None] = {}
+    for raw, values in value.items():
+        at = f".{key_text(raw)}"
+        try:
+            name = canonical_name(raw)
+        except SettingsError as exc:
+            raise _Invalid(str(exc), at) from None
+        if name in axes:
+            raise _Invalid(f"names the axis {name} a second time", at)
+        try:
+            axes[name] = None if values == NONE else _axis(name, values)
+        except _Invalid as exc:
+            raise _Invalid(str(exc), at + exc.at) from None
+    return axes
+
+
+def _analog_input(value: Any) -> int:
+    if isinstance(value, str) and (match := _ANALOG.fullmatch(value)):
+        value = int(match[1])
+    elif not _is_int(value):
+        raise _Invalid(f'expected an analog input ("A0".."A7" or 0..7), got {describe(value)}')
+    if not 0 <= value < ANALOG_INPUTS:
+        raise _Invalid(f"{value} is outside 0..{ANALOG_INPUTS - 1} (A0..A{ANALOG_INPUTS - 1})")
+    return int(value)
+
+
+def channels(value: Any) -> dict[str, int | None]:
+    """meter.channels: node role -> the analog input its current sensor is wired to."""
+    if not isinstance(value, dict):
+        raise _Invalid(f"expected a table of role = analog input, got {describe(value)}")
+    mapping: dict[str, int | None] = {}
+    for role, channel in value.items():
+        at = f".{key_text(role)}"
+        if role not in ROLES:
+            raise _Invalid(f"unknown node role (known: {', '.join(ROLES)})", at)
+        try:
+            mapping[role] = None if channel == NONE else _analog_input(channel)
+        except _Invalid as exc:
+            raise _Invalid(str(exc), at) from None
+    return mapping
+
+
+_HOST_READER = text(_HOST, "a host name or address")
+
+_NODE: dict[str, Reader] = {
+    "host": _HOST_READER,
+    "user": optional(text(_USER, "a user name")),
+    "port": integer(1, 65535),
+    "key": optional(path),
+    "known_hosts": optional(path),
+    "python": _printable,
+    "deploy_dir": _printable,
+    "cpu": optional(integer(0, 4095)),
+    "address": _HOST_READER,
+}
+
+SCHEMA: Schema = {
+    "run": {
+        "name": text(_NAME, "a name of letters, digits, '.', '_' or '-' (at most 64)"),
+        "seed": integer(0, 2**63 - 1),
+        "repetitions": integer(1, 1_000_000),
+        "confidence": number(0, 1, low_open=True, high_open=True),
+        "order": choice(ORDERS),
+        "idle_baseline_s": number(0, 3600),
+        "retries": integer(0, 100),
+        "trial_timeout_s": number(0, 86400, low_open=True),
+    },
+    "sweep": sweep,
+    "workload": {
+        "site_seed": integer(0, 2**63 - 1),
+        "total_bytes": integer(MIN_TOTAL_BYTES, MAX_TOTAL_BYTES),
+        "connection_window": optional(integer(0, MAX_WINDOW)),
+        "window_update_policy": choice(WINDOW_UPDATE_POLICIES),
+    },
+    "nodes": {
+        "client": _NODE,
+        "server": {**_NODE, "http_port": integer(1, 65535)},
+    },
+    "meter": {
+        "source": choice(METER_SOURCES),
+        "port": optional(_printable),
+        "baud": choice(BAUDS),
+        "rate_hz": rate_hz,
+        "channels": channels,
+        "sensor": choice(SENSORS),
+        "supply_v": number(0, 48, low_open=True),
+        "calibration": optional(path),
+    },
+    "link": {
+        "rate_mbit": optional(number(0, 100_000, low_open=True)),
+        "loss_pct": number(0, 100, high_open=True),
+        "delay_ms": number(0, 60_000),
+    },
+}
+
+_HINTS = {"nodes.client.http_port": "the client connects to nodes.server.http_port"}
+
+
+def _unknown(dotted: str, key: str, known: Mapping[str, object]) -> str:
+    close = difflib.get_close_matches(key, list(known), n=1)
+    hint = _HINTS.get(dotted) or (f"did you mean {close[0]}?" if close else "")
+    listing = f"known: {', '.join(known)}" + (f"; {hint}" if hint else "")
+    return f"unknown key ({listing})"
+
+
+def _check(value: Any, schema: Schema, source: str, dotted: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        where = f"{dotted}: " if dotted else ""
+        raise ConfigError(f"{source}: {where}expected a table, got {describe(value)}")
+    checked: dict[str, Any] = {}
+    for key, item in value.items():
+        here = f"{dotted}.{key_text(key)}" if dotted else key_text(key)
+        if key not in schema:
+            raise ConfigError(f"{source}: {here}: {_unknown(here, key, schema)}")
+        rule = schema[key]
+        if isinstance(rule, Mapping):
+            checked[key] = _check(item, rule, source, here)
+            continue
+        try:
+            checked[key] = rule(item)
+        except _Invalid as exc:
+            raise ConfigError(f"{source}: {here}{exc.at}: {exc}") from None
+    return checked
+
+
+def check_layer(tree: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """One layer's values, typed and canonical; ConfigError names `source` and the key."""
+    return _check(dict(tree), SCHEMA, source, "")

@@ -1,0 +1,693 @@
+"""Config loading: the shipped files, the layering rule, every kind of error, and properties."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller.config import (
+    DEFAULT_CONFIG_PATH,
+    Config,
+    LinkConfig,
+    MeterConfig,
+    NodeConfig,
+    RunConfig,
+    SweepConfig,
+    WorkloadConfig,
+    load_config,
+)
+from controller.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "configs"
+STUDY_WINDOWS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65535)
+
+
+def write(tmp_path: Path, text: str, name: str = "c.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error_of(path: Path | None, overrides: tuple[str, ...] = ()) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides)
+    message = str(info.value)
+    assert "\n" not in message
+    assert info.value.exit_status == 2
+    return message
+
+
+# ---------------------------------------------------------------- the shipped files
+
+
+@pytest.mark.parametrize("name", ["local.toml", "study.toml", "nodes.example.toml"])
+def test_every_shipped_config_loads_and_serialises_to_json(name: str) -> None:
+    config = load_config(CONFIGS / name)
+    assert config.source == str(CONFIGS / name)
+    document = config.to_dict()
+    assert json.loads(json.dumps(document)) == document
+
+
+def test_the_local_default_is_the_built_in_default() -> None:
+    assert (REPO / DEFAULT_CONFIG_PATH).is_file()
+    assert not DEFAULT_CONFIG_PATH.is_absolute()
+    local = load_config(REPO / DEFAULT_CONFIG_PATH)
+    assert local == load_config(None) == Config()
+    assert load_config(None).source == "<defaults>"
+    assert local.client.is_local and local.server.is_local
+    assert (local.client.cpu, local.server.cpu) == (0, 1)
+    assert local.meter.source == "virtual"
+    assert local.sweep.axes == (("initial_window_size", STUDY_WINDOWS),)
+    assert local.run.repetitions < 68
+
+
+def test_the_study_config_is_the_study_grid() -> None:
+    study = load_config(CONFIGS / "study.toml")
+    assert study.sweep.points() == [{"initial_window_size": w} for w in STUDY_WINDOWS]
+    assert study.run.repetitions == 68
+    assert study.run.confidence == 0.90
+    assert study.workload.total_bytes == 7_000_000
+    for node in (study.client, study.server):
+        assert not node.is_local
+        assert node.user == "pi"
+        assert node.known_hosts is not None and node.known_hosts.is_absolute()
+        assert node.key is not None and "~" not in str(node.key)
+        assert node.python == "~/h2iot/venv/bin/python"
+    assert study.client.address == study.server.host == "server.local"
+    assert study.meter == MeterConfig(
+        source="serial",
+        port="/dev/ttyACM0",
+        baud=500_000,
+        rate_hz=1000,
+        channels=(("client", 0), ("server", 1)),
+        sensor="5A",
+        supply_v=5.0,
+    )
+    assert not study.link.is_shaped
+
+
+def test_the_example_inventory_sets_both_ssh_nodes() -> None:
+    config = load_config(CONFIGS / "nodes.example.toml")
+    assert (config.client.host, config.server.host) == ("client.local", "server.local")
+    assert config.client.cpu == config.server.cpu == 2
+    assert config.server.http_port == 8443
+    assert config.meter == MeterConfig()  # sections it leaves out keep the defaults
+
+
+# ---------------------------------------------------------------- model
+
+
+def test_points_are_the_grid_product_in_axis_order() -> None:
+    sweep = SweepConfig(
+        axes=(("max_concurrent_streams", (1, 100)), ("initial_window_size", (1, 2, 3)))
+    )
+    points = sweep.points()
+    assert len(points) == 6
+    assert points[:3] == [
+        {"max_concurrent_streams": 1, "initial_window_size": 1},
+        {"max_concurrent_streams": 1, "initial_window_size": 2},
+        {"max_concurrent_streams": 1, "initial_window_size": 3},
+    ]
+    assert sweep.names == ("max_concurrent_streams", "initial_window_size")
+
+
+def test_provenance_does_not_take_part_in_equality() -> None:
+    assert Config(source="a", layers=("a",), origins=(("run.seed", "a"),)) == Config()
+
+
+def test_node_and_meter_helpers() -> None:
+    config = Config()
+    assert config.node("server") is config.server
+    assert config.meter.channel_of("client") == 0
+    assert config.meter.channel_of("server") is None
+    assert NodeConfig(role="client", host="pi.local").is_local is False
+    assert LinkConfig(rate_mbit=100.0).is_shaped
+
+
+# ---------------------------------------------------------------- layering
+
+
+def test_file_over_defaults_and_overrides_over_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "[run]\nrepetitions = 10\nseed = 7\n")
+    config = load_config(path, ["run.repetitions=3"])
+    assert (config.run.repetitions, config.run.seed, config.run.name) == (3, 7, "h2iot")
+    assert config.layers == ("<defaults>", str(path), "--set")
+    origins = config.to_dict()["origins"]
+    assert origins == {"run.repetitions": "--set", "run.seed": str(path)}
+
+
+def test_a_files_sweep_replaces_the_default_sweep(tmp_path: Path) -> None:
+    path = write(tmp_path, "[sweep]\nSETTINGS_MAX_CONCURRENT_STREAMS = [1, 100]\n")
+    assert load_config(path).sweep.axes == (("max_concurrent_streams", (1, 100)),)
+
+
+def test_set_adds_replaces_and_removes_one_axis() -> None:
+    added = load_config(None, ["sweep.max-concurrent-streams=[1, 10]"])
+    assert added.sweep.names == ("initial_window_size", "max_concurrent_streams")
+    # Any spelling the agent accepts names the same axis, which keeps its place.
+    replaced = load_config(
+        None, ["sweep.max-concurrent-streams=[1, 10]", "sweep.INITIAL_WINDOW_SIZE=[9]"]
+    )
+    assert replaced.sweep.axes == (
+        ("initial_window_size", (9,)),
+        ("max_concurrent_streams", (1, 10)),
+    )
+    removed = load_config(
+        None, ["sweep.max_concurrent_streams=[5]", "sweep.initial_window_size=none"]
+    )
+    assert removed.sweep.axes == (("max_concurrent_streams", (5,)),)
+    whole = load_config(None, ["sweep={enable_push = [0, 1]}"])
+    assert whole.sweep.axes == (("enable_push", (0, 1)),)
+
+
+def test_channels_are_replaced_whole_by_a_table_and_per_role_by_a_key(tmp_path: Path) -> None:
+    study = CONFIGS / "study.toml"
+    assert load_config(study, ["meter.channels={server = 3}"]).meter.channels == (("server", 3),)
+    assert load_config(study, ["meter.channels.client=none"]).meter.channels == (("server", 1),)
+    path = write(tmp_path, '[meter.channels]\nserver = "a2"\n')
+    assert load_config(path).meter.channels == (("server", 2),)
+
+
+def test_none_unsets_an_optional_key_and_overrides_are_parsed_as_toml() -> None:
+    config = load_config(
+        None,
+        [
+            "nodes.client.cpu=none",
+            "meter.port=/dev/ttyUSB0",
+            "meter.source = serial",
+            "link.rate_mbit=100",
+            "nodes.client.address=10.0.0.2",
+            'run.name="2024"',
+            "workload.connection_window=0x10000",
+        ],
+    )
+    assert config.client.cpu is None
+    assert (config.meter.source, config.meter.port) == ("serial", "/dev/ttyUSB0")
+    assert config.link.rate_mbit == 100.0 and isinstance(config.link.rate_mbit, float)
+    assert config.client.address == "10.0.0.2"
+    assert config.run.name == "2024"
+    assert config.workload.connection_window == 65536
+
+
+def test_node_defaults_follow_the_transport() -> None:
+    ssh = load_config(
+        None,
+        [
+            "nodes.server.host=192.168.1.5",
+            "nodes.server.known_hosts=~/kh",
+            "nodes.client.host=pi-client",
+            "nodes.client.known_hosts=~/kh",
+            "nodes.client.deploy_dir=/opt/h2iot",
+        ],
+    )
+    assert ssh.server.address == "0.0.0.0"
+    assert ssh.server.deploy_dir == "~/h2iot"
+    assert ssh.server.python == "~/h2iot/venv/bin/python"
+    assert ssh.client.python == "/opt/h2iot/venv/bin/python"
+    assert ssh.client.address == "192.168.1.5"  # the client reaches the server by its host
+    assert ssh.client.cpu is None and ssh.server.cpu is None
+    assert ssh.server.known_hosts == Path.home() / "kh"
+
+
+# ---------------------------------------------------------------- file errors
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.toml"
+    assert error_of(path) == f"{path}: no such file"
+
+
+def test_directory(tmp_path: Path) -> None:
+    assert error_of(tmp_path) == f"{tmp_path}: is a directory, not a TOML file"
+
+
+def test_unreadable_file() -> None:
+    # Opens, then fails to read (address 0 is unmapped): a real EIO, even as root.
+    path = Path("/proc/self/mem")
+    assert error_of(path) == f"{path}: cannot read: Input/output error"
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_bytes(b'[run]\nname = "\xff"\n')
+    assert error_of(path) == f"{path}: not UTF-8 text (bad byte at offset 14)"
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("[run]\nrepetitions = \n", "(at line 2, column 15)"),
+        ("[run]\nseed = 1\nseed = 2\n", "(at line 3, column 9)"),
+        ("[run\n", "(at line 1, column 5)"),
+    ],
+)
+def test_toml_syntax_error_names_line_and_column(tmp_path: Path, text: str, where: str) -> None:
+    path = write(tmp_path, text)
+    message = error_of(path)
+    assert message.startswith(f"{path}: TOML syntax error: ")
+    assert message.endswith(where)
+
+
+# ---------------------------------------------------------------- key errors
+
+KEY_ERRORS = [
+    ("colour = 1", "colour: unknown key (known: run, sweep, workload, nodes, meter, link)"),
+    (
+        "[run]\nrepetition = 1",
+        "run.repetition: unknown key (known: name, seed, repetitions, "
+        "confidence, order, idle_baseline_s, retries, trial_timeout_s; did you mean repetitions?)",
+    ),
+    (
+        '[run."a\\nb"]',
+        'run."a\\nb": unknown key (known: name, seed, repetitions, confidence, order, '
+        "idle_baseline_s, retries, trial_timeout_s)",
+    ),
+    ("run = 5", "run: expected a table, got an integer (5)"),
+    ("[nodes.gateway]", "nodes.gateway: unknown key (known: client, server)"),
+    (
+        "[nodes.client]\nhttp_port = 1",
+        "nodes.client.http_port: unknown key (known: host, user, "
+        "port, key, known_hosts, python, deploy_dir, cpu, address; the client connects to "
+        "nodes.server.http_port)",
+    ),
+    ('[run]\nrepetitions = "68"', 'run.repetitions: expected an integer, got a string ("68")'),
+    ("[run]\nrepetitions = true", "run.repetitions: expected an integer, got a boolean (true)"),
+    ("[run]\nrepetitions = 68.0", "run.repetitions: expected an integer, got a float (68.0)"),
+    ("[run]\nrepetitions = 0", "run.repetitions: 0 is outside 1..1000000"),
+    ("[run]\nconfidence = 1", "run.confidence: 1 is outside (0, 1)"),
+    ("[run]\nconfidence = nan", "run.confidence: nan is not a finite number"),
+    ("[run]\nidle_baseline_s = -1.5", "run.idle_baseline_s: -1.5 is outside [0, 3600]"),
+    (
+        "[run]\norder = 'random'",
+        'run.order: expected one of "randomized-blocked", "sequential", got a string ("random")',
+    ),
+    (
+        "[run]\nname = 'my run'",
+        "run.name: \"my run\" is not a name of letters, digits, '.', '_' or '-' (at most 64)",
+    ),
+    ("[run]\nseed = 1979-05-27", "run.seed: expected an integer, got a date/time (1979-05-27)"),
+    ("[workload]\ntotal_bytes = 1000", "workload.total_bytes: 1000 is outside 65536..1073741824"),
+    (
+        "[workload]\nwindow_update_policy = 'never'",
+        "workload.window_update_policy: expected one "
+        'of "half", "every-frame", "exhausted", got a string ("never")',
+    ),
+    (
+        "[sweep]\ninitial_window_size = [256, 512, 2147483648]",
+        "sweep.initial_window_size[2]: 2147483648 is outside 0..2147483647",
+    ),
+    (
+        "[sweep]\ninitial_window_size = [256, '512']",
+        'sweep.initial_window_size[1]: expected an integer, got a string ("512")',
+    ),
+    (
+        "[sweep]\ninitial_window_size = [256, 256]",
+        "sweep.initial_window_size[1]: 256 repeats an earlier value",
+    ),
+    (
+        "[sweep]\ninitial_window_size = []",
+        "sweep.initial_window_size: is empty; an axis needs at least one value",
+    ),
+    (
+        "[sweep]\ninitial_window_size = 256",
+        "sweep.initial_window_size: expected an array of integers, got an integer (256)",
+    ),
+    (
+        "[sweep]\nwindow = [1]",
+        "sweep.window: unknown HTTP/2 setting 'window' (known: "
+        "header_table_size, enable_push, max_concurrent_streams, initial_window_size, "
+        "max_frame_size, max_header_list_size)",
+    ),
+    (
+        "[sweep]\ninitial_window_size = [1]\nSETTINGS_INITIAL_WINDOW_SIZE = [2]",
+        "sweep.SETTINGS_INITIAL_WINDOW_SIZE: names the axis initial_window_size a second time",
+    ),
+    (
+        "[sweep]\nmax_frame_size = [1024]",
+        "sweep.max_frame_size[0]: 1024 is outside 16384..16777215",
+    ),
+    (
+        "[sweep]",
+        "sweep: no axis; give at least one setting with an array of values, "
+        "e.g. initial_window_size = [4096, 65535]",
+    ),
+    (
+        '[nodes.client]\nhost = "pi@client.local"',
+        'nodes.client.host: "pi@client.local" is not a '
+        "host name or address; put the user name in the node's user key",
+    ),
+    (
+        '[nodes.client]\nhost = "-oProxyCommand=x"',
+        'nodes.client.host: "-oProxyCommand=x" is not a host name or address',
+    ),
+    ("[nodes.client]\nport = 0", "nodes.client.port: 0 is outside 1..65535"),
+    ("[nodes.server]\nhttp_port = 70000", "nodes.server.http_port: 70000 is outside 1..65535"),
+    ("[nodes.client]\ncpu = -1", "nodes.client.cpu: -1 is outside 0..4095"),
+    (
+        '[nodes.client]\nkey = ""',
+        'nodes.client.key: "" is not a non-empty string without control characters',
+    ),
+    (
+        '[nodes.client]\nhost = "c.local"',
+        "nodes.client.known_hosts: required for an SSH node "
+        '(host "c.local"): its host key is checked against this file and an unknown or changed key '
+        "is refused, never accepted silently",
+    ),
+    (
+        '[nodes.server]\nhost = "s.local"\nknown_hosts = "none"',
+        "nodes.server.known_hosts: required for an SSH node "
+        '(host "s.local"): its host key is checked against this file and an unknown or changed key '
+        "is refused, never accepted silently",
+    ),
+    (
+        '[meter]\nsource = "serial"',
+        'meter.port: required when meter.source is "serial": the '
+        'board\'s serial device, e.g. "/dev/ttyACM0"',
+    ),
+    (
+        '[meter]\nsource = "usb"',
+        'meter.source: expected one of "serial", "virtual", "simavr", got a string ("usb")',
+    ),
+    (
+        "[meter]\nbaud = 9600",
+        "meter.baud: expected one of 115200, 250000, 500000, 1000000, got an integer (9600)",
+    ),
+    (
+        "[meter]\nrate_hz = 3000",
+        "meter.rate_hz: 3000 Hz does not divide 16 MHz, as the meter's sample timer needs",
+    ),
+    ("[meter]\nrate_hz = 20000", "meter.rate_hz: 20000 is outside 100..10000"),
+    ('[meter.channels]\nclient = "A8"', "meter.channels.client: 8 is outside 0..7 (A0..A7)"),
+    (
+        "[meter.channels]\nclient = 1.5",
+        'meter.channels.client: expected an analog input ("A0".."A7" or 0..7), got a float (1.5)',
+    ),
+    (
+        "[meter.channels]\nrouter = 1",
+        "meter.channels.router: unknown node role (known: client, server)",
+    ),
+    (
+        "[meter.channels]\nclient = 1\nserver = 1",
+        "meter.channels.server: A1 is already the client's input",
+    ),
+    (
+        "[meter]\nchannels = {}",
+        "meter.channels: no node is metered; map at least one role to an "
+        'analog input, e.g. client = "A0"',
+    ),
+    (
+        "[meter]\nsensor = '10A'",
+        'meter.sensor: expected one of "5A", "20A", "30A", got a string ("10A")',
+    ),
+    ("[meter]\nsupply_v = 0", "meter.supply_v: 0 is outside (0, 48]"),
+    ("[link]\nloss_pct = 100", "link.loss_pct: 100 is outside [0, 100)"),
+    ("[link]\nrate_mbit = 0", "link.rate_mbit: 0 is outside (0, 100000]"),
+    ("[link]\ndelay_ms = inf", "link.delay_ms: inf is not a finite number"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), KEY_ERRORS)
+def test_each_kind_of_key_error_is_one_line_naming_file_and_key(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = write(tmp_path, text + "\n")
+    assert error_of(path) == f"{path}: {expected}"
+
+
+def test_errors_in_overrides_name_set() -> None:
+    assert (
+        error_of(None, ("run.repetitions=0",)) == "--set: run.repetitions: 0 is outside 1..1000000"
+    )
+    assert error_of(None, ("sweep.initial-window-size=[1, -1]",)) == (
+        "--set: sweep.initial-window-size[1]: -1 is outside 0..2147483647"
+    )
+    assert error_of(None, ("run.repetitions.x=1",)) == (
+        "--set: run.repetitions: expected an integer, got a table"
+    )
+    assert error_of(None, ("meter.source=serial",)).startswith("--set: meter.port: required")
+
+
+def test_override_syntax_errors() -> None:
+    assert error_of(None, ("run.repetitions",)) == (
+        '--set: "run.repetitions" must look like KEY=VALUE, e.g. run.repetitions=10'
+    )
+    assert error_of(None, ("run..seed=1",)) == (
+        '--set: "run..seed" is not a dotted key like run.repetitions'
+    )
+    # A newline cannot smuggle a second key in: the whole text is then a (wrong) string.
+    assert error_of(None, ("run.seed=1\nrepetitions = 2",)) == (
+        '--set: run.seed: expected an integer, got a string ("1\\nrepetitions = 2")'
+    )
+
+
+def test_a_cross_key_error_blames_the_layer_that_decided(tmp_path: Path) -> None:
+    study = CONFIGS / "study.toml"
+    assert error_of(study, ("meter.port=none",)).startswith("--set: meter.port: required")
+    assert error_of(study, ("meter.channels.server=0",)) == (
+        "--set: meter.channels.server: A0 is already the client's input"
+    )
+    path = write(tmp_path, '[nodes.client]\nhost = "pi"\n')
+    assert error_of(path, ("run.seed=3",)).startswith(f"{path}: nodes.client.known_hosts:")
+    assert error_of(None, ("nodes.client.host=pi",)).startswith("--set: nodes.client.known_hosts:")
+
+
+# ---------------------------------------------------------------- properties
+
+
+def toml_value(value: Any) -> str:
+    """Encode the JSON-able values of Config.to_dict as TOML (None as the "none" spelling)."""
+    if value is None:
+        return '"none"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    raise TypeError(value)
+
+
+def as_overrides(document: dict[str, Any]) -> list[str]:
+    overrides = [f"sweep={toml_value(document['sweep'])}"]
+    for section in ("run", "workload", "meter", "link"):
+        overrides += [f"{section}.{k}={toml_value(v)}" for k, v in document[section].items()]
+    for role, node in document["nodes"].items():
+        overrides += [f"nodes.{role}.{k}={toml_value(v)}" for k, v in node.items()]
+    return overrides
+
+
+def as_toml(document: dict[str, Any]) -> str:
+    tables = {name: document[name] for name in ("run", "sweep", "workload", "meter", "link")}
+    tables |= {f"nodes.{role}": node for role, node in document["nodes"].items()}
+    return "".join(
+        f"[{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in values.items())
+        for name, values in tables.items()
+    )
+
+
+SAFE = st.text("abcdefghijklmnopqrstuvwxyz0123456789._-", min_size=1, max_size=12).filter(
+    lambda s: s[0] not in ".-" and s != "none"
+)
+PATHS = st.builds(lambda parts: Path("/", *parts), st.lists(SAFE, min_size=1, max_size=3))
+FINITE = {"allow_nan": False, "allow_infinity": False}
+
+
+@st.composite
+def nodes(draw: st.DrawFn, role: str, server_host: str | None = None) -> NodeConfig:
+    local = draw(st.booleans())
+    host = "local" if local else draw(SAFE.filter(lambda s: s != "local"))
+    fields: dict[str, Any] = {
+        "role": role,
+        "host": host,
+        "user": draw(st.none() | SAFE.filter(lambda s: s[0].isalpha())),
+        "port": draw(st.integers(1, 65535)),
+        "key": draw(st.none() | PATHS),
+        "known_hosts": draw(PATHS if not local else st.none() | PATHS),
+        "python": draw(SAFE),
+        "deploy_dir": draw(SAFE),
+        "cpu": draw(st.none() | st.integers(0, 4095)),
+        "address": draw(SAFE),
+    }
+    if role == "server":
+        fields["http_port"] = draw(st.integers(1, 65535))
+    return NodeConfig(**fields)
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> Config:
+    names = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "initial_window_size",
+                    "max_concurrent_streams",
+                    "header_table_size",
+                    "enable_push",
+                ]
+            ),
+            min_size=1,
+            max_size=3,
+            unique=True,
+        )
+    )
+    axes = tuple(
+        (
+            name,
+            tuple(
+                draw(
+                    st.lists(
+                        st.integers(0, 1 if name == "enable_push" else 2**31 - 1),
+                        min_size=1,
+                        max_size=4,
+                        unique=True,
+                    )
+                )
+            ),
+        )
+        for name in names
+    )
+    roles = draw(
+        st.lists(st.sampled_from(["client", "server"]), min_size=1, max_size=2, unique=True)
+    )
+    inputs = draw(
+        st.lists(st.integers(0, 7), min_size=len(roles), max_size=len(roles), unique=True)
+    )
+    source = draw(st.sampled_from(["serial", "virtual", "simavr"]))
+    meter = MeterConfig(
+        source=source,
+        port=draw(SAFE) if source == "serial" else draw(st.none() | SAFE),
+        baud=draw(st.sampled_from([115200, 250000, 500000, 1000000])),
+        rate_hz=draw(st.sampled_from([100, 125, 1000, 3200, 10000])),
+        channels=tuple(
+            (role, channel) for role, channel in sorted(zip(roles, inputs, strict=True))
+        ),
+        sensor=draw(st.sampled_from(["5A", "20A", "30A"])),
+        supply_v=draw(st.floats(0, 48, exclude_min=True, **FINITE)),
+        calibration=draw(st.none() | PATHS),
+    )
+    return Config(
+        run=RunConfig(
+            name=draw(SAFE.filter(lambda s: s[0].isalnum())),
+            seed=draw(st.integers(0, 2**63 - 1)),
+            repetitions=draw(st.integers(1, 1_000_000)),
+            confidence=draw(st.floats(0, 1, exclude_min=True, exclude_max=True, **FINITE)),
+            order=draw(st.sampled_from(["randomized-blocked", "sequential"])),
+            idle_baseline_s=draw(st.floats(0, 3600, **FINITE)),
+            retries=draw(st.integers(0, 100)),
+            trial_timeout_s=draw(st.floats(0, 86400, exclude_min=True, **FINITE)),
+        ),
+        sweep=SweepConfig(axes=axes),
+        workload=WorkloadConfig(
+            site_seed=draw(st.integers(0, 2**63 - 1)),
+            total_bytes=draw(st.integers(65536, 1 << 30)),
+            connection_window=draw(st.none() | st.integers(0, 2**31 - 1)),
+            window_update_policy=draw(st.sampled_from(["half", "every-frame", "exhausted"])),
+        ),
+        client=draw(nodes("client")),
+        server=draw(nodes("server")),
+        meter=meter,
+        link=LinkConfig(
+            rate_mbit=draw(st.none() | st.floats(0, 100_000, exclude_min=True, **FINITE)),
+            loss_pct=draw(st.floats(0, 100, exclude_max=True, **FINITE)),
+            delay_ms=draw(st.floats(0, 60_000, **FINITE)),
+        ),
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs())
+def test_to_dict_round_trips_through_overrides_and_through_a_file(config: Config) -> None:
+    document = config.to_dict()
+    assert json.loads(json.dumps(document)) == document
+    assert load_config(None, as_overrides(document)) == config
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory, "c.toml")
+        path.write_text(as_toml(document), encoding="utf-8")
+        assert load_config(path) == config
+
+
+KINDS: dict[str, st.SearchStrategy[Any]] = {
+    "bool": st.booleans(),
+    "int": st.integers(-(2**63), 2**63 - 1),
+    "float": st.floats(allow_nan=False),
+    # Printable ASCII: json.dumps then writes a valid TOML basic string.
+    "str": st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=10).filter(
+        lambda s: s != "none"
+    ),
+    "array": st.lists(st.integers(0, 9), max_size=3),
+    "table": st.dictionaries(
+        st.text("abxyz_", min_size=1, max_size=4), st.integers(0, 9), max_size=2
+    ),
+    "date": st.dates(),
+}
+NUMBER = {"int", "float"}
+# Each leaf key and the TOML kinds it accepts; anything else must be refused, naming the key.
+ACCEPTS: dict[str, set[str]] = {
+    "run.name": {"str"},
+    "run.seed": {"int"},
+    "run.repetitions": {"int"},
+    "run.confidence": NUMBER,
+    "run.order": {"str"},
+    "run.idle_baseline_s": NUMBER,
+    "run.retries": {"int"},
+    "run.trial_timeout_s": NUMBER,
+    "sweep": {"table"},
+    "sweep.initial_window_size": {"array"},
+    "workload.site_seed": {"int"},
+    "workload.total_bytes": {"int"},
+    "workload.connection_window": {"int"},
+    "workload.window_update_policy": {"str"},
+    "meter.source": {"str"},
+    "meter.port": {"str"},
+    "meter.baud": {"int"},
+    "meter.rate_hz": {"int"},
+    "meter.channels": {"table"},
+    "meter.channels.client": {"int", "str"},
+    "meter.sensor": {"str"},
+    "meter.supply_v": NUMBER,
+    "meter.calibration": {"str"},
+    "link.rate_mbit": NUMBER,
+    "link.loss_pct": NUMBER,
+    "link.delay_ms": NUMBER,
+    **{
+        f"nodes.{role}.{key}": {"str"}
+        for role in ("client", "server")
+        for key in ("host", "user", "key", "known_hosts", "python", "deploy_dir", "address")
+    },
+    **{f"nodes.{role}.{key}": {"int"} for role in ("client", "server") for key in ("port", "cpu")},
+    "nodes.server.http_port": {"int"},
+}
+
+
+@st.composite
+def wrong_values(draw: st.DrawFn) -> tuple[str, str]:
+    key = draw(st.sampled_from(sorted(ACCEPTS)))
+    kind = draw(st.sampled_from(sorted(set(KINDS) - ACCEPTS[key])))
+    return key, toml_value(draw(KINDS[kind]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(wrong_values())
+def test_a_value_of_the_wrong_kind_is_refused_naming_its_key(case: tuple[str, str]) -> None:
+    key, literal = case
+    message = error_of(None, (f"{key}={literal}",))
+    assert message.startswith(f"--set: {key}")
+    table, _, leaf = key.rpartition(".")
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory, "c.toml")
+        path.write_text(f"[{table}]\n{leaf} = {literal}\n" if table else f"{key} = {literal}\n")
+        assert error_of(path).startswith(f"{path}: {key}")
