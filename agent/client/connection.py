@@ -69,7 +69,9 @@ class _FastStream:
 
 
 class ClientConnection(asyncio.BufferedProtocol):
-    def __init__(self, settings: dict[SettingCodes, int], flow: FlowControlOptions) -> None:
+    def __init__(
+        self, settings: dict[SettingCodes, int], flow: FlowControlOptions, fast_path: bool = True
+    ) -> None:
         self.flow = flow
         self.local_settings = {
             SettingCodes.ENABLE_PUSH: 0,
@@ -88,7 +90,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._stream_windows: dict[int, ReceiveWindow] = {}
         self._responses: dict[int, tuple[Response, asyncio.Future[Response]]] = {}
         self._reader = FrameReader(self.conn.max_inbound_frame_size)
-        self._fast_enabled = H2Internals.available()
+        self._fast_enabled = fast_path and H2Internals.available()
         self._fast: dict[int, _FastStream] = {}
         self._out: list[bytes] = []
         self._settings_received = asyncio.get_running_loop().create_future()
@@ -154,6 +156,16 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._protocol_failure(FlowControlError("Flow control window shrunk below 0"))
             return False
         end_stream = flags & FLAG_END_STREAM
+        received = stream.received_bytes + len(data)
+        expected = stream.expected_length
+        if end_stream or (expected is not None and received > expected):
+            # h2 closes the stream, or rejects the body's length before the frame counts as
+            # received: either way it judges a zero-length DATA frame after its count is set.
+            del self._fast[stream_id]
+            H2Internals.set_received_length(stream.h2_stream, received)
+            if expected is not None and received != expected:
+                return self._receive_h2(data_frame_header(stream_id, 0, bool(end_stream)))
+        stream.received_bytes = received
         increment = connection_window.consume(length)
         if increment:
             self._out.append(window_update_frame(0, increment))
@@ -164,17 +176,12 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._out.append(window_update_frame(stream_id, increment))
                 self.window_updates_sent += 1
         response = stream.response
-        size = len(data)
-        response.size_bytes += size
+        response.size_bytes += len(data)
         response.digest.update(data)
         if response.body is not None:
             response.body += data
-        stream.received_bytes += size
-        expected = stream.expected_length
-        if end_stream or (expected is not None and stream.received_bytes > expected):
-            del self._fast[stream_id]
-            H2Internals.set_received_length(stream.h2_stream, stream.received_bytes)
-            return self._receive_h2(data_frame_header(stream_id, 0, bool(end_stream)))
+        if end_stream:
+            return self._receive_h2(data_frame_header(stream_id, 0, True))
         return True
 
     def _receive_h2(self, data: bytes) -> bool:

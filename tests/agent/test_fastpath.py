@@ -1,0 +1,485 @@
+"""The fast path: the frame splitter and frame builders against hyperframe, and both endpoints
+run with the fast path on and off (h2 alone: the reference), fed the same bytes cut into the
+same reads. They must write the same bytes and reach the same results, for valid peers and for
+peers that overrun windows, send bad padding, wrong body lengths, odd WINDOW_UPDATEs, resets and
+header blocks split over CONTINUATION frames."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from h2.settings import SettingCodes
+from hpack import Encoder, NeverIndexedHeaderTuple
+from hyperframe.frame import (
+    ContinuationFrame,
+    DataFrame,
+    Frame,
+    HeadersFrame,
+    PingFrame,
+    PriorityFrame,
+    RstStreamFrame,
+    SettingsFrame,
+    WindowUpdateFrame,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent.client.connection import ClientConnection
+from agent.fastpath import (
+    FrameReader,
+    H2Internals,
+    data_frame_header,
+    window_increment,
+    window_update_frame,
+)
+from agent.flow import WINDOW_UPDATE_POLICIES, FlowControlOptions
+from agent.frames import CLIENT_PREFACE
+from agent.h2setup import h2_connection
+from agent.server.app import ServerApp, ServerOptions
+from agent.server.connection import ServerConnection
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+class FakeTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = bytearray()
+        self.closed = False
+
+    def write(self, data: Any) -> None:
+        self.written += data
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+def feed(protocol: asyncio.BufferedProtocol, data: bytes, cuts: list[int]) -> None:
+    """Deliver `data` as reads ending at `cuts`, each as large as the buffer offered allows."""
+    transport = protocol.transport  # type: ignore[attr-defined]
+    bounds = sorted({c for c in cuts if 0 < c < len(data)} | {len(data)})
+    position = 0
+    for bound in bounds:
+        while position < bound and not transport.closed:
+            buffer = protocol.get_buffer(-1)
+            size = min(len(buffer), bound - position)
+            buffer[:size] = data[position : position + size]
+            position += size
+            protocol.buffer_updated(size)
+
+
+# frame builders and the splitter --------------------------------------------------------------
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 2**31 - 1))
+def test_window_update_frame_is_hyperframes(stream_id: int, increment: int) -> None:
+    expected = WindowUpdateFrame(stream_id, window_increment=increment).serialize()
+    frame = window_update_frame(stream_id, increment)
+    assert frame == expected
+    assert window_increment(bytearray(frame), 9) == increment
+
+
+def test_window_update_frame_refuses_out_of_range_increments() -> None:
+    for increment in (0, 2**31):
+        with pytest.raises(ValueError, match="increment"):
+            window_update_frame(1, increment)
+
+
+@given(st.integers(1, 2**31 - 1), st.integers(0, 2**24 - 1), st.booleans())
+def test_data_frame_header_is_hyperframes(stream_id: int, size: int, end: bool) -> None:
+    frame = DataFrame(stream_id, data=b"\0" * min(size, 64), flags=["END_STREAM"] if end else [])
+    expected = bytearray(frame.serialize()[:9])
+    expected[0:3] = size.to_bytes(3, "big")
+    assert data_frame_header(stream_id, size, end) == bytes(expected)
+
+
+def frame_strategy(max_payload: int) -> st.SearchStrategy[bytes]:
+    return st.builds(
+        lambda kind, flags, stream_id, payload: (
+            len(payload).to_bytes(3, "big")
+            + bytes([kind, flags])
+            + stream_id.to_bytes(4, "big")
+            + payload
+        ),
+        st.integers(0, 12),
+        st.integers(0, 255),
+        st.integers(0, 2**32 - 1),
+        st.binary(max_size=max_payload),
+    )
+
+
+def read_all(
+    reader: FrameReader, data: bytes, cuts: list[int]
+) -> tuple[list[tuple[int, int, int, bytes, bytes]], bytes]:
+    """Frames as (type, flags, stream id, payload, raw) and, in passthrough, the bytes for h2."""
+    frames: list[tuple[int, int, int, bytes, bytes]] = []
+    passed = bytearray()
+    bounds = sorted({c for c in cuts if 0 < c < len(data)} | {len(data)})
+    position = 0
+    for bound in bounds:
+        while position < bound:
+            buffer = reader.get_buffer()
+            size = min(len(buffer), bound - position)
+            buffer[:size] = data[position : position + size]
+            position += size
+            reader.commit(size)
+            if reader.preface_left:
+                passed += reader.take_preface()
+            while not reader.passthrough and (frame := reader.next_frame()) is not None:
+                kind, flags, stream_id, start, length = frame
+                if reader.passthrough:
+                    break
+                payload = bytes(reader.buffer[start : start + length])
+                frames.append((kind, flags, stream_id, payload, reader.raw()))
+            if reader.passthrough:
+                passed += reader.take_all()
+    return frames, bytes(passed)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(frame_strategy(700), max_size=12),
+    st.lists(st.integers(0, 9000), max_size=8),
+    st.sampled_from([64, 256, 4096]),
+)
+def test_reader_yields_every_frame_whole_and_in_order(
+    frames: list[bytes], cuts: list[int], capacity: int
+) -> None:
+    reader = FrameReader(max_frame_size=16384, capacity=capacity)
+    got, passed = read_all(reader, b"".join(frames), cuts)
+    assert passed == b""
+    assert [raw for *_, raw in got] == frames
+    for (kind, flags, stream_id, payload, _raw), frame in zip(got, frames, strict=True):
+        assert (kind, flags, payload) == (frame[3], frame[4], frame[9:])
+        assert stream_id == int.from_bytes(frame[5:9], "big") & 0x7FFFFFFF
+    assert reader.start == reader.end
+
+
+@given(
+    st.lists(frame_strategy(300), max_size=4),
+    st.binary(min_size=1, max_size=400),
+    st.lists(st.integers(0, 2000), max_size=6),
+)
+def test_an_oversize_frame_hands_everything_from_it_to_h2(
+    before: list[bytes], rest: bytes, cuts: list[int]
+) -> None:
+    oversize = (301).to_bytes(3, "big") + b"\0\0\0\0\0\1"
+    data = b"".join(before) + oversize + rest
+    reader = FrameReader(max_frame_size=300, capacity=128)
+    got, passed = read_all(reader, data, cuts)
+    assert [raw for *_, raw in got] == before
+    assert passed == oversize + rest
+
+
+@given(st.lists(st.integers(0, 100), max_size=5))
+def test_the_preface_goes_to_h2_and_frames_follow(cuts: list[int]) -> None:
+    ping = PingFrame(0, opaque_data=b"12345678").serialize()
+    reader = FrameReader(max_frame_size=16384, preface_bytes=len(CLIENT_PREFACE))
+    got, passed = read_all(reader, CLIENT_PREFACE + ping, cuts)
+    assert passed == CLIENT_PREFACE
+    assert [raw for *_, raw in got] == [ping]
+
+
+def test_a_header_block_lasts_until_end_headers() -> None:
+    reader = FrameReader(max_frame_size=16384)
+    headers = HeadersFrame(1, data=b"a").serialize()
+    continuation = ContinuationFrame(1, data=b"b").serialize()
+    last = ContinuationFrame(1, data=b"c", flags=["END_HEADERS"]).serialize()
+    states = []
+    for frame in (headers, continuation, last):
+        reader.get_buffer()[: len(frame)] = frame
+        reader.commit(len(frame))
+        assert reader.next_frame() is not None
+        reader.raw()
+        states.append(reader.header_block)
+    assert states == [True, True, False]
+
+
+def test_the_installed_h2_has_what_the_fast_path_uses() -> None:
+    assert H2Internals.available()
+
+
+# the client: fast path on and off, same server bytes -----------------------------------------
+
+
+@dataclass(frozen=True)
+class ClientCase:
+    window: int
+    connection_window: int
+    policy: str
+    server_bytes: bytes
+    cuts: list[int]
+
+
+def _headers(stream_id: int, length: int | None, split: bool) -> list[Frame]:
+    fields = [(":status", "200"), ("content-type", "image/jpeg")]
+    if length is not None:
+        fields.append(("content-length", str(length)))
+    # Never indexed: header blocks stay decodable in whatever order the streams interleave.
+    block = Encoder().encode([NeverIndexedHeaderTuple(name, value) for name, value in fields])
+    if not split:
+        return [HeadersFrame(stream_id, data=block, flags=["END_HEADERS"])]
+    return [
+        HeadersFrame(stream_id, data=block[:3]),
+        ContinuationFrame(stream_id, data=block[3:], flags=["END_HEADERS"]),
+    ]
+
+
+@st.composite
+def body_frames(draw: st.DrawFn, stream_id: int, window: int) -> list[Frame]:
+    size = draw(st.integers(0, 3 * window + 10))
+    seed = draw(st.integers(0, 255))
+    body = bytes((seed + 7 * i) % 256 for i in range(size))
+    frames: list[Frame] = []
+    offset = 0
+    while True:
+        chunk = draw(st.integers(0, min(window, 2000)))
+        piece = body[offset : offset + chunk]
+        offset += len(piece)
+        last = offset >= len(body) or len(frames) > 40
+        frame = DataFrame(stream_id, data=piece, flags=["END_STREAM"] if last else [])
+        if draw(st.integers(0, 9)) == 0:
+            frame.flags.add("PADDED")
+            frame.pad_length = draw(st.integers(0, 12))
+        frames.append(frame)
+        if last:
+            return frames
+
+
+@st.composite
+def client_cases(draw: st.DrawFn) -> ClientCase:
+    window = draw(st.sampled_from([1, 17, 100, 255, 1000, 4095]))
+    connection_window = draw(st.sampled_from([1, 255, 5000, 65535, 100000]))
+    # Units of frames that stay together: a header block, then each DATA frame of the body.
+    per_stream: list[list[list[Frame]]] = []
+    for stream_id in (1, 3):
+        body = draw(body_frames(stream_id, window))
+        size = sum(len(f.data) for f in body)  # type: ignore[attr-defined]
+        declared = draw(st.sampled_from([size, size, size, None, size + 1, max(0, size - 1)]))
+        headers = _headers(stream_id, declared, split=draw(st.booleans()))
+        per_stream.append([headers, *([frame] for frame in body)])
+    extras: list[Frame] = [
+        PingFrame(0, opaque_data=b"pingpong"),
+        SettingsFrame(0, settings={SettingsFrame.MAX_CONCURRENT_STREAMS: 50}),
+        WindowUpdateFrame(0, window_increment=1000),
+        PriorityFrame(3, depends_on=1, stream_weight=10),
+        RstStreamFrame(3, error_code=8),
+        DataFrame(5, data=b"late", flags=["END_STREAM"]),
+    ]
+    chosen = [[frame] for frame in draw(st.lists(st.sampled_from(extras), max_size=2))]
+    order = draw(st.lists(st.integers(0, 2), max_size=200))
+    queues = [per_stream[0], per_stream[1], chosen]
+    frames: list[Frame] = [SettingsFrame(0)]
+    for pick in order + [0] * 100 + [1] * 100 + [2] * 5:
+        if queues[pick]:
+            frames += queues[pick].pop(0)
+    data = b"".join(f.serialize() for f in frames)
+    cuts = draw(st.lists(st.integers(0, len(data)), max_size=10))
+    policy = draw(st.sampled_from(WINDOW_UPDATE_POLICIES))
+    return ClientCase(window, connection_window, policy, data, cuts)
+
+
+def run_client(case: ClientCase, fast: bool) -> tuple[object, ...]:
+    async def scenario() -> tuple[object, ...]:
+        flow = FlowControlOptions(case.window, case.connection_window, case.policy)  # type: ignore[arg-type]
+        client = ClientConnection({}, flow, fast_path=fast)
+        transport = FakeTransport()
+        client.connection_made(transport)
+        futures = [client.request("x:1", "http", f"/{name}", [], keep_body=True) for name in "ab"]
+        feed(client, case.server_bytes, case.cuts)
+        outcomes: list[object] = []
+        for future in futures:
+            if not future.done():
+                outcomes.append("pending")
+            elif future.exception() is not None:
+                outcomes.append(str(future.exception()))
+            else:
+                response = future.result()
+                assert response.body is not None
+                outcomes.append((response.status, bytes(response.body), response.size_bytes))
+        client.connection_lost(None)
+        return (bytes(transport.written), transport.closed, client.window_updates_sent, outcomes)
+
+    return asyncio.run(scenario())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(client_cases())
+def test_client_fast_path_matches_h2_alone(case: ClientCase) -> None:
+    assert run_client(case, fast=True) == run_client(case, fast=False)
+
+
+def test_client_fast_path_receives_a_body_and_credits_it() -> None:
+    body = bytes(range(256)) * 8
+    frames: list[Frame] = [SettingsFrame(0), *_headers(1, len(body), split=False)]
+    frames += [DataFrame(1, data=body[i : i + 100]) for i in range(0, len(body), 100)]
+    frames.append(DataFrame(1, flags=["END_STREAM"]))
+    frames += [*_headers(3, 0, split=False), DataFrame(3, flags=["END_STREAM"])]
+    case = ClientCase(256, 256, "half", b"".join(f.serialize() for f in frames), [])
+    _written, closed, updates, outcomes = run_client(case, fast=True)
+    assert not closed
+    assert outcomes == [(200, body, len(body)), (200, b"", 0)]
+    assert updates > 0
+
+
+def test_client_refuses_data_beyond_its_window() -> None:
+    frames: list[Frame] = [SettingsFrame(0), *_headers(1, None, split=False)]
+    frames.append(DataFrame(1, data=b"x" * 257))
+    case = ClientCase(256, 65535, "half", b"".join(f.serialize() for f in frames), [])
+    written, closed, _updates, outcomes = run_client(case, fast=True)
+    assert closed
+    assert (
+        outcomes[0] == "server broke HTTP/2: FlowControlError: Flow control window shrunk below 0"
+    )
+    # GOAWAY with FLOW_CONTROL_ERROR (0x3) closes what the client wrote.
+    assert written[-17:-8] == b"\0\0\x08\x07\0\0\0\0\0" and written[-4:] == b"\0\0\0\x03"
+
+
+# the server: fast path on and off, same client bytes -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fastpath-site")
+    for name, size in (("a.bin", 5000), ("b.bin", 777), ("c.bin", 0), ("d.bin", 40000)):
+        (root / name).write_bytes(bytes(i % 251 for i in range(size)))
+    return root
+
+
+@dataclass(frozen=True)
+class ServerCase:
+    client_bytes: bytes
+    cuts: list[int]
+
+
+@st.composite
+def server_cases(draw: st.DrawFn) -> ServerCase:
+    window = draw(st.sampled_from([1, 17, 255, 1000, 65535]))
+    frame_size = draw(st.sampled_from([16384, 20000]))
+    client = h2_connection(
+        client_side=True,
+        settings={
+            SettingCodes.INITIAL_WINDOW_SIZE: window,
+            SettingCodes.MAX_FRAME_SIZE: frame_size,
+        },
+    )
+    client.initiate_connection()
+    stream_ids = []
+    for path, method in draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    ("/a.bin", "GET"),
+                    ("/b.bin", "GET"),
+                    ("/c.bin", "GET"),
+                    ("/d.bin", "GET"),
+                    ("/b.bin", "HEAD"),
+                    ("/missing", "GET"),
+                ]
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    ):
+        stream_id = client.get_next_available_stream_id()
+        client.send_headers(
+            stream_id,
+            [(":method", method), (":scheme", "http"), (":authority", "x"), (":path", path)],
+            end_stream=True,
+        )
+        stream_ids.append(stream_id)
+    data = bytearray(client.data_to_send())
+    # Mostly what a client sends while the bodies flow; now and then what h2 must answer.
+    for _ in range(draw(st.integers(0, 40))):
+        kind = draw(st.integers(0, 99))
+        target = draw(st.sampled_from([0, *stream_ids]))
+        if kind < 90:
+            data += window_update_frame(target, draw(st.integers(1, 70000)))
+        elif kind == 90:
+            data += window_update_frame(99, 1)  # an idle stream
+        elif kind == 91:
+            data += b"\0\0\x04\x08\0" + target.to_bytes(4, "big") + b"\0\0\0\0"  # zero
+        elif kind == 92:
+            data += window_update_frame(target, 2**31 - 1)  # overflow
+        elif kind == 93:
+            data += b"\0\0\x05\x08\0" + target.to_bytes(4, "big") + b"\0\0\0\x01\0"
+        elif kind == 94 and target:
+            data += RstStreamFrame(target, error_code=8).serialize()
+        elif kind == 95:
+            initial = {SettingsFrame.INITIAL_WINDOW_SIZE: draw(st.integers(0, 70000))}
+            data += SettingsFrame(0, settings=initial).serialize()
+        elif kind == 96:
+            data += SettingsFrame(0, flags=["ACK"]).serialize()
+        else:
+            data += PingFrame(0, opaque_data=b"12345678").serialize()
+    cuts = draw(st.lists(st.integers(0, len(data)), max_size=12))
+    return ServerCase(bytes(data), cuts)
+
+
+def run_server(site: Path, case: ServerCase, fast: bool) -> tuple[object, ...]:
+    async def scenario() -> tuple[object, ...]:
+        app = ServerApp(ServerOptions(root=site), io.StringIO())
+        server = ServerConnection(app, fast_path=fast)
+        transport = FakeTransport()
+        server.connection_made(transport)
+        feed(server, case.client_bytes, case.cuts)
+        server.connection_lost(None)
+        return bytes(transport.written), transport.closed, app.hostile_connections
+
+    return asyncio.run(scenario())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=server_cases())
+def test_server_fast_path_matches_h2_alone(small_site: Path, case: ServerCase) -> None:
+    assert run_server(small_site, case, fast=True) == run_server(small_site, case, fast=False)
+
+
+def test_server_fast_path_sends_within_windows(small_site: Path) -> None:
+    """A client granting 100 bytes at a time gets 100-byte DATA frames, the body whole."""
+    client = h2_connection(client_side=True, settings={SettingCodes.INITIAL_WINDOW_SIZE: 100})
+    client.initiate_connection()
+    client.send_headers(
+        1,
+        [(":method", "GET"), (":scheme", "http"), (":authority", "x"), (":path", "/a.bin")],
+        end_stream=True,
+    )
+    preamble = client.data_to_send()
+
+    async def scenario() -> bytes:
+        app = ServerApp(ServerOptions(root=small_site), io.StringIO())
+        server = ServerConnection(app)
+        transport = FakeTransport()
+        server.connection_made(transport)
+        feed(server, preamble, [])
+        body = bytearray()
+        while True:
+            events = client.receive_data(bytes(transport.written))
+            transport.written.clear()
+            for event in events:
+                if type(event).__name__ == "DataReceived":
+                    assert len(event.data) <= 100
+                    body.extend(event.data)
+                    if event.stream_ended is None:
+                        client.increment_flow_control_window(event.flow_controlled_length, 1)
+                        client.increment_flow_control_window(event.flow_controlled_length)
+                if type(event).__name__ == "StreamEnded":
+                    return bytes(body)
+            feed(server, client.data_to_send(), [])
+
+    body = asyncio.run(scenario())
+    assert body == (small_site / "a.bin").read_bytes()
