@@ -1,0 +1,161 @@
+"""The sweep engine: runs planned trials one at a time and records each before the next.
+
+Per trial: the server agent runs with the trial's settings, the meter is told a trial begins,
+the client agent fetches the page, the trial's power window is cut out (marker edges, else the
+client's clock mapped onto the controller's), energy is integrated, the server's own record is
+fetched, and one row is appended (fsynced). A failed trial (body mismatch, timeout, agent error)
+is recorded with its reason and retried; a lost node or meter pauses the sweep, resumable.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controller.dashboard.state import DashboardEvent, TrialFinished, TrialStarted
+from controller.energy import WindowEnergy, energy_in_window
+from controller.run.recorder import RunRecorder
+from controller.sweep.interfaces import MeterLost, NodeLost, PowerMeter, PowerWindow, TrialNodes
+from controller.sweep.plan import PlannedTrial
+from controller.sweep.rows import trial_row
+
+# How long the server's record may lag behind the client's last byte.
+SERVER_RECORD_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    completed: int  # trials with an ok row, this session and before
+    failed_trials: tuple[str, ...]  # trials that used up their attempts this session
+    remaining: int  # planned trials without an ok row
+    paused: str | None  # why the sweep paused, None when it ran to the end
+
+
+class SweepPaused(Exception):
+    """The sweep stopped early (lost node or meter, or the user); the run is resumable."""
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    error: str | None
+    client: Mapping[str, Any] | None
+    server: Mapping[str, Any] | None
+    power: PowerWindow | None
+    energy: WindowEnergy | None
+
+
+class SweepEngine:
+    def __init__(
+        self,
+        *,
+        recorder: RunRecorder,
+        nodes: TrialNodes,
+        meter: PowerMeter,
+        idle_mw: float,
+        retries: int,
+        trial_timeout_s: float,
+        post: Callable[[DashboardEvent], None],
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.recorder = recorder
+        self.nodes = nodes
+        self.meter = meter
+        self.idle_mw = idle_mw
+        self.retries = retries
+        self.trial_timeout_s = trial_timeout_s
+        self.post = post
+        self.stop = stop or threading.Event()
+
+    def run(self, plan: Sequence[PlannedTrial]) -> SweepOutcome:
+        rows = self.recorder.rows()
+        done = {row["trial_id"] for row in rows if row["status"] == "ok"}
+        attempts = Counter(row["trial_id"] for row in rows)
+        failed: list[str] = []
+        paused: str | None = None
+        try:
+            for trial in plan:
+                if trial.trial_id in done:
+                    continue
+                if self.stop.is_set():
+                    raise SweepPaused("stopped on request")
+                if self._run_trial(trial, attempts[trial.trial_id]):
+                    done.add(trial.trial_id)
+                else:
+                    failed.append(trial.trial_id)
+        except (NodeLost, MeterLost, SweepPaused) as exc:
+            paused = (
+                f"{type(exc).__name__}: {exc}" if not isinstance(exc, SweepPaused) else str(exc)
+            )
+            self.recorder.event("sweep_paused", reason=paused)
+        remaining = sum(1 for trial in plan if trial.trial_id not in done)
+        return SweepOutcome(len(done), tuple(failed), remaining, paused)
+
+    def _run_trial(self, trial: PlannedTrial, previous_attempts: int) -> bool:
+        for attempt in range(previous_attempts + 1, previous_attempts + self.retries + 2):
+            self.post(TrialStarted(trial.trial_id, trial.point, trial.repetition, attempt))
+            self.recorder.event("trial_started", trial_id=trial.trial_id, attempt=attempt)
+            result = self._attempt(trial)
+            self.recorder.append_trial(
+                trial_row(
+                    trial,
+                    attempt,
+                    error=result.error,
+                    client=result.client,
+                    server=result.server,
+                    power=result.power,
+                    energy=result.energy,
+                )
+            )
+            if result.error is None and result.power is not None:
+                window = result.power
+                self.recorder.save_power(
+                    trial.trial_id, window.t_s - window.start_s, window.power_mw
+                )
+            client = result.client or {}
+            self.post(
+                TrialFinished(
+                    trial.trial_id,
+                    trial.point,
+                    result.error is None,
+                    result.error,
+                    client.get("response_s"),
+                    client.get("cpu_s"),
+                    result.energy.energy_mj if result.energy else None,
+                    time.monotonic(),
+                )
+            )
+            if result.error is None:
+                return True
+            self.recorder.event(
+                "trial_failed", trial_id=trial.trial_id, attempt=attempt, error=result.error
+            )
+        return False
+
+    def _attempt(self, trial: PlannedTrial) -> _Attempt:
+        settings = trial.settings
+        self.nodes.ensure_server(settings)
+        self.meter.begin_trial()
+        client = self.nodes.fetch(trial.trial_id, settings, self.trial_timeout_s)
+        if not client.get("ok"):
+            error = str(client.get("error") or "client agent reported a failure")
+            return _Attempt(error, client, None, None, None)
+        server = self.nodes.server_trial(trial.trial_id, SERVER_RECORD_TIMEOUT_S)
+        if server is None:
+            return _Attempt("server agent wrote no record for the trial", client, None, None, None)
+        if not server.get("ok"):
+            return _Attempt("server agent reports the trial incomplete", client, server, None, None)
+        offset_ns = self.nodes.client_clock_offset_ns()
+        power = self.meter.window(
+            int(client["t_wall_start_ns"]) - offset_ns, int(client["t_wall_end_ns"]) - offset_ns
+        )
+        try:
+            energy = energy_in_window(
+                power.t_s, power.power_mw, power.start_s, power.end_s, self.idle_mw
+            )
+        except ValueError as exc:
+            return _Attempt(f"meter trace: {exc}", client, server, power, None)
+        return _Attempt(None, client, server, power, energy)

@@ -1,0 +1,87 @@
+"""What the sweep engine needs from the nodes and the meter, whatever their transport or source.
+
+The engine is written against these two protocols; `controller.nodes` (local subprocesses or SSH)
+and `controller.meter` (serial board, virtual meter, simavr) provide them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True)
+class PowerWindow:
+    """The meter's samples covering one trial, on the meter's own timebase."""
+
+    t_s: npt.NDArray[np.float64]  # seconds, increasing
+    power_mw: npt.NDArray[np.float64]
+    start_s: float  # the trial's window on that timebase
+    end_s: float
+    source: Literal["marker", "clock"]
+    samples_lost: int
+    crc_errors: int
+    frame_gaps: int
+
+
+class TrialNodes(Protocol):
+    def facts(self) -> Mapping[str, Any]:
+        """Per node: host, Python, agent version, CPU model, pinning, clock offset."""
+        ...
+
+    def ensure_server(self, settings: Mapping[str, int]) -> None:
+        """Make sure the server agent runs with these settings (restart only on change)."""
+        ...
+
+    def fetch(self, trial_id: str, settings: Mapping[str, int], timeout_s: float) -> dict[str, Any]:
+        """Run one page fetch on the client; its JSON record (`ok` false on failure)."""
+        ...
+
+    def server_trial(self, trial_id: str, timeout_s: float) -> dict[str, Any] | None:
+        """The server agent's record for the trial, or None when it never appeared."""
+        ...
+
+    def client_clock_offset_ns(self) -> int:
+        """Client clock minus controller clock (0 for local nodes)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class PowerMeter(Protocol):
+    source: str
+
+    def facts(self) -> Mapping[str, Any]:
+        """Identity, rate, channels, calibration: recorded in the run's manifest."""
+        ...
+
+    def idle_baseline_mw(self, seconds: float) -> float:
+        """Mean power over `seconds` with the nodes idle."""
+        ...
+
+    def begin_trial(self) -> None:
+        """A trial is about to start: its marker edges (where wired) belong to it."""
+        ...
+
+    def window(self, start_wall_ns: int, end_wall_ns: int) -> PowerWindow:
+        """The trial's power: cut by its marker edges when they arrived, else by the controller
+        wall-clock span mapped onto the meter's timebase."""
+        ...
+
+    def health(self) -> tuple[float, int, int, int]:
+        """(sample rate achieved in samples/s, CRC errors, frame gaps, samples dropped)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class NodeLost(Exception):
+    """A node stopped answering (not a failed trial): the sweep pauses, resumable."""
+
+
+class MeterLost(Exception):
+    """The meter stopped delivering samples: the sweep pauses, resumable."""

@@ -1,0 +1,83 @@
+"""Build one trials.csv row from what a trial produced. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from controller.energy import WindowEnergy
+from controller.sweep.interfaces import PowerWindow
+from controller.sweep.plan import PlannedTrial
+
+
+def _frames(record: Mapping[str, Any], direction: str, frame_type: str) -> int | None:
+    counts = record.get(direction)
+    if not isinstance(counts, Mapping):
+        return None
+    frames = counts.get("frames", {})
+    return int(frames.get(frame_type, 0)) if isinstance(frames, Mapping) else None
+
+
+def _bytes(record: Mapping[str, Any], direction: str) -> int | None:
+    counts = record.get(direction)
+    return int(counts["bytes"]) if isinstance(counts, Mapping) and "bytes" in counts else None
+
+
+def trial_row(
+    trial: PlannedTrial,
+    attempt: int,
+    *,
+    error: str | None,
+    client: Mapping[str, Any] | None,
+    server: Mapping[str, Any] | None,
+    power: PowerWindow | None,
+    energy: WindowEnergy | None,
+) -> dict[str, object]:
+    row: dict[str, object] = {
+        "trial_id": trial.trial_id,
+        "attempt": attempt,
+        "status": "ok" if error is None else "failed",
+        "error": error or "",
+        "order_index": trial.index,
+        "block": trial.block,
+        "repetition": trial.repetition,
+        **trial.settings,
+    }
+    if client is not None:
+        row.update(
+            t_wall_start_ns=client.get("t_wall_start_ns"),
+            t_wall_end_ns=client.get("t_wall_end_ns"),
+            client_response_s=client.get("response_s"),
+            client_ttfb_s=client.get("ttfb_s"),
+            client_cpu_s=client.get("cpu_s"),
+            client_cpu_pct=client.get("cpu_pct"),
+            client_rss_peak_bytes=client.get("rss_peak_bytes"),
+            client_bytes_received=_bytes(client, "received"),
+            client_data_frames=_frames(client, "received", "DATA"),
+            client_window_update_frames=_frames(client, "sent", "WINDOW_UPDATE"),
+        )
+    if server is not None:
+        row.update(
+            server_serve_s=server.get("serve_s"),
+            server_cpu_s=server.get("cpu_s"),
+            server_cpu_pct=server.get("cpu_pct"),
+            server_rss_peak_bytes=server.get("rss_peak_bytes"),
+            server_bytes_sent=_bytes(server, "sent"),
+            server_data_frames=_frames(server, "sent", "DATA"),
+        )
+    if power is not None:
+        row.update(
+            window_source=power.source,
+            samples_lost=power.samples_lost,
+            meter_crc_errors=power.crc_errors,
+            meter_frame_gaps=power.frame_gaps,
+        )
+    if energy is not None:
+        row.update(
+            energy_mj=round(energy.energy_mj, 6),
+            energy_above_idle_mj=round(energy.energy_above_idle_mj, 6),
+            mean_power_mw=round(energy.mean_power_mw, 6),
+            window_s=energy.duration_s,
+            samples=energy.samples,
+        )
+    return row

@@ -1,0 +1,168 @@
+"""The engine's bookkeeping (retries, resume, pauses) with in-process stand-ins for the nodes
+and the meter; the end-to-end tests run it with real agents and real meters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from controller.run.recorder import RunRecorder, read_trials
+from controller.sweep.engine import SweepEngine
+from controller.sweep.interfaces import NodeLost, PowerWindow
+from controller.sweep.plan import plan_trials
+
+AXES = ("initial_window_size",)
+POWER_MW = 2000.0
+IDLE_MW = 1200.0
+
+
+class StandInNodes:
+    def __init__(self, fail_first: set[str], lose_at: str | None = None) -> None:
+        self.fail_first = set(fail_first)
+        self.lose_at = lose_at
+        self.server_settings: list[dict[str, int]] = []
+        self.clock_ns = 1_000_000_000_000
+
+    def facts(self) -> Mapping[str, Any]:
+        return {}
+
+    def ensure_server(self, settings: Mapping[str, int]) -> None:
+        self.server_settings.append(dict(settings))
+
+    def fetch(self, trial_id: str, settings: Mapping[str, int], timeout_s: float) -> dict[str, Any]:
+        if trial_id == self.lose_at:
+            raise NodeLost("client: ssh connection reset")
+        start = self.clock_ns
+        self.clock_ns += 500_000_000
+        if trial_id in self.fail_first:
+            self.fail_first.discard(trial_id)
+            return {"ok": False, "error": "GET /img/photo-1.jpg: sha256 differs from the manifest"}
+        return {
+            "ok": True,
+            "error": None,
+            "t_wall_start_ns": start,
+            "t_wall_end_ns": self.clock_ns,
+            "response_s": 0.5,
+            "cpu_s": 0.1,
+            "cpu_pct": 20.0,
+            "rss_peak_bytes": 1,
+            "received": {"bytes": 10, "frames": {"DATA": 3}},
+            "sent": {"bytes": 5, "frames": {"WINDOW_UPDATE": 2}},
+        }
+
+    def server_trial(self, trial_id: str, timeout_s: float) -> dict[str, Any] | None:
+        return {
+            "ok": True,
+            "serve_s": 0.4,
+            "cpu_s": 0.05,
+            "cpu_pct": 12.5,
+            "rss_peak_bytes": 2,
+            "sent": {"bytes": 10, "frames": {"DATA": 3}},
+        }
+
+    def client_clock_offset_ns(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+
+class ConstantMeter:
+    source = "stand-in"
+
+    def facts(self) -> Mapping[str, Any]:
+        return {}
+
+    def idle_baseline_mw(self, seconds: float) -> float:
+        return IDLE_MW
+
+    def begin_trial(self) -> None:
+        pass
+
+    def window(self, start_wall_ns: int, end_wall_ns: int) -> PowerWindow:
+        t = np.arange(start_wall_ns / 1e9 - 0.01, end_wall_ns / 1e9 + 0.01, 0.001)
+        return PowerWindow(
+            t, np.full_like(t, POWER_MW), start_wall_ns / 1e9, end_wall_ns / 1e9, "clock", 0, 0, 0
+        )
+
+    def health(self) -> tuple[float, int, int, int]:
+        return (1000.0, 0, 0, 0)
+
+    def close(self) -> None:
+        pass
+
+
+def _engine(run: Path, nodes: StandInNodes) -> SweepEngine:
+    if (run / "manifest.json").exists():
+        recorder, _manifest = RunRecorder.resume(run)
+    else:
+        recorder = RunRecorder.create(run, AXES, {"axes": list(AXES)})
+    return SweepEngine(
+        recorder=recorder,
+        nodes=nodes,
+        meter=ConstantMeter(),
+        idle_mw=IDLE_MW,
+        retries=1,
+        trial_timeout_s=10,
+        post=lambda event: None,
+    )
+
+
+def test_failed_attempt_is_recorded_and_retried_then_energy_is_integrated(tmp_path: Path) -> None:
+    plan = plan_trials(
+        [{"initial_window_size": 256}, {"initial_window_size": 65535}],
+        2,
+        "randomized-blocked",
+        seed=3,
+    )
+    first = plan[0].trial_id
+    outcome = _engine(tmp_path / "run", StandInNodes({first})).run(plan)
+    assert (outcome.completed, outcome.remaining, outcome.paused) == (4, 0, None)
+    rows = read_trials(tmp_path / "run")
+    assert [(r["trial_id"], r["attempt"], r["status"]) for r in rows[:2]] == [
+        (first, "1", "failed"),
+        (first, "2", "ok"),
+    ]
+    assert "sha256 differs" in rows[0]["error"]
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert len(ok) == 4
+    for row in ok:
+        assert float(row["energy_mj"]) == pytest.approx(POWER_MW * 0.5)
+        assert float(row["energy_above_idle_mj"]) == pytest.approx((POWER_MW - IDLE_MW) * 0.5)
+        assert row["client_data_frames"] == "3"
+        assert (tmp_path / "run" / "power" / f"{row['trial_id']}.npy").exists()
+
+
+def test_lost_node_pauses_and_resume_finishes_without_duplicates(tmp_path: Path) -> None:
+    plan = plan_trials(
+        [{"initial_window_size": w} for w in (256, 1024, 65535)], 2, "sequential", seed=1
+    )
+    outcome = _engine(tmp_path / "run", StandInNodes(set(), lose_at=plan[3].trial_id)).run(plan)
+    assert outcome.paused is not None and "ssh connection reset" in outcome.paused
+    assert (outcome.completed, outcome.remaining) == (3, 3)
+    resumed = _engine(tmp_path / "run", StandInNodes(set())).run(plan)
+    assert (resumed.completed, resumed.remaining, resumed.paused) == (6, 0, None)
+    ids = [r["trial_id"] for r in read_trials(tmp_path / "run")]
+    assert ids == [t.trial_id for t in plan]
+
+
+def test_a_trial_that_always_fails_uses_its_attempts_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    plan = plan_trials([{"initial_window_size": 256}], 2, "sequential", seed=1)
+    nodes = StandInNodes(set())
+    original = nodes.fetch
+
+    def always_fail_first(trial_id: str, settings: Mapping[str, int], timeout_s: float):
+        if trial_id == plan[0].trial_id:
+            return {"ok": False, "error": "timeout"}
+        return original(trial_id, settings, timeout_s)
+
+    nodes.fetch = always_fail_first  # type: ignore[method-assign]
+    outcome = _engine(tmp_path / "run", nodes).run(plan)
+    assert outcome.failed_trials == (plan[0].trial_id,)
+    assert outcome.remaining == 1
+    statuses = [(r["trial_id"], r["status"]) for r in read_trials(tmp_path / "run")]
+    assert statuses == [(plan[0].trial_id, "failed")] * 2 + [(plan[1].trial_id, "ok")]
