@@ -88,13 +88,15 @@ def _meter(stack: Stack) -> MeterConfig:
             f"{stack.origin('meter.channels')}: meter.channels: no node is metered; "
             'map at least one role to an analog input, e.g. client = "A0"'
         )
-    owners: dict[int, Role] = {}
-    for role in ROLES:
-        if role in mapping and (other := owners.setdefault(mapping[role], role)) != role:
-            key = f"meter.channels.{role}"
-            raise ConfigError(
-                f"{stack.origin(key)}: {key}: A{mapping[role]} is already the {other}'s input"
-            )
+    if len(mapping) == len(ROLES) and len(set(mapping.values())) == 1:
+        # Blame the role whose input a later layer set.
+        later, earlier = sorted(
+            ROLES, key=lambda role: stack.layers.index(stack.origin(f"meter.channels.{role}"))
+        )[::-1]
+        key = f"meter.channels.{later}"
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: A{mapping[later]} is already the {earlier}'s input"
+        )
     meter = MeterConfig(
         channels=tuple((role, mapping[role]) for role in ROLES if role in mapping), **given
     )

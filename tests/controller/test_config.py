@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from controller.config import (
     WorkloadConfig,
     load_config,
 )
+from controller.config.schema import SCHEMA
 from controller.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,6 +103,20 @@ def test_the_example_inventory_sets_both_ssh_nodes() -> None:
     assert config.client.cpu == config.server.cpu == 2
     assert config.server.http_port == 8443
     assert config.meter == MeterConfig()  # sections it leaves out keep the defaults
+
+
+def test_the_readme_documents_every_key() -> None:
+    readme = (CONFIGS / "README.md").read_text(encoding="utf-8")
+    sections = dict(re.findall(r"^## `\[(.+?)\]`.*?\n(.*?)(?=^## |\Z)", readme, re.M | re.S))
+    rows = {name: set(re.findall(r"^\| `(\w+)` \|", body, re.M)) for name, body in sections.items()}
+    expected = {
+        name: set(rule)
+        for name, rule in SCHEMA.items()
+        if isinstance(rule, Mapping) and name != "nodes"
+    }
+    expected["nodes.client"] = set(SCHEMA["nodes"]["server"])  # one table documents both nodes
+    assert rows.pop("sweep") == set()
+    assert rows == expected
 
 
 # ---------------------------------------------------------------- model
@@ -453,6 +470,9 @@ def test_a_cross_key_error_blames_the_layer_that_decided(tmp_path: Path) -> None
     assert error_of(study, ("meter.port=none",)).startswith("--set: meter.port: required")
     assert error_of(study, ("meter.channels.server=0",)) == (
         "--set: meter.channels.server: A0 is already the client's input"
+    )
+    assert error_of(study, ("meter.channels.client=1",)) == (
+        "--set: meter.channels.client: A1 is already the server's input"
     )
     path = write(tmp_path, '[nodes.client]\nhost = "pi"\n')
     assert error_of(path, ("run.seed=3",)).startswith(f"{path}: nodes.client.known_hosts:")
