@@ -1,0 +1,253 @@
+"""`h2iot nodes deploy|check CONFIG`: put the agent on the config's nodes, and check them.
+
+deploy builds this project's wheel (or takes --wheel), downloads the agent's dependencies for
+each SSH node's platform on this machine (nodes need no package index), copies the wheels,
+creates or reuses `<deploy_dir>/venv` with the agent and its dependencies only, and checks that
+`h2iot-agent --version` there matches this controller. Local nodes run from this installation.
+
+check reports per node: reachability, Python, agent version, CPU model and the clock offset
+with its uncertainty (best of many round trips over one SSH channel; 0 for local nodes).
+
+SSH host keys are checked against each node's known_hosts file; an unknown host is refused
+unless --accept-new-host-key records its key (printing the fingerprint to compare); a changed
+key is always refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from agent import __version__
+from controller.config import NodeConfig, load_config
+from controller.config.model import ROLES
+from controller.errors import ConfigError, ControllerError
+from controller.nodes import ClockOffset, NodeFacts, check_node, connect, fan_out, node_label
+from controller.nodes.deploy import DeployReport, install, probe_platform
+from controller.nodes.platform import PlatformFacts
+from controller.nodes.wheel import Wheel, build_wheel, download_dependencies, project_root
+
+DEFAULT_BASE_PYTHON = "/usr/bin/python3"
+
+
+def _default_wheelhouse() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "h2iot" / "wheelhouse"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "nodes",
+        help="deploy the agent to the nodes, check the nodes",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="nodes_action", metavar="ACTION", required=True)
+    deploy = actions.add_parser("deploy", help="install the agent into each SSH node's venv")
+    check = actions.add_parser("check", help="report each node's facts and clock offset")
+    for action in (deploy, check):
+        action.add_argument("config", type=Path, help="the sweep's TOML config")
+        action.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a config key (dotted), like h2iot sweep",
+        )
+        action.add_argument(
+            "--accept-new-host-key",
+            action="store_true",
+            help="first contact: record an unknown host's key (printing its fingerprint)",
+        )
+    deploy.add_argument("--wheel", type=Path, help="deploy this wheel instead of building one")
+    deploy.add_argument(
+        "--wheelhouse",
+        type=Path,
+        default=_default_wheelhouse(),
+        help="where dependency wheels are kept per node platform (default: %(default)s)",
+    )
+    deploy.add_argument(
+        "--base-python",
+        default=DEFAULT_BASE_PYTHON,
+        help="the node's interpreter that creates the venv (default: %(default)s)",
+    )
+    check.add_argument(
+        "--clock-samples", type=int, default=200, help="round trips per clock offset"
+    )
+    deploy.set_defaults(handler=_guarded(_deploy))
+    check.set_defaults(handler=_guarded(_check))
+
+
+def _guarded(action: Callable[[argparse.Namespace, Console], int]) -> Callable[..., int]:
+    def handler(args: argparse.Namespace) -> int:
+        console = Console(highlight=False)
+        try:
+            return action(args, console)
+        except ControllerError as exc:
+            _error(str(exc))
+            return exc.exit_status
+
+    return handler
+
+
+def _error(message: str) -> None:
+    sys.stdout.flush()  # the report printed so far comes first
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        f"h2iot: error: {message}", markup=False
+    )
+
+
+def _nodes(args: argparse.Namespace) -> dict[str, NodeConfig]:
+    config = load_config(args.config, args.overrides)
+    return {role: config.node(role) for role in ROLES}
+
+
+def _report_failures(failed: Mapping[str, ControllerError]) -> int:
+    for error in failed.values():
+        _error(str(error))
+    return max((error.exit_status for error in failed.values()), default=0)
+
+
+def _deploy(args: argparse.Namespace, console: Console) -> int:
+    nodes = _nodes(args)
+    remote: dict[str, NodeConfig] = {}
+    for role, node in nodes.items():
+        if node.is_local:
+            console.print(f"{node_label(node)}: local, runs from this controller's installation")
+            continue
+        # Two roles on one host and directory share one venv: deploy it once.
+        target = (node.host, node.port, node.user, node.deploy_dir)
+        if all((n.host, n.port, n.user, n.deploy_dir) != target for n in remote.values()):
+            remote[role] = node
+    if not remote:
+        return 0
+    with tempfile.TemporaryDirectory(prefix="h2iot-wheel-") as scratch:
+        wheel = _wheel(args.wheel, Path(scratch))
+        console.print(f"deploying {wheel.path.name} (needs {', '.join(wheel.requires)})")
+        outcome = fan_out(remote, _deployer(args, wheel, console))
+    if outcome.succeeded:
+        console.print(_deploy_table(outcome.succeeded))
+    return _report_failures(outcome.failed)
+
+
+def _wheel(given: Path | None, scratch: Path) -> Wheel:
+    if given is not None:
+        wheel = Wheel.read(given)
+    else:
+        root = project_root()
+        if root is None:
+            raise ConfigError("no project source tree next to this controller: pass --wheel FILE")
+        wheel = build_wheel(root, scratch)
+    if wheel.version != __version__:
+        raise ConfigError(f"{wheel.path}: version {wheel.version}, the controller is {__version__}")
+    return wheel
+
+
+def _deployer(
+    args: argparse.Namespace, wheel: Wheel, console: Console
+) -> Callable[[NodeConfig], DeployReport]:
+    lock = threading.Lock()
+    downloaded: dict[str, list[Path]] = {}
+
+    def dependencies(platform: PlatformFacts) -> list[Path]:
+        # One download per platform, shared by the nodes on it.
+        with lock:
+            if platform.key not in downloaded:
+                downloaded[platform.key] = download_dependencies(wheel, platform, args.wheelhouse)
+            return downloaded[platform.key]
+
+    def deploy_one(config: NodeConfig) -> DeployReport:
+        node = connect(
+            config,
+            accept_new_host_key=args.accept_new_host_key,
+            on_new_host_key=console.print,
+        )
+        try:
+            platform = probe_platform(node, args.base_python)
+            return install(
+                node,
+                config,
+                wheel=wheel,
+                dependencies=dependencies(platform),
+                base_python=args.base_python,
+                platform=platform,
+                expected_version=__version__,
+            )
+        finally:
+            node.close()
+
+    return deploy_one
+
+
+def _deploy_table(reports: Mapping[str, DeployReport]) -> Table:
+    table = Table(title="deployed")
+    for heading in ("node", "python", "agent", "venv", "venv"):
+        table.add_column(heading)
+    for report in reports.values():
+        table.add_row(
+            report.label,
+            report.python_version,
+            report.agent_version,
+            report.venv,
+            "reused" if report.venv_reused else "created",
+        )
+    return table
+
+
+def _check(args: argparse.Namespace, console: Console) -> int:
+    if args.clock_samples < 1:
+        raise ConfigError(f"--clock-samples {args.clock_samples}: must be at least 1")
+    nodes = _nodes(args)
+
+    def check_one(config: NodeConfig) -> NodeFacts:
+        return check_node(
+            config,
+            expected_version=__version__,
+            accept_new_host_key=args.accept_new_host_key,
+            on_new_host_key=console.print,
+            clock_samples=args.clock_samples,
+        )
+
+    facts = fan_out(nodes, check_one).raise_on_failure()
+    console.print(_check_table(list(facts.values())))
+    problems = [problem for fact in facts.values() for problem in fact.problems]
+    for problem in problems:
+        _error(problem)
+    return 1 if problems else 0
+
+
+def _clock_text(clock: ClockOffset | None) -> str:
+    if clock is None:
+        return "-"
+    if clock.samples == 0:
+        return "0 (same clock)"
+    return (
+        f"{clock.wall_offset_ns / 1e6:+.3f} ms ± {clock.uncertainty_ns / 1e6:.3f} ms "
+        f"(best round trip {clock.best_round_trip_ns / 1e6:.3f} ms)"
+    )
+
+
+def _check_table(facts: list[NodeFacts]) -> Table:
+    table = Table(title=f"nodes (controller {__version__})")
+    for heading in ("node", "reachable", "python", "agent", "CPU", "clock offset (wall)"):
+        table.add_column(heading)
+    for fact in facts:
+        table.add_row(
+            fact.label,
+            "yes" if fact.reachable else "no",
+            fact.python_version or "-",
+            fact.agent_version or "-",
+            fact.cpu_model or "-",
+            _clock_text(fact.clock),
+        )
+    return table

@@ -1,0 +1,235 @@
+"""`AgentNode`: the node agent's command line (`h2iot-agent`) driven through a `Node`.
+
+The controller talks to agents only through their CLI and JSON lines (agent/README.md has the
+options and record fields), the same for local and SSH nodes. The server agent runs in the
+background with a pidfile and a log under the node's state directory and appends one JSON line
+per trial to its trial log, which is read incrementally.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controller.config.model import NodeConfig
+from controller.nodes.errors import CommandFailedError, NodeError
+from controller.nodes.node import Node
+from controller.nodes.records import BackgroundProcess, StopOutcome
+
+POLL_S = 0.05
+SERVER_START_TIMEOUT_S = 30.0
+# The agent finishes the streams in flight for up to 30 s after TERM.
+SERVER_STOP_GRACE_S = 35.0
+FETCH_MARGIN_S = 15.0  # beyond the agent's own --timeout: start-up and connection set-up
+
+
+@dataclass(frozen=True)
+class ServerProcess:
+    """A running server agent: its process, the port it listens on and the settings it has."""
+
+    process: BackgroundProcess
+    port: int
+    settings: tuple[tuple[str, int], ...]
+
+
+class AgentNode:
+    """The agent on one node: server start/stop/health/log, client fetches, trial records.
+
+    `python` is the node's interpreter (absolute for SSH nodes; it runs `-m agent.cli`);
+    `state_dir` holds `server.pid`, `server.log` and `server-trials.jsonl`; `cpu` pins both
+    the server and the client to that core.
+    """
+
+    def __init__(self, node: Node, python: str, state_dir: str, cpu: int | None = None) -> None:
+        self.node = node
+        self.python = python
+        self.state_dir = node.path(state_dir)
+        self.cpu = cpu
+        self.pidfile = f"{self.state_dir}/server.pid"
+        self.log = f"{self.state_dir}/server.log"
+        self.trial_log = f"{self.state_dir}/server-trials.jsonl"
+        self._trial_offset_bytes = 0
+        self._trials: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def from_config(cls, node: Node, config: NodeConfig, state_dir: str | None = None) -> AgentNode:
+        """From the node's config; state_dir defaults to `<deploy_dir>/state` (local nodes
+        without a deploy_dir must name one, e.g. under the run directory)."""
+        if state_dir is None:
+            if not config.deploy_dir:
+                raise ValueError(f"{node.label}: no deploy_dir, so a state_dir must be given")
+            state_dir = f"{config.deploy_dir}/state"
+        return cls(node, config.python, state_dir, config.cpu)
+
+    def command(self, *args: str) -> list[str]:
+        return [self.node.path(self.python), "-m", "agent.cli", *args]
+
+    def version(self) -> str:
+        return agent_version(self.node, self.command())
+
+    def build_site(self, directory: str, *, seed: int, total_bytes: int) -> str:
+        """Build the deterministic test page on the node; returns its absolute directory."""
+        directory = self.node.path(directory)
+        argv = ["site", "build", directory, "--seed", str(seed), "--total-bytes", str(total_bytes)]
+        self.node.run(self.command(*argv), timeout_s=600)
+        return directory
+
+    def start_server(
+        self,
+        *,
+        root: str,
+        host: str,
+        port: int,
+        settings: Mapping[str, int] = {},
+        timeout_s: float = SERVER_START_TIMEOUT_S,
+    ) -> ServerProcess:
+        """Start `serve` in the background and wait until it listens (port 0 picks a free one).
+
+        Raises NodeError if one already runs (stop it first) or it exits before listening.
+        """
+        self.node.makedirs(self.state_dir)
+        argv = ["serve", "--root", self.node.path(root), "--host", host, "--port", str(port)]
+        for name, value in settings.items():
+            argv += ["--setting", f"{name}={value}"]
+        argv += ["--trial-log", self.trial_log, *self._cpu_args()]
+        log_offset = 0
+        process = self.node.start_background(
+            self.command(*argv), pidfile=self.pidfile, log=self.log
+        )
+        deadline = time.monotonic() + timeout_s
+        while True:
+            lines = self.node.read_new_lines(self.log, log_offset)
+            log_offset = lines.next_offset_bytes
+            for line in lines.lines:
+                event = _json_or_none(line)
+                if event is not None and event.get("event") == "listening":
+                    return ServerProcess(process, int(event["port"]), tuple(settings.items()))
+            if self.server_pid() is None:
+                raise NodeError(
+                    f"{self.node.label}: server agent exited before listening: "
+                    f"{_last_line(self.server_log())}"
+                )
+            if time.monotonic() > deadline:
+                self.stop_server()
+                raise NodeError(
+                    f"{self.node.label}: server agent not listening after {timeout_s:g} s"
+                )
+            time.sleep(POLL_S)
+
+    def server_pid(self) -> int | None:
+        """Health check: the server agent's pid while it runs, else None."""
+        return self.node.running_pid(self.pidfile)
+
+    def server_log(self) -> str:
+        """The server agent's stdout and stderr so far."""
+        return self.node.read_file(self.log)
+
+    def stop_server(self, grace_s: float = SERVER_STOP_GRACE_S) -> StopOutcome:
+        """TERM the server agent (it drains its streams), KILL it after grace_s."""
+        return self.node.stop_background(self.pidfile, grace_s=grace_s)
+
+    def fetch(
+        self,
+        url: str,
+        *,
+        initial_window_size: int | None = None,
+        connection_window: int | None = None,
+        window_update_policy: str | None = None,
+        settings: Mapping[str, int] = {},
+        trial_id: str | None = None,
+        manifest: str | None = None,
+        marker: str | None = None,
+        timeout_s: float = 120.0,
+    ) -> dict[str, Any]:
+        """One page fetch by the client agent; its JSON record (agent/README.md), also when
+        the fetch failed (`ok` false). A usage error or a missing record raises NodeError."""
+        argv = ["fetch", url, "--json", "--timeout", f"{timeout_s:g}", *self._cpu_args()]
+        options: Sequence[tuple[str, object]] = (
+            ("--initial-window-size", initial_window_size),
+            ("--connection-window", connection_window),
+            ("--window-update", window_update_policy),
+            ("--trial-id", trial_id),
+            ("--manifest", None if manifest is None else self.node.path(manifest)),
+            ("--marker", marker),
+        )
+        for flag, value in options:
+            if value is not None:
+                argv += [flag, str(value)]
+        for name, value in settings.items():
+            argv += ["--setting", f"{name}={value}"]
+        result = self.node.run(
+            self.command(*argv), timeout_s=timeout_s + FETCH_MARGIN_S, check=False
+        )
+        records = [_json_or_none(line) for line in result.stdout.splitlines()]
+        found = [record for record in records if record is not None]
+        if result.exit_status in (0, 1) and found:
+            return found[-1]
+        raise CommandFailedError(
+            f"{self.node.label}: fetch {url} exited {result.exit_status} without a record: "
+            f"{_last_line(result.stderr or result.stdout)}"
+        )
+
+    def new_trial_records(self) -> list[dict[str, Any]]:
+        """Trial records the server appended since the last call, in order."""
+        lines = self.node.read_new_lines(self.trial_log, self._trial_offset_bytes)
+        records = []
+        for line in lines.lines:
+            record = _json_or_none(line)
+            if record is None or "trial_id" not in record:
+                raise NodeError(f"{self.node.label}: {self.trial_log}: not a trial record: {line}")
+            self._trials[str(record["trial_id"])] = record
+            records.append(record)
+        self._trial_offset_bytes = lines.next_offset_bytes
+        return records
+
+    def trial_record(self, trial_id: str, *, timeout_s: float = 10.0) -> dict[str, Any]:
+        """The server's record of one trial, waiting for it: the server writes it when the
+        trial's connection closes, just after the client has its response."""
+        deadline = time.monotonic() + timeout_s
+        self.new_trial_records()
+        while trial_id not in self._trials:
+            if time.monotonic() > deadline:
+                raise NodeError(
+                    f"{self.node.label}: no record of trial {trial_id} in {self.trial_log} "
+                    f"after {timeout_s:g} s"
+                )
+            time.sleep(POLL_S)
+            self.new_trial_records()
+        return self._trials.pop(trial_id)
+
+    def _cpu_args(self) -> list[str]:
+        return [] if self.cpu is None else ["--cpu", str(self.cpu)]
+
+
+def agent_version(node: Node, agent: Sequence[str]) -> str:
+    """The version `AGENT --version` prints (as `h2iot-agent VERSION`)."""
+    words = node.run([*agent, "--version"]).stdout.split()
+    if len(words) != 2 or words[0] != "h2iot-agent":
+        raise NodeError(f"{node.label}: `{' '.join(agent)} --version` printed {' '.join(words)!r}")
+    return words[1]
+
+
+def python_version(node: Node, python: str, *, check: bool = True) -> str | None:
+    """The interpreter's version (e.g. 3.11.2); None when it does not run and not check."""
+    result = node.run(
+        [python, "-c", "import platform; print(platform.python_version())"], check=check
+    )
+    return result.stdout.strip() if result.ok else None
+
+
+def _json_or_none(line: str) -> dict[str, Any] | None:
+    if not line.startswith("{"):
+        return None
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "no output"

@@ -1,0 +1,76 @@
+"""The node side of a deploy: a venv in the node's deploy directory with the agent installed
+from shipped wheels, no package index needed on the node."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.config.model import NodeConfig
+from controller.nodes.agent import agent_version, python_version
+from controller.nodes.errors import NodeError
+from controller.nodes.node import Node
+from controller.nodes.platform import PROBE, PlatformFacts
+from controller.nodes.wheel import Wheel
+
+INSTALL_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class DeployReport:
+    """What a deploy left on a node."""
+
+    label: str
+    python_version: str
+    agent_version: str
+    venv: str
+    venv_reused: bool
+
+
+def probe_platform(node: Node, base_python: str) -> PlatformFacts:
+    """The platform of the interpreter that will create the node's venv."""
+    stdout = node.run([node.path(base_python), "-c", PROBE]).stdout
+    try:
+        return PlatformFacts.parse(stdout)
+    except (ValueError, KeyError, TypeError):
+        raise NodeError(f"{node.label}: {base_python} printed no platform facts") from None
+
+
+def install(
+    node: Node,
+    config: NodeConfig,
+    *,
+    wheel: Wheel,
+    dependencies: Sequence[Path],
+    base_python: str,
+    platform: PlatformFacts,
+    expected_version: str,
+) -> DeployReport:
+    """Copy the wheels, create (or reuse) `<deploy_dir>/venv`, install the agent without extras
+    from the copied wheels only, and check `h2iot-agent --version` against expected_version."""
+    deploy_dir = node.path(config.deploy_dir)
+    venv = f"{deploy_dir}/venv"
+    wheels = f"{deploy_dir}/wheels"
+    for path in (wheel.path, *dependencies):
+        node.put_file(path, f"{wheels}/{path.name}")
+    venv_python = f"{venv}/bin/python"
+    reused = python_version(node, venv_python, check=False) == platform.python
+    if not reused:
+        node.run([node.path(base_python), "-m", "venv", "--clear", venv], timeout_s=300)
+    pip = [venv_python, "-m", "pip", "--isolated", "--disable-pip-version-check", "-q"]
+    offline = ["install", "--no-index", "--find-links", wheels]
+    if wheel.requires:
+        node.run([*pip, *offline, *wheel.requires], timeout_s=INSTALL_TIMEOUT_S)
+    # Same version number, new code during development: always replace the project itself.
+    node.run(
+        [*pip, *offline, "--no-deps", "--force-reinstall", f"{wheels}/{wheel.path.name}"],
+        timeout_s=INSTALL_TIMEOUT_S,
+    )
+    version = agent_version(node, [f"{venv}/bin/h2iot-agent"])
+    if version != expected_version:
+        raise NodeError(
+            f"{node.label}: h2iot-agent --version is {version} after deploy, "
+            f"the controller is {expected_version}"
+        )
+    return DeployReport(node.label, platform.python, version, venv, reused)

@@ -1,0 +1,81 @@
+"""The transport interface nodes run on, and its local implementation (subprocesses)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Protocol
+
+from controller.nodes.errors import CommandTimeoutError, NodeError
+from controller.nodes.records import ClockOffset, CommandResult
+
+
+class Transport(Protocol):
+    """Moves commands, files and clock readings to one node. `Node` builds on it."""
+
+    label: str
+    """How messages name the node, e.g. `server (root@10.0.0.2:22)`."""
+
+    def run(self, command: str, timeout_s: float) -> CommandResult:
+        """Run a shell command line; raise CommandTimeoutError after timeout_s (a backstop:
+        `Node` kills late commands on the node itself)."""
+        ...
+
+    def put(self, local: Path, remote: str) -> None:
+        """Copy a local file to an absolute path on the node (its directory must exist)."""
+        ...
+
+    def clock_offset(self, python: str, samples: int) -> ClockOffset:
+        """The node's clocks minus the controller's, measured with the node's interpreter."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LocalTransport:
+    """Runs commands as subprocesses of the controller, through `/bin/sh -c`."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def run(self, command: str, timeout_s: float) -> CommandResult:
+        started = time.monotonic()
+        # A session of its own: a late command is killed with everything it started.
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise CommandTimeoutError(
+                f"{self.label}: `{command}` still running after {timeout_s:g} s"
+            ) from None
+        return CommandResult(
+            command=command,
+            stdout=stdout.decode(errors="replace"),
+            stderr=stderr.decode(errors="replace"),
+            exit_status=process.returncode,
+            duration_s=time.monotonic() - started,
+        )
+
+    def put(self, local: Path, remote: str) -> None:
+        try:
+            shutil.copyfile(local, remote)
+        except OSError as exc:
+            raise NodeError(f"{self.label}: copying {local} to {remote}: {exc}") from None
+
+    def clock_offset(self, python: str, samples: int) -> ClockOffset:
+        return ClockOffset.same_clock()
+
+    def close(self) -> None:
+        """Nothing to close: each command is its own process."""
