@@ -145,7 +145,8 @@ class AgentNode:
         timeout_s: float = 120.0,
     ) -> dict[str, Any]:
         """One page fetch by the client agent; its JSON record (agent/README.md), also when
-        the fetch failed (`ok` false). A usage error or a missing record raises NodeError."""
+        the fetch failed (`ok` false, e.g. a body mismatch). A failure before any record (a
+        usage error, a refused connection) raises CommandFailedError with the agent's error."""
         argv = ["fetch", url, "--json", "--timeout", f"{timeout_s:g}", *self._cpu_args()]
         options: Sequence[tuple[str, object]] = (
             ("--initial-window-size", initial_window_size),

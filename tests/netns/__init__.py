@@ -1,9 +1,9 @@
 """Reusable SSH test hosts: real sshd on 127.0.0.1, or inside network namespaces.
 
-Use the pytest fixtures from `tests.netns.fixtures` by importing them into a test module
-(pytest finds fixtures in a module's namespace):
+Use the pytest fixtures of `tests.netns.fixtures` by naming that module as a plugin in the
+test module (no conftest needed, and no unused imports):
 
-    from tests.netns.fixtures import loopback_host, netns_testbed, ssh_key  # noqa: F401
+    pytest_plugins = ["tests.netns.fixtures"]
 
 - `ssh_key` (session): an ed25519 client key pair (`SshKey`) every test sshd authorizes.
 - `loopback_host` (session): an `SshHost` served by sshd on 127.0.0.1 at a free port (no root).
