@@ -27,6 +27,8 @@ from controller.meter.protocol import (
 
 T = TypeVar("T")
 
+DEVICE_MAX_PAYLOAD_BYTES = 16  # the firmware's receive limit (PROTOCOL.md, resynchronising)
+
 
 @dataclass(frozen=True, slots=True)
 class DecoderStats:
@@ -60,7 +62,8 @@ class RawFrame:
 
 
 class _Scanner(Generic[T]):
-    def __init__(self) -> None:
+    def __init__(self, max_payload_bytes: int = MAX_PAYLOAD_BYTES) -> None:
+        self._max_payload = max_payload_bytes
         self._buf = b""
         self._expected_seq: int | None = None
         self._bytes_in = 0
@@ -159,13 +162,13 @@ class _Scanner(Generic[T]):
     def _check_candidate(self, buf: bytes, i: int, n: int, final: bool) -> int:
         """The end of the intact frame at buf[i]; 0 if it is rejected (and counted); -1 if more
         bytes are needed to decide."""
-        end = _intact_frame_end(buf, i, n)
+        end = _intact_frame_end(buf, i, n, self._max_payload)
         if end > 0:
             # A CRC over a truncated frame plus whatever followed it passes once in 65536
             # tries; an intact frame starting inside the candidate exposes that.
             j = buf.find(SYNC, i + 1, end + 1)
             while j >= 0:
-                inner = _intact_frame_end(buf, j, n)
+                inner = _intact_frame_end(buf, j, n, self._max_payload)
                 if inner > 0:
                     self._crc_failures += 1
                     return 0
@@ -190,12 +193,12 @@ _NEED_HEADER = -2
 _NEED_PAYLOAD = -3
 
 
-def _intact_frame_end(buf: bytes, i: int, n: int) -> int:
+def _intact_frame_end(buf: bytes, i: int, n: int, max_payload: int) -> int:
     """The end of the intact frame at buf[i], else why not (a _BAD_* or _NEED_* code)."""
     if n - i < OVERHEAD_BYTES:
         return _NEED_HEADER
     length = buf[i + 2] | buf[i + 3] << 8
-    if length > MAX_PAYLOAD_BYTES:
+    if length > max_payload:
         return _BAD_LENGTH
     end = i + OVERHEAD_BYTES + length
     if end > n:
@@ -220,7 +223,13 @@ class FrameDecoder(_Scanner[Frame]):
 
 
 class CommandFrameDecoder(_Scanner[RawFrame]):
-    """Host -> device frames, raw: the device answers even unknown commands with an ACK."""
+    """Host -> device frames, raw: the device answers even unknown commands with an ACK.
+
+    Commands carry at most 4 payload bytes; like the firmware, longer frames are not frames.
+    """
+
+    def __init__(self, max_payload_bytes: int = DEVICE_MAX_PAYLOAD_BYTES) -> None:
+        super().__init__(max_payload_bytes)
 
     def _parse(
         self, frame_type: int, seq: int, buf: bytes, offset: int, length: int

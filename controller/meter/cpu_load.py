@@ -1,0 +1,106 @@
+"""CPU use of a node: a whole process tree (children come and go per trial) or a cgroup.
+
+A tree's CPU time is the sum over its live members of their own user + system time plus their
+`children_*` time, which holds every descendant they have already reaped. So when a child exits
+and its parent waits for it, its time moves from its own entry into the parent's: the sum stays
+continuous. Membership is rescanned every `rescan_s` (a scan of /proc costs milliseconds); a
+process found late brings all its CPU time with it, so no time is lost, only shifted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from controller.errors import ConfigError
+
+_USEC_PER_S = 1e6
+
+
+class ProcessTreeCpu:
+    """Cumulative CPU seconds of a process and all its descendants."""
+
+    def __init__(
+        self,
+        pid: int,
+        rescan_s: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        try:
+            self._root = psutil.Process(pid)
+        except psutil.NoSuchProcess:
+            raise ConfigError(f"--watch-pid {pid}: no such process") from None
+        self.pid = pid
+        self._rescan_s = rescan_s
+        self._clock = clock
+        self._members: dict[int, psutil.Process] = {pid: self._root}
+        self._next_scan = 0.0
+        self._last_total = 0.0
+
+    def cpu_seconds(self) -> float:
+        now = self._clock()
+        if now >= self._next_scan:
+            self._next_scan = now + self._rescan_s
+            self._rescan()
+        total = 0.0
+        for pid, process in list(self._members.items()):
+            try:
+                times = process.cpu_times()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                del self._members[pid]
+                continue
+            total += times.user + times.system + times.children_user + times.children_system
+        # A member that vanished before its parent reaped it dips the sum for a moment.
+        self._last_total = max(total, self._last_total)
+        return self._last_total
+
+    def _rescan(self) -> None:
+        try:
+            children = self._root.children(recursive=True)
+        except psutil.NoSuchProcess:
+            return
+        for child in children:
+            self._members.setdefault(child.pid, child)
+
+
+class CgroupCpu:
+    """Cumulative CPU seconds of a cgroup v2 (`cpu.stat` usage_usec): exact and cheap."""
+
+    def __init__(self, path: Path) -> None:
+        self._stat = path / "cpu.stat"
+        if not self._stat.is_file():
+            raise ConfigError(f"--watch-cgroup {path}: no cpu.stat (not a cgroup v2 directory?)")
+
+    def cpu_seconds(self) -> float:
+        for line in self._stat.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value) / _USEC_PER_S
+        raise ConfigError(f"{self._stat}: no usage_usec line")
+
+
+class Utilisation:
+    """Turns a cumulative CPU-seconds counter into utilisation per interval, in [0, 1] of
+    `cores`. CPU time beyond a full interval is carried into the next, so none is lost."""
+
+    def __init__(self, cpu_seconds: Callable[[], float], cores: int, now_s: float) -> None:
+        self._cpu_seconds = cpu_seconds
+        self._cores = cores
+        self._accounted = cpu_seconds()
+        self._last_s = now_s
+        self._last = 0.0
+
+    def update(self, now_s: float) -> float:
+        """Utilisation since the previous update (the previous value again if no time passed)."""
+        elapsed = now_s - self._last_s
+        if elapsed <= 0:
+            return self._last
+        self._last_s = now_s
+        capacity = elapsed * self._cores
+        used = min(capacity, max(0.0, self._cpu_seconds() - self._accounted))
+        self._accounted += used
+        self._last = used / capacity
+        return self._last

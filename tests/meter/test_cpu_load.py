@@ -1,0 +1,65 @@
+"""CPU accounting of a process tree whose children come and go, and the power model."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from controller.errors import ConfigError
+from controller.meter.cpu_load import ProcessTreeCpu, Utilisation
+from controller.meter.power_model import PI_3B
+
+# A parent that runs two short-lived busy children one after the other, then idles.
+PARENT = """
+import subprocess, sys, time
+busy = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.3: pass"
+for _ in range(2):
+    subprocess.run([sys.executable, "-c", busy], check=True)
+time.sleep(30)
+"""
+
+
+def test_tree_cpu_includes_children_that_have_exited():
+    parent = subprocess.Popen([sys.executable, "-c", PARENT])
+    try:
+        tree = ProcessTreeCpu(parent.pid, rescan_s=0.05)
+        deadline = time.monotonic() + 20
+        total = 0.0
+        while time.monotonic() < deadline:
+            total = tree.cpu_seconds()
+            if total >= 0.6:
+                break
+            time.sleep(0.05)
+        assert total >= 0.6  # both children's 0.3 s, reaped into the parent's children_* time
+        time.sleep(0.2)
+        assert tree.cpu_seconds() < total + 0.2  # idle now
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_unknown_pid_is_a_one_line_error():
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    with pytest.raises(ConfigError, match=rf"--watch-pid {process.pid}: no such process"):
+        ProcessTreeCpu(process.pid)
+
+
+def test_utilisation_is_clamped_and_carries_the_excess():
+    cpu = iter([0.0, 3.0, 3.0, 3.0])
+    load = Utilisation(lambda: next(cpu), cores=4, now_s=0.0)
+    # 3 CPU-seconds in 0.5 s on 4 cores: 2 s of capacity now, the rest next interval
+    assert load.update(0.5) == pytest.approx(1.0)
+    assert load.update(1.0) == pytest.approx(0.5)
+    assert load.update(1.0) == pytest.approx(0.5)  # no time passed: the same value
+    assert load.update(2.0) == pytest.approx(0.0)
+
+
+def test_pi_3b_model_ends():
+    assert PI_3B.power_mw(0.0) == 1200.0
+    assert PI_3B.power_mw(1.0) == pytest.approx(3950.0)
+    assert PI_3B.power_mw(0.5) == pytest.approx(1200.0 + 1375.0)
+    assert PI_3B.power_mw(7.0) == pytest.approx(3950.0)
