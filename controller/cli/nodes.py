@@ -34,7 +34,13 @@ from controller.errors import ConfigError, ControllerError
 from controller.nodes import ClockOffset, NodeFacts, check_node, connect, fan_out, node_label
 from controller.nodes.deploy import DeployReport, install, probe_platform
 from controller.nodes.platform import PlatformFacts
-from controller.nodes.wheel import Wheel, build_wheel, download_dependencies, project_root
+from controller.nodes.wheel import (
+    DeployError,
+    Wheel,
+    build_wheel,
+    download_dependencies,
+    project_root,
+)
 
 DEFAULT_BASE_PYTHON = "/usr/bin/python3"
 
@@ -174,11 +180,15 @@ def _deployer(
         )
         try:
             platform = probe_platform(node, args.base_python)
+            try:
+                wheels = dependencies(platform)
+            except DeployError as exc:
+                raise DeployError(f"{node.label}: {exc}") from None
             return install(
                 node,
                 config,
                 wheel=wheel,
-                dependencies=dependencies(platform),
+                dependencies=wheels,
                 base_python=args.base_python,
                 platform=platform,
                 expected_version=__version__,

@@ -17,6 +17,8 @@ PROBE = (
 )
 """Run by the node's interpreter; prints the facts `PlatformFacts.parse` reads."""
 
+# (glibc minor, tag) for the manylinux names of PEP 513, 571 and 599.
+_LEGACY_MANYLINUX = ((17, "manylinux2014"), (12, "manylinux2010"), (5, "manylinux1"))
 _IMPLEMENTATION_TAGS = {"cpython": "cp", "pypy": "pp"}
 # A 32-bit userland on a 64-bit kernel (Raspberry Pi OS 32-bit on a Pi 4) reports the kernel's
 # machine; wheels must match the interpreter's word size.
@@ -54,7 +56,8 @@ class PlatformFacts:
     def pip_target_args(self) -> list[str]:
         """`pip download` options selecting wheels for this platform.
 
-        pip widens a manylinux_2_N tag to every older glibc itself. Raises ValueError for
+        pip matches platform tags exactly, so every manylinux tag the node's glibc accepts is
+        listed (newest first), with the legacy aliases older wheels carry. Raises ValueError for
         platforms without glibc or with an unknown interpreter.
         """
         libc_name, libc_version = self.libc
@@ -63,18 +66,24 @@ class PlatformFacts:
         implementation = _IMPLEMENTATION_TAGS.get(self.implementation)
         if implementation is None:
             raise ValueError(f"interpreter {self.implementation} has no known wheel tag")
-        major, minor = libc_version.split(".")[:2]
-        return [
+        major, minor = (int(part) for part in libc_version.split(".")[:2])
+        if major != 2:
+            raise ValueError(f"glibc {libc_version} has no manylinux tags")
+        platforms = [f"manylinux_2_{glibc}_{self.arch}" for glibc in range(minor, 4, -1)]
+        platforms += [
+            f"{alias}_{self.arch}" for glibc, alias in _LEGACY_MANYLINUX if glibc <= minor
+        ]
+        platforms.append(f"linux_{self.arch}")
+        target = [
             "--only-binary=:all:",
             "--implementation",
             implementation,
             "--python-version",
             self.python_major_minor,
-            "--platform",
-            f"manylinux_{major}_{minor}_{self.arch}",
-            "--platform",
-            f"linux_{self.arch}",
         ]
+        for platform in platforms:
+            target += ["--platform", platform]
+        return target
 
     @property
     def key(self) -> str:

@@ -209,17 +209,28 @@ def test_platform_facts_parse_and_pip_target():
         ' "libc": ["glibc", "2.36"], "bits": 64}'
     )
     assert facts.key == "cpython3.11-glibc2.36-aarch64"
-    assert facts.pip_target_args() == [
+    target = facts.pip_target_args()
+    assert target[:5] == [
         "--only-binary=:all:",
         "--implementation",
         "cp",
         "--python-version",
         "3.11",
-        "--platform",
-        "manylinux_2_36_aarch64",
-        "--platform",
-        "linux_aarch64",
     ]
+    platforms = target[6::2]
+    assert set(target[5::2]) == {"--platform"}
+    assert platforms[0] == "manylinux_2_36_aarch64"
+    assert platforms[-1] == "linux_aarch64"
+    assert "manylinux_2_5_aarch64" in platforms
+    assert "manylinux2014_aarch64" in platforms
+    assert "manylinux_2_37_aarch64" not in platforms
+
+
+def test_old_glibc_gets_no_newer_manylinux_tags():
+    platforms = _facts(libc=("glibc", "2.12")).pip_target_args()[6::2]
+    assert "manylinux2010_x86_64" in platforms
+    assert "manylinux2014_x86_64" not in platforms
+    assert "manylinux_2_13_x86_64" not in platforms
 
 
 def test_a_32_bit_userland_on_a_64_bit_kernel_gets_32_bit_wheels():
@@ -231,7 +242,13 @@ def test_a_32_bit_userland_on_a_64_bit_kernel_gets_32_bit_wheels():
 
 
 @pytest.mark.parametrize(
-    "changes", [{"libc": ("", "")}, {"libc": ("musl", "1.2")}, {"implementation": "graalpy"}]
+    "changes",
+    [
+        {"libc": ("", "")},
+        {"libc": ("musl", "1.2")},
+        {"libc": ("glibc", "3.0")},
+        {"implementation": "graalpy"},
+    ],
 )
 def test_platforms_without_manylinux_wheels_are_named(changes):
     with pytest.raises(ValueError):

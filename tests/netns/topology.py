@@ -24,6 +24,8 @@ DATA_PREFIX = "10.78.0"
 class Testbed:
     """The namespaces, links and sshd hosts; `destroy()` undoes what was made, in order."""
 
+    __test__ = False  # not a pytest test class despite its name
+
     directory: Path
     tag: str = field(default_factory=lambda: f"h2t{os.getpid()}")
     hosts: dict[str, SshHost] = field(default_factory=dict)
