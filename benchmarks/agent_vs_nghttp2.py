@@ -9,8 +9,9 @@ the table shows medians of paired ratios):
 3. `h2load` -> our server (`h2iot-agent serve`): compared with 1 on the server side.
 
 Servers run pinned to one core, clients to the other (sched_setaffinity). Client CPU is the
-whole process's (getrusage of the reaped child, startup included); server CPU is utime+stime
-from /proc/PID/stat before and after the client's run. Wall time is the client process's.
+whole process's (getrusage of the reaped child, startup included); server CPU is the scheduler's
+count for the server process (/proc/PID/task/*/schedstat, in ns) before and after the client's
+run. Wall time is the client process's.
 
 nghttp2's tools take windows as bits (2^N - 1 bytes): each window maps to the nearest 2^N - 1,
 and our client gets exactly that many bytes for both its stream window (SETTINGS) and its
@@ -143,11 +144,16 @@ def server(args: list[str], port: int, core: int, log: Path) -> Iterator[int]:
 
 
 def process_cpu_s(pid: int) -> float:
-    """utime + stime of a running process, from /proc/PID/stat."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    # Fields 14 and 15 of proc(5), counted after the comm field closes.
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    """CPU time of a running process: the scheduler's nanosecond count summed over its threads
+    (/proc/PID/task/*/schedstat), else utime + stime in clock ticks from /proc/PID/stat."""
+    tasks = Path(f"/proc/{pid}/task").glob("*/schedstat")
+    try:
+        return sum(int(path.read_text().split()[0]) for path in tasks) / 1e9
+    except (OSError, ValueError, IndexError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        # Fields 14 and 15 of proc(5), counted after the comm field closes.
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 @dataclass(frozen=True)

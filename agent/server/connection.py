@@ -272,12 +272,13 @@ class ServerConnection(asyncio.BufferedProtocol):
             return
         conn = self.conn
         pending = self.pending
-        out = self._out
         # Our frames go after whatever h2 has queued (a stream's HEADERS before its DATA).
         self._drain_h2()
         fast = self._fast_enabled and H2Internals.is_open(conn)
         queued = 0
         while pending and not self._paused:
+            if conn.outbound_flow_control_window <= 0:
+                return  # no stream can send until the connection window opens
             max_frame = conn.max_outbound_frame_size
             progressed = False
             for stream_id, stream in list(pending.items()):
@@ -290,31 +291,36 @@ class ServerConnection(asyncio.BufferedProtocol):
                     credit = conn.local_flow_control_window(stream_id)
                 if credit <= 0:
                     continue
-                offset = stream.offset
-                size = min(credit, max_frame, len(stream.body) - offset)
-                end = offset + size
-                last = end == len(stream.body)
-                if fast and not last:
-                    out.append(data_frame_header(stream_id, size, False))
-                    out.append(stream.body[offset:end])
-                    conn.outbound_flow_control_window -= size
-                    stream.h2_stream.outbound_flow_control_window -= size
-                else:
-                    # h2 sends a body's last frame itself: it closes the stream.
-                    conn.send_data(stream_id, stream.body[offset:end], end_stream=last)
-                    self._drain_h2()
-                stream.offset = end
+                size = min(credit, max_frame, len(stream.body) - stream.offset)
+                self._send_frame(stream_id, stream, size, fast)
                 queued += size
                 progressed = True
-                if last:
-                    del pending[stream_id]
-                    self._response_done(stream_id)
+                if conn.outbound_flow_control_window <= 0:
+                    break
             if not progressed:
                 return
             if queued >= _FLUSH_BYTES:
                 # Hand large bursts to the transport so its back-pressure (pause_writing) works.
                 self._flush()
                 queued = 0
+
+    def _send_frame(self, stream_id: int, stream: _OutStream, size: int, fast: bool) -> None:
+        offset = stream.offset
+        end = offset + size
+        last = end == len(stream.body)
+        if fast and not last:
+            self._out.append(data_frame_header(stream_id, size, False))
+            self._out.append(stream.body[offset:end])
+            self.conn.outbound_flow_control_window -= size
+            stream.h2_stream.outbound_flow_control_window -= size
+        else:
+            # h2 sends a body's last frame itself: it closes the stream.
+            self.conn.send_data(stream_id, stream.body[offset:end], end_stream=last)
+            self._drain_h2()
+        stream.offset = end
+        if last:
+            del self.pending[stream_id]
+            self._response_done(stream_id)
 
     def _response_done(self, stream_id: int) -> None:
         trial_id = self.stream_trials.pop(stream_id, None)
