@@ -106,6 +106,10 @@ class VirtualMeter:
         self._thread = threading.Thread(target=self.run, name="virtual-meter", daemon=True)
         self._thread.start()
 
+    def request_stop(self) -> None:
+        """Make `run()` return soon; safe from a signal handler."""
+        self._stop.set()
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:

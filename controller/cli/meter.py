@@ -1,0 +1,310 @@
+"""`h2iot meter info|read|calibrate|virtual|simulate`: the current meter from the command line.
+
+info, read and calibrate talk to any meter port: a board (/dev/ttyACM0), the virtual meter's
+pty or the simulator's. virtual and simulate make such a port and print its path as their
+first line on stdout, then serve until interrupted (SIGINT/SIGTERM) or --duration passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from controller.errors import ConfigError, ControllerError
+from controller.meter.calibrate import measure_zero, suspicious_channels
+from controller.meter.calibration import (
+    ACS712_SENSITIVITY_MV_PER_A,
+    Calibration,
+    nominal,
+)
+from controller.meter.device import BoardIdentity
+from controller.meter.power_model import PI_3B, PowerModel
+from controller.meter.protocol import McuId
+from controller.meter.sensor import Acs712
+from controller.meter.session import DEFAULT_BAUD, MeterSession
+from controller.meter.virtual import VirtualMeter, VirtualMeterOptions, WatchSpec
+
+DEFAULT_CALIBRATION = Path("meter-calibration.json")
+VARIANTS = tuple(ACS712_SENSITIVITY_MV_PER_A)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("meter", help="the current meter", description=__doc__)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    info = actions.add_parser("info", help="the board's identity and configuration")
+    _port_options(info)
+    info.add_argument("--json", action="store_true", help="print the INFO fields as JSON")
+    info.set_defaults(handler=_info)
+
+    read = actions.add_parser("read", help="live power and a link summary")
+    _port_options(read)
+    read.add_argument("--seconds", type=float, default=5.0, help="how long (default 5)")
+    read.add_argument("--rate", type=int, metavar="HZ", help="set the sample rate first")
+    read.add_argument("--channels", metavar="MASK", help="set the inputs first: 0x03 or A0,A1")
+    read.add_argument("--interval", type=float, default=1.0, help="seconds per live line")
+    _calibration_options(read)
+    read.set_defaults(handler=_read)
+
+    calibrate = actions.add_parser("calibrate", help="measure the zero offset with no load")
+    _port_options(calibrate)
+    _sensor_options(calibrate)
+    calibrate.add_argument("--seconds", type=float, default=2.0, help="measuring time")
+    calibrate.add_argument(
+        "--out", type=Path, default=DEFAULT_CALIBRATION, help=f"default {DEFAULT_CALIBRATION}"
+    )
+    calibrate.set_defaults(handler=_calibrate)
+
+    virtual = actions.add_parser(
+        "virtual",
+        help="a pty speaking the meter protocol, powered by a Pi 3B model of watched processes",
+    )
+    _model_options(virtual)
+    virtual.add_argument("--truth", type=Path, help="write the modelled power (CSV) here")
+    virtual.add_argument(
+        "--tick-s", type=float, default=0.01, help="CPU measuring period (default 0.01)"
+    )
+    virtual.set_defaults(handler=_virtual)
+
+
+def _port_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", required=True, help="serial device: board, virtual or sim pty")
+    parser.add_argument("--baud", type=int, default=DEFAULT_BAUD, help="default 500000")
+
+
+def _sensor_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--variant", choices=VARIANTS, default="5A", help="ACS712 part")
+    parser.add_argument("--supply-v", type=float, default=5.0, help="node supply (default 5.0)")
+
+
+def _calibration_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--calibration", type=Path, help="calibration file (default: nominal for --variant)"
+    )
+    _sensor_options(parser)
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--watch-pid",
+        dest="watch",
+        action="append",
+        type=lambda text: f"pid:{text}",
+        default=[],
+        metavar="PID",
+        help="a node's process (its whole tree); the n-th watched source drives input An",
+    )
+    parser.add_argument(
+        "--watch",
+        dest="watch",
+        action="append",
+        metavar="SPEC",
+        help="pid:PID or cgroup:PATH (a cgroup v2 directory), in input order with --watch-pid",
+    )
+    parser.add_argument("--marker-fifo", type=Path, help="FIFO of '1'/'0' lines: marker edges")
+    parser.add_argument("--no-load", action="store_true", help="zero current (to calibrate)")
+    parser.add_argument("--zero-offset-mv", type=float, default=0.0, help="sensor offset error")
+    parser.add_argument("--idle-mw", type=float, default=PI_3B.idle_mw, help="model at idle")
+    parser.add_argument("--full-mw", type=float, default=PI_3B.full_mw, help="at full load")
+    parser.add_argument("--cores", type=int, default=PI_3B.cores, help="modelled board's cores")
+    parser.add_argument("--seed", type=int, help="noise seed (default: random)")
+    parser.add_argument("--duration", type=float, help="stop after this many seconds")
+    _sensor_options(parser)
+
+
+# --- handlers -------------------------------------------------------------------------------
+
+
+def _info(args: argparse.Namespace) -> int:
+    try:
+        with _session(args) as meter:
+            info = meter.identify()
+    except ControllerError as exc:
+        return _fail(exc)
+    if args.json:
+        print(json.dumps(asdict(info), indent=2))
+        return 0
+    mcu = McuId(info.mcu_id).name if info.mcu_id in set(McuId) else f"MCU {info.mcu_id}"
+    inputs = ", ".join(f"A{n}" for n in info.channels)
+    print(f"board         {info.board} ({mcu}, {info.f_cpu_hz / 1e6:g} MHz) on {args.port}")
+    print(f"firmware      {info.fw_version}, protocol {info.protocol_version}")
+    print(f"ADC           {info.adc_bits} bits, reference {info.adc_ref_mv} mV")
+    print(f"sampling      {info.sample_rate_hz} Hz, {inputs}, oversampling {info.oversampling}")
+    print(f"link          {info.baud} baud; marker on digital pin {info.marker_pin}")
+    return 0
+
+
+def _read(args: argparse.Namespace) -> int:
+    try:
+        with _session(args) as meter:
+            info = meter.identify()
+            if args.rate is not None:
+                meter.set_rate(args.rate)
+            if args.channels is not None:
+                meter.set_channels(_mask(args.channels))
+            info = meter.identify()
+            calibration = _load_calibration(args, info.channels)
+            for n in info.channels:
+                calibration.channel(n)
+            meter.start()
+            shown = 0
+            started = time.monotonic()
+            while (elapsed := time.monotonic() - started) < args.seconds:
+                time.sleep(min(args.interval, max(0.0, args.seconds - elapsed)))
+                end = meter.samples.next_index
+                _live_line(meter, calibration, info.channels, shown, end)
+                shown = end
+            final = meter.stop()
+            health = meter.health()
+            window = meter.samples.all()
+    except ControllerError as exc:
+        return _fail(exc)
+    print(f"-- {args.port}: {info.board}, {info.sample_rate_hz} Hz configured")
+    for column, n in enumerate(info.channels):
+        power = calibration.power_mw(window.values[:, column], n)
+        if len(power):
+            energy = float(power.sum()) / info.sample_rate_hz
+            print(
+                f"A{n}  mean {power.mean():8.1f} mW  min {power.min():8.1f}  "
+                f"max {power.max():8.1f}  energy {energy:10.1f} mJ"
+            )
+    received = len(window.indices)
+    missing = final.samples_taken - received
+    print(
+        f"samples       {final.samples_taken} taken, {received} received, {missing} missing: "
+        f"{final.samples_dropped} dropped by the meter (link too slow), "
+        f"{missing - final.samples_dropped} lost on the link"
+    )
+    achieved = received / health.elapsed_s
+    print(f"sample rate   {achieved:.1f} Hz achieved over {health.elapsed_s:.2f} s")
+    print(
+        f"link          {health.crc_failures} CRC failures, {health.frames_missed} frames missed "
+        f"(sequence gaps), {health.bytes_discarded} bytes discarded"
+    )
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    try:
+        with _session(args) as meter:
+            calibration = measure_zero(meter, args.seconds, args.variant, args.supply_v)
+        calibration.save(args.out)
+    except ControllerError as exc:
+        return _fail(exc)
+    except OSError as exc:
+        return _fail(ConfigError(f"--out {args.out}: cannot write: {exc.strerror}"))
+    for channel in calibration.channels:
+        zero_mv = channel.zero_code * calibration.lsb_mv
+        print(
+            f"A{channel.analog_input}: zero {channel.zero_code:.2f} codes ({zero_mv:.1f} mV), "
+            f"noise {channel.zero_noise_code:.2f} codes, {channel.zero_samples} samples"
+        )
+    for channel in suspicious_channels(calibration):
+        print(
+            f"h2iot: warning: A{channel.analog_input} zero is far from mid-scale: "
+            "was a load connected?",
+            file=sys.stderr,
+        )
+    print(f"calibration ({args.variant}, {args.supply_v:g} V) written to {args.out}")
+    return 0
+
+
+def _virtual(args: argparse.Namespace) -> int:
+    try:
+        options = VirtualMeterOptions(
+            watch=tuple(WatchSpec.parse(spec) for spec in args.watch),
+            truth_path=args.truth,
+            marker_fifo=args.marker_fifo,
+            model=_model(args),
+            sensor=Acs712(args.variant, args.supply_v, zero_offset_mv=args.zero_offset_mv),
+            no_load=args.no_load,
+            tick_s=args.tick_s,
+            seed=args.seed,
+            identity=BoardIdentity(),
+        )
+        meter = VirtualMeter(options)
+    except ControllerError as exc:
+        return _fail(exc)
+    print(meter.port, flush=True)
+    _serve(meter.request_stop, args.duration)
+    try:
+        meter.run()
+    except ControllerError as exc:
+        return _fail(exc)
+    finally:
+        meter.close()
+    return 0
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _session(args: argparse.Namespace) -> MeterSession:
+    if not os.path.exists(args.port):
+        raise ConfigError(f"--port {args.port}: no such device")
+    return MeterSession.open(args.port, args.baud)
+
+
+def _serve(stop: Any, duration: float | None) -> None:
+    """SIGINT/SIGTERM (and --duration) end a serving command cleanly."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop())
+    if duration is not None:
+        timer = threading.Timer(duration, stop)
+        timer.daemon = True
+        timer.start()
+
+
+def _model(args: argparse.Namespace) -> PowerModel:
+    if args.cores < 1 or args.full_mw < args.idle_mw or args.idle_mw < 0:
+        raise ConfigError("--idle-mw/--full-mw/--cores: need 0 <= idle <= full and cores >= 1")
+    return PowerModel(args.idle_mw, args.full_mw, args.cores)
+
+
+def _mask(text: str) -> int:
+    try:
+        if text.upper().startswith("A"):
+            return sum(1 << int(part.strip()[1:]) for part in text.split(","))
+        return int(text, 0)
+    except ValueError:
+        raise ConfigError(
+            f"--channels {text!r}: expected a mask (0x03) or inputs (A0,A1)"
+        ) from None
+
+
+def _load_calibration(args: argparse.Namespace, inputs: tuple[int, ...]) -> Calibration:
+    if args.calibration is not None:
+        return Calibration.load(args.calibration)
+    return nominal(inputs, args.variant, args.supply_v)
+
+
+def _live_line(
+    meter: MeterSession, calibration: Calibration, inputs: tuple[int, ...], first: int, end: int
+) -> None:
+    window = meter.samples.window(first, end)
+    if not len(window.indices):
+        print(f"t {first}..{end}: no samples")
+        return
+    parts = [
+        f"A{n} {calibration.power_mw(window.values[:, c], n).mean():8.1f} mW"
+        for c, n in enumerate(inputs)
+    ]
+    health = meter.health()
+    print(
+        f"sample {end:>8}  " + "  ".join(parts) + f"  ({health.sample_rate_hz:.0f} Hz, "
+        f"{health.crc_failures} CRC, {health.frames_missed} gaps)",
+        flush=True,
+    )
+
+
+def _fail(exc: ControllerError) -> int:
+    print(f"h2iot: error: {exc}", file=sys.stderr)
+    return exc.exit_status
