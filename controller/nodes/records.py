@@ -11,7 +11,8 @@ StopOutcome = Literal["not-running", "terminated", "killed"]
 
 @dataclass(frozen=True)
 class CommandResult:
-    """One finished command: its output (decoded as UTF-8), exit status and wall duration."""
+    """One finished command: its output (decoded as UTF-8), exit status (128 + N when a
+    signal N killed it) and wall duration."""
 
     command: str
     stdout: str

@@ -64,7 +64,8 @@ class LocalTransport:
             command=command,
             stdout=stdout.decode(errors="replace"),
             stderr=stderr.decode(errors="replace"),
-            exit_status=process.returncode,
+            # As a shell reports it: 128 + N for a command killed by signal N.
+            exit_status=process.returncode if process.returncode >= 0 else 128 - process.returncode,
             duration_s=time.monotonic() - started,
         )
 

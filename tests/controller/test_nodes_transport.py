@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import statistics
 import subprocess
 import time
@@ -26,7 +27,7 @@ from controller.nodes import (
     open_ssh,
 )
 from tests.netns import SshHost
-from tests.netns.hosts import make_key
+from tests.netns.hosts import free_port, make_key, start_sshd
 
 # The sshd fixtures (tests.netns: ssh_key, loopback_host, netns_testbed).
 pytest_plugins = ["tests.netns.fixtures"]
@@ -288,3 +289,17 @@ def test_a_key_the_host_does_not_authorize_is_refused(loopback_host: SshHost, tm
 def test_a_closed_port_is_unreachable(loopback_host: SshHost):
     with pytest.raises(NodeUnreachableError, match=r"cannot reach 127\.0\.0\.1:1:"):
         ssh_node(loopback_host, port=1)
+
+
+def test_a_lost_connection_is_named_unreachable(ssh_key, tmp_path: Path):
+    host = start_sshd(tmp_path / "sshd", "lost", "127.0.0.1", free_port(), ssh_key)
+    try:
+        node = ssh_node(host)
+        # The parent of the command's `timeout` is this connection's sshd process.
+        session = int(node.shell("awk '{print $4}' /proc/$PPID/stat").stdout)
+        os.kill(session, signal.SIGKILL)
+        with pytest.raises(NodeUnreachableError, match=r"^test-ssh: connection lost"):
+            node.run(["true"])
+        node.close()
+    finally:
+        host.stop()

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import pytest
 
 from tests.conftest import require_tool
-from tests.netns.hosts import SshHost, SshKey, make_key, start_sshd
+from tests.netns.hosts import SshHost, SshKey, free_port, make_key, start_sshd
 from tests.netns.require import require_root
 from tests.netns.topology import Testbed
 
@@ -19,17 +18,11 @@ def ssh_key(tmp_path_factory: pytest.TempPathFactory) -> SshKey:
     return make_key(tmp_path_factory.mktemp("ssh-key"))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def loopback_host(tmp_path_factory: pytest.TempPathFactory, ssh_key: SshKey) -> Iterator[SshHost]:
     require_tool("sshd", "ssh-keygen")
     host = start_sshd(
-        tmp_path_factory.mktemp("sshd-loopback"), "loopback", "127.0.0.1", _free_port(), ssh_key
+        tmp_path_factory.mktemp("sshd-loopback"), "loopback", "127.0.0.1", free_port(), ssh_key
     )
     yield host
     host.stop()

@@ -11,6 +11,7 @@ runs in parallel do not collide. There is no default route in the namespaces.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,7 @@ class Testbed:
         return run_checked(["ip", "netns", "exec", f"{self.tag}{role[0]}", *argv])
 
     def create(self, key: SshKey) -> None:
+        reap_stale()
         subnet = _free_subnet()
         self.bridge = f"{self.tag}br"
         _ip("link", "add", self.bridge, "type", "bridge")
@@ -98,6 +100,22 @@ class Testbed:
             subprocess.run(["ip", "netns", "del", netns], check=False)
         if self.bridge:
             subprocess.run(["ip", "link", "del", self.bridge], check=False, capture_output=True)
+
+
+def reap_stale() -> None:
+    """Remove testbeds left by test runs that died (their owner pid is gone): what runs in
+    their namespaces, the namespaces and their bridges."""
+    listing = run_checked(["ip", "netns", "list"]).split("\n")
+    for netns in (line.split()[0] for line in listing if line.strip()):
+        owner = re.fullmatch(r"h2t(\d+)[cs]", netns)
+        if owner is None or Path(f"/proc/{owner[1]}").exists():
+            continue
+        pids = run_checked(["ip", "netns", "pids", netns]).split()
+        for pid in pids:
+            kill_and_wait(int(pid))
+        subprocess.run(["ip", "netns", "del", netns], check=False)
+        bridge = f"h2t{owner[1]}br"
+        subprocess.run(["ip", "link", "del", bridge], check=False, capture_output=True)
 
 
 def _ip(*args: str) -> None:
