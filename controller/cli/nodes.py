@@ -31,7 +31,15 @@ from agent import __version__
 from controller.config import NodeConfig, load_config
 from controller.config.model import ROLES
 from controller.errors import ConfigError, ControllerError
-from controller.nodes import ClockOffset, NodeFacts, check_node, connect, fan_out, node_label
+from controller.nodes import (
+    ClockOffset,
+    Node,
+    NodeFacts,
+    check_node,
+    connect,
+    fan_out,
+    node_label,
+)
 from controller.nodes.deploy import DeployReport, install, probe_platform
 from controller.nodes.platform import PlatformFacts
 from controller.nodes.wheel import (
@@ -137,13 +145,37 @@ def _deploy(args: argparse.Namespace, console: Console) -> int:
             remote[role] = node
     if not remote:
         return 0
-    with tempfile.TemporaryDirectory(prefix="h2iot-wheel-") as scratch:
-        wheel = _wheel(args.wheel, Path(scratch))
-        console.print(f"deploying {wheel.path.name} (needs {', '.join(wheel.requires)})")
-        outcome = fan_out(remote, _deployer(args, wheel, console))
+    # Connecting first fails fast on unreachable nodes and unknown host keys, before the build.
+    connected = fan_out(
+        remote,
+        lambda config: (
+            config,
+            connect(
+                config,
+                accept_new_host_key=args.accept_new_host_key,
+                on_new_host_key=console.print,
+            ),
+        ),
+    )
+    try:
+        if not connected.succeeded:
+            return _report_failures(connected.failed)
+        with tempfile.TemporaryDirectory(prefix="h2iot-wheel-") as scratch:
+            wheel = _wheel(args.wheel, Path(scratch))
+            console.print(f"deploying {wheel.path.name} (needs {', '.join(wheel.requires)})")
+            outcome = fan_out(connected.succeeded, _deployer(args, wheel))
+    finally:
+        for _, opened in connected.succeeded.values():
+            opened.close()
     if outcome.succeeded:
         console.print(_deploy_table(outcome.succeeded))
-    return _report_failures(outcome.failed)
+    for role, report in outcome.succeeded.items():
+        if not report.config_uses_venv:
+            console.print(
+                f"note: nodes.{role}.python is {remote[role].python}, not this venv's "
+                f"{report.venv}/bin/python: sweeps run the agent with the configured one"
+            )
+    return _report_failures({**connected.failed, **outcome.failed})
 
 
 def _wheel(given: Path | None, scratch: Path) -> Wheel:
@@ -160,8 +192,8 @@ def _wheel(given: Path | None, scratch: Path) -> Wheel:
 
 
 def _deployer(
-    args: argparse.Namespace, wheel: Wheel, console: Console
-) -> Callable[[NodeConfig], DeployReport]:
+    args: argparse.Namespace, wheel: Wheel
+) -> Callable[[tuple[NodeConfig, Node]], DeployReport]:
     lock = threading.Lock()
     downloaded: dict[str, list[Path]] = {}
 
@@ -172,36 +204,29 @@ def _deployer(
                 downloaded[platform.key] = download_dependencies(wheel, platform, args.wheelhouse)
             return downloaded[platform.key]
 
-    def deploy_one(config: NodeConfig) -> DeployReport:
-        node = connect(
-            config,
-            accept_new_host_key=args.accept_new_host_key,
-            on_new_host_key=console.print,
-        )
+    def deploy_one(target: tuple[NodeConfig, Node]) -> DeployReport:
+        config, node = target
+        platform = probe_platform(node, args.base_python)
         try:
-            platform = probe_platform(node, args.base_python)
-            try:
-                wheels = dependencies(platform)
-            except DeployError as exc:
-                raise DeployError(f"{node.label}: {exc}") from None
-            return install(
-                node,
-                config,
-                wheel=wheel,
-                dependencies=wheels,
-                base_python=args.base_python,
-                platform=platform,
-                expected_version=__version__,
-            )
-        finally:
-            node.close()
+            wheels = dependencies(platform)
+        except DeployError as exc:
+            raise DeployError(f"{node.label}: {exc}") from None
+        return install(
+            node,
+            config,
+            wheel=wheel,
+            dependencies=wheels,
+            base_python=args.base_python,
+            platform=platform,
+            expected_version=__version__,
+        )
 
     return deploy_one
 
 
 def _deploy_table(reports: Mapping[str, DeployReport]) -> Table:
     table = Table(title="deployed")
-    for heading in ("node", "python", "agent", "venv", "venv"):
+    for heading in ("node", "python", "agent", "venv", "venv was"):
         table.add_column(heading)
     for report in reports.values():
         table.add_row(

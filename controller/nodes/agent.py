@@ -39,30 +39,44 @@ class AgentNode:
     """The agent on one node: server start/stop/health/log, client fetches, trial records.
 
     `python` is the node's interpreter (absolute for SSH nodes; it runs `-m agent.cli`);
-    `state_dir` holds `server.pid`, `server.log` and `server-trials.jsonl`; `cpu` pins both
-    the server and the client to that core.
+    `state_dir` holds `server.pid` and `server.log`; `trial_log` is the server's per-trial
+    JSON lines (default `<state_dir>/server-trials.jsonl`; give each run its own so trial ids
+    never meet older records); `cpu` pins both the server and the client to that core.
     """
 
-    def __init__(self, node: Node, python: str, state_dir: str, cpu: int | None = None) -> None:
+    def __init__(
+        self,
+        node: Node,
+        python: str,
+        state_dir: str,
+        cpu: int | None = None,
+        trial_log: str | None = None,
+    ) -> None:
         self.node = node
         self.python = python
         self.state_dir = node.path(state_dir)
         self.cpu = cpu
         self.pidfile = f"{self.state_dir}/server.pid"
         self.log = f"{self.state_dir}/server.log"
-        self.trial_log = f"{self.state_dir}/server-trials.jsonl"
+        self.trial_log = node.path(trial_log or f"{self.state_dir}/server-trials.jsonl")
         self._trial_offset_bytes = 0
         self._trials: dict[str, dict[str, Any]] = {}
 
     @classmethod
-    def from_config(cls, node: Node, config: NodeConfig, state_dir: str | None = None) -> AgentNode:
+    def from_config(
+        cls,
+        node: Node,
+        config: NodeConfig,
+        state_dir: str | None = None,
+        trial_log: str | None = None,
+    ) -> AgentNode:
         """From the node's config; state_dir defaults to `<deploy_dir>/state` (local nodes
         without a deploy_dir must name one, e.g. under the run directory)."""
         if state_dir is None:
             if not config.deploy_dir:
                 raise ValueError(f"{node.label}: no deploy_dir, so a state_dir must be given")
             state_dir = f"{config.deploy_dir}/state"
-        return cls(node, config.python, state_dir, config.cpu)
+        return cls(node, config.python, state_dir, config.cpu, trial_log)
 
     def command(self, *args: str) -> list[str]:
         return [self.node.path(self.python), "-m", "agent.cli", *args]
@@ -91,6 +105,7 @@ class AgentNode:
         Raises NodeError if one already runs (stop it first) or it exits before listening.
         """
         self.node.makedirs(self.state_dir)
+        self.node.makedirs(self.trial_log.rsplit("/", 1)[0] or "/")
         argv = ["serve", "--root", self.node.path(root), "--host", host, "--port", str(port)]
         for name, value in settings.items():
             argv += ["--setting", f"{name}={value}"]

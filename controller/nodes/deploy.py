@@ -26,6 +26,7 @@ class DeployReport:
     agent_version: str
     venv: str
     venv_reused: bool
+    config_uses_venv: bool  # False: the node's configured python is another interpreter
 
 
 def probe_platform(node: Node, base_python: str) -> PlatformFacts:
@@ -73,4 +74,5 @@ def install(
             f"{node.label}: h2iot-agent --version is {version} after deploy, "
             f"the controller is {expected_version}"
         )
-    return DeployReport(node.label, platform.python, version, venv, reused)
+    uses_venv = node.path(config.python) == venv_python
+    return DeployReport(node.label, platform.python, version, venv, reused, uses_venv)

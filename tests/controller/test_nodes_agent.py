@@ -24,7 +24,10 @@ SITE_BYTES = 150_000
 @pytest.fixture
 def agent(tmp_path: Path) -> Iterator[AgentNode]:
     made = AgentNode(
-        Node(LocalTransport("server (local)")), sys.executable, str(tmp_path / "state")
+        Node(LocalTransport("server (local)")),
+        sys.executable,
+        str(tmp_path / "state"),
+        trial_log=str(tmp_path / "run" / "server-trials.jsonl"),
     )
     yield made
     made.stop_server(grace_s=5)
