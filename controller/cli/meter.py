@@ -26,11 +26,12 @@ from controller.meter.calibration import (
     nominal,
 )
 from controller.meter.device import BoardIdentity
+from controller.meter.node_power import WatchSpec
 from controller.meter.power_model import PI_3B, PowerModel
 from controller.meter.protocol import McuId
 from controller.meter.sensor import Acs712
 from controller.meter.session import DEFAULT_BAUD, MeterSession
-from controller.meter.virtual import VirtualMeter, VirtualMeterOptions, WatchSpec
+from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
 
 DEFAULT_CALIBRATION = Path("meter-calibration.json")
 VARIANTS = tuple(ACS712_SENSITIVITY_MV_PER_A)
@@ -233,8 +234,8 @@ def _virtual(args: argparse.Namespace) -> int:
         meter = VirtualMeter(options)
     except ControllerError as exc:
         return _fail(exc)
+    _serve(meter.request_stop, args.duration)  # before the port is out: a client may stop us
     print(meter.port, flush=True)
-    _serve(meter.request_stop, args.duration)
     try:
         meter.run()
     except ControllerError as exc:

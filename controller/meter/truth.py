@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.errors import ConfigError
-from controller.meter.virtual import TRUTH_HEADER
+from controller.meter.node_power import TRUTH_HEADER
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

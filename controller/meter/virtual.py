@@ -1,18 +1,11 @@
 """The virtual meter: a pseudo-terminal that speaks the board's wire protocol and commands, its
 current from a power model driven by the CPU use of the watched nodes.
 
-Analog input n follows the n-th watched source (a process tree or a cgroup); inputs with no
-source model an idle board, or nothing at all with `no_load` (for calibrating the zero). Every
-`tick_s` it measures the CPU used since the last tick, sets each input's power from the model,
-and lets the device model take the samples due by then through an ACS712 and a 10-bit ADC.
-
-Ground truth: with `truth_path` it writes CSV rows `start,first_sample_index,end_sample_index,
-analog_input,power_mw`: samples first..end-1 (end excluded) of the `start`-th START (counted from
-1) were taken at exactly `power_mw`. `controller.meter.truth` reads it.
-
-Markers: with `marker_fifo` (created if missing) it reads lines `1` (rising edge) and `0`
-(falling edge), as the agent's `--marker fifo:PATH` writes them, and sends a MARKER frame with
-the index of the first sample at or after the edge. Other lines are ignored.
+Every `tick_s` it measures the CPU used since the last tick, sets each input's power from the
+model (`node_power.NodePower`), and lets the device model (`device.DeviceCore`) take the samples
+due by then through an ACS712 and a 10-bit ADC (`sensor.Acs712`). Commands and marker edges
+refresh the power first, so each sample carries the power of the moment it was taken. The
+ground-truth file and the marker FIFO are described in `node_power`.
 """
 
 from __future__ import annotations
@@ -20,44 +13,22 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import stat
 import threading
 import time
 import tty
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import numpy as np
 
-from controller.errors import ConfigError, MeterError
-from controller.meter.cpu_load import CgroupCpu, ProcessTreeCpu, Utilisation
+from controller.errors import MeterError
 from controller.meter.device import BoardIdentity, DeviceCore
+from controller.meter.node_power import MarkerFifo, NodePower, TruthWriter, WatchSpec
 from controller.meter.power_model import PI_3B, PowerModel
 from controller.meter.protocol import SampleArray
 from controller.meter.sensor import Acs712
 
-TRUTH_HEADER = "start,first_sample_index,end_sample_index,analog_input,power_mw\n"
 _OUTPUT_CAP_BYTES = 1 << 20  # a host that stops reading loses the oldest bytes beyond this
-
-
-@dataclass(frozen=True)
-class WatchSpec:
-    """What drives one analog input: `pid:N` (a process tree) or `cgroup:PATH`."""
-
-    kind: str
-    target: str
-
-    @classmethod
-    def parse(cls, text: str) -> WatchSpec:
-        kind, sep, target = text.partition(":")
-        if not sep and text.isdigit():
-            return cls("pid", text)
-        if kind == "pid" and target.isdigit():
-            return cls("pid", target)
-        if kind == "cgroup" and target:
-            return cls("cgroup", target)
-        raise ConfigError(f"--watch {text!r}: expected PID, pid:PID or cgroup:PATH")
 
 
 @dataclass(frozen=True)
@@ -79,26 +50,22 @@ class VirtualMeter:
 
     def __init__(self, options: VirtualMeterOptions) -> None:
         self.options = options
-        now = time.monotonic()
-        self._loads = [
-            Utilisation(_cpu_source(spec, options.rescan_s).cpu_seconds, options.model.cores, now)
-            for spec in options.watch
-        ]
-        self._power_mw = [options.model.idle_mw] * 8
+        self._power = NodePower(
+            options.watch,
+            options.model,
+            time.monotonic(),
+            no_load=options.no_load,
+            rescan_s=options.rescan_s,
+        )
         self._rng = np.random.default_rng(options.seed)
         self._device = DeviceCore(self._sample, options.identity)
+        self._truth = TruthWriter(options.truth_path)
+        self._marker = MarkerFifo(options.marker_fifo)
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)  # no echo, no line discipline before a host configures it
         os.set_blocking(self._master, False)
         self.port = os.ttyname(self._slave)
         self._out = bytearray()
-        self._starts = 0
-        self._truth: IO[str] | None = None
-        if options.truth_path is not None:
-            self._truth = options.truth_path.open("w", encoding="ascii")
-            self._truth.write(TRUTH_HEADER)
-        self._fifo_fd, self._fifo_keepalive = _open_marker_fifo(options.marker_fifo)
-        self._fifo_pending = b""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -118,36 +85,34 @@ class VirtualMeter:
 
     def close(self) -> None:
         self.stop()
-        for fd in (self._master, self._slave, self._fifo_fd, self._fifo_keepalive):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        if self._truth is not None:
-            self._truth.close()
+        for fd in (self._master, self._slave):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._marker.close()
+        self._truth.close()
 
     def run(self) -> None:
         """Serve until `stop()`."""
         tick = self.options.tick_s
         next_tick = time.monotonic()
         while not self._stop.is_set():
-            readers = [self._master] + ([self._fifo_fd] if self._fifo_fd >= 0 else [])
+            readers = [self._master] + ([self._marker.fd] if self._marker.fd >= 0 else [])
             writers = [self._master] if self._out else []
             timeout = max(0.0, min(next_tick - time.monotonic(), 0.1))
             readable, _, _ = select.select(readers, writers, [], timeout)
             now = time.monotonic()
             if self._master in readable:
                 self._on_host_bytes(now)
-            if self._fifo_fd in readable:
-                self._on_marker_lines(now)
+            if self._marker.fd in readable:
+                for edge in self._marker.edges():
+                    self._power.refresh(now)
+                    self._device.marker(edge, now)
             if now >= next_tick:
-                self._refresh(now)
+                self._power.refresh(now)
                 self._device.advance(now)
                 next_tick = max(next_tick + tick, now)
-                if self._truth is not None:
-                    self._truth.flush()
+                self._truth.flush()
             self._flush_output()
-
-    # --- inputs -----------------------------------------------------------------------------
 
     def _on_host_bytes(self, now: float) -> None:
         try:
@@ -156,43 +121,16 @@ class VirtualMeter:
             return
         except OSError as exc:
             raise MeterError(f"virtual meter {self.port}: read failed: {exc.strerror}") from None
-        self._refresh(now)
+        self._power.refresh(now)
         self._device.receive(data, now)
-
-    def _on_marker_lines(self, now: float) -> None:
-        try:
-            data = os.read(self._fifo_fd, 4096)
-        except BlockingIOError:
-            return
-        *lines, self._fifo_pending = (self._fifo_pending + data).split(b"\n")
-        for line in lines:
-            level = line.strip()
-            if level in (b"0", b"1"):
-                self._refresh(now)
-                self._device.marker(int(level), now)
-
-    def _refresh(self, now: float) -> None:
-        """Power of every input over the time since the last refresh, before sampling it."""
-        model = self.options.model
-        for n, load in enumerate(self._loads):
-            self._power_mw[n] = model.power_mw(load.update(now))
-
-    # --- outputs ----------------------------------------------------------------------------
 
     def _sample(
         self, first_index: int, count: int, inputs: tuple[int, ...], oversampling: int
     ) -> SampleArray:
         if first_index == 0:
-            self._starts += 1
-        power = np.array(
-            [0.0 if self.options.no_load else self._power_mw[n] for n in inputs], dtype=np.float64
-        )
-        if self._truth is not None:
-            end = first_index + count
-            self._truth.writelines(
-                f"{self._starts},{first_index},{end},{n},{p:.6f}\n"
-                for n, p in zip(inputs, power, strict=True)
-            )
+            self._truth.new_start()
+        power = self._power.power_mw(inputs)
+        self._truth.segment(first_index, first_index + count, inputs, power)
         return self.options.sensor.codes(
             np.broadcast_to(power, (count, len(inputs))), self._rng, oversampling
         )
@@ -207,26 +145,3 @@ class VirtualMeter:
             except BlockingIOError:
                 return
             del self._out[:written]
-
-
-def _cpu_source(spec: WatchSpec, rescan_s: float) -> ProcessTreeCpu | CgroupCpu:
-    if spec.kind == "pid":
-        return ProcessTreeCpu(int(spec.target), rescan_s)
-    return CgroupCpu(Path(spec.target))
-
-
-def _open_marker_fifo(path: Path | None) -> tuple[int, int]:
-    """(read fd, keep-alive write fd): the writer we hold keeps the FIFO from reporting EOF
-    every time the node closes its end."""
-    if path is None:
-        return -1, -1
-    if not path.exists():
-        os.mkfifo(path)
-    elif not stat.S_ISFIFO(path.stat().st_mode):
-        raise ConfigError(f"--marker-fifo {path}: exists and is not a FIFO")
-    try:
-        read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        keepalive = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise ConfigError(f"--marker-fifo {path}: cannot open: {exc.strerror}") from None
-    return read_fd, keepalive

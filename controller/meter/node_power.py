@@ -1,0 +1,161 @@
+"""What the modelled meters (virtual, simulated) share: the nodes' modelled power per analog
+input, the ground-truth file, and the software marker line.
+
+Analog input n follows the n-th watched source (a process tree or a cgroup); inputs with no
+source model an idle board, or nothing at all with `no_load` (for calibrating the zero).
+
+Ground truth: CSV rows `start,first_sample_index,end_sample_index,analog_input,power_mw`:
+samples first..end-1 (end excluded) of the `start`-th START (counted from 1) were taken at
+exactly `power_mw`. `controller.meter.truth` reads it.
+
+Marker FIFO (created if missing): lines `1` (rising edge) and `0` (falling edge), as the
+agent's `--marker fifo:PATH` writes them; other lines are ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.errors import ConfigError
+from controller.meter.cpu_load import CgroupCpu, ProcessTreeCpu, Utilisation
+from controller.meter.power_model import PowerModel
+
+TRUTH_HEADER = "start,first_sample_index,end_sample_index,analog_input,power_mw\n"
+ANALOG_INPUTS = 8
+
+
+@dataclass(frozen=True)
+class WatchSpec:
+    """What drives one analog input: `pid:N` (a process tree) or `cgroup:PATH`."""
+
+    kind: str
+    target: str
+
+    @classmethod
+    def parse(cls, text: str) -> WatchSpec:
+        kind, sep, target = text.partition(":")
+        if not sep and text.isdigit():
+            return cls("pid", text)
+        if kind == "pid" and target.isdigit():
+            return cls("pid", target)
+        if kind == "cgroup" and target:
+            return cls("cgroup", target)
+        raise ConfigError(f"--watch {text!r}: expected PID, pid:PID or cgroup:PATH")
+
+
+class NodePower:
+    """Modelled power per analog input, refreshed from the CPU used since the last refresh."""
+
+    def __init__(
+        self,
+        watch: tuple[WatchSpec, ...],
+        model: PowerModel,
+        now_s: float,
+        *,
+        no_load: bool = False,
+        rescan_s: float = 0.25,
+    ) -> None:
+        if len(watch) > ANALOG_INPUTS:
+            raise ConfigError(f"--watch: {len(watch)} sources for {ANALOG_INPUTS} inputs")
+        self._model = model
+        self._loads = [
+            Utilisation(_cpu_source(spec, rescan_s).cpu_seconds, model.cores, now_s)
+            for spec in watch
+        ]
+        idle = 0.0 if no_load else model.idle_mw
+        self._power_mw = np.full(ANALOG_INPUTS, idle)
+        self._no_load = no_load
+
+    def refresh(self, now_s: float) -> None:
+        for n, load in enumerate(self._loads):
+            utilisation = load.update(now_s)
+            if not self._no_load:
+                self._power_mw[n] = self._model.power_mw(utilisation)
+
+    def power_mw(self, inputs: tuple[int, ...] | None = None) -> npt.NDArray[np.float64]:
+        """Current power of the given inputs (default: all eight)."""
+        if inputs is None:
+            return self._power_mw.copy()
+        return self._power_mw[list(inputs)]
+
+
+class TruthWriter:
+    def __init__(self, path: Path | None) -> None:
+        self._file: IO[str] | None = None
+        self.starts = 0
+        if path is not None:
+            try:
+                self._file = path.open("w", encoding="ascii")
+            except OSError as exc:
+                raise ConfigError(f"--truth {path}: cannot write: {exc.strerror}") from None
+            self._file.write(TRUTH_HEADER)
+
+    def new_start(self) -> None:
+        self.starts += 1
+
+    def segment(
+        self, first: int, end: int, inputs: tuple[int, ...], power_mw: npt.NDArray[np.float64]
+    ) -> None:
+        if self._file is not None and end > first:
+            self._file.writelines(
+                f"{self.starts},{first},{end},{n},{p:.6f}\n"
+                for n, p in zip(inputs, power_mw, strict=True)
+            )
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+class MarkerFifo:
+    """Reads edges from a FIFO; holds a writer of its own so the node's closing it is no EOF."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.fd = -1
+        self._keepalive = -1
+        self._pending = b""
+        if path is None:
+            return
+        if not path.exists():
+            os.mkfifo(path)
+        elif not stat.S_ISFIFO(path.stat().st_mode):
+            raise ConfigError(f"--marker-fifo {path}: exists and is not a FIFO")
+        try:
+            self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            self._keepalive = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            raise ConfigError(f"--marker-fifo {path}: cannot open: {exc.strerror}") from None
+
+    def edges(self) -> list[int]:
+        """Levels (1 rising, 0 falling) of the complete lines readable now."""
+        try:
+            data = os.read(self.fd, 4096)
+        except BlockingIOError:
+            return []
+        *lines, self._pending = (self._pending + data).split(b"\n")
+        return [int(line.strip()) for line in lines if line.strip() in (b"0", b"1")]
+
+    def close(self) -> None:
+        for fd in (self.fd, self._keepalive):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.fd = self._keepalive = -1
+
+
+def _cpu_source(spec: WatchSpec, rescan_s: float) -> ProcessTreeCpu | CgroupCpu:
+    if spec.kind == "pid":
+        return ProcessTreeCpu(int(spec.target), rescan_s)
+    return CgroupCpu(Path(spec.target))
