@@ -5,6 +5,7 @@ that relate keys to each other (each blames the layer that set the deciding key)
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict
 from typing import Any
 
@@ -65,7 +66,7 @@ def _node(stack: Stack, role: Role) -> NodeConfig:
         address = "127.0.0.1" if server_host == LOCAL_HOST else server_host
     defaults: dict[str, Any] = {
         "deploy_dir": deploy_dir,
-        "python": "python3" if local else f"{deploy_dir}/venv/bin/python",
+        "python": sys.executable if local else f"{deploy_dir}/venv/bin/python",
         "cpu": LOCAL_CPU[role] if local else None,
         "address": address,
     }

@@ -9,6 +9,7 @@ TOML file (`nodes.client`, `nodes.server`), so the same dotted keys name the sam
 from __future__ import annotations
 
 import itertools
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -75,7 +76,8 @@ class NodeConfig:
     port: int = 22
     key: Path | None = None
     known_hosts: Path | None = None
-    python: str = "python3"
+    # Local nodes run the agent with the controller's own interpreter, which has its packages.
+    python: str = sys.executable
     # Local nodes: "" means the sweep engine picks a directory under the run.
     deploy_dir: str = ""
     cpu: int | None = None

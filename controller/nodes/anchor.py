@@ -1,0 +1,178 @@
+"""A local node as one process tree: the anchor.
+
+A meter models a *node*, so in local mode it must see exactly the node's processes: the agents
+that come and go per trial, and nothing of the controller's own (its reader, dashboard or virtual
+meter). Each local node therefore gets an anchor process; every command of that node runs as the
+anchor's child, and the anchor is a child subreaper, so background agents that `nohup ... &`
+orphans are re-parented to it rather than to init. The virtual meter watches `pid:<anchor>`.
+
+Run as `python -m controller.nodes.anchor`: it reads one JSON request per line on stdin
+(`{"command": ..., "timeout_s": ...}`), runs it with `/bin/sh -c` in a session of its own, and
+answers one JSON line on stdout (`stdout`, `stderr`, `exit_status`, `duration_s`).
+`AnchoredLocalTransport` is the controller's side, a `Transport` like `LocalTransport`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from controller.nodes.errors import CommandTimeoutError, NodeUnreachableError
+from controller.nodes.records import ClockOffset, CommandResult
+from controller.nodes.transport import LocalTransport
+
+_PR_SET_CHILD_SUBREAPER = 36
+_REAP_INTERVAL_S = 0.05
+
+
+def _become_subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def _reap_adopted(direct: set[int], lock: threading.Lock) -> None:
+    """Collect adopted orphans that exited; commands we wait for ourselves are left alone."""
+    me = psutil.Process()
+    while True:
+        time.sleep(_REAP_INTERVAL_S)
+        with lock:
+            ours = set(direct)
+        for child in me.children():
+            if child.pid in ours:
+                continue
+            try:
+                if child.status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(child.pid, os.WNOHANG)
+            except (psutil.Error, ChildProcessError):
+                continue
+
+
+def _run(
+    command: str, timeout_s: float, direct: set[int], lock: threading.Lock
+) -> dict[str, object]:
+    started = time.monotonic()
+    process = subprocess.Popen(
+        ["/bin/sh", "-c", command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    with lock:
+        direct.add(process.pid)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        timed_out = True
+    finally:
+        with lock:
+            direct.discard(process.pid)
+    status = process.returncode if process.returncode >= 0 else 128 - process.returncode
+    return {
+        "stdout": stdout.decode(errors="replace"),
+        "stderr": stderr.decode(errors="replace"),
+        "exit_status": status,
+        "duration_s": time.monotonic() - started,
+        "timed_out": timed_out,
+    }
+
+
+def main() -> int:
+    _become_subreaper()
+    direct: set[int] = set()
+    lock = threading.Lock()
+    threading.Thread(target=_reap_adopted, args=(direct, lock), daemon=True).start()
+    for line in sys.stdin:
+        request = json.loads(line)
+        answer = _run(str(request["command"]), float(request["timeout_s"]), direct, lock)
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+class AnchoredLocalTransport:
+    """Runs a local node's commands as children of its anchor process (see the module doc)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._local = LocalTransport(label)
+        self._lock = threading.Lock()
+        self._anchor = subprocess.Popen(
+            [sys.executable, "-m", "controller.nodes.anchor"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        """The anchor's pid: the root of this node's process tree."""
+        return self._anchor.pid
+
+    def run(self, command: str, timeout_s: float) -> CommandResult:
+        assert self._anchor.stdin is not None and self._anchor.stdout is not None
+        with self._lock:
+            try:
+                self._anchor.stdin.write(
+                    json.dumps({"command": command, "timeout_s": timeout_s}) + "\n"
+                )
+                self._anchor.stdin.flush()
+                line = self._anchor.stdout.readline()
+            except (BrokenPipeError, ValueError):
+                line = ""
+        if not line:
+            raise NodeUnreachableError(f"{self.label}: the node's anchor process has exited")
+        answer = json.loads(line)
+        if answer["timed_out"]:
+            raise CommandTimeoutError(
+                f"{self.label}: `{command}` still running after {timeout_s:g} s"
+            )
+        return CommandResult(
+            command=command,
+            stdout=answer["stdout"],
+            stderr=answer["stderr"],
+            exit_status=int(answer["exit_status"]),
+            duration_s=float(answer["duration_s"]),
+        )
+
+    def put(self, local: Path, remote: str) -> None:
+        self._local.put(local, remote)
+
+    def clock_offset(self, python: str, samples: int) -> ClockOffset:
+        return ClockOffset.same_clock()
+
+    def close(self) -> None:
+        """End the anchor; processes still in its tree (a server left running) are killed."""
+        if self._anchor.poll() is None:
+            for child in psutil.Process(self._anchor.pid).children(recursive=True):
+                try:
+                    child.kill()
+                except psutil.Error:
+                    continue
+            assert self._anchor.stdin is not None
+            self._anchor.stdin.close()
+            try:
+                self._anchor.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._anchor.kill()
+                self._anchor.wait()
+        if self._anchor.stdout is not None:
+            self._anchor.stdout.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
