@@ -74,3 +74,32 @@ def repetitions_for_relative_half_width(summary: Summary, relative: float) -> in
         return None
     z = float(_scipy_stats.norm.ppf((1 + summary.confidence) / 2))
     return max(2, math.ceil((z * summary.sd / (relative * abs(summary.mean))) ** 2))
+
+
+@dataclass(frozen=True)
+class Difference:
+    """mean(b) - mean(a) with a two-sided Welch t interval (NaN when either side has n < 2)."""
+
+    estimate: float
+    ci_low: float
+    ci_high: float
+    df: float
+    confidence: float
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.ci_low > 0 or self.ci_high < 0
+
+
+def welch_difference(a: Summary, b: Summary, confidence: float = DEFAULT_CONFIDENCE) -> Difference:
+    """The difference of two independent means, unequal variances (Welch-Satterthwaite df)."""
+    estimate = b.mean - a.mean
+    if a.n < 2 or b.n < 2:
+        return Difference(estimate, math.nan, math.nan, math.nan, confidence)
+    va, vb = a.sd**2 / a.n, b.sd**2 / b.n
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return Difference(estimate, estimate, estimate, math.inf, confidence)
+    df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
+    half = float(_scipy_stats.t.ppf((1 + confidence) / 2, df)) * se
+    return Difference(estimate, estimate - half, estimate + half, df, confidence)

@@ -12,6 +12,7 @@ from analysis.stats import (
     cochran_sample_size,
     repetitions_for_relative_half_width,
     summarize,
+    welch_difference,
 )
 
 
@@ -55,3 +56,28 @@ def test_repetitions_for_a_target_half_width() -> None:
     needed = repetitions_for_relative_half_width(pilot, 0.05)
     assert needed is not None and needed > pilot.n
     assert repetitions_for_relative_half_width(summarize([1.0]), 0.05) is None
+
+
+@given(
+    st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=30),
+    st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=30),
+    st.sampled_from([0.8, 0.9, 0.95]),
+)
+def test_welch_difference_matches_scipy(a: list[float], b: list[float], confidence: float) -> None:
+    if np.std(a, ddof=1) < 1e-6 or np.std(b, ddof=1) < 1e-6:
+        return
+    difference = welch_difference(summarize(a), summarize(b), confidence)
+    result = scipy_stats.ttest_ind(b, a, equal_var=False)
+    interval = result.confidence_interval(confidence)
+    assert difference.estimate == pytest.approx(np.mean(b) - np.mean(a), abs=1e-9)
+    assert difference.df == pytest.approx(result.df, rel=1e-9)
+    assert difference.ci_low == pytest.approx(interval.low, rel=1e-7, abs=1e-7)
+    assert difference.ci_high == pytest.approx(interval.high, rel=1e-7, abs=1e-7)
+
+
+def test_welch_difference_edge_cases() -> None:
+    flat = welch_difference(summarize([1.0, 1.0]), summarize([3.0, 3.0]))
+    assert (flat.estimate, flat.ci_low, flat.ci_high) == (2.0, 2.0, 2.0)
+    assert flat.excludes_zero
+    one = welch_difference(summarize([1.0]), summarize([3.0, 4.0]))
+    assert one.estimate == 2.5 and math.isnan(one.ci_low) and not one.excludes_zero

@@ -1,0 +1,96 @@
+"""The trials.csv columns the analysis reads (run format version 1, data/README.md).
+
+Kept here rather than imported from the controller: analysis depends only on the files of a run.
+A test checks these names against the recorder's header so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FORMAT_VERSION = 1
+
+MANIFEST = "manifest.json"
+TRIALS = "trials.csv"
+EVENTS = "events.jsonl"
+POWER_DIR = "power"
+
+WINDOW_AXIS = "initial_window_size"
+"""The study's swept setting; figures put it (log2) on the x axis when the run sweeps it."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # the trials.csv column (or a derived name)
+    label: str  # what a reader sees
+    unit: str  # the column's unit as recorded
+    display_unit: str  # the unit tables and figures show
+    scale: float  # display value = recorded value x scale
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("client_response_s", "client response time", "s", "s", 1.0),
+    Metric("client_cpu_s", "client CPU time", "s", "s", 1.0),
+    Metric("client_cpu_pct", "client CPU", "%", "%", 1.0),
+    Metric("client_rss_peak_bytes", "client peak RSS", "B", "MiB", 1 / 2**20),
+    Metric("energy_mj", "client energy", "mJ", "mJ", 1.0),
+    Metric("energy_above_idle_mj", "client energy above idle", "mJ", "mJ", 1.0),
+    Metric("server_serve_s", "server response (serve) time", "s", "s", 1.0),
+    Metric("server_cpu_s", "server CPU time", "s", "s", 1.0),
+    Metric("server_cpu_pct", "server CPU", "%", "%", 1.0),
+    Metric("server_rss_peak_bytes", "server peak RSS", "B", "MiB", 1 / 2**20),
+)
+"""The metrics every report summarises, in the order of the study's figures."""
+
+FRAME_METRICS: tuple[Metric, ...] = (
+    Metric("client_data_frames_per_byte", "DATA frames received per byte", "1/B", "1/B", 1.0),
+    Metric(
+        "client_window_update_frames_per_byte",
+        "WINDOW_UPDATE frames sent per byte",
+        "1/B",
+        "1/B",
+        1.0,
+    ),
+)
+"""Derived per trial: frame counts over client_bytes_received (explain the CPU cost)."""
+
+FRAME_SOURCES = {
+    "client_data_frames_per_byte": "client_data_frames",
+    "client_window_update_frames_per_byte": "client_window_update_frames",
+}
+BYTES_RECEIVED = "client_bytes_received"
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("trial_id", "status", *(m.name for m in METRICS))
+
+NUMERIC_COLUMNS: tuple[str, ...] = (
+    "attempt",
+    "order_index",
+    "repetition",
+    "t_wall_start_ns",
+    "t_wall_end_ns",
+    "client_response_s",
+    "client_ttfb_s",
+    "client_cpu_s",
+    "client_cpu_pct",
+    "client_rss_peak_bytes",
+    "client_bytes_received",
+    "client_data_frames",
+    "client_window_update_frames",
+    "server_serve_s",
+    "server_cpu_s",
+    "server_cpu_pct",
+    "server_rss_peak_bytes",
+    "server_bytes_sent",
+    "server_data_frames",
+    "energy_mj",
+    "energy_above_idle_mj",
+    "mean_power_mw",
+    "window_s",
+    "samples",
+    "samples_lost",
+    "meter_crc_errors",
+    "meter_frame_gaps",
+)
+"""Columns converted to numbers in ok rows when present (empty cells become NaN)."""
+
+METRIC_BY_NAME = {m.name: m for m in (*METRICS, *FRAME_METRICS)}

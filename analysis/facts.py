@@ -1,0 +1,165 @@
+"""What a run says about itself: manifest facts, trial accounting, events, representative trials.
+
+Pure reads of a loaded `Run`; the report renders them. The manifest beyond `config` is whatever
+the recorder wrote (software versions, node and meter facts, clock offsets, the idle baseline), so
+it is listed generically as dotted keys.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.columns import WINDOW_AXIS
+from analysis.load import Run, config_value, read_events
+
+_CONFIG_FACTS = (
+    ("run name", "run.name"),
+    ("repetitions per point (planned)", "run.repetitions"),
+    ("order", "run.order"),
+    ("seed", "run.seed"),
+    ("page bytes (workload)", "workload.total_bytes"),
+    ("connection window", "workload.connection_window"),
+    ("WINDOW_UPDATE policy", "workload.window_update_policy"),
+    ("client node", "nodes.client.host"),
+    ("client CPU", "nodes.client.cpu"),
+    ("server node", "nodes.server.host"),
+    ("server CPU", "nodes.server.cpu"),
+    ("meter source", "meter.source"),
+    ("meter rate (Hz)", "meter.rate_hz"),
+    ("meter sensor", "meter.sensor"),
+    ("supply (V)", "meter.supply_v"),
+    ("link rate (Mbit/s)", "link.rate_mbit"),
+    ("link loss (%)", "link.loss_pct"),
+    ("link delay (ms)", "link.delay_ms"),
+)
+_SKIP_TOP = ("config", "axes", "format_version")
+_MAX_VALUE_CHARS = 100
+_MAX_OTHER_FACTS = 60
+
+
+def text_of(value: Any) -> str:
+    if value is None:
+        return "unset"
+    shown = value if isinstance(value, str) else json.dumps(value, default=str)
+    return shown if len(shown) <= _MAX_VALUE_CHARS else shown[: _MAX_VALUE_CHARS - 3] + "..."
+
+
+def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted key, leaf value) pairs; lists stay whole."""
+    if isinstance(value, Mapping) and value:
+        for key, item in value.items():
+            yield from flatten(item, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, value
+
+
+def manifest_facts(run: Run) -> list[tuple[str, str]]:
+    facts = [
+        ("run folder", run.name),
+        ("format version", text_of(run.manifest.get("format_version"))),
+        ("swept settings", ", ".join(run.axes)),
+    ]
+    for axis in run.axes:
+        values = sorted(int(v) for v in run.ok[axis].unique()) if not run.ok.empty else []
+        facts.append((f"{axis} (ok rows)", ", ".join(map(str, values))))
+    facts.append(("confidence", f"{run.confidence:g}"))
+    for label, dotted in _CONFIG_FACTS:
+        value = config_value(run.manifest, dotted)
+        if value is not None or dotted.startswith(("link.", "workload.connection")):
+            facts.append((label, text_of(value)))
+    return facts
+
+
+def other_manifest_facts(run: Run) -> list[tuple[str, str]]:
+    """Everything the manifest holds besides the config, as dotted keys."""
+    rest = {k: v for k, v in run.manifest.items() if k not in _SKIP_TOP}
+    facts = [(key, text_of(value)) for key, value in flatten(rest)]
+    if len(facts) > _MAX_OTHER_FACTS:
+        dropped = len(facts) - _MAX_OTHER_FACTS
+        facts = [*facts[:_MAX_OTHER_FACTS], ("...", f"{dropped} more keys in manifest.json")]
+    return facts
+
+
+def idle_power_mw(run: Run) -> float | None:
+    """The idle baseline: the first manifest key (outside config) naming idle power in mW."""
+    for key, value in flatten({k: v for k, v in run.manifest.items() if k not in _SKIP_TOP}):
+        last = key.rsplit(".", 1)[-1]
+        if "idle" in last and last.endswith("_mw") and isinstance(value, int | float):
+            return float(value)
+    return None
+
+
+def trial_facts(run: Run) -> list[tuple[str, str]]:
+    ok = run.ok
+    counts = ok.groupby(list(run.axes)).size() if not ok.empty else pd.Series(dtype=int)
+    never = sorted(set(run.failed["trial_id"]) - set(ok["trial_id"]))
+    facts = [
+        ("attempts recorded", str(run.attempts)),
+        ("ok rows (results)", str(len(ok))),
+        ("failed attempts", str(len(run.failed))),
+        ("trials that never succeeded", ", ".join(never) if never else "none"),
+        (
+            "ok rows per point",
+            f"{counts.min()} .. {counts.max()}" if not counts.empty else "none",
+        ),
+        ("torn last line cut off", "yes" if run.torn_tail else "no"),
+    ]
+    for column in ("samples", "samples_lost", "meter_crc_errors", "meter_frame_gaps"):
+        if column in ok:
+            total = ok[column].sum()
+            facts.append((f"{column} (sum)", f"{total:.0f}" if math.isfinite(total) else "n/a"))
+    if "window_source" in ok:
+        sources = Counter(str(v) for v in ok["window_source"] if v)
+        facts.append(
+            ("energy window source", ", ".join(f"{k}: {n}" for k, n in sorted(sources.items())))
+        )
+    return facts
+
+
+def failure_reasons(run: Run, limit: int = 10) -> list[str]:
+    reasons = Counter(str(e) or "(no reason recorded)" for e in run.failed["error"])
+    return [f"{n} x {reason}" for reason, n in reasons.most_common(limit)]
+
+
+def event_counts(run: Run) -> list[tuple[str, str]]:
+    counts = Counter(event["event"] for event in read_events(run.path))
+    return [(kind, str(n)) for kind, n in sorted(counts.items())]
+
+
+def representative_trials(run: Run, wanted: tuple[int, ...] = (4096,)) -> list[tuple[str, str]]:
+    """(trial_id, title) for the smallest, the largest and the `wanted` windows: at each, the
+    trial whose energy (else response time) is nearest the point's median."""
+    ok = run.ok
+    if ok.empty:
+        return []
+    x_axis = WINDOW_AXIS if WINDOW_AXIS in run.axes else run.axes[0]
+    others = [a for a in run.axes if a != x_axis]
+    if others:
+        first = ok[others].drop_duplicates().sort_values(others).iloc[0]
+        ok = ok[(ok[others] == first).all(axis=1)]
+    values = sorted(int(v) for v in ok[x_axis].unique())
+    chosen = [values[0]]
+    for target in wanted:
+        nearest = min(values, key=lambda v: abs(math.log2(v / target)) if v > 0 else math.inf)
+        chosen.append(nearest)
+    chosen.append(values[-1])
+    picks: list[tuple[str, str]] = []
+    for value in dict.fromkeys(chosen):
+        rows = ok[ok[x_axis] == value]
+        column = "energy_mj" if rows["energy_mj"].notna().any() else "client_response_s"
+        measured = rows[column].to_numpy(dtype=np.float64)
+        if np.isnan(measured).all():
+            row = rows.iloc[0]
+        else:
+            row = rows.iloc[int(np.nanargmin(np.abs(measured - np.nanmedian(measured))))]
+        energy = row["energy_mj"]
+        detail = f", {energy:.0f} mJ" if math.isfinite(energy) else ""
+        picks.append((str(row["trial_id"]), f"{x_axis} = {value}: {row['trial_id']}{detail}"))
+    return picks

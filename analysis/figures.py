@@ -1,0 +1,327 @@
+"""The study's figures (and ours) from a summary table: means with t-based CI error bars on a
+log2 window axis, the flow-control and link bounds, power traces, frames per byte.
+
+Figures are built on `matplotlib.figure.Figure` with the Agg canvas and never through pyplot, so
+nothing here touches global state or needs a display. Each function returns a Figure; `save`
+writes it as PNG and SVG.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+from analysis.bounds import Bounds
+from analysis.columns import METRIC_BY_NAME, WINDOW_AXIS
+from analysis.points import metric_rows
+
+PNG_DPI = 110
+_LOG_RANGE = 30.0  # a y range wider than this factor is drawn on a log axis
+_MAX_TRACE_POINTS = 300  # blocks beyond this: a min..max band and the block mean
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+_LINESTYLES = ("-", "--", "-.", ":")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One run's summary as figures see it; `label` names the run when several share a figure."""
+
+    summary: pd.DataFrame
+    axes: tuple[str, ...]
+    label: str = ""
+
+    @property
+    def x_axis(self) -> str:
+        return WINDOW_AXIS if WINDOW_AXIS in self.axes else self.axes[0]
+
+    def lines(self, metric: str) -> list[tuple[str, pd.DataFrame]]:
+        """(series label, rows sorted by x) per combination of the other swept settings."""
+        rows = metric_rows(self.summary, metric)
+        rows = rows[rows["n"] > 0]
+        others = [a for a in self.axes if a != self.x_axis]
+        if not others:
+            return [("", rows.sort_values(self.x_axis))] if not rows.empty else []
+        lines = []
+        for key, group in rows.groupby(others, sort=True):
+            values = key if isinstance(key, tuple) else (key,)
+            label = ", ".join(f"{a} = {v}" for a, v in zip(others, values, strict=True))
+            lines.append((label, group.sort_values(self.x_axis)))
+        return lines
+
+
+def _new_figure(width: float, height: float, note_lines: int = 0) -> Figure:
+    """A figure on the Agg canvas; `note_lines` reserves room for a footnote under the axes."""
+    bottom = note_lines * 0.16 / height
+    figure = Figure(
+        figsize=(width, height + note_lines * 0.16),
+        layout=ConstrainedLayoutEngine(rect=(0.0, bottom, 1.0, 1.0 - bottom)),
+    )
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def save(figure: Figure, directory: Path, stem: str) -> tuple[Path, Path]:
+    """Writes `stem`.png and `stem`.svg (without timestamps, so reruns give the same files)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    png, svg = directory / f"{stem}.png", directory / f"{stem}.svg"
+    figure.savefig(png, dpi=PNG_DPI, metadata={"Software": None})
+    figure.savefig(svg, metadata={"Date": None})
+    return png, svg
+
+
+def _x_axis(ax: Axes, name: str, values: Sequence[int]) -> None:
+    ticks = sorted(set(values))
+    if ticks and min(ticks) > 0:
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticklabels([str(t) for t in ticks], rotation=45, ha="right", fontsize=8)
+    label = "SETTINGS_INITIAL_WINDOW_SIZE (B, log2)" if name == WINDOW_AXIS else name
+    ax.set_xlabel(label)
+
+
+def _y_scale(ax: Axes, values: Sequence[float]) -> None:
+    positive = [v for v in values if v > 0 and math.isfinite(v)]
+    if positive and max(positive) / min(positive) > _LOG_RANGE:
+        _log_y(ax)
+
+
+def _log_y(ax: Axes) -> None:
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _pos: f"{value:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _pos: ""))
+
+
+def _label(*parts: str) -> str:
+    return ", ".join(p for p in parts if p)
+
+
+def _errorbars(
+    ax: Axes, sources: Sequence[Source], metrics: Sequence[str]
+) -> tuple[list[int], list[float]]:
+    """Draws every source x metric x series; returns the x values and y extremes drawn."""
+    xs: list[int] = []
+    ys: list[float] = []
+    line = 0
+    for source_index, source in enumerate(sources):
+        for metric_index, metric in enumerate(metrics):
+            info = METRIC_BY_NAME[metric]
+            for series_index, (series, rows) in enumerate(source.lines(metric)):
+                # Several runs: a colour per run, a line style per metric, a marker per series.
+                if len(sources) > 1:
+                    color = f"C{source_index}"
+                    style = _LINESTYLES[metric_index % len(_LINESTYLES)]
+                    marker = _MARKERS[series_index % len(_MARKERS)]
+                else:
+                    color, style, marker = f"C{line}", "-", _MARKERS[line % len(_MARKERS)]
+                line += 1
+                x = rows[source.x_axis].to_numpy(dtype=np.float64)
+                mean = rows["mean"].to_numpy(dtype=np.float64) * info.scale
+                low = rows["ci_low"].to_numpy(dtype=np.float64) * info.scale
+                high = rows["ci_high"].to_numpy(dtype=np.float64) * info.scale
+                yerr = np.nan_to_num(np.vstack((mean - low, high - mean)), nan=0.0)
+                name = _label(source.label, info.label if len(metrics) > 1 else "", series)
+                ax.errorbar(
+                    x,
+                    mean,
+                    yerr=yerr,
+                    color=color,
+                    linestyle=style,
+                    marker=marker,
+                    markersize=4,
+                    capsize=3,
+                    linewidth=1.2,
+                    label=name or info.label,
+                )
+                xs.extend(int(v) for v in x)
+                ys.extend([*np.nan_to_num(low, nan=mean).tolist(), *high.tolist()])
+    return xs, ys
+
+
+_BOUND_COLORS = ("black", "0.55", "tab:brown", "tab:olive")
+
+
+def _draw_bounds(
+    ax: Axes, bounds: Bounds, xs: Sequence[int], label: str, index: int
+) -> list[float]:
+    if not xs:
+        return []
+    grid = np.geomspace(min(xs), max(xs), 64)
+    color = _BOUND_COLORS[index % len(_BOUND_COLORS)]
+    drawn: list[float] = []
+    flow = bounds.flow_control_s(grid)
+    if np.isfinite(flow).all():
+        name = _label("flow-control bound", label)
+        ax.plot(grid, flow, linestyle="--", color=color, linewidth=1, label=name)
+        drawn.extend(flow.tolist())
+    link = bounds.link_s
+    if link is not None:
+        name = _label("link bound", label)
+        ax.axhline(link, color=color, linestyle=":", linewidth=1.4, label=name)
+        drawn.append(link)
+    return drawn
+
+
+def _panel(
+    ax: Axes,
+    sources: Sequence[Source],
+    metrics: Sequence[str],
+    title: str,
+    bounds: Sequence[Bounds] = (),
+) -> None:
+    xs, ys = _errorbars(ax, sources, metrics)
+    if bounds and sources and sources[0].x_axis == WINDOW_AXIS:
+        measured = [y for y in ys if math.isfinite(y)]
+        drawn: list[float] = []
+        for index, (source, bound) in enumerate(zip(sources, bounds, strict=True)):
+            drawn += _draw_bounds(ax, bound, xs, source.label, index)
+        # A bound far below every point would flatten the data; clip the view, not the line.
+        if measured and drawn:
+            ax.set_ylim(bottom=max(min(drawn + measured) * 0.8, min(measured) / 50))
+        ys = ys + drawn
+    info = METRIC_BY_NAME[metrics[0]]
+    _y_scale(ax, ys)
+    ax.set_ylabel(info.display_unit)
+    ax.set_title(title, fontsize=10)
+    if sources:
+        _x_axis(ax, sources[0].x_axis, xs)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def _confidence(sources: Sequence[Source]) -> str:
+    values = {float(c) for s in sources for c in s.summary["confidence"].unique()}
+    return "/".join(f"{c:.0%}" for c in sorted(values)).replace("%", " %")
+
+
+def _suptitle(figure: Figure, title: str, sources: Sequence[Source], note: str = "") -> None:
+    figure.suptitle(f"{title} (mean, {_confidence(sources)} t-CI)", fontsize=11)
+    if note:
+        figure.text(0.01, 0.005, note, fontsize=6.5, color="0.3", ha="left", va="bottom")
+
+
+def _bounds_note(sources: Sequence[Source], bounds: Sequence[Bounds]) -> str:
+    return "\n".join(
+        f"{source.label}: {bound.caption()}" if source.label else bound.caption()
+        for source, bound in zip(sources, bounds, strict=True)
+    )
+
+
+def figure_client(sources: Sequence[Source], bounds: Sequence[Bounds] = ()) -> Figure:
+    """Study Figure 1; `bounds` pairs with `sources` (one per run) or is empty."""
+    figure = _new_figure(13.5, 4.6, note_lines=len(bounds))
+    axes = figure.subplots(1, 3)
+    _panel(axes[0], sources, ["client_response_s"], "response time", bounds)
+    _panel(axes[1], sources, ["client_cpu_s"], "CPU time")
+    _panel(axes[2], sources, ["energy_mj", "energy_above_idle_mj"], "energy")
+    _suptitle(figure, "Figure 1: client", sources, _bounds_note(sources, bounds))
+    return figure
+
+
+def figure_server(sources: Sequence[Source], bounds: Sequence[Bounds] = ()) -> Figure:
+    figure = _new_figure(9.5, 4.6)
+    axes = figure.subplots(1, 2)
+    _panel(axes[0], sources, ["server_serve_s"], "response (serve) time", bounds)
+    _panel(axes[1], sources, ["server_cpu_s"], "CPU time")
+    _suptitle(figure, "Figure 2: server", sources)
+    return figure
+
+
+def figure_cpu_pct(sources: Sequence[Source]) -> Figure:
+    figure = _new_figure(6.5, 4.6)
+    ax = figure.subplots()
+    _panel(ax, sources, ["client_cpu_pct", "server_cpu_pct"], "CPU time / response time")
+    ax.set_ylabel("% of one core")
+    _suptitle(figure, "Figure 3: CPU %, client and server", sources)
+    return figure
+
+
+def figure_memory(sources: Sequence[Source]) -> Figure:
+    figure = _new_figure(6.5, 4.6)
+    ax = figure.subplots()
+    _panel(ax, sources, ["client_rss_peak_bytes", "server_rss_peak_bytes"], "peak RSS")
+    _suptitle(figure, "Peak memory, client and server", sources)
+    return figure
+
+
+def figure_frames(sources: Sequence[Source]) -> Figure | None:
+    metrics = [
+        m
+        for m in ("client_data_frames_per_byte", "client_window_update_frames_per_byte")
+        if any(source.lines(m) for source in sources)
+    ]
+    if not metrics:
+        return None
+    figure = _new_figure(6.5, 4.6)
+    ax = figure.subplots()
+    _panel(ax, sources, metrics, "frames per byte received")
+    ax.set_ylabel("frames / B")
+    _log_y(ax)
+    _suptitle(figure, "Frames per byte (client)", sources)
+    return figure
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One trial's power samples: seconds since the window's start, mW."""
+
+    title: str
+    t_s: np.ndarray
+    power_mw: np.ndarray
+
+
+def figure_power(traces: Sequence[Trace], idle_mw: float | None) -> Figure | None:
+    if not traces:
+        return None
+    figure = _new_figure(4.3 * len(traces) + 0.5, 3.8)
+    axes = figure.subplots(1, len(traces), squeeze=False)[0]
+    for ax, trace in zip(axes, traces, strict=True):
+        t, p = trace.t_s, trace.power_mw
+        block = math.ceil(t.size / _MAX_TRACE_POINTS)
+        if block > 1:
+            usable = t.size // block * block
+            tb = t[:usable].reshape(-1, block)
+            pb = p[:usable].reshape(-1, block)
+            span_ms = (t[block] - t[0]) * 1e3
+            ax.fill_between(
+                tb[:, 0],
+                pb.min(axis=1),
+                pb.max(axis=1),
+                color="tab:blue",
+                alpha=0.25,
+                linewidth=0,
+                label="min .. max per block",
+            )
+            ax.plot(
+                tb[:, 0],
+                pb.mean(axis=1),
+                color="tab:blue",
+                linewidth=0.8,
+                label=f"mean of {block} samples (~{span_ms:.0f} ms)",
+            )
+        else:
+            ax.plot(t, p, color="tab:blue", linewidth=0.7, label="power")
+        if idle_mw is not None:
+            ax.axhline(idle_mw, color="0.4", linestyle="--", linewidth=1, label="idle baseline")
+        ax.set_title(trace.title, fontsize=9)
+        ax.set_xlabel("time since window start (s)")
+        ax.set_ylabel("client power (mW)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    figure.suptitle(
+        "Client power during representative trials (each: the trial nearest its point's "
+        "median energy)",
+        fontsize=11,
+    )
+    return figure

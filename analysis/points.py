@@ -1,0 +1,106 @@
+"""Per swept point and metric: n, mean, sd, median, t-based CI, repetitions needed, outliers.
+
+The result is one tidy table (a row per point and metric): the report's tables, figures and
+checks, `summary.csv` and the notebook all read it. No value is ever dropped: empty cells are
+counted as `missing`, values outside Tukey's fences (1.5 x IQR beyond the quartiles) are counted
+as `outliers` and still enter every statistic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.columns import BYTES_RECEIVED, FRAME_METRICS, FRAME_SOURCES, METRICS, Metric
+from analysis.load import Run
+from analysis.stats import repetitions_for_relative_half_width, summarize
+
+DEFAULT_TARGET_RELATIVE_HALF_WIDTH = 0.05
+TUKEY_K = 1.5
+
+SUMMARY_COLUMNS = ("n", "mean", "sd", "ci_low", "ci_high", "confidence")
+"""After `metric` and the swept settings: the columns summary.csv promises, in this order."""
+EXTRA_COLUMNS = ("median", "relative_half_width", "reps_needed", "outliers", "missing")
+
+
+def with_derived(ok: pd.DataFrame) -> pd.DataFrame:
+    """The ok rows plus frames-per-byte columns where the run recorded frames and bytes."""
+    table = ok.copy()
+    if BYTES_RECEIVED not in table:
+        return table
+    received = table[BYTES_RECEIVED].where(table[BYTES_RECEIVED] > 0)
+    for derived, source in FRAME_SOURCES.items():
+        if source in table:
+            table[derived] = table[source] / received
+    return table
+
+
+def tukey_outliers(values: Sequence[float] | np.ndarray) -> int:
+    """How many values lie outside [Q1 - 1.5 IQR, Q3 + 1.5 IQR]; 0 below 4 values."""
+    data = np.asarray(values, dtype=np.float64)
+    if data.size < 4:
+        return 0
+    q1, q3 = np.percentile(data, [25, 75])
+    low, high = q1 - TUKEY_K * (q3 - q1), q3 + TUKEY_K * (q3 - q1)
+    return int(np.count_nonzero((data < low) | (data > high)))
+
+
+def metrics_present(table: pd.DataFrame) -> tuple[Metric, ...]:
+    """The report's metrics, plus the frame metrics this run has values for."""
+    derived = tuple(m for m in FRAME_METRICS if m.name in table and table[m.name].notna().any())
+    return METRICS + derived
+
+
+def summarize_points(
+    run: Run, target_relative_half_width: float = DEFAULT_TARGET_RELATIVE_HALF_WIDTH
+) -> pd.DataFrame:
+    """One row per metric and swept point, metrics in report order, points sorted."""
+    table = with_derived(run.ok)
+    axes = list(run.axes)
+    confidence = run.confidence
+    rows: list[dict[str, object]] = []
+    groups = {
+        tuple(int(v) for v in (key if isinstance(key, tuple) else (key,))): group
+        for key, group in table.groupby(axes, sort=True)
+    }
+    for metric in metrics_present(table):
+        for point, group in groups.items():
+            column = group[metric.name]
+            values = column.dropna().to_numpy(dtype=np.float64)
+            summary = summarize(values, confidence)
+            mean = summary.mean
+            relative = (
+                summary.half_width / abs(mean)
+                if summary.n >= 2 and mean != 0 and not math.isnan(mean)
+                else math.nan
+            )
+            rows.append(
+                {
+                    "metric": metric.name,
+                    **dict(zip(axes, point, strict=True)),
+                    "n": summary.n,
+                    "mean": mean,
+                    "sd": summary.sd,
+                    "ci_low": summary.ci_low,
+                    "ci_high": summary.ci_high,
+                    "confidence": confidence,
+                    "median": summary.median,
+                    "relative_half_width": relative,
+                    "reps_needed": repetitions_for_relative_half_width(
+                        summary, target_relative_half_width
+                    ),
+                    "outliers": tukey_outliers(values),
+                    "missing": int(column.isna().sum()),
+                }
+            )
+    columns = ["metric", *axes, *SUMMARY_COLUMNS, *EXTRA_COLUMNS]
+    frame = pd.DataFrame(rows, columns=columns)
+    return frame.astype({"reps_needed": "Int64"})
+
+
+def metric_rows(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The rows of one metric, in point order."""
+    return summary[summary["metric"] == metric].reset_index(drop=True)

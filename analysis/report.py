@@ -1,0 +1,349 @@
+"""One run's report: `<run>/report/` with report.md, report.html, summary.csv and figures/.
+
+Layout of the report: the run's facts (manifest, trial accounting, events), the checks against
+the study's published findings, the figures (Figures 1-3 of the study with the flow-control and
+link bounds, power traces, frames per byte, memory), the sample size, then one table per metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from analysis.bounds import Bounds, bounds_of
+from analysis.columns import METRIC_BY_NAME
+from analysis.document import (
+    Block,
+    Bullets,
+    Heading,
+    Image,
+    Links,
+    Paragraph,
+    Table,
+    to_html,
+    to_markdown,
+)
+from analysis.facts import (
+    event_counts,
+    failure_reasons,
+    idle_power_mw,
+    manifest_facts,
+    other_manifest_facts,
+    representative_trials,
+    trial_facts,
+)
+from analysis.figures import (
+    Source,
+    Trace,
+    figure_client,
+    figure_cpu_pct,
+    figure_frames,
+    figure_memory,
+    figure_power,
+    figure_server,
+    save,
+)
+from analysis.load import Run, load_power, require_results
+from analysis.points import (
+    DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
+    metric_rows,
+    summarize_points,
+)
+from analysis.stats import cochran_sample_size
+from analysis.study import SETTLE_TOLERANCE, Check, study_checks
+
+REPORT_DIR = "report"
+FIGURES_DIR = "figures"
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    directory: Path
+    markdown: Path
+    html: Path
+    summary_csv: Path
+    figures: tuple[Path, ...]  # PNG and SVG of every figure
+
+
+def number(value: float, scale: float = 1.0) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or pd.isna(value):
+        return "-"
+    return f"{value * scale:.4g}"
+
+
+def percent_text(fraction: float) -> str:
+    return "-" if math.isnan(fraction) else f"{fraction * 100:.1f}"
+
+
+def write_summary_csv(summary: pd.DataFrame, path: Path) -> None:
+    """summary.csv: metric, the swept settings, n, mean, sd, ci_low, ci_high, confidence, then
+    median, relative_half_width, reps_needed, outliers, missing; values in the recorded units."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    summary.to_csv(path, index=False, lineterminator="\n")
+
+
+def point_text(row: pd.Series, axes: Sequence[str]) -> str:
+    return ", ".join(f"{axis} = {int(row[axis])}" for axis in axes)
+
+
+def metric_table(summary: pd.DataFrame, axes: Sequence[str], metric: str, target: float) -> Table:
+    info = METRIC_BY_NAME[metric]
+    rows = metric_rows(summary, metric)
+    unit = f" ({info.display_unit})" if info.display_unit else ""
+    header = (
+        *axes,
+        "n",
+        f"mean{unit}",
+        "sd",
+        "median",
+        "CI low",
+        "CI high",
+        "half-width %",
+        f"reps for ±{target * 100:g} %",
+        "outliers",
+        "missing",
+    )
+    body = tuple(
+        (
+            *(str(int(row[a])) for a in axes),
+            str(int(row["n"])),
+            number(row["mean"], info.scale),
+            number(row["sd"], info.scale),
+            number(row["median"], info.scale),
+            number(row["ci_low"], info.scale),
+            number(row["ci_high"], info.scale),
+            percent_text(row["relative_half_width"]),
+            "-" if pd.isna(row["reps_needed"]) else str(int(row["reps_needed"])),
+            str(int(row["outliers"])),
+            str(int(row["missing"])),
+        )
+        for _, row in rows.iterrows()
+    )
+    return Table(header, body, f"{info.label} ({metric}, {info.unit or 'count'})")
+
+
+def check_table(checks: Sequence[Check]) -> Table:
+    with_series = any(c.series for c in checks)
+    header = ("finding", *(("series",) if with_series else ()), "study", "this run", "verdict")
+    rows = tuple(
+        (c.finding, *((c.series,) if with_series else ()), c.study, c.measured, c.verdict)
+        for c in checks
+    )
+    return Table(header, rows)
+
+
+def sample_size_blocks(summary: pd.DataFrame, axes: Sequence[str], target: float) -> list[Block]:
+    needed = summary.dropna(subset=["reps_needed"])
+    short = needed[needed["reps_needed"] > needed["n"]]
+    blocks: list[Block] = [
+        Heading("Sample size"),
+        Paragraph(
+            f"The study's 68 fetches per setting are Cochran's infinite-population size "
+            f"z² p (1 - p) / e² at 90 % confidence, p = 0.5, e = 0.10: "
+            f"{cochran_sample_size(0.90, 0.10)}. Per point, the tables below give the repetitions "
+            f"this run's spread needs for a CI half-width of ±{target * 100:g} % of the mean, "
+            f"(z sd / ({target:g} mean))²."
+        ),
+    ]
+    if short.empty:
+        blocks.append(Paragraph(f"Every point has enough repetitions for ±{target * 100:g} %."))
+    else:
+        worst = short.sort_values("reps_needed", ascending=False).iloc[0]
+        blocks.append(
+            Paragraph(
+                f"{len(short)} of {len(needed)} metric x point cells have fewer repetitions than "
+                f"±{target * 100:g} % needs; the largest need is {int(worst['reps_needed'])} "
+                f"({worst['metric']} at {point_text(worst, axes)})."
+            )
+        )
+    return blocks
+
+
+def outlier_blocks(summary: pd.DataFrame) -> list[Block]:
+    per_metric = summary.groupby("metric", sort=False)[["outliers", "missing", "n"]].sum()
+    rows = tuple(
+        (metric, str(int(r["n"])), str(int(r["outliers"])), str(int(r["missing"])))
+        for metric, r in per_metric.iterrows()
+    )
+    return [
+        Heading("Outliers and missing values"),
+        Paragraph(
+            "No value is dropped: every ok row enters every statistic. Values outside Tukey's "
+            "fences (1.5 x IQR beyond the quartiles of their point) are only counted; empty cells "
+            "(a metric the trial could not measure) are counted as missing."
+        ),
+        Table(("metric", "values", "outside Tukey's fences", "missing"), rows),
+    ]
+
+
+def _traces(run: Run) -> tuple[list[Trace], list[str]]:
+    traces: list[Trace] = []
+    missing: list[str] = []
+    for trial_id, title in representative_trials(run):
+        trace = load_power(run, trial_id)
+        if trace is None or trace.shape[0] == 0:
+            missing.append(trial_id)
+            continue
+        traces.append(Trace(title, trace[:, 0], trace[:, 1]))
+    return traces, missing
+
+
+def _figures(
+    run: Run, summary: pd.DataFrame, bounds: Bounds
+) -> tuple[list[tuple[str, Figure, str]], list[str]]:
+    source = Source(summary, run.axes)
+    notes: list[str] = []
+    figures: list[tuple[str, Figure, str]] = [
+        (
+            "figure1_client",
+            figure_client([source], [bounds]),
+            "Figure 1 (client): response time with the flow-control and link bounds, CPU time, "
+            "energy total and above idle. " + bounds.caption() + ".",
+        ),
+        (
+            "figure2_server",
+            figure_server([source], [bounds]),
+            "Figure 2 (server): response (serve) time with the same bounds, CPU time.",
+        ),
+        (
+            "figure3_cpu_pct",
+            figure_cpu_pct([source]),
+            "Figure 3: CPU time / response time, client and server, percent of one core.",
+        ),
+    ]
+    traces, missing = _traces(run)
+    power = figure_power(traces, idle_power_mw(run))
+    if power is not None:
+        figures.append(
+            (
+                "power_traces",
+                power,
+                "Client power during representative trials (at each window shown, the trial "
+                "whose energy is nearest its point's median); dashed: idle baseline.",
+            )
+        )
+    if missing:
+        notes.append(f"No power trace saved for {', '.join(missing)}.")
+    frames = figure_frames([source])
+    if frames is not None:
+        figures.append(
+            (
+                "frames_per_byte",
+                frames,
+                "DATA frames received and WINDOW_UPDATE frames sent by the client, per byte "
+                "received: the per-frame work behind the CPU cost of small windows.",
+            )
+        )
+    else:
+        notes.append("No frame counters in this run: frames-per-byte figure omitted.")
+    figures.append(
+        ("memory", figure_memory([source]), "Peak resident set size, client and server.")
+    )
+    return figures, notes
+
+
+def build_blocks(
+    run: Run,
+    *,
+    summary: pd.DataFrame,
+    figure_entries: Sequence[tuple[str, str]],
+    notes: Sequence[str],
+    target: float,
+    comparisons: Sequence[tuple[str, str]],
+) -> list[Block]:
+    checks = study_checks(summary, run.axes, run.confidence)
+    blocks: list[Block] = [
+        Heading(f"Run report: {run.name}", 1),
+        Paragraph(
+            f"Every metric: n, mean, standard deviation, median and a two-sided Student-t "
+            f"confidence interval at {run.confidence * 100:g} % (the run's confidence), over the "
+            f"ok rows of trials.csv. summary.csv holds the same numbers in the recorded units."
+        ),
+        Heading("The run"),
+        Table(("fact", "value"), tuple(manifest_facts(run))),
+        Heading("Trials"),
+        Table(("fact", "value"), tuple(trial_facts(run))),
+    ]
+    reasons = failure_reasons(run)
+    if reasons:
+        blocks += [
+            Paragraph("Why attempts failed (retried where the config allowed):"),
+            Bullets(tuple(reasons)),
+        ]
+    events = event_counts(run)
+    if events:
+        blocks += [
+            Paragraph("Events logged (events.jsonl):"),
+            Table(("event", "count"), tuple(events)),
+        ]
+    other = other_manifest_facts(run)
+    if other:
+        blocks += [
+            Heading("Manifest (besides the config)", 3),
+            Table(("key", "value"), tuple(other)),
+        ]
+    if comparisons:
+        blocks += [Heading("Comparisons"), Links(tuple(comparisons))]
+    blocks += [
+        Heading("Against the study's findings"),
+        Paragraph(
+            "The study's numbers come from two Raspberry Pi 3B; the verdicts judge shape and "
+            f"direction. Knee: the smallest window from which every mean stays within "
+            f"{SETTLE_TOLERANCE * 100:g} % of the mean at the largest window. Increases carry an "
+            "approximate CI (delta method); one 'holds' when its CI excludes zero."
+        ),
+        check_table(checks),
+        Heading("Figures"),
+        *(
+            Image(f"{FIGURES_DIR}/{stem}.png", f"{FIGURES_DIR}/{stem}.svg", caption)
+            for stem, caption in figure_entries
+        ),
+    ]
+    if notes:
+        blocks.append(Bullets(tuple(notes)))
+    blocks += sample_size_blocks(summary, run.axes, target)
+    blocks += outlier_blocks(summary)
+    blocks.append(Heading("Tables"))
+    for metric in dict.fromkeys(summary["metric"]):
+        blocks.append(metric_table(summary, run.axes, metric, target))
+    return blocks
+
+
+def write_report(
+    run: Run,
+    target_relative_half_width: float = DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
+    comparisons: Sequence[tuple[str, str]] = (),
+    summary: pd.DataFrame | None = None,
+) -> ReportFiles:
+    """Writes `<run>/report/`; `comparisons` are (title, href relative to the report) links;
+    `summary` is `summarize_points(run, target_relative_half_width)` when already computed."""
+    require_results(run)
+    directory = run.path / REPORT_DIR
+    figures_dir = directory / FIGURES_DIR
+    if summary is None:
+        summary = summarize_points(run, target_relative_half_width)
+    bounds = bounds_of(run)
+    summary_csv = directory / "summary.csv"
+    write_summary_csv(summary, summary_csv)
+    figures, notes = _figures(run, summary, bounds)
+    paths: list[Path] = []
+    for stem, figure, _caption in figures:
+        paths.extend(save(figure, figures_dir, stem))
+    blocks = build_blocks(
+        run,
+        summary=summary,
+        figure_entries=[(stem, caption) for stem, _figure, caption in figures],
+        notes=notes,
+        target=target_relative_half_width,
+        comparisons=comparisons,
+    )
+    markdown = directory / "report.md"
+    markdown.write_text(to_markdown(blocks), encoding="utf-8")
+    html = directory / "report.html"
+    html.write_text(to_html(blocks, f"h2iot run {run.name}", directory), encoding="utf-8")
+    return ReportFiles(directory, markdown, html, summary_csv, tuple(paths))

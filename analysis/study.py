@@ -1,0 +1,247 @@
+"""The reference study's published findings, checked against a run as *shapes*.
+
+The study (two Raspberry Pi 3B, nghttp2, a ~7 MB page, 68 fetches per window) found: response
+time and CPU time fall as SETTINGS_INITIAL_WINDOW_SIZE grows; at 4096 B vs 65535 B the client's
+CPU time is +42 % and its response time +300 %; server CPU time 427 ms and response time 627 ms at
+65535; client work settles near 120 mJ from 4096 B up (the study does not say whether above
+idle, so both energies are checked); CPU % is flat up to 4096 B, then rises
+(client about 60 %, server about 26 % at 65535). Absolute values depend on the hardware, so the
+verdicts judge direction and shape; the numbers stand next to each other for the reader.
+
+Definitions used by the verdicts:
+- knee: the smallest window from which every mean stays within `SETTLE_TOLERANCE` of the mean at
+  the largest window;
+- flat: (max - min) of the means up to 4096 B is at most `FLAT_TOLERANCE` x their average;
+- an increase "holds" when its confidence interval (delta method, normal quantile) excludes zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats as _scipy_stats
+
+from analysis.columns import WINDOW_AXIS
+from analysis.points import metric_rows
+
+Verdict = Literal["agrees", "differs", "n/a", "info"]
+
+LOW_WINDOW, HIGH_WINDOW = 4096, 65535
+STUDY_CLIENT_CPU_INCREASE = 0.42
+STUDY_CLIENT_RESPONSE_INCREASE = 3.00
+STUDY_SERVER_CPU_S, STUDY_SERVER_RESPONSE_S = 0.427, 0.627
+STUDY_CLIENT_ENERGY_MJ = 120.0
+STUDY_CLIENT_CPU_PCT, STUDY_SERVER_CPU_PCT = 60.0, 26.0
+SETTLE_TOLERANCE = 0.10
+FLAT_TOLERANCE = 0.25
+_SAME_WINDOW_LOG2 = 0.01  # 65535 and 65536 (or 4095 and 4096) are the same point of the sweep
+
+
+@dataclass(frozen=True)
+class Check:
+    finding: str
+    study: str
+    measured: str
+    verdict: Verdict
+    series: str = ""  # the other swept settings' values, "" when the window is the only axis
+
+
+@dataclass(frozen=True)
+class Increase:
+    """m_low / m_high - 1 with an approximate CI (NaN when a side has fewer than 2 values)."""
+
+    relative: float
+    ci_low: float
+    ci_high: float
+
+    @property
+    def holds(self) -> bool:
+        return self.relative > 0 and (math.isnan(self.ci_low) or self.ci_low > 0)
+
+    def text(self) -> str:
+        if math.isnan(self.ci_low):
+            return percent(self.relative)
+        return f"{percent(self.relative)} (CI {percent(self.ci_low)} .. {percent(self.ci_high)})"
+
+
+def percent(fraction: float, sign: bool = True) -> str:
+    """A fraction as whole percent, "+42 %"; rounding first, so a tiny negative is "+0 %"."""
+    value = round(fraction * 100) + 0
+    return f"{value:+d} %" if sign else f"{value:d} %"
+
+
+def knee(windows: Sequence[int], means: Sequence[float], tolerance: float) -> int | None:
+    """The smallest window from which every mean is within `tolerance` of the last one."""
+    if not windows or math.isnan(means[-1]):
+        return None
+    final = means[-1]
+    result = windows[-1]
+    for window, mean in zip(reversed(windows), reversed(means), strict=True):
+        if math.isnan(mean) or abs(mean - final) > tolerance * abs(final):
+            break
+        result = window
+    return result
+
+
+def increase(low: pd.Series, high: pd.Series, confidence: float) -> Increase:
+    """Relative increase of the mean at `low` over the mean at `high` (rows of the summary)."""
+    m1, m2 = float(low["mean"]), float(high["mean"])
+    ratio = m1 / m2
+    if low["n"] < 2 or high["n"] < 2:
+        return Increase(ratio - 1, math.nan, math.nan)
+    se = abs(ratio) * math.sqrt(
+        (low["sd"] ** 2 / low["n"]) / m1**2 + (high["sd"] ** 2 / high["n"]) / m2**2
+    )
+    z = float(_scipy_stats.norm.ppf((1 + confidence) / 2))
+    return Increase(ratio - 1, ratio - 1 - z * se, ratio - 1 + z * se)
+
+
+def _near(rows: pd.DataFrame, window: int) -> pd.Series | None:
+    distance = np.abs(np.log2(rows[WINDOW_AXIS].to_numpy(dtype=np.float64) / window))
+    if distance.size == 0 or distance.min() > _SAME_WINDOW_LOG2:
+        return None
+    row = rows.iloc[int(distance.argmin())]
+    return None if row["n"] == 0 else row
+
+
+def _series(summary: pd.DataFrame, metric: str, axes: Sequence[str]) -> dict[str, pd.DataFrame]:
+    rows = metric_rows(summary, metric)
+    rows = rows[rows["n"] > 0]
+    others = [a for a in axes if a != WINDOW_AXIS]
+    if not others:
+        return {"": rows.sort_values(WINDOW_AXIS)}
+    series: dict[str, pd.DataFrame] = {}
+    for key, group in rows.groupby(others, sort=True):
+        values = key if isinstance(key, tuple) else (key,)
+        label = ", ".join(f"{a} = {v}" for a, v in zip(others, values, strict=True))
+        series[label] = group.sort_values(WINDOW_AXIS)
+    return series
+
+
+def _falls(rows: pd.DataFrame, label: str, unit: str, series: str) -> Check:
+    finding = f"{label} falls as the window grows"
+    if len(rows) < 2:
+        return Check(finding, "falls", "fewer than 2 windows", "n/a", series)
+    windows, means = rows[WINDOW_AXIS].tolist(), rows["mean"].tolist()
+    falls = means[-1] < means[0]
+    measured = f"{means[0]:.3g} {unit} at {windows[0]} -> {means[-1]:.3g} {unit} at {windows[-1]}"
+    if len(rows) >= 3:
+        rho = float(_scipy_stats.spearmanr(windows, means).statistic)
+        measured += f"; Spearman rho {rho:+.2f}"
+        falls = falls and rho < 0
+    return Check(finding, "falls", measured, "agrees" if falls else "differs", series)
+
+
+def _increase_check(
+    rows: pd.DataFrame, label: str, study: float, confidence: float, series: str
+) -> Check:
+    finding = f"{label} at {LOW_WINDOW} vs {HIGH_WINDOW}"
+    shown = percent(study)
+    low, high = _near(rows, LOW_WINDOW), _near(rows, HIGH_WINDOW)
+    if low is None or high is None:
+        return Check(finding, shown, f"needs windows {LOW_WINDOW} and {HIGH_WINDOW}", "n/a", series)
+    change = increase(low, high, confidence)
+    return Check(finding, shown, change.text(), "agrees" if change.holds else "differs", series)
+
+
+def _knee_check(rows: pd.DataFrame, series: str) -> Check:
+    finding = "knee of the client response time"
+    study = f"above {LOW_WINDOW} (still +300 % there)"
+    point = knee(rows[WINDOW_AXIS].tolist(), rows["mean"].tolist(), SETTLE_TOLERANCE)
+    if point is None or len(rows) < 2:
+        return Check(finding, study, "fewer than 2 windows", "n/a", series)
+    return Check(
+        finding,
+        study,
+        f"{point} B (from there within {percent(SETTLE_TOLERANCE, sign=False)} of the largest)",
+        "info",
+        series,
+    )
+
+
+def _server_check(rows: pd.DataFrame, label: str, study_s: float, series: str) -> Check:
+    finding = f"{label} at {HIGH_WINDOW}"
+    high = _near(rows, HIGH_WINDOW)
+    study = f"{study_s * 1e3:.0f} ms"
+    if high is None:
+        return Check(finding, study, f"needs window {HIGH_WINDOW}", "n/a", series)
+    measured = f"{high['mean'] * 1e3:.0f} ms"
+    if not math.isnan(high["ci_low"]):
+        measured += f" (CI {high['ci_low'] * 1e3:.0f} .. {high['ci_high'] * 1e3:.0f})"
+    return Check(finding, study, measured, "info", series)
+
+
+def _energy_check(rows: pd.DataFrame, label: str, series: str) -> Check:
+    finding = f"{label} settles from {LOW_WINDOW} up"
+    study = f"near {STUDY_CLIENT_ENERGY_MJ:.0f} mJ from {LOW_WINDOW}"
+    if len(rows) < 2 or _near(rows, HIGH_WINDOW) is None:
+        return Check(finding, study, f"needs window {HIGH_WINDOW} and another", "n/a", series)
+    point = knee(rows[WINDOW_AXIS].tolist(), rows["mean"].tolist(), SETTLE_TOLERANCE)
+    settled = rows[rows[WINDOW_AXIS] >= LOW_WINDOW]["mean"]
+    measured = (
+        f"knee at {point} B; {settled.min():.0f} .. {settled.max():.0f} mJ from {LOW_WINDOW} up"
+    )
+    ok = point is not None and point <= LOW_WINDOW
+    return Check(finding, study, measured, "agrees" if ok else "differs", series)
+
+
+def _cpu_pct_check(
+    rows: pd.DataFrame, side: str, study_pct: float, confidence: float, series: str
+) -> Check:
+    finding = f"{side} CPU % flat up to {LOW_WINDOW}, then rising"
+    study = f"flat, then about {study_pct:.0f} % at {HIGH_WINDOW}"
+    low, high = _near(rows, LOW_WINDOW), _near(rows, HIGH_WINDOW)
+    flat_part = rows[rows[WINDOW_AXIS] <= LOW_WINDOW]["mean"]
+    if low is None or high is None or len(flat_part) < 2:
+        return Check(finding, study, "needs windows up to 4096 and 65535", "n/a", series)
+    spread = (flat_part.max() - flat_part.min()) / abs(flat_part.mean())
+    flat = spread <= FLAT_TOLERANCE
+    rising = increase(high, low, confidence)
+    measured = (
+        f"{flat_part.min():.0f} .. {flat_part.max():.0f} % up to {LOW_WINDOW} "
+        f"(spread {percent(spread, sign=False)}), {high['mean']:.0f} % at {HIGH_WINDOW} "
+        f"({rising.text()} over {LOW_WINDOW})"
+    )
+    return Check(finding, study, measured, "agrees" if flat and rising.holds else "differs", series)
+
+
+def study_checks(summary: pd.DataFrame, axes: Sequence[str], confidence: float) -> list[Check]:
+    """Every published finding, per combination of the other swept settings."""
+    if WINDOW_AXIS not in axes:
+        return [
+            Check("every finding", "window sweep", f"the run does not sweep {WINDOW_AXIS}", "n/a")
+        ]
+    checks: list[Check] = []
+    response = _series(summary, "client_response_s", axes)
+    for series, rows in response.items():
+        checks.append(_falls(rows, "client response time", "s", series))
+        checks.append(_knee_check(rows, series))
+        checks.append(
+            _increase_check(
+                rows, "client response time", STUDY_CLIENT_RESPONSE_INCREASE, confidence, series
+            )
+        )
+    for series, rows in _series(summary, "client_cpu_s", axes).items():
+        checks.append(_falls(rows, "client CPU time", "s", series))
+        checks.append(
+            _increase_check(rows, "client CPU time", STUDY_CLIENT_CPU_INCREASE, confidence, series)
+        )
+    for series, rows in _series(summary, "server_cpu_s", axes).items():
+        checks.append(_server_check(rows, "server CPU time", STUDY_SERVER_CPU_S, series))
+    for series, rows in _series(summary, "server_serve_s", axes).items():
+        checks.append(_server_check(rows, "server response time", STUDY_SERVER_RESPONSE_S, series))
+    for metric, label in (
+        ("energy_mj", "client energy"),
+        ("energy_above_idle_mj", "client energy above idle"),
+    ):
+        for series, rows in _series(summary, metric, axes).items():
+            checks.append(_energy_check(rows, label, series))
+    for side, study_pct in (("client", STUDY_CLIENT_CPU_PCT), ("server", STUDY_SERVER_CPU_PCT)):
+        for series, rows in _series(summary, f"{side}_cpu_pct", axes).items():
+            checks.append(_cpu_pct_check(rows, side, study_pct, confidence, series))
+    return checks

@@ -1,0 +1,212 @@
+"""Records a realistic run folder from a model of the study, through the controller's RunRecorder.
+
+Until the sweep engine records real runs, the analysis tests build their input here: the study's
+shape (response time a + b / window, +300 % at 4096 vs 65535; client CPU % flat at about 21 % up
+to 4096 and 60 % at 65535, hence CPU time +42 %; client energy above idle settling near 120 mJ),
+multiplicative noise, one outlier, a failed attempt that was retried, power traces and frame
+counts. Deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from controller.run.recorder import RunRecorder
+
+STUDY_WINDOWS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65535)
+IDLE_MW = 1200.0
+PAGE_BYTES = 7_246_431
+
+
+@dataclass(frozen=True)
+class Model:
+    """Response time = base_s + per_window_s_b / window; speed < 1 slows everything down."""
+
+    base_s: float = 0.502
+    per_window_s_b: float = 8218.0
+    client_flat_pct: float = 21.3
+    client_top_pct: float = 60.0
+    server_flat_pct: float = 10.0
+    server_top_pct: float = 26.0
+    energy_settled_mj: float = 120.0
+    energy_per_window_mj_b: float = 30000.0
+    speed: float = 1.0
+    noise: float = 0.05
+
+    def response_s(self, window: int) -> float:
+        return (self.base_s + self.per_window_s_b / window) / self.speed
+
+    def cpu_pct(self, window: int, flat: float, top: float) -> float:
+        if window <= 4096:
+            return flat
+        return flat + (top - flat) * (math.log2(window) - 12) / (math.log2(65535) - 12)
+
+
+def _manifest(
+    axes: dict[str, tuple[int, ...]],
+    repetitions: int,
+    confidence: float,
+    rate_hz: int,
+    link_rate_mbit: float | None,
+    rtt_s: float | None,
+    name: str,
+) -> dict[str, Any]:
+    manifest: dict[str, Any] = {
+        "axes": list(axes),
+        "created_wall_ns": 1_795_976_747_824_612_307,
+        "config": {
+            "run": {
+                "name": name,
+                "seed": 1,
+                "repetitions": repetitions,
+                "confidence": confidence,
+                "order": "randomized-blocked",
+                "idle_baseline_s": 5.0,
+                "retries": 2,
+                "trial_timeout_s": 120.0,
+            },
+            "sweep": {axis: list(values) for axis, values in axes.items()},
+            "workload": {
+                "site_seed": 0,
+                "total_bytes": 7_000_000,
+                "connection_window": None,
+                "window_update_policy": "half",
+            },
+            "nodes": {
+                "client": {"host": "local", "cpu": 0},
+                "server": {"host": "local", "cpu": 1, "http_port": 8443},
+            },
+            "meter": {"source": "virtual", "rate_hz": rate_hz, "sensor": "5A", "supply_v": 5.0},
+            "link": {"rate_mbit": link_rate_mbit, "loss_pct": 0.0, "delay_ms": 0.0},
+        },
+        "software": {"h2iot": "0.1.0", "python": "3.11.2", "engine": "h2"},
+        "idle_power_mw": IDLE_MW,
+    }
+    if rtt_s is not None:
+        manifest["rtt_s"] = rtt_s
+    return manifest
+
+
+def record_run(
+    run_dir: Path,
+    *,
+    windows: tuple[int, ...] = STUDY_WINDOWS,
+    extra_axis: tuple[str, tuple[int, ...]] | None = None,
+    repetitions: int = 5,
+    seed: int = 0,
+    model: Model | None = None,
+    confidence: float = 0.90,
+    rate_hz: int = 250,
+    link_rate_mbit: float | None = None,
+    rtt_s: float | None = None,
+    power: bool = True,
+    name: str = "fake-study",
+) -> Path:
+    model = model or Model()
+    rng = np.random.default_rng(seed)
+    axes: dict[str, tuple[int, ...]] = {"initial_window_size": windows}
+    if extra_axis is not None:
+        axes[extra_axis[0]] = extra_axis[1]
+    names = tuple(axes)
+    manifest = _manifest(axes, repetitions, confidence, rate_hz, link_rate_mbit, rtt_s, name)
+    recorder = RunRecorder.create(run_dir, names, manifest)
+    recorder.event("sweep_started", points=len(windows), repetitions=repetitions)
+    grid = [(w, e) for w in windows for e in (extra_axis[1] if extra_axis is not None else (None,))]
+    order = 0
+    trial = 0
+    for repetition in range(1, repetitions + 1):
+        for index in rng.permutation(len(grid)):
+            window, extra = grid[int(index)]
+            trial += 1
+            trial_id = f"t{trial:04d}"
+            attempt = 1
+            if trial == 3:  # one failed attempt, retried: it must not count as a result
+                recorder.append_trial(
+                    {
+                        "trial_id": trial_id,
+                        "attempt": 1,
+                        "status": "failed",
+                        "error": "body of /img/photo-2.jpg does not match the manifest",
+                        "order_index": order,
+                        "block": repetition,
+                        "repetition": repetition,
+                        "initial_window_size": window,
+                        **({extra_axis[0]: extra} if extra_axis is not None else {}),
+                    }
+                )
+                recorder.event("trial_failed", trial_id=trial_id)
+                attempt = 2
+            row, trace = _trial(model, rng, window, rate_hz, outlier=trial == 7)
+            row |= {
+                "trial_id": trial_id,
+                "attempt": attempt,
+                "status": "ok",
+                "error": "",
+                "order_index": order,
+                "block": repetition,
+                "repetition": repetition,
+                "initial_window_size": window,
+            }
+            if extra_axis is not None:
+                row[extra_axis[0]] = extra
+            recorder.append_trial(row)
+            if power:
+                recorder.save_power(trial_id, trace[:, 0], trace[:, 1])
+            order += 1
+    recorder.event("sweep_finished")
+    recorder.close()
+    return run_dir
+
+
+def _trial(
+    model: Model, rng: np.random.Generator, window: int, rate_hz: int, outlier: bool
+) -> tuple[dict[str, object], np.ndarray]:
+    def noisy(value: float) -> float:
+        return float(value * rng.lognormal(0.0, model.noise))
+
+    response = noisy(model.response_s(window)) * (1.5 if outlier else 1.0)
+    client_pct = noisy(model.cpu_pct(window, model.client_flat_pct, model.client_top_pct))
+    serve = max(response - 0.003, 0.001)
+    server_pct = noisy(model.cpu_pct(window, model.server_flat_pct, model.server_top_pct))
+    above_idle = noisy(model.energy_settled_mj + model.energy_per_window_mj_b / window)
+    window_s = response + 0.004
+    energy = above_idle + IDLE_MW * window_s
+    t_s = np.arange(0.0, window_s, 1.0 / rate_hz)
+    ramp = np.minimum(1.0, t_s / 0.05)  # the fetch starts the CPU within a few tens of ms
+    level = above_idle / window_s
+    power_mw = IDLE_MW + level * ramp + rng.normal(0.0, 40.0, t_s.size)
+    frames = PAGE_BYTES / min(window, 16384)
+    updates = 2 * PAGE_BYTES / max(window // 2, 1)  # stream and connection windows, half policy
+    row: dict[str, object] = {
+        "t_wall_start_ns": 1_795_976_747_824_612_307,
+        "t_wall_end_ns": 1_795_976_747_824_612_307 + int(response * 1e9),
+        "client_response_s": response,
+        "client_ttfb_s": noisy(0.0021),
+        "client_cpu_s": response * client_pct / 100,
+        "client_cpu_pct": client_pct,
+        "client_rss_peak_bytes": int(noisy(30 * 2**20)),
+        "client_bytes_received": PAGE_BYTES,
+        "client_data_frames": round(frames),
+        "client_window_update_frames": round(updates),
+        "server_serve_s": serve,
+        "server_cpu_s": serve * server_pct / 100,
+        "server_cpu_pct": server_pct,
+        "server_rss_peak_bytes": int(noisy(37 * 2**20)),
+        "server_bytes_sent": PAGE_BYTES,
+        "server_data_frames": round(frames),
+        "energy_mj": energy,
+        "energy_above_idle_mj": above_idle,
+        "mean_power_mw": energy / window_s,
+        "window_s": window_s,
+        "window_source": "marker",
+        "samples": t_s.size,
+        "samples_lost": 0,
+        "meter_crc_errors": 0,
+        "meter_frame_gaps": 0,
+    }
+    return row, np.column_stack((t_s, power_mw))
