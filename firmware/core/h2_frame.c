@@ -5,47 +5,30 @@
 #include "h2_crc.h"
 #include "h2_protocol.h"
 
-static void fw_raw(h2_fw_t *w, uint8_t v)
-{
-    h2_ring_put_at(w->ring, w->off++, v);
-}
-
 void h2_fw_begin(h2_fw_t *w, h2_ring_t *ring, uint8_t type, uint16_t seq, uint16_t len)
 {
     w->ring = ring;
-    w->off = 0;
+    w->buf = ring->buf;
+    w->mask = ring->mask;
+    w->pos = ring->head; /* only the producer moves head: no race */
+    w->buf[w->pos] = H2_SYNC0;
+    w->pos = (uint16_t)((w->pos + 1u) & w->mask);
+    w->buf[w->pos] = H2_SYNC1;
+    w->pos = (uint16_t)((w->pos + 1u) & w->mask);
     w->crc = H2_CRC_INIT;
-    fw_raw(w, H2_SYNC0);
-    fw_raw(w, H2_SYNC1);
     h2_fw_u16(w, len);
     h2_fw_u8(w, type);
     h2_fw_u16(w, seq);
 }
 
-void h2_fw_u8(h2_fw_t *w, uint8_t v)
-{
-    w->crc = h2_crc_update(w->crc, v);
-    fw_raw(w, v);
-}
-
-void h2_fw_u16(h2_fw_t *w, uint16_t v)
-{
-    h2_fw_u8(w, (uint8_t)v);
-    h2_fw_u8(w, (uint8_t)(v >> 8));
-}
-
-void h2_fw_u32(h2_fw_t *w, uint32_t v)
-{
-    h2_fw_u16(w, (uint16_t)v);
-    h2_fw_u16(w, (uint16_t)(v >> 16));
-}
-
 void h2_fw_end(h2_fw_t *w)
 {
     uint16_t crc = w->crc;
-    fw_raw(w, (uint8_t)crc);
-    fw_raw(w, (uint8_t)(crc >> 8));
-    h2_ring_commit(w->ring, w->off);
+    w->buf[w->pos] = (uint8_t)crc;
+    w->pos = (uint16_t)((w->pos + 1u) & w->mask);
+    w->buf[w->pos] = (uint8_t)(crc >> 8);
+    w->pos = (uint16_t)((w->pos + 1u) & w->mask);
+    h2_ring_publish(w->ring, w->pos);
 }
 
 uint16_t h2_frame_encode(uint8_t *out, uint8_t type, uint16_t seq, const uint8_t *payload,

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "h2_crc.h"
 #include "h2_ring.h"
 
 #ifdef __cplusplus
@@ -11,18 +12,37 @@ extern "C" {
 #endif
 
 /* Writes one frame into a ring. The caller checks h2_ring_free() >= H2_OVERHEAD + len first;
- * the frame becomes visible to the consumer at h2_fw_end. */
+ * the frame becomes visible to the consumer at h2_fw_end. The byte writers are inline: they
+ * run for every byte the meter sends, which is most of the main loop's work. */
 typedef struct {
     h2_ring_t *ring;
-    uint16_t off;
+    uint8_t *buf;
+    uint16_t mask;
+    uint16_t pos; /* where the next byte goes (the ring's head is not moved until the end) */
     uint16_t crc;
 } h2_fw_t;
 
 void h2_fw_begin(h2_fw_t *w, h2_ring_t *ring, uint8_t type, uint16_t seq, uint16_t len);
-void h2_fw_u8(h2_fw_t *w, uint8_t v);
-void h2_fw_u16(h2_fw_t *w, uint16_t v);
-void h2_fw_u32(h2_fw_t *w, uint32_t v);
 void h2_fw_end(h2_fw_t *w);
+
+static inline void h2_fw_u8(h2_fw_t *w, uint8_t v)
+{
+    w->crc = h2_crc_update(w->crc, v);
+    w->buf[w->pos] = v;
+    w->pos = (uint16_t)((w->pos + 1u) & w->mask);
+}
+
+static inline void h2_fw_u16(h2_fw_t *w, uint16_t v)
+{
+    h2_fw_u8(w, (uint8_t)v);
+    h2_fw_u8(w, (uint8_t)(v >> 8));
+}
+
+static inline void h2_fw_u32(h2_fw_t *w, uint32_t v)
+{
+    h2_fw_u16(w, (uint16_t)v);
+    h2_fw_u16(w, (uint16_t)(v >> 16));
+}
 
 /* Flat encoder; returns the frame length (H2_OVERHEAD + len). */
 uint16_t h2_frame_encode(uint8_t *out, uint8_t type, uint16_t seq, const uint8_t *payload,

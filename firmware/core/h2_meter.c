@@ -24,12 +24,15 @@ static uint8_t popcount8(uint8_t v)
 
 uint8_t h2_adc_prescaler(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t reads_per_sample)
 {
-    /* 13 ADC clocks per conversion; keep 25 % of the sample period free for the interrupt
-     * work between conversions. The slowest clock that fits is the most accurate. */
+    /* A sample's reads run back to back: 13 ADC clocks per conversion, plus the interrupt
+     * that starts the next one (H2_ADC_READ_CYCLES) and some fixed latency; all of it within
+     * 90 % of the sample period. The slowest ADC clock that fits is the most accurate. */
     static const uint8_t prescalers[] = {128u, 64u, 32u};
-    uint32_t budget = f_cpu_hz / 4u * 3u;
+    uint32_t budget = f_cpu_hz / rate_hz / 10u * 9u;
     for (uint8_t i = 0; i < sizeof prescalers; i++) {
-        if (rate_hz * reads_per_sample * 13u * prescalers[i] <= budget) {
+        uint32_t need = (uint32_t)reads_per_sample * (13u * prescalers[i] + H2_ADC_READ_CYCLES) +
+                        H2_ADC_FIXED_CYCLES;
+        if (need <= budget) {
             return prescalers[i];
         }
     }
@@ -87,6 +90,12 @@ static void apply_config(h2_meter_t *m, uint32_t rate_hz, uint8_t mask, uint8_t 
             m->channels[m->channel_count++] = ch;
         }
     }
+    m->oversampling_shift = 0xFFu;
+    for (uint8_t k = 0; k < 5u; k++) {
+        if (oversampling == (uint8_t)(1u << k)) {
+            m->oversampling_shift = k;
+        }
+    }
     m->samples_per_frame = h2_samples_per_frame(rate_hz, m->channel_count);
     m->adc_prescaler = h2_adc_prescaler(m->board->f_cpu_hz, rate_hz,
                                         (uint8_t)(m->channel_count * oversampling));
@@ -110,80 +119,89 @@ static void close_batch(h2_meter_t *m)
     if (m->fill && !m->dropping) {
         m->slots[m->slot_w % H2_SLOTS].count = m->fill;
         m->slot_w = (uint8_t)(m->slot_w + 1u);
+        m->events = 1;
     }
     m->fill = 0;
 }
 
-static void store_sample(h2_meter_t *m)
-{
-    uint32_t index = m->adc_index;
-    if (m->fill && m->batch_first + m->fill != index) {
-        close_batch(m); /* a lost sample ends the batch: indices in a frame are contiguous */
-    }
-    if (m->fill == 0) {
-        m->batch_first = index;
-        m->dropping = (uint8_t)(m->slot_w - m->slot_r) >= H2_SLOTS;
-        if (!m->dropping) {
-            m->slots[m->slot_w % H2_SLOTS].first_index = index;
-        }
-    }
-    if (m->dropping) {
-        m->samples_dropped++;
-    } else {
-        uint16_t *dst = m->slots[m->slot_w % H2_SLOTS].values + m->fill * m->channel_count;
-        for (uint8_t c = 0; c < m->channel_count; c++) {
-            dst[c] = m->sample[c];
-        }
-    }
-    if (++m->fill >= m->samples_per_frame) {
-        close_batch(m);
-    }
-}
-
-uint8_t h2_meter_isr_tick(h2_meter_t *m)
+void h2_meter_isr_tick(h2_meter_t *m)
 {
     uint32_t index = m->samples_taken;
     m->samples_taken = index + 1u;
     if (--m->status_countdown == 0u) {
-        m->status_countdown = m->rate_hz;
+        m->status_countdown = (uint16_t)m->rate_hz;
         m->status_taken = index + 1u;
         m->status_dropped = m->samples_dropped;
         m->status_due = 1;
+        m->events = 1;
     }
     if (m->adc_busy) {
         m->samples_dropped++;
-        return H2_ADC_NONE;
+        m->batch_broken = 1;
+        return;
+    }
+    if (m->batch_broken) {
+        m->batch_broken = 0;
+        close_batch(m); /* a lost sample ends the batch: indices in a frame are contiguous */
+    }
+    if (m->fill == 0) {
+        /* no free slot: the one slot_w points at is still the main loop's oldest */
+        m->dropping = (uint8_t)(m->slot_w - m->slot_r) >= H2_SLOTS;
+        if (m->dropping) {
+            m->dst = m->scratch;
+        } else {
+            h2_batch_t *slot = &m->slots[m->slot_w % H2_SLOTS];
+            slot->first_index = index;
+            m->dst = slot->values;
+        }
     }
     m->adc_busy = 1;
-    m->adc_index = index;
     m->adc_channel = 0;
     m->adc_reads = 0;
-    m->adc_sum = 0;
-    return m->channels[0];
 }
 
-uint8_t h2_meter_isr_adc(h2_meter_t *m, uint16_t value)
+uint8_t h2_meter_isr_next_input(const h2_meter_t *m)
 {
     if (!m->adc_busy) {
         return H2_ADC_NONE;
     }
-    m->adc_sum = (uint16_t)(m->adc_sum + value);
-    if (++m->adc_reads < m->oversampling) {
+    if ((uint8_t)(m->adc_reads + 1u) < m->oversampling) {
         return m->channels[m->adc_channel];
     }
-    uint16_t mean = m->adc_sum;
-    if (m->oversampling > 1u) {
-        mean = (uint16_t)((m->adc_sum + m->oversampling / 2u) / m->oversampling);
+    if ((uint8_t)(m->adc_channel + 1u) < m->channel_count) {
+        return m->channels[m->adc_channel + 1u];
     }
-    m->sample[m->adc_channel] = mean;
-    m->adc_sum = 0;
+    return H2_ADC_NONE;
+}
+
+/* Kept lean (no division, no 32-bit work): it runs once per conversion and delays the UART
+ * interrupt while it runs. */
+void h2_meter_isr_adc(h2_meter_t *m, uint16_t value)
+{
+    if (!m->adc_busy) {
+        return;
+    }
+    uint16_t *v = m->dst + m->adc_channel;
+    *v = m->adc_reads ? (uint16_t)(*v + value) : value;
+    if (++m->adc_reads < m->oversampling) {
+        return;
+    }
     m->adc_reads = 0;
     if (++m->adc_channel < m->channel_count) {
-        return m->channels[m->adc_channel];
+        return;
     }
-    store_sample(m);
     m->adc_busy = 0;
-    return H2_ADC_NONE;
+    if (m->dropping) {
+        m->samples_dropped++;
+    } else {
+        m->dst += m->channel_count;
+    }
+    if (++m->fill >= m->samples_per_frame) {
+        close_batch(m);
+    }
+    if (m->state != H2_RUNNING) {
+        m->events = 1; /* a STOP waits for this sample */
+    }
 }
 
 void h2_meter_isr_marker(h2_meter_t *m, uint8_t edge)
@@ -195,6 +213,7 @@ void h2_meter_isr_marker(h2_meter_t *m, uint8_t edge)
     m->markers[w % H2_MARKERS].index = m->samples_taken;
     m->markers[w % H2_MARKERS].edge = edge;
     m->marker_w = (uint8_t)(w + 1u);
+    m->events = 1;
 }
 
 /* ---- main-loop side ---------------------------------------------------------------------- */
@@ -292,8 +311,17 @@ static void send_samples(h2_meter_t *m, const h2_batch_t *b)
     frame_begin(m, &w, H2_T_SAMPLES, (uint16_t)(H2_SAMPLES_HEADER_LEN + 2u * values));
     h2_fw_u32(&w, b->first_index);
     h2_fw_u8(&w, m->channel_count);
-    for (uint16_t i = 0; i < values; i++) {
-        h2_fw_u16(&w, b->values[i]);
+    if (m->oversampling == 1u) {
+        for (uint16_t i = 0; i < values; i++) {
+            h2_fw_u16(&w, b->values[i]);
+        }
+    } else {
+        uint8_t n = m->oversampling;
+        uint8_t shift = m->oversampling_shift;
+        for (uint16_t i = 0; i < values; i++) {
+            uint16_t sum = (uint16_t)(b->values[i] + n / 2u);
+            h2_fw_u16(&w, (uint16_t)(shift != 0xFFu ? sum >> shift : sum / n));
+        }
     }
     frame_end(m, &w);
 }
@@ -336,12 +364,13 @@ static void start(h2_meter_t *m)
     m->samples_taken = 0;
     m->samples_dropped = 0;
     m->status_due = 0;
-    m->status_countdown = m->rate_hz;
+    m->status_countdown = (uint16_t)m->rate_hz;
     m->adc_busy = 0;
     m->slot_w = 0;
     m->slot_r = 0;
     m->fill = 0;
     m->dropping = 0;
+    m->batch_broken = 0;
     m->marker_w = 0;
     m->marker_r = 0;
     m->state = H2_RUNNING;
@@ -405,23 +434,35 @@ static uint8_t samples_pending(const h2_meter_t *m)
 
 uint8_t h2_meter_has_work(h2_meter_t *m)
 {
-    if (markers_pending(m) && room(m, FRAME_MARKER)) {
-        return 1;
+    return m->events || (m->need_room && h2_ring_free(&m->tx) >= m->need_room);
+}
+
+static void note_need(uint16_t *need, uint16_t bytes)
+{
+    if (*need == 0 || bytes < *need) {
+        *need = bytes;
     }
-    if (m->status_due && room(m, FRAME_STATUS)) {
-        return 1;
+}
+
+/* What the work poll() could not do needs in TX room (everything left is blocked on room). */
+static uint16_t room_needed(h2_meter_t *m)
+{
+    uint16_t need = 0;
+    if (markers_pending(m)) {
+        note_need(&need, FRAME_MARKER);
     }
-    if ((h2_ring_used(&m->rx) || m->parse_pending) && room(m, FRAME_REPLY_MAX)) {
-        return 1;
+    if (m->status_due) {
+        note_need(&need, FRAME_STATUS);
     }
-    if (m->state == H2_DRAINING && !m->adc_busy) {
-        return 1;
+    if (m->parse_pending || h2_ring_used(&m->rx)) {
+        note_need(&need, FRAME_REPLY_MAX);
     }
-    if (samples_pending(m) &&
-        room(m, samples_frame_len(m, &m->slots[m->slot_r % H2_SLOTS]) + H2_TX_RESERVE)) {
-        return 1;
+    if (samples_pending(m)) {
+        note_need(&need, samples_frame_len(m, &m->slots[m->slot_r % H2_SLOTS]) + H2_TX_RESERVE);
+    } else if (m->state == H2_FLUSHING) {
+        note_need(&need, FRAME_STATUS);
     }
-    return m->state == H2_FLUSHING && !samples_pending(m) && room(m, FRAME_STATUS);
+    return need;
 }
 
 uint8_t h2_meter_poll(h2_meter_t *m)
@@ -429,6 +470,8 @@ uint8_t h2_meter_poll(h2_meter_t *m)
     uint8_t progress = 0;
     h2_frame_t cmd;
     uint8_t byte;
+
+    m->events = 0; /* anything an interrupt adds from here on sets it again */
 
     while (markers_pending(m) && room(m, FRAME_MARKER)) {
         send_marker(m, &m->markers[m->marker_r % H2_MARKERS]);
@@ -474,5 +517,6 @@ uint8_t h2_meter_poll(h2_meter_t *m)
         send_status(m, 0);
         progress++;
     }
+    m->need_room = room_needed(m);
     return progress;
 }

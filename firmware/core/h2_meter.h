@@ -29,6 +29,11 @@
 #define H2_TX_RESERVE 64u
 
 #define H2_ADC_NONE 0xFFu
+/* ADC timing budget (CPU cycles), measured in simavr with --profile: each read costs its
+ * conversion plus about this much interrupt latency before the next starts, and a sample
+ * has this much fixed latency (timer interrupt, a UART interrupt in the way). */
+#define H2_ADC_READ_CYCLES 64u
+#define H2_ADC_FIXED_CYCLES 256u
 
 typedef struct {
     uint8_t mcu_id;
@@ -72,6 +77,7 @@ struct h2_meter {
     uint8_t channel_count;
     uint8_t channels[H2_CHANNELS_MAX];
     uint8_t oversampling;
+    uint8_t oversampling_shift; /* log2(oversampling) when it is a power of two, else 0xFF */
     uint8_t samples_per_frame;
     uint8_t adc_prescaler; /* 128, 64 or 32 */
 
@@ -83,21 +89,21 @@ struct h2_meter {
     volatile uint8_t status_due;
     uint32_t status_taken; /* counters as they were when the periodic STATUS fell due */
     uint32_t status_dropped;
+    uint16_t status_countdown;
     volatile uint8_t adc_busy;
-    uint32_t status_countdown;
-    uint32_t adc_index;   /* index of the sample being converted */
-    uint8_t adc_channel;  /* position in channels[] */
-    uint8_t adc_reads;    /* reads of this channel so far (oversampling) */
-    uint16_t adc_sum;
-    uint16_t sample[H2_CHANNELS_MAX];
+    uint8_t adc_channel;   /* position in channels[] of the read under way */
+    uint8_t adc_reads;     /* reads of that channel so far (oversampling) */
+    uint16_t *dst;         /* where the current sample's values (sums of reads) go */
+    uint16_t scratch[H2_CHANNELS_MAX]; /* ... when its batch is being dropped */
 
-    /* batches: slots [slot_r, slot_w) are complete; the ISR fills slot_w when it is free */
+    /* batches: slots [slot_r, slot_w) are complete; the ISR fills slot_w when it is free.
+     * Values are sums of `oversampling` reads; the main loop turns them into means. */
     h2_batch_t slots[H2_SLOTS];
     volatile uint8_t slot_w;
     volatile uint8_t slot_r;
-    uint8_t fill;
-    uint8_t dropping;
-    uint32_t batch_first;
+    uint8_t fill;         /* samples in the batch being filled */
+    uint8_t dropping;     /* that batch is counted, not kept */
+    uint8_t batch_broken; /* a sample was lost since: start a new batch */
 
     /* markers: ISR writes marker_w, main loop advances marker_r */
     h2_marker_t markers[H2_MARKERS];
@@ -113,6 +119,11 @@ struct h2_meter {
     uint8_t parser_buf[H2_OVERHEAD + H2_CMD_PAYLOAD_MAX];
     uint8_t parse_pending; /* the parser window may still hold a whole command */
 
+    /* Waking the main loop: interrupts set `events` when they create work; `need_room` is the
+     * TX room the first piece of work that poll() had to leave needs (0: none waits). */
+    volatile uint8_t events;
+    uint16_t need_room;
+
     uint32_t frames_sent;
     uint16_t commands_rejected; /* non-zero ACKs; parser discards are added when reported */
 };
@@ -126,21 +137,32 @@ void h2_meter_init(h2_meter_t *m, const h2_board_t *board, const h2_hooks_t *hoo
 /* Main loop: moves received bytes through the command parser and queues outgoing frames as
  * room allows. Returns the number of frames queued plus commands handled (0 = no progress). */
 uint8_t h2_meter_poll(h2_meter_t *m);
-/* Nonzero while h2_meter_poll has something it could do now (call with interrupts off before
- * sleeping: an interrupt that adds work wakes the CPU). */
+/* Nonzero when h2_meter_poll has something it could do now. Cheap, for the idle loop: call it
+ * with interrupts off and sleep when it returns 0 (an interrupt that adds work, or the UART
+ * making room, wakes the CPU and the loop asks again). */
 uint8_t h2_meter_has_work(h2_meter_t *m);
 
-/* Interrupt side. tick: the sample timer fired; returns the ADC input to convert first, or
- * H2_ADC_NONE when the previous sample is still converting (this sample is lost and counted).
- * adc: one conversion finished; returns the input to convert next or H2_ADC_NONE when the
- * sample is complete. marker: an edge on the marker pin (1 rising, 0 falling). */
-uint8_t h2_meter_isr_tick(h2_meter_t *m);
-uint8_t h2_meter_isr_adc(h2_meter_t *m, uint16_t value);
+/* Interrupt side, in the order the sketch's handlers call them. Each handler starts the next
+ * conversion first and does the bookkeeping while it runs, so the per-sample chain of
+ * conversions is not stretched by the bookkeeping.
+ *   sample timer:  mux = h2_meter_isr_first_input(); start mux unless H2_ADC_NONE (the previous
+ *                  sample is still converting: this one is lost and counted); h2_meter_isr_tick()
+ *   ADC complete:  mux = h2_meter_isr_next_input(); start mux unless H2_ADC_NONE (that was the
+ *                  sample's last read); h2_meter_isr_adc(value)
+ *   marker pin:    h2_meter_isr_marker(level after the edge: 1 rising, 0 falling) */
+static inline uint8_t h2_meter_isr_first_input(const h2_meter_t *m)
+{
+    return m->adc_busy ? H2_ADC_NONE : m->channels[0];
+}
+void h2_meter_isr_tick(h2_meter_t *m);
+uint8_t h2_meter_isr_next_input(const h2_meter_t *m);
+void h2_meter_isr_adc(h2_meter_t *m, uint16_t value);
 void h2_meter_isr_marker(h2_meter_t *m, uint8_t edge);
 /* UART: a byte arrived / the transmitter wants the next byte (returns 0 when none). */
 static inline void h2_meter_isr_rx(h2_meter_t *m, uint8_t byte)
 {
     (void)h2_ring_isr_put(&m->rx, byte);
+    m->events = 1;
 }
 static inline uint8_t h2_meter_isr_tx(h2_meter_t *m, uint8_t *byte)
 {

@@ -24,16 +24,10 @@ uint16_t h2_ring_free(const h2_ring_t *r)
     return (uint16_t)(r->mask - h2_ring_used(r));
 }
 
-void h2_ring_put_at(h2_ring_t *r, uint16_t offset, uint8_t byte)
+void h2_ring_publish(h2_ring_t *r, uint16_t new_head)
 {
-    r->buf[(r->head + offset) & r->mask] = byte;
-}
-
-void h2_ring_commit(h2_ring_t *r, uint16_t count)
-{
-    uint16_t h = (uint16_t)((r->head + count) & r->mask);
     H2_ATOMIC_BEGIN
-    r->head = h;
+    r->head = new_head;
     H2_ATOMIC_END
 }
 
@@ -42,8 +36,8 @@ uint8_t h2_ring_put(h2_ring_t *r, uint8_t byte)
     if (h2_ring_free(r) == 0) {
         return 0;
     }
-    h2_ring_put_at(r, 0, byte);
-    h2_ring_commit(r, 1);
+    r->buf[r->head] = byte;
+    h2_ring_publish(r, (uint16_t)((r->head + 1u) & r->mask));
     return 1;
 }
 

@@ -21,10 +21,9 @@ void h2_ring_init(h2_ring_t *r, uint8_t *buf, uint16_t size);
 uint16_t h2_ring_used(const h2_ring_t *r);
 uint16_t h2_ring_free(const h2_ring_t *r);
 
-/* Producer side. Bytes written with h2_ring_put_at become visible to the consumer only at
- * h2_ring_commit, so the consumer never sees half a frame. */
-void h2_ring_put_at(h2_ring_t *r, uint16_t offset, uint8_t byte);
-void h2_ring_commit(h2_ring_t *r, uint16_t count);
+/* Producer side. A producer may write bytes past head (buf[(head + i) & mask]) and make them
+ * visible all at once with h2_ring_publish(new_head), so the consumer never sees half a frame. */
+void h2_ring_publish(h2_ring_t *r, uint16_t new_head);
 uint8_t h2_ring_put(h2_ring_t *r, uint8_t byte); /* 0 when full */
 
 /* Consumer side. */

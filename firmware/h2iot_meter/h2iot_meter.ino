@@ -111,22 +111,24 @@ static const h2_hooks_t hooks = {hw_start, hw_stop};
 
 ISR(TIMER1_COMPA_vect)
 {
-    uint8_t mux = h2_meter_isr_tick(&meter);
+    uint8_t mux = h2_meter_isr_first_input(&meter);
     if (mux != H2_ADC_NONE) {
         ADMUX = (uint8_t)(ADMUX_BASE | mux);
         ADCSRA = (uint8_t)(adcsra_run | _BV(ADSC));
     }
+    h2_meter_isr_tick(&meter);
 }
 
 ISR(ADC_vect)
 {
     /* Read the result before touching the mux: simavr samples the input when ADCL is read. */
     uint16_t value = ADC;
-    uint8_t mux = h2_meter_isr_adc(&meter, value);
+    uint8_t mux = h2_meter_isr_next_input(&meter);
     if (mux != H2_ADC_NONE) {
         ADMUX = (uint8_t)(ADMUX_BASE | mux);
         ADCSRA = (uint8_t)(adcsra_run | _BV(ADSC));
     }
+    h2_meter_isr_adc(&meter, value);
 }
 
 ISR(MARKER_VECT)
@@ -184,20 +186,18 @@ void setup(void)
 
 void loop(void)
 {
-    if (h2_meter_poll(&meter)) {
-        UCSR0B |= _BV(UDRIE0);
-        return;
-    }
-    /* Sleep until the next interrupt unless one already brought work. */
+    /* Sleep until an interrupt brings work: most wake-ups (a UART byte sent, a conversion
+     * done) bring none, and must cost only this check. */
     cli();
-    if (h2_ring_used(&meter.tx)) {
-        UCSR0B |= _BV(UDRIE0);
-    }
     if (!h2_meter_has_work(&meter)) {
         sleep_enable();
         sei();
         sleep_cpu();
         sleep_disable();
+        return;
     }
     sei();
+    if (h2_meter_poll(&meter)) {
+        UCSR0B |= _BV(UDRIE0); /* the UDRE interrupt turns itself off when the ring runs dry */
+    }
 }

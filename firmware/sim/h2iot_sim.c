@@ -1,6 +1,6 @@
 /* h2iot_sim: runs the compiled meter firmware (ATmega2560 .elf) in simavr, firmware in the loop.
  *
- *   h2iot_sim [--fast] [--vcc-mv MV] FIRMWARE.elf
+ *   h2iot_sim [--fast] [--profile] [--vcc-mv MV] FIRMWARE.elf
  *
  * stdout, one line each (flushed at once):
  *   /dev/pts/N                    first line: UART0 as a pseudo-terminal, the board's "serial port"
@@ -57,6 +57,13 @@
 #define TIMER1_COMPA_VECTOR 17 /* ATmega2560 vector number of TIMER1_COMPA */
 #define TIMSK1_ADDR 0x6F        /* its enable bit, OCIE1A, lives here */
 #define TIMSK1_OCIE1A 0x02
+#define TCCR1B_ADDR 0x81        /* clock select CS12:0 in bits 2..0 */
+#define OCR1AL_ADDR 0x88
+#define OCR1AH_ADDR 0x89
+#define UCSR0A_ADDR 0xC0 /* U2X0: bit 1 */
+#define UCSR0C_ADDR 0xC2 /* UPM0: bits 5..4, USBS0: bit 3 */
+#define UBRR0L_ADDR 0xC4
+#define UBRR0H_ADDR 0xC5
 #define MARKER_PORT 'E'
 #define MARKER_BIT 4
 #define MARKER_INT 4
@@ -77,11 +84,36 @@ typedef struct {
 } queue_t;
 
 static avr_t *avr;
+static avr_uart_t *uart0;
 static uart_pty_t pty;
 static FILE *out;
 static avr_irq_t *adc_irq[ADC_INPUTS];
 static avr_irq_t *marker_irq;
 static volatile sig_atomic_t quit_requested;
+static avr_cycle_count_t sleeping_cycles; /* for the summary: how busy the firmware was */
+
+/* --profile: cycles spent in each interrupt handler (from its vector's "running" IRQ) */
+static const struct {
+    uint8_t vector;
+    const char *name;
+} profiled[] = {{5, "INT4 (marker)"}, {17, "TIMER1_COMPA (tick)"}, {25, "USART0_RX"},
+                {26, "USART0_UDRE (tx)"}, {29, "ADC"}};
+#define PROFILED (sizeof profiled / sizeof profiled[0])
+static avr_cycle_count_t isr_cycles[PROFILED], isr_entered[PROFILED];
+static uint64_t isr_calls[PROFILED];
+
+static void on_isr_running(struct avr_irq_t *irq, uint32_t value, void *param)
+{
+    (void)irq;
+    size_t i = (size_t)(uintptr_t)param;
+    if (value) {
+        isr_entered[i] = avr->cycle;
+        isr_calls[i]++;
+    } else if (isr_entered[i]) {
+        isr_cycles[i] += avr->cycle - isr_entered[i];
+        isr_entered[i] = 0;
+    }
+}
 
 static queue_t pending; /* read from stdin, not yet due */
 static queue_t held;    /* due while the sample timer runs: applied at its next tick */
@@ -161,6 +193,15 @@ static int timer_alive(avr_cycle_count_t now)
     return now - last_tick <= limit;
 }
 
+/* The exact tick period from the firmware's Timer1 setup (CTC on OCR1A): the interrupt's
+ * observed times are only as exact as the instruction it lands on. */
+static avr_cycle_count_t timer1_period(void)
+{
+    static const uint16_t prescale[8] = {0, 1, 8, 64, 256, 1024, 0, 0};
+    uint16_t ocr = (uint16_t)(avr->data[OCR1AL_ADDR] | (avr->data[OCR1AH_ADDR] << 8));
+    return (avr_cycle_count_t)(ocr + 1u) * prescale[avr->data[TCCR1B_ADDR] & 0x07];
+}
+
 static void on_timer1_compa(struct avr_irq_t *irq, uint32_t value, void *param)
 {
     (void)irq;
@@ -174,8 +215,9 @@ static void on_timer1_compa(struct avr_irq_t *irq, uint32_t value, void *param)
         first_tick = now;
     }
     ticks_in_run++;
-    if (ticks_in_run == 2) {
-        period = now - first_tick;
+    if (ticks_in_run == 1) {
+        period = timer1_period();
+    } else if (ticks_in_run == 2) {
         clock_running = 1;
         fprintf(out, "clock %llu %llu\n", (unsigned long long)cycles_to_ns(first_tick),
                 (unsigned long long)cycles_to_ns(period));
@@ -302,6 +344,31 @@ static void read_input(void)
     }
 }
 
+/* simavr 1.6 times every UART byte as if it carried a parity bit (11 bits for 8N1), which
+ * makes the simulated link 10 % slower than the board's; the byte time is recomputed from the
+ * firmware's own UART registers instead. */
+static void fix_uart_byte_time(void)
+{
+    uint16_t ubrr = (uint16_t)(avr->data[UBRR0L_ADDR] | ((avr->data[UBRR0H_ADDR] & 0x0F) << 8));
+    uint8_t c = avr->data[UCSR0C_ADDR];
+    avr_cycle_count_t per_bit = (avr_cycle_count_t)(ubrr + 1u) * 8u;
+    if (!(avr->data[UCSR0A_ADDR] & 0x02)) {
+        per_bit *= 2; /* no U2X */
+    }
+    unsigned bits = 1u + 8u + ((c & 0x30) ? 1u : 0u) + ((c & 0x08) ? 2u : 1u);
+    uart0->cycles_per_byte = per_bit * bits;
+}
+
+static avr_uart_t *find_uart0(void)
+{
+    for (avr_io_t *io = avr->io_port; io; io = io->next) {
+        if (io->kind && strcmp(io->kind, "uart") == 0 && ((avr_uart_t *)io)->name == '0') {
+            return (avr_uart_t *)io;
+        }
+    }
+    return NULL;
+}
+
 /* ---- setup and main loop ------------------------------------------------------------------ */
 
 static void on_signal(int sig)
@@ -327,18 +394,21 @@ static uint16_t pty_backlog(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: h2iot_sim [--fast] [--vcc-mv MV] FIRMWARE.elf\n");
+    fprintf(stderr, "usage: h2iot_sim [--fast] [--profile] [--vcc-mv MV] FIRMWARE.elf\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     int fast = 0;
+    int profile = 0;
     uint32_t vcc_mv = 5000;
     const char *elf = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--fast") == 0) {
             fast = 1;
+        } else if (strcmp(argv[i], "--profile") == 0) {
+            profile = 1;
         } else if (strcmp(argv[i], "--vcc-mv") == 0 && i + 1 < argc) {
             vcc_mv = (uint32_t)strtoul(argv[++i], NULL, 10);
         } else if (argv[i][0] == '-' || elf) {
@@ -393,11 +463,18 @@ int main(int argc, char **argv)
     /* edge-triggered use only: skip simavr's per-cycle polling of level-triggered pins */
     avr_extint_set_strict_lvl_trig(avr, MARKER_INT, 0);
     avr_irq_t *compa = avr_get_interrupt_irq(avr, TIMER1_COMPA_VECTOR);
-    if (!adc_irq[0] || !marker_irq || !compa) {
-        fprintf(stderr, "h2iot_sim: simavr lacks an ADC, port E or Timer1 IRQ\n");
+    uart0 = find_uart0();
+    if (!adc_irq[0] || !marker_irq || !compa || !uart0) {
+        fprintf(stderr, "h2iot_sim: simavr lacks an ADC, port E, Timer1 IRQ or UART0\n");
         return 1;
     }
     avr_irq_register_notify(compa + AVR_INT_IRQ_PENDING, on_timer1_compa, NULL);
+    for (size_t i = 0; profile && i < PROFILED; i++) {
+        avr_irq_t *vec = avr_get_interrupt_irq(avr, profiled[i].vector);
+        if (vec) {
+            avr_irq_register_notify(vec + AVR_INT_IRQ_RUNNING, on_isr_running, (void *)i);
+        }
+    }
 
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -427,12 +504,18 @@ int main(int argc, char **argv)
             }
             continue;
         }
+        fix_uart_byte_time();
         avr_cycle_count_t slice_end = avr->cycle + SLICE_CYCLES;
         if (slice_end > limit) {
             slice_end = limit;
         }
         while (avr->cycle < slice_end) {
+            avr_cycle_count_t before = avr->cycle;
+            int was_sleeping = avr->state == cpu_Sleeping;
             int state = avr_run(avr);
+            if (was_sleeping) {
+                sleeping_cycles += avr->cycle - before;
+            }
             if (state == cpu_Done || state == cpu_Crashed) {
                 fprintf(stderr, "h2iot_sim: the firmware %s at pc 0x%x\n",
                         state == cpu_Done ? "stopped" : "crashed", avr->pc);
@@ -449,8 +532,17 @@ int main(int argc, char **argv)
 
     double sim_s = (double)cycles_to_ns(avr->cycle) / 1e9;
     double wall_s = (double)(wall_ns() - wall_start) / 1e9;
-    fprintf(stderr, "h2iot_sim: simulated %.3f s in %.3f s wall (%.2fx real time)\n", sim_s,
-            wall_s, wall_s > 0 ? sim_s / wall_s : 0.0);
+    fprintf(stderr,
+            "h2iot_sim: simulated %.3f s in %.3f s wall (%.2fx real time); the AVR was busy "
+            "%.1f %% of its cycles\n",
+            sim_s, wall_s, wall_s > 0 ? sim_s / wall_s : 0.0,
+            avr->cycle ? 100.0 * (double)(avr->cycle - sleeping_cycles) / (double)avr->cycle : 0.0);
+    for (size_t i = 0; profile && i < PROFILED; i++) {
+        fprintf(stderr, "h2iot_sim: %-20s %9llu calls, %6.1f cycles each, %5.1f %% of the cycles\n",
+                profiled[i].name, (unsigned long long)isr_calls[i],
+                isr_calls[i] ? (double)isr_cycles[i] / (double)isr_calls[i] : 0.0,
+                avr->cycle ? 100.0 * (double)isr_cycles[i] / (double)avr->cycle : 0.0);
+    }
     /* uart_pty_stop() can hang in its thread's select loop: cancel the thread instead. */
     pthread_cancel(pty.thread);
     pthread_join(pty.thread, NULL);

@@ -112,13 +112,29 @@ static uint16_t wave(uint32_t index, uint8_t channel)
     return (uint16_t)((index * 7u + channel * 300u) % 1024u);
 }
 
-/* One timer tick and the conversions it starts, as the sketch's interrupts would do them. */
+/* The sketch's sample-timer and ADC interrupt bodies: each returns the input whose conversion
+ * the handler starts, or H2_ADC_NONE. */
+static uint8_t tick(h2_meter_t *m)
+{
+    uint8_t mux = h2_meter_isr_first_input(m);
+    h2_meter_isr_tick(m);
+    return mux;
+}
+
+static uint8_t adc(h2_meter_t *m, uint16_t value)
+{
+    uint8_t mux = h2_meter_isr_next_input(m);
+    h2_meter_isr_adc(m, value);
+    return mux;
+}
+
+/* One timer tick and the conversions it starts. */
 static void sample_once(h2_meter_t *m)
 {
     uint32_t index = m->samples_taken;
-    uint8_t mux = h2_meter_isr_tick(m);
+    uint8_t mux = tick(m);
     while (mux != H2_ADC_NONE) {
-        mux = h2_meter_isr_adc(m, wave(index, mux));
+        mux = adc(m, wave(index, mux));
     }
 }
 
@@ -354,11 +370,11 @@ static void test_drops_and_overrun(void)
     }
     /* an ADC overrun: the tick finds the previous sample still converting */
     uint32_t index = m->samples_taken;
-    uint8_t mux = h2_meter_isr_tick(m);
+    uint8_t mux = tick(m);
     CHECK(mux != H2_ADC_NONE);
-    CHECK_EQ(h2_meter_isr_tick(m), H2_ADC_NONE);
+    CHECK_EQ(tick(m), H2_ADC_NONE);
     while (mux != H2_ADC_NONE) {
-        mux = h2_meter_isr_adc(m, wave(index, mux));
+        mux = adc(m, wave(index, mux));
     }
     sample_once(m);
     command(m, H2_C_STOP, 3, NULL, 0);
@@ -436,6 +452,36 @@ static void test_full_accounting(void)
     CHECK_EQ(delivered + dropped, taken);
 }
 
+/* The idle loop's wake-up test: ISR events, and blocked work waiting for TX room. */
+static void test_has_work(void)
+{
+    h2_meter_t *m = new_meter();
+    CHECK(!h2_meter_has_work(m));
+    command(m, H2_C_START, 1, NULL, 0); /* command() polls */
+    CHECK(!h2_meter_has_work(m));
+    for (int i = 0; i < 9; i++) {
+        sample_once(m);
+    }
+    CHECK(!h2_meter_has_work(m)); /* a batch is 10 samples at 1 kHz */
+    sample_once(m);
+    CHECK(h2_meter_has_work(m));
+    /* fill the ring until samples must wait, then free room byte by byte */
+    uint8_t b;
+    for (int i = 0; i < 400; i++) {
+        sample_once(m);
+        h2_meter_poll(m);
+    }
+    CHECK(m->need_room > 0);
+    CHECK(!h2_meter_has_work(m));
+    int freed = 0;
+    while (!h2_meter_has_work(m) && h2_meter_isr_tx(m, &b)) {
+        freed++;
+    }
+    CHECK(h2_meter_has_work(m));
+    CHECK(freed > 0 && freed <= (int)m->need_room);
+    CHECK(h2_meter_poll(m) > 0);
+}
+
 static void test_oversampling_and_markers(void)
 {
     h2_meter_t *m = new_meter();
@@ -451,14 +497,14 @@ static void test_oversampling_and_markers(void)
         if (s == 4) {
             h2_meter_isr_marker(m, 1);
         }
-        uint8_t mux = h2_meter_isr_tick(m);
+        uint8_t mux = tick(m);
         int k = 0;
         while (mux != H2_ADC_NONE) {
             CHECK_EQ(mux, muxes[k]);
             if (s == 6 && k == 2) {
                 h2_meter_isr_marker(m, 0); /* mid-sample: the next sample is the first after */
             }
-            mux = h2_meter_isr_adc(m, reads[k++]);
+            mux = adc(m, reads[k++]);
         }
         CHECK_EQ(k, 6);
     }
@@ -584,10 +630,10 @@ static void test_device_frames_match_vectors(const vector_t *v, int n)
         m->samples_taken = first;
         m->frames_sent = (uint32_t)vec->seq;
         for (uint16_t s = 0; s < count; s++) {
-            uint8_t mux = h2_meter_isr_tick(m);
+            uint8_t mux = tick(m);
             uint8_t k = 0;
             while (mux != H2_ADC_NONE) {
-                mux = h2_meter_isr_adc(m, h2_get_u16(vec->payload + 5 + 2 * (s * ch + k++)));
+                mux = adc(m, h2_get_u16(vec->payload + 5 + 2 * (s * ch + k++)));
             }
         }
         reset_host();
@@ -611,6 +657,7 @@ void test_meter(const char *vectors_path)
     test_drops_and_overrun();
     test_full_accounting();
     test_oversampling_and_markers();
+    test_has_work();
     test_device_frames_match_vectors(v, n);
     free(v);
 }

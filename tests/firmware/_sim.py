@@ -22,9 +22,9 @@ MS = 1_000_000
 
 
 class Simulator:
-    def __init__(self, elf: Path = ELF) -> None:
+    def __init__(self, elf: Path = ELF, *options: str) -> None:
         self.proc = subprocess.Popen(
-            [str(HARNESS), "--fast", str(elf)],
+            [str(HARNESS), "--fast", *options, str(elf)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
