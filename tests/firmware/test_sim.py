@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import itertools
 import os
+import select
 import struct
 import subprocess
 import threading
+import time
 import tty
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,13 +62,15 @@ class Run:
     marker_expect: list[tuple[int, int]]  # (sample_index, edge)
 
 
-def run_waveform(rate_hz: int, mask: int, seconds: int, seed: int) -> Run:
-    channels = bin(mask).count("1")
+def run_waveform(rate_hz: int, mask: int, seconds: int, seed: int, oversampling: int = 1) -> Run:
+    inputs_used = [pin for pin in range(8) if mask >> pin & 1]
+    channels = len(inputs_used)
     rng = np.random.default_rng(seed)
     with Simulator() as sim:
         sim.advance(20 * MS)  # boot
         assert sim.command(_wire.SET_RATE, struct.pack("<I", rate_hz)) == 0
         assert sim.command(_wire.SET_CHANNELS, bytes([mask])) == 0
+        assert sim.command(_wire.SET_OVERSAMPLING, bytes([oversampling])) == 0
         sim.write_lines([f"{sim.now_ns} m 1\n"])  # a defined level before sampling starts
         assert sim.command(_wire.START) == 0
         t0, period = sim.clock()
@@ -83,7 +88,10 @@ def run_waveform(rate_hz: int, mask: int, seconds: int, seed: int) -> Run:
         toggle_set = set(toggles)
         for j in range(n):
             t = t0 + (first + j - 1) * period + period // 2
-            lines.append(f"{t} " + " ".join(map(str, mv[j])) + "\n")
+            inputs = [0] * (inputs_used[-1] + 1)  # the line sets A0.. positionally
+            for c, pin in enumerate(inputs_used):
+                inputs[pin] = int(mv[j, c])
+            lines.append(f"{t} " + " ".join(map(str, inputs)) + "\n")
             if j in toggle_set:
                 level ^= 1
                 lines.append(f"{t} m {level}\n")
@@ -187,6 +195,12 @@ def test_waveform_at_the_highest_rate_comes_back_exactly(built: None) -> None:
 
 
 @pytest.mark.slow
+def test_oversampled_reads_average_to_the_injected_value(built: None) -> None:
+    # 3 reads per value: the mean's division path (powers of two shift instead)
+    check_lossless(run_waveform(2000, 0x05, 2, seed=4, oversampling=3))
+
+
+@pytest.mark.slow
 def test_a_link_too_slow_for_the_rate_drops_whole_frames_and_counts_them(built: None) -> None:
     # 4 channels at 6400 Hz need about 54 kB/s; 500000 baud carries 50 kB/s (PROTOCOL.md 6).
     run = run_waveform(6400, 0x0F, 2, seed=3)
@@ -213,16 +227,25 @@ def test_real_time_mode_answers_and_samples_live_inputs(built: None) -> None:
         proc.stdin.write("now 2500 1250\n")
         proc.stdin.flush()
         reader = _wire.FrameReader()
-        with open(pts, "r+b", buffering=0) as port:
-            tty.setraw(port.fileno())
-            port.write(_wire.encode_frame(_wire.IDENTIFY, 0))
-            port.write(_wire.encode_frame(_wire.START, 1))
-            frames: list[_wire.Frame] = []
-            while sum(f.frame_type == _wire.SAMPLES for f in frames) < 5:
-                frames += reader.feed(port.read(4096))
-            port.write(_wire.encode_frame(_wire.STOP, 2))
-            while not any(f.frame_type == _wire.STATUS for f in frames):
-                frames += reader.feed(port.read(4096))
+        deadline = time.monotonic() + 60
+        frames: list[_wire.Frame] = []
+
+        def read_until(port: int, done: Callable[[], bool]) -> None:
+            while not done():
+                assert time.monotonic() < deadline, "the simulator stopped answering"
+                if select.select([port], [], [], 0.5)[0]:
+                    frames.extend(reader.feed(os.read(port, 4096)))
+
+        port = os.open(pts, os.O_RDWR | os.O_NOCTTY)
+        try:
+            tty.setraw(port)
+            os.write(port, _wire.encode_frame(_wire.IDENTIFY, 0))
+            os.write(port, _wire.encode_frame(_wire.START, 1))
+            read_until(port, lambda: sum(f.frame_type == _wire.SAMPLES for f in frames) >= 5)
+            os.write(port, _wire.encode_frame(_wire.STOP, 2))
+            read_until(port, lambda: any(f.frame_type == _wire.STATUS for f in frames))
+        finally:
+            os.close(port)
         info = next(f for f in frames if f.frame_type == _wire.INFO)
         assert _wire.info_version(info) == (1, (FIRMWARE / "VERSION").read_text().strip())
         values = np.concatenate([_wire.samples(f)[1] for f in frames if f.frame_type == 2])
