@@ -31,6 +31,7 @@ from controller.meter.power_model import PI_3B, PowerModel
 from controller.meter.protocol import McuId
 from controller.meter.sensor import Acs712
 from controller.meter.session import DEFAULT_BAUD, MeterSession
+from controller.meter.simulate import SimulatedMeter, SimulateOptions
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
 
 DEFAULT_CALIBRATION = Path("meter-calibration.json")
@@ -74,6 +75,17 @@ def register(subparsers: Any) -> None:
         "--tick-s", type=float, default=0.01, help="CPU measuring period (default 0.01)"
     )
     virtual.set_defaults(handler=_virtual)
+
+    simulate = actions.add_parser(
+        "simulate",
+        help="the real firmware in simavr (firmware/sim), its ADC fed by the same power model",
+    )
+    _model_options(simulate)
+    simulate.add_argument("--truth", type=Path, help="write the modelled power (CSV) here")
+    simulate.add_argument(
+        "--tick-s", type=float, default=0.01, help="input and pacing period (default 0.01)"
+    )
+    simulate.set_defaults(handler=_simulate)
 
 
 def _port_options(parser: argparse.ArgumentParser) -> None:
@@ -235,6 +247,32 @@ def _virtual(args: argparse.Namespace) -> int:
     except ControllerError as exc:
         return _fail(exc)
     _serve(meter.request_stop, args.duration)  # before the port is out: a client may stop us
+    print(meter.port, flush=True)
+    try:
+        meter.run()
+    except ControllerError as exc:
+        return _fail(exc)
+    finally:
+        meter.close()
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    try:
+        options = SimulateOptions(
+            watch=tuple(WatchSpec.parse(spec) for spec in args.watch),
+            truth_path=args.truth,
+            marker_fifo=args.marker_fifo,
+            model=_model(args),
+            sensor=Acs712(args.variant, args.supply_v, zero_offset_mv=args.zero_offset_mv),
+            no_load=args.no_load,
+            tick_s=args.tick_s,
+            seed=args.seed,
+        )
+        meter = SimulatedMeter(options)
+    except ControllerError as exc:
+        return _fail(exc)
+    _serve(meter.request_stop, args.duration)
     print(meter.port, flush=True)
     try:
         meter.run()

@@ -140,6 +140,8 @@ class MarkerFifo:
 
     def edges(self) -> list[int]:
         """Levels (1 rising, 0 falling) of the complete lines readable now."""
+        if self.fd < 0:
+            return []
         try:
             data = os.read(self.fd, 4096)
         except BlockingIOError:

@@ -1,0 +1,259 @@
+"""Firmware in the loop: the real meter firmware in simavr (firmware/sim/h2iot_sim), its ADC
+inputs fed from the same node power model as the virtual meter.
+
+The harness runs in lockstep (`--fast`): simulated time advances only as far as the times we
+write to its stdin. Every `tick_s` this driver measures the nodes' CPU use, then writes one input
+line per sample the firmware will take up to the current wall-clock time (with fresh sensor
+noise each), then moves the simulator's horizon to that time. So simulated time follows wall
+time, each sample reads the power of the moment it was taken, and the controller reads the
+harness's pty exactly like a board's. The harness reports its sample clock (`clock T0 PERIOD`)
+on stdout once sampling runs; until then inputs change once per tick.
+
+simavr converts millivolts with 1023 / 5000 where the ATmega's datasheet says 1024 / ref; inputs
+are scaled by 1024 / 1023 so the simulated ADC reads what a real one would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from controller.errors import MeterError
+from controller.firmware.build import FIRMWARE_DIR
+from controller.meter.node_power import MarkerFifo, NodePower, TruthWriter, WatchSpec
+from controller.meter.power_model import PI_3B, PowerModel
+from controller.meter.sensor import Acs712
+
+HARNESS = Path("build-sim") / "h2iot_sim"
+ELF = Path("build-mega2560") / "h2iot_meter.elf"
+_SIMAVR_SCALE = 1024 / 1023
+_BOOT_NS = 20_000_000  # the firmware has configured its pins by then
+_BOOT_WALL_S = 0.05  # wall time for the simulator to get there (it runs 3-12x real time)
+_NS = 1_000_000_000
+_HISTORY_TICKS = 500  # per-tick inputs kept for the samples taken before the clock report
+
+
+@dataclass(frozen=True)
+class SimulateOptions:
+    watch: tuple[WatchSpec, ...] = ()
+    truth_path: Path | None = None
+    marker_fifo: Path | None = None
+    model: PowerModel = PI_3B
+    sensor: Acs712 = field(default_factory=Acs712)
+    no_load: bool = False
+    tick_s: float = 0.01
+    rescan_s: float = 0.25
+    seed: int | None = None
+    firmware_dir: Path = FIRMWARE_DIR
+
+
+@dataclass
+class _Clock:
+    t0_ns: int
+    period_ns: int
+    next_index: int = 0  # the first sample whose input is not written yet
+
+
+def build_harness(firmware_dir: Path) -> tuple[Path, Path]:
+    """`make sim` (incremental): the harness and the Mega 2560 firmware ELF."""
+    try:
+        result = subprocess.run(
+            ["make", "-s", "-C", str(firmware_dir), "sim"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise MeterError(f"building the simulator in {firmware_dir} failed: {exc}") from None
+    if result.returncode != 0:
+        lines = (result.stderr or result.stdout).strip().splitlines() or ["no output"]
+        raise MeterError(f"building the simulator in {firmware_dir} failed: {lines[-1]}")
+    return firmware_dir / HARNESS, firmware_dir / ELF
+
+
+class SimulatedMeter:
+    """Starts the harness; `port` is its UART0 pty. `run()` feeds it until `request_stop()`."""
+
+    def __init__(self, options: SimulateOptions) -> None:
+        self.options = options
+        harness, elf = build_harness(options.firmware_dir)
+        self._power = NodePower(
+            options.watch,
+            options.model,
+            time.monotonic(),
+            no_load=options.no_load,
+            rescan_s=options.rescan_s,
+        )
+        self._inputs = tuple(range(max(2, len(options.watch))))
+        self._rng = np.random.default_rng(options.seed)
+        self._truth = TruthWriter(options.truth_path)
+        self._marker = MarkerFifo(options.marker_fifo)
+        self._events: queue.Queue[tuple[str, int, int]] = queue.Queue()
+        self._stderr: list[str] = []
+        self._stop = threading.Event()
+        self._proc = subprocess.Popen(
+            [str(harness), "--fast", str(elf)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        self._launch_ns = time.monotonic_ns()
+        assert self._proc.stdout is not None and self._proc.stderr is not None
+        self.port = self._proc.stdout.readline().strip()
+        if not self.port.startswith("/dev/"):
+            self.close()
+            raise MeterError(f"simulator {harness}: no pty ({self._stderr_tail()})")
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._clock: _Clock | None = None
+        self._history: list[tuple[int, np.ndarray]] = []  # per-tick inputs before the clock
+        # The node's GPIO idles low (the pin's pull-up would read high): drive it low once the
+        # firmware has configured the pin, before any host can send START, so the node's
+        # first "1" is a rising edge and no edge of ours lands in a run.
+        self._horizon_ns = _BOOT_NS + _BOOT_NS // 10
+        self._write([f"{_BOOT_NS} m 0\n", f"{self._horizon_ns}\n"])
+        time.sleep(_BOOT_WALL_S)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        tick_ns = int(self.options.tick_s * _NS)
+        next_tick = time.monotonic_ns()
+        while not self._stop.is_set():
+            if self._proc.poll() is not None:
+                raise MeterError(f"simulator exited with {self._proc.returncode}: "
+                                 f"{self._stderr_tail()}")  # fmt: skip
+            self._tick()
+            next_tick += tick_ns
+            pause = next_tick - time.monotonic_ns()
+            if pause > 0:
+                self._stop.wait(pause / _NS)
+            else:
+                next_tick = time.monotonic_ns()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._proc.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                assert self._proc.stdin is not None
+                self._proc.stdin.write("q\n")
+                self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._marker.close()
+        self._truth.close()
+
+    # --- one tick ---------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        mono_ns = time.monotonic_ns()
+        self._power.refresh(mono_ns / _NS)
+        now_ns = mono_ns - self._launch_ns  # the simulator's time
+        power = self._power.power_mw(self._inputs)
+        self._clock_events()
+        lines: list[str] = []
+        start = self._horizon_ns
+        lines += [f"{start} m {edge}\n" for edge in self._marker.edges()]
+        if self._clock is None:
+            self._history.append((start, power))
+            del self._history[:-_HISTORY_TICKS]
+            lines.append(f"{start} {self._millivolts(power[np.newaxis, :])[0]}\n")
+        else:
+            lines += self._sample_lines(self._clock, now_ns, power)
+        self._horizon_ns = max(now_ns, self._horizon_ns)
+        lines.append(f"{self._horizon_ns}\n")
+        self._write(lines)
+        self._truth.flush()
+
+    def _write(self, lines: list[str]) -> None:
+        try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.writelines(lines)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            raise MeterError(
+                f"simulator stopped reading its input: {self._stderr_tail()}"
+            ) from None
+
+    def _sample_lines(self, clock: _Clock, now_ns: int, power: np.ndarray) -> list[str]:
+        """One line per sample due by now_ns, applied at that sample's timer tick."""
+        end = (now_ns - clock.t0_ns) // clock.period_ns + 1
+        first = clock.next_index
+        if end <= first:
+            return []
+        clock.next_index = end
+        self._truth.segment(first, end, self._inputs, power)
+        ticks = clock.t0_ns + np.arange(first, end) * clock.period_ns
+        times = np.maximum(ticks - clock.period_ns // 2, self._horizon_ns)
+        values = self._millivolts(np.broadcast_to(power, (end - first, len(power))))
+        return [f"{t} {v}\n" for t, v in zip(times.tolist(), values, strict=True)]
+
+    def _millivolts(self, power: np.ndarray) -> list[str]:
+        """Input lines' values: the sensor's output with fresh noise, in whole millivolts."""
+        sensor = self.options.sensor
+        mv = sensor.output_mv(power) + self._rng.normal(0.0, sensor.noise_sigma_mv, power.shape)
+        whole = np.clip(np.rint(mv * _SIMAVR_SCALE), 0, 5000).astype(np.int64)
+        return [" ".join(map(str, row)) for row in whole.tolist()]
+
+    def _clock_events(self) -> None:
+        """Take in the harness's clock reports (a START began or ended sampling)."""
+        while True:
+            try:
+                kind, a, b = self._events.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "clock":
+                self._begin_run(a, b)
+            elif self._clock is not None:
+                self._clock = None
+                self._history = [(self._horizon_ns, self._power.power_mw(self._inputs))]
+
+    def _begin_run(self, t0_ns: int, period_ns: int) -> None:
+        """Samples taken before the clock was known read the per-tick inputs: record them."""
+        self._truth.new_start()
+        clock = _Clock(t0_ns, period_ns)
+        done = max(0, (self._horizon_ns - t0_ns) // period_ns + 1)
+        ticks = t0_ns + np.arange(done) * period_ns
+        starts = np.array([t for t, _ in self._history] or [0])
+        which = np.clip(np.searchsorted(starts, ticks, side="right") - 1, 0, None)
+        for k in np.unique(which):
+            taken = np.flatnonzero(which == k)
+            power = self._history[int(k)][1] if self._history else self._power.power_mw()
+            self._truth.segment(int(taken[0]), int(taken[-1]) + 1, self._inputs, power)
+        clock.next_index = int(done)
+        self._clock = clock
+        self._history = []
+
+    # --- harness output ---------------------------------------------------------------------
+
+    def _read_stdout(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            words = line.split()
+            if len(words) == 3 and words[0] == "clock":
+                self._events.put(("clock", int(words[1]), int(words[2])))
+            elif len(words) == 2 and words[0] == "clock-stop":
+                self._events.put(("stop", int(words[1]), 0))
+
+    def _read_stderr(self) -> None:
+        assert self._proc.stderr is not None
+        for line in self._proc.stderr:
+            self._stderr.append(line.rstrip())
+            del self._stderr[:-20]
+
+    def _stderr_tail(self) -> str:
+        return self._stderr[-1] if self._stderr else "no message"
