@@ -26,7 +26,8 @@
  * is the clock, which makes a test fully deterministic. End of input quits in --fast mode; in
  * real-time mode the simulation keeps running with the last inputs until SIGINT/SIGTERM or `q`.
  * The simulated core is held while more than half of the UART's 512-byte output buffer waits
- * for the pty reader, so a slow reader slows the simulation instead of losing bytes.
+ * for the pty reader, so a slow (or absent) reader slows the simulation instead of losing
+ * bytes; in real-time mode the time held is then missing from simulated time.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -492,7 +493,10 @@ int main(int argc, char **argv)
         }
         avr_cycle_count_t limit = fast ? input_horizon : ns_to_cycles(wall_ns() - wall_start);
         if (pty_backlog() > PTY_HIGH_WATER) {
+            uint64_t held_from = wall_ns();
             usleep(200);
+            /* real time: the hold does not count, or the core would race to catch up after */
+            wall_start += wall_ns() - held_from;
             continue;
         }
         if (avr->cycle >= limit) {
