@@ -10,6 +10,7 @@ from controller.config.model import NodeConfig
 from controller.nodes.agent import agent_version, python_version
 from controller.nodes.connect import connect, node_label
 from controller.nodes.errors import NodeError
+from controller.nodes.node import Node
 from controller.nodes.platform import cpu_model
 from controller.nodes.records import ClockOffset
 from controller.nodes.ssh import NewHostKeyNotice
@@ -51,21 +52,30 @@ def check_node(
         )
     except NodeError as exc:
         return NodeFacts(label, False, None, None, None, None, (str(exc),))
-    problems: list[str] = []
-    python = node.path(config.python)
     try:
-        interpreter = _attempt(problems, lambda: python_version(node, python))
-        version = _attempt(problems, lambda: agent_version(node, [python, "-m", "agent.cli"]))
-        if version is not None and version != expected_version:
-            problems.append(
-                f"{label}: agent {version} differs from the controller's {expected_version}; "
-                "run `h2iot nodes deploy`"
-            )
-        cpu = _attempt(problems, lambda: cpu_model(node.read_file("/proc/cpuinfo")))
-        clock = _attempt(problems, lambda: node.clock_offset(python, samples=clock_samples))
+        return inspect_node(
+            node, config, expected_version=expected_version, clock_samples=clock_samples
+        )
     finally:
         node.close()
-    return NodeFacts(label, True, interpreter, version, cpu, clock, tuple(problems))
+
+
+def inspect_node(
+    node: Node, config: NodeConfig, *, expected_version: str, clock_samples: int = 200
+) -> NodeFacts:
+    """What `check_node` finds out, on a node that is already connected (left open)."""
+    problems: list[str] = []
+    python = node.path(config.python)
+    interpreter = _attempt(problems, lambda: python_version(node, python))
+    version = _attempt(problems, lambda: agent_version(node, [python, "-m", "agent.cli"]))
+    if version is not None and version != expected_version:
+        problems.append(
+            f"{node.label}: agent {version} differs from the controller's {expected_version}; "
+            "run `h2iot nodes deploy`"
+        )
+    cpu = _attempt(problems, lambda: cpu_model(node.read_file("/proc/cpuinfo")))
+    clock = _attempt(problems, lambda: node.clock_offset(python, samples=clock_samples))
+    return NodeFacts(node.label, True, interpreter, version, cpu, clock, tuple(problems))
 
 
 def _attempt(problems: list[str], step: Callable[[], T]) -> T | None:

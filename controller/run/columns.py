@@ -48,6 +48,7 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     Column("energy_above_idle_mj", "mJ", "energy_mj minus idle power x window duration"),
     Column("mean_power_mw", "mW", "energy_mj / window duration"),
     Column("window_s", "s", "duration of the energy window"),
+    Column("window_start_s", "s", "start of the window on the meter's timebase (index / rate)"),
     Column("window_source", "", "marker (edges in the sample stream) or clock (mapped times)"),
     Column("samples", "", "meter samples inside the window"),
     Column("samples_lost", "", "samples missing inside the window (gaps, device drops)"),

@@ -61,6 +61,13 @@ class RunRecorder:
         _write_atomically(run_dir / MANIFEST, json.dumps(document, indent=2, default=str) + "\n")
         return cls(run_dir, axes)
 
+    def write_manifest(self, manifest: Mapping[str, Any]) -> None:
+        """Complete the manifest once the nodes and meter are known (whole, through a rename)."""
+        document = {"format_version": FORMAT_VERSION, **manifest}
+        _write_atomically(
+            self.run_dir / MANIFEST, json.dumps(document, indent=2, default=str) + "\n"
+        )
+
     @classmethod
     def resume(cls, run_dir: Path) -> tuple[RunRecorder, dict[str, Any]]:
         manifest = read_manifest(run_dir)

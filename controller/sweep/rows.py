@@ -68,6 +68,7 @@ def trial_row(
     if power is not None:
         row.update(
             window_source=power.source,
+            window_start_s=power.start_s,
             samples_lost=power.samples_lost,
             meter_crc_errors=power.crc_errors,
             meter_frame_gaps=power.frame_gaps,

@@ -1,0 +1,214 @@
+"""`h2iot sweep CONFIG`: run a sweep (or resume one) and record it under data/runs/<run-id>/.
+
+Exit status: 0 every planned trial has a result; 1 some trials failed all their attempts;
+2 a config or usage mistake; 3 the sweep paused (a lost node or meter, or Ctrl-C): resume with
+`h2iot sweep CONFIG --resume RUN_DIR`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from agent import __version__
+from controller.config import DEFAULT_CONFIG_PATH, Config, load_config
+from controller.dashboard.live import LiveDashboard, MeterWatch, PlainLines, Sink
+from controller.dashboard.state import Notice, SweepStarted
+from controller.errors import ConfigError, ControllerError
+from controller.run.recorder import RunRecorder, read_manifest
+from controller.sweep.engine import SweepEngine, SweepOutcome
+from controller.sweep.interfaces import MeterLost, NodeLost
+from controller.sweep.plan import PlannedTrial, plan_trials
+from controller.sweep.setup import open_sweep
+
+EXIT_FAILED_TRIALS = 1
+EXIT_PAUSED = 3
+# What must match between a run's manifest and the config it is resumed with.
+_PLAN_KEYS = (("run", "seed"), ("run", "repetitions"), ("run", "order"), ("sweep",))
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    config: Config
+    plan: list[PlannedTrial]
+    axes: tuple[str, ...]
+    run_dir: Path
+    resumed: dict[str, Any] | None  # the manifest of the run being resumed
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "sweep", help="run a sweep of HTTP/2 settings", description=__doc__
+    )
+    parser.add_argument(
+        "config",
+        nargs="?",
+        type=Path,
+        default=DEFAULT_CONFIG_PATH,
+        help=f"TOML config (default {DEFAULT_CONFIG_PATH})",
+    )
+    parser.add_argument("--out", type=Path, default=Path("data/runs"), help="where runs go")
+    parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run")
+    parser.add_argument("--no-dashboard", action="store_true", help="plain lines, no live view")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key (repeatable), e.g. run.repetitions=3",
+    )
+    parser.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="record an SSH node's unknown host key (printing its fingerprint)",
+    )
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    # Plain lines are for logs: never wrapped at the terminal width.
+    console = Console(soft_wrap=True)
+    try:
+        sweep = _prepare(args)
+        sink: Sink = PlainLines(console) if args.no_dashboard else LiveDashboard(console)
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGINT, lambda *_: _interrupt(stop, sink))
+        try:
+            outcome = _measure(sweep, sink, stop, accept_new_host_key=args.accept_new_host_key)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            sink.close()
+    except ControllerError as exc:
+        print(f"h2iot: error: {exc}", file=sys.stderr)
+        return exc.exit_status
+    return _conclude(console, outcome, sweep.run_dir, args.config)
+
+
+def _prepare(args: argparse.Namespace) -> _Sweep:
+    config = load_config(args.config, args.set)
+    plan = plan_trials(
+        config.sweep.points(), config.run.repetitions, config.run.order, config.run.seed
+    )
+    axes = tuple(config.sweep.names)
+    if args.resume is None:
+        run_dir = args.out / f"{config.run.name}-{time.strftime('%Y%m%dT%H%M%S')}"
+        return _Sweep(config, plan, axes, run_dir, None)
+    manifest = read_manifest(args.resume)
+    _check_resumable(manifest, config, args.resume)
+    return _Sweep(config, plan, axes, args.resume, manifest)
+
+
+def _check_resumable(manifest: dict[str, Any], config: Config, run_dir: Path) -> None:
+    recorded = manifest.get("config", {})
+    current = config.to_dict()
+    for path in _PLAN_KEYS:
+        before: Any = recorded
+        now: Any = current
+        for key in path:
+            before = before.get(key) if isinstance(before, dict) else None
+            now = now.get(key) if isinstance(now, dict) else None
+        if before != now:
+            raise ConfigError(
+                f"{run_dir}: {'.'.join(path)} was {before!r} in this run, the config says "
+                f"{now!r}: a resumed run keeps its plan"
+            )
+
+
+def _interrupt(stop: threading.Event, sink: Sink) -> None:
+    if stop.is_set():
+        raise KeyboardInterrupt
+    stop.set()
+    sink.post(Notice("Ctrl-C: pausing after the current trial (again to abort it)"))
+
+
+def _software() -> dict[str, str]:
+    import h2  # noqa: PLC0415  (versions of what measured, for the manifest)
+    import numpy  # noqa: PLC0415
+
+    return {
+        "h2iot": __version__,
+        "python": platform.python_version(),
+        "h2": h2.__version__,
+        "numpy": numpy.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def _measure(
+    sweep: _Sweep, sink: Sink, stop: threading.Event, *, accept_new_host_key: bool
+) -> SweepOutcome:
+    config, plan = sweep.config, sweep.plan
+    if sweep.resumed is None:
+        recorder = RunRecorder.create(sweep.run_dir, sweep.axes, {"axes": list(sweep.axes)})
+    else:
+        recorder = RunRecorder(sweep.run_dir, sweep.axes)
+    done = sum(1 for row in recorder.rows() if row["status"] == "ok")
+    try:
+        with open_sweep(config, sweep.run_dir, accept_new_host_key=accept_new_host_key) as opened:
+            nodes, meter, facts = opened
+            if sweep.resumed is None:
+                sink.post(Notice(f"measuring idle power for {config.run.idle_baseline_s:g} s"))
+                idle_mw = meter.idle_baseline_mw(config.run.idle_baseline_s)
+                recorder.write_manifest({
+                    "run_id": sweep.run_dir.name,
+                    "created_wall_ns": time.time_ns(),
+                    "axes": list(sweep.axes),
+                    "config": config.to_dict(),
+                    "software": _software(),
+                    **facts,
+                    "idle_baseline_mw": idle_mw,
+                    "idle_baseline_s": config.run.idle_baseline_s,
+                    "planned_trials": len(plan),
+                })  # fmt: skip
+            else:
+                idle_mw = float(sweep.resumed["idle_baseline_mw"])
+                recorder.event("sweep_resumed", **facts)
+            sink.post(SweepStarted(str(sweep.run_dir), len(plan), done, sweep.axes,
+                                   config.run.confidence, time.monotonic()))  # fmt: skip
+            watch = MeterWatch(meter, sink)
+            try:
+                engine = SweepEngine(
+                    recorder=recorder,
+                    nodes=nodes,
+                    meter=meter,
+                    idle_mw=idle_mw,
+                    retries=config.run.retries,
+                    trial_timeout_s=config.run.trial_timeout_s,
+                    post=sink.post,
+                    stop=stop,
+                )
+                return engine.run(plan)
+            finally:
+                watch.close()
+    except (MeterLost, NodeLost) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        recorder.event("sweep_paused", reason=reason)
+        return SweepOutcome(done, (), len(plan) - done, reason)
+    finally:
+        recorder.close()
+
+
+def _conclude(console: Console, outcome: SweepOutcome, run_dir: Path, config: Path) -> int:
+    def say(text: str) -> None:
+        console.print(text, highlight=False)
+
+    say(f"run: {run_dir}")
+    say(f"{outcome.completed} trials with results, {outcome.remaining} to go")
+    if outcome.paused is not None:
+        say(f"paused: {outcome.paused}")
+        say(f"resume: h2iot sweep {config} --resume {run_dir}")
+        return EXIT_PAUSED
+    if outcome.failed_trials:
+        say(f"failed after every attempt: {', '.join(outcome.failed_trials)}")
+        return EXIT_FAILED_TRIALS
+    say(f"report: h2iot report {run_dir}")
+    return 0

@@ -1,0 +1,198 @@
+"""Open what a sweep runs on, from its config: the two agent nodes and the meter.
+
+Local nodes are anchored process trees (`controller.nodes.anchor`) with their state under the
+run directory; SSH nodes keep it under their deploy directory. The virtual and simulated meters
+watch the local nodes' anchors (client on its analog input, server on its own), and read the
+client's software marker line, so trial windows are cut by edges as with a wired board.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from agent import __version__
+from controller.config.model import Config, MeterConfig, NodeConfig
+from controller.errors import ConfigError, DeviceError
+from controller.meter.calibration import Calibration, nominal
+from controller.meter.node_power import WatchSpec
+from controller.meter.session import MeterSession
+from controller.meter.simulate import SimulatedMeter, SimulateOptions
+from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
+from controller.nodes.agent import AgentNode
+from controller.nodes.anchor import AnchoredLocalTransport
+from controller.nodes.connect import connect, node_label
+from controller.nodes.facts import inspect_node
+from controller.nodes.node import Node
+from controller.sweep.agent_pair import AgentPair
+from controller.sweep.meter_tap import MeterTap
+
+MARKER_FIFO = "marker.fifo"
+TRUTH = "meter-truth.csv"
+
+
+def open_node(config: NodeConfig, *, accept_new_host_key: bool) -> tuple[Node, int | None]:
+    """A connected node, and the pid of its anchor when it is local."""
+    if config.is_local:
+        transport = AnchoredLocalTransport(node_label(config))
+        return Node(transport), transport.pid
+    return connect(config, accept_new_host_key=accept_new_host_key), None
+
+
+def _state_dir(config: NodeConfig, run_dir: Path) -> str:
+    if config.is_local:
+        return str((run_dir / "nodes" / config.role).resolve())
+    return f"{config.deploy_dir}/state"
+
+
+def _calibration(meter: MeterConfig, inputs: tuple[int, ...]) -> Calibration:
+    if meter.calibration is not None:
+        return Calibration.load(meter.calibration)
+    return nominal(inputs, meter.sensor, meter.supply_v)
+
+
+@contextmanager
+def _device(
+    meter: MeterConfig, watch: tuple[WatchSpec, ...], run_dir: Path, marker: Path | None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The serial device to open: a board's port, or a modelled meter running meanwhile."""
+    if meter.source == "serial":
+        if meter.port is None:
+            raise ConfigError("meter.port: required for meter.source = serial")
+        yield meter.port, {}
+        return
+    truth = run_dir / TRUTH
+    if meter.source == "virtual":
+        virtual = VirtualMeter(
+            VirtualMeterOptions(watch=watch, truth_path=truth, marker_fifo=marker)
+        )
+        virtual.start()
+        try:
+            yield virtual.port, {"ground_truth": TRUTH}
+        finally:
+            virtual.stop()
+            virtual.close()
+        return
+    simulated = SimulatedMeter(SimulateOptions(watch=watch, truth_path=truth, marker_fifo=marker))
+    thread = threading.Thread(target=simulated.run, name="simavr-driver", daemon=True)
+    thread.start()
+    try:
+        yield simulated.port, {"ground_truth": TRUTH, "simulator": "simavr"}
+    finally:
+        simulated.request_stop()
+        thread.join(timeout=10)
+        simulated.close()
+
+
+@contextmanager
+def open_sweep(
+    config: Config, run_dir: Path, *, accept_new_host_key: bool = False
+) -> Iterator[tuple[AgentPair, MeterTap, dict[str, Any]]]:
+    """Nodes (with the site built on the server) and the meter, closed on exit; plus the facts
+    a run's manifest records about them."""
+    with ExitStack() as stack:
+        client_node, client_anchor = open_node(
+            config.client, accept_new_host_key=accept_new_host_key
+        )
+        stack.callback(client_node.close)
+        server_node, server_anchor = open_node(
+            config.server, accept_new_host_key=accept_new_host_key
+        )
+        stack.callback(server_node.close)
+        facts: dict[str, Any] = {}
+        for role, node, node_config in (
+            ("client", client_node, config.client),
+            ("server", server_node, config.server),
+        ):
+            found = inspect_node(node, node_config, expected_version=__version__, clock_samples=100)
+            if found.problems:
+                raise DeviceError(found.problems[0])
+            facts[role] = {**asdict(found), "cpu_pin": node_config.cpu}
+        trial_log = f"{_state_dir(config.server, run_dir)}/trials-{run_dir.name}.jsonl"
+        client = AgentNode(
+            client_node, config.client.python, _state_dir(config.client, run_dir), config.client.cpu
+        )
+        server = AgentNode(
+            server_node,
+            config.server.python,
+            _state_dir(config.server, run_dir),
+            config.server.cpu,
+            trial_log=trial_log,
+        )
+        site = server.build_site(
+            f"{_state_dir(config.server, run_dir)}/site",
+            seed=config.workload.site_seed,
+            total_bytes=config.workload.total_bytes,
+        )
+        modelled = config.meter.source != "serial"
+        marker_path = (
+            (run_dir / MARKER_FIFO).resolve() if modelled and config.client.is_local else None
+        )
+        watch = _watch(config, client_anchor, server_anchor) if modelled else ()
+        port, device_facts = stack.enter_context(_device(config.meter, watch, run_dir, marker_path))
+        tap = _open_tap(config.meter, port, device_facts)
+        stack.callback(tap.close)
+        offset = facts["client"]["clock"]["wall_offset_ns"] if facts["client"]["clock"] else 0
+        pair = AgentPair(
+            config,
+            client,
+            server,
+            site_dir=site,
+            manifest=f"{site}/manifest.json" if config.client.host == config.server.host else None,
+            marker=f"fifo:{marker_path}" if marker_path is not None else None,
+            client_offset_ns=int(offset),
+            facts=facts,
+        )
+        stack.callback(_stop_server, pair)
+        yield pair, tap, {"nodes": facts, "meter": tap.facts()}
+
+
+def _stop_server(pair: AgentPair) -> None:
+    with contextlib.suppress(DeviceError):
+        pair.server.stop_server()
+
+
+def _watch(config: Config, client_pid: int | None, server_pid: int | None) -> tuple[WatchSpec, ...]:
+    """One source per analog input, in input order, for the modelled meters."""
+    pids = {"client": client_pid, "server": server_pid}
+    by_input = dict((index, role) for role, index in config.meter.channels)
+    top = max(by_input, default=-1)
+    specs = []
+    for analog_input in range(top + 1):
+        role = by_input.get(analog_input)
+        pid = pids.get(role) if role is not None else None
+        if pid is None:
+            raise ConfigError(
+                f"meter.channels: analog input A{analog_input} has no local node to model "
+                "(a modelled meter follows local nodes only)"
+            )
+        specs.append(WatchSpec("pid", str(pid)))
+    return tuple(specs)
+
+
+def _open_tap(meter: MeterConfig, port: str, device_facts: dict[str, Any]) -> MeterTap:
+    inputs = tuple(sorted(index for _role, index in meter.channels))
+    client_input = meter.channel_of("client")
+    if client_input is None:
+        raise ConfigError("meter.channels: the client node must be metered (client = A0, ...)")
+    session = MeterSession.open(port, meter.baud)
+    try:
+        session.identify()
+        session.set_rate(meter.rate_hz)
+        session.set_channels(sum(1 << index for index in inputs))
+        session.start()
+        return MeterTap(
+            session,
+            _calibration(meter, inputs),
+            client_input,
+            meter.source,
+            device_facts,
+        )
+    except BaseException:
+        session.close()
+        raise
