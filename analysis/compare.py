@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,6 +206,7 @@ def write_comparison(
     if frames is not None:
         figures.append(("frames_per_byte", frames, "Frames per byte, both runs."))
     paths: list[Path] = []
+    shutil.rmtree(directory / FIGURES_DIR, ignore_errors=True)
     for stem, figure, _caption in figures:
         paths.extend(save(figure, directory / FIGURES_DIR, stem))
 

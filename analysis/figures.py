@@ -9,6 +9,7 @@ writes it as PNG and SVG.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,9 @@ from analysis.columns import METRIC_BY_NAME, WINDOW_AXIS
 from analysis.points import metric_rows
 
 PNG_DPI = 110
-_LOG_RANGE = 30.0  # a y range wider than this factor is drawn on a log axis
+_LOG_RANGE = 30.0
+_NOTE_CHARS_PER_INCH = 21  # 6.5 pt text
+_NOTE_LINE_INCH = 0.13  # a y range wider than this factor is drawn on a log axis
 _MAX_TRACE_POINTS = 300  # blocks beyond this: a min..max band and the block mean
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _LINESTYLES = ("-", "--", "-.", ":")
@@ -59,14 +62,22 @@ class Source:
         return lines
 
 
-def _new_figure(width: float, height: float, note_lines: int = 0) -> Figure:
-    """A figure on the Agg canvas; `note_lines` reserves room for a footnote under the axes."""
-    bottom = note_lines * 0.16 / height
+def _new_figure(width: float, height: float, note: str = "") -> Figure:
+    """A figure on the Agg canvas, with `note` wrapped as a footnote under the axes."""
+    lines = [
+        wrapped
+        for paragraph in note.splitlines()
+        for wrapped in textwrap.wrap(paragraph, int(width * _NOTE_CHARS_PER_INCH))
+    ]
+    extra = len(lines) * _NOTE_LINE_INCH
+    bottom = (extra + 0.05) / (height + extra) if lines else 0.0
     figure = Figure(
-        figsize=(width, height + note_lines * 0.16),
+        figsize=(width, height + extra),
         layout=ConstrainedLayoutEngine(rect=(0.0, bottom, 1.0, 1.0 - bottom)),
     )
     FigureCanvasAgg(figure)
+    if lines:
+        figure.text(0.01, 0.01, "\n".join(lines), fontsize=6.5, color="0.3", va="bottom")
     return figure
 
 
@@ -191,11 +202,15 @@ def _panel(
             ax.set_ylim(bottom=max(min(drawn + measured) * 0.8, min(measured) / 50))
         ys = ys + drawn
     info = METRIC_BY_NAME[metrics[0]]
-    _y_scale(ax, ys)
     ax.set_ylabel(info.display_unit)
     ax.set_title(title, fontsize=10)
-    if sources:
-        _x_axis(ax, sources[0].x_axis, xs)
+    if not xs:
+        ax.text(0.5, 0.5, "no values in this run", ha="center", transform=ax.transAxes)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return
+    _y_scale(ax, ys)
+    _x_axis(ax, sources[0].x_axis, xs)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7)
 
@@ -205,10 +220,8 @@ def _confidence(sources: Sequence[Source]) -> str:
     return "/".join(f"{c:.0%}" for c in sorted(values)).replace("%", " %")
 
 
-def _suptitle(figure: Figure, title: str, sources: Sequence[Source], note: str = "") -> None:
+def _suptitle(figure: Figure, title: str, sources: Sequence[Source]) -> None:
     figure.suptitle(f"{title} (mean, {_confidence(sources)} t-CI)", fontsize=11)
-    if note:
-        figure.text(0.01, 0.005, note, fontsize=6.5, color="0.3", ha="left", va="bottom")
 
 
 def _bounds_note(sources: Sequence[Source], bounds: Sequence[Bounds]) -> str:
@@ -220,12 +233,12 @@ def _bounds_note(sources: Sequence[Source], bounds: Sequence[Bounds]) -> str:
 
 def figure_client(sources: Sequence[Source], bounds: Sequence[Bounds] = ()) -> Figure:
     """Study Figure 1; `bounds` pairs with `sources` (one per run) or is empty."""
-    figure = _new_figure(13.5, 4.6, note_lines=len(bounds))
+    figure = _new_figure(13.5, 4.6, _bounds_note(sources, bounds))
     axes = figure.subplots(1, 3)
     _panel(axes[0], sources, ["client_response_s"], "response time", bounds)
     _panel(axes[1], sources, ["client_cpu_s"], "CPU time")
     _panel(axes[2], sources, ["energy_mj", "energy_above_idle_mj"], "energy")
-    _suptitle(figure, "Figure 1: client", sources, _bounds_note(sources, bounds))
+    _suptitle(figure, "Figure 1: client", sources)
     return figure
 
 

@@ -8,6 +8,7 @@ link bounds, power traces, frames per byte, memory), the sample size, then one t
 from __future__ import annotations
 
 import math
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,7 +228,9 @@ def _figures(
                 "whose energy is nearest its point's median); dashed: idle baseline.",
             )
         )
-    if missing:
+    if missing and not traces:
+        notes.append("No power traces saved for the representative trials: figure omitted.")
+    elif missing:
         notes.append(f"No power trace saved for {', '.join(missing)}.")
     frames = figure_frames([source])
     if frames is not None:
@@ -331,6 +334,8 @@ def write_report(
     summary_csv = directory / "summary.csv"
     write_summary_csv(summary, summary_csv)
     figures, notes = _figures(run, summary, bounds)
+    # Figures of an earlier report of this run (say, a power figure it no longer has) must go.
+    shutil.rmtree(figures_dir, ignore_errors=True)
     paths: list[Path] = []
     for stem, figure, _caption in figures:
         paths.extend(save(figure, figures_dir, stem))

@@ -179,6 +179,8 @@ def _server_check(rows: pd.DataFrame, label: str, study_s: float, series: str) -
 def _energy_check(rows: pd.DataFrame, label: str, series: str) -> Check:
     finding = f"{label} settles from {LOW_WINDOW} up"
     study = f"near {STUDY_CLIENT_ENERGY_MJ:.0f} mJ from {LOW_WINDOW}"
+    if rows.empty:
+        return Check(finding, study, "no energy values in this run", "n/a", series)
     if len(rows) < 2 or _near(rows, HIGH_WINDOW) is None:
         return Check(finding, study, f"needs window {HIGH_WINDOW} and another", "n/a", series)
     point = knee(rows[WINDOW_AXIS].tolist(), rows["mean"].tolist(), SETTLE_TOLERANCE)

@@ -59,3 +59,38 @@ def test_no_rtt_no_flow_bound_and_unshaped_link(run_copy: Path) -> None:
     assert bounds.rtt is None and bounds.link_s is None
     assert "flow-control bound not drawn" in bounds.caption()
     assert "link unshaped" in bounds.caption()
+
+
+def _set_column(run: Path, column: str, value: str) -> None:
+    lines = (run / "trials.csv").read_text().splitlines()
+    index = lines[0].split(",").index(column)
+    out = [lines[0]]
+    for line in lines[1:]:
+        cells = line.split(",")
+        cells[index] = value
+        out.append(",".join(cells))
+    (run / "trials.csv").write_text("\n".join(out) + "\n")
+
+
+def test_an_upper_bound_rtt_is_tightened_by_the_measured_points(run_copy: Path) -> None:
+    _set_column(run_copy, "client_ttfb_s", "1.0")  # a slow first byte: RTT <= 0.5 s says little
+    run = load_run(run_copy)
+    bounds = bounds_of(run)
+    assert bounds.rtt is not None and bounds.consistent_rtt_s is not None
+    assert bounds.rtt.rtt_s == bounds.consistent_rtt_s < 0.5
+    assert "the largest RTT every measured point allows" in bounds.caption()
+    # Then no point lies below the line, and one touches it.
+    ok = run.ok
+    line = bounds.flow_control_s(ok["initial_window_size"].to_numpy())
+    gap = ok["client_response_s"].to_numpy() - line
+    assert gap.min() == pytest.approx(0.0, abs=1e-12) and (gap >= -1e-12).all()
+    assert not bounds.overshoots
+
+
+def test_a_measured_rtt_that_overshoots_is_flagged(run_copy: Path) -> None:
+    manifest = json.loads((run_copy / "manifest.json").read_text())
+    manifest["rtt_s"] = 0.5
+    (run_copy / "manifest.json").write_text(json.dumps(manifest))
+    bounds = bounds_of(load_run(run_copy))
+    assert bounds.rtt is not None and bounds.rtt.rtt_s == 0.5
+    assert bounds.overshoots and "CAUTION" in bounds.caption()

@@ -137,7 +137,7 @@ def test_a_grid_run_without_power_traces_still_reports(tmp_path: Path) -> None:
     )
     files = write_report(load_run(run_dir))
     markdown = files.markdown.read_text()
-    assert "No power trace saved for" in markdown
+    assert "No power traces saved for the representative trials" in markdown
     assert not (files.directory / "figures" / "power_traces.png").exists()
     assert "| finding | series | study | this run | verdict |" in markdown
     assert "max_concurrent_streams = 100" in markdown
