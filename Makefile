@@ -30,7 +30,7 @@ system-packages:
 	fi
 
 demo: setup
-	$(BIN)/h2iot local-fetch
+	$(BIN)/h2iot sweep configs/local.toml
 
 test: setup system-packages
 	$(BIN)/python -m pytest; rc=$$?; \

@@ -117,6 +117,7 @@ def apply(state: SweepState, event: DashboardEvent) -> None:
         state.axes = event.axes
         state.confidence = event.confidence
         state.started_mono_s = state.last_finished_mono_s = event.t_mono_s
+        state.notice = ""
     elif isinstance(event, TrialStarted):
         state.current = event
     elif isinstance(event, TrialFinished):

@@ -69,6 +69,10 @@ def _status(state: SweepState) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
+    grid.add_row(
+        "progress",
+        ProgressBar(total=max(state.total_trials, 1), completed=state.done_trials, width=60),
+    )
     current = state.current
     if current is not None:
         settings = ", ".join(f"{name}={value}" for name, value in current.settings)
@@ -95,12 +99,10 @@ def _status(state: SweepState) -> Table:
 
 
 def render(state: SweepState) -> RenderableType:
-    total = max(state.total_trials, 1)
     header = Text.assemble(
         ("h2iot sweep ", "bold"),
         f"{state.done_trials}/{state.total_trials} trials, "
         f"{state.failed_attempts} failed attempts, ETA {_duration(state.eta_s)}  ",
         (state.run_dir, "dim"),
     )
-    progress = ProgressBar(total=total, completed=state.done_trials, width=60)
-    return Panel(Group(header, progress, _status(state), _results_table(state)), title="h2iot")
+    return Panel(Group(header, _status(state), _results_table(state)), title="h2iot")
