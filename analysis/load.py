@@ -59,13 +59,6 @@ class Run:
     def confidence(self) -> float:
         return confidence_of(self.manifest, self.path / MANIFEST)
 
-    def points(self) -> list[tuple[int, ...]]:
-        """The swept points present in the ok rows, sorted."""
-        if self.ok.empty:
-            return []
-        unique = self.ok[list(self.axes)].drop_duplicates()
-        return sorted(tuple(int(v) for v in row) for row in unique.itertuples(index=False))
-
 
 def config_value(manifest: Mapping[str, Any], dotted: str) -> Any:
     """The manifest's `config.<dotted>` value, or None when any part is absent."""

@@ -72,9 +72,8 @@ class ReportFiles:
 
 
 def number(value: float, scale: float = 1.0) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or pd.isna(value):
-        return "-"
-    return f"{value * scale:.4g}"
+    """Four significant digits in the display unit; "-" where there is no value."""
+    return "-" if pd.isna(value) else f"{value * scale:.4g}"
 
 
 def percent_text(fraction: float) -> str:
