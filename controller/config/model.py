@@ -82,6 +82,8 @@ class NodeConfig:
     deploy_dir: str = ""
     cpu: int | None = None
     address: str = "127.0.0.1"
+    # The interface of the node's end of the client<->server data link, shaped by [link].
+    data_interface: str | None = None
     http_port: int = 8443
 
     @property

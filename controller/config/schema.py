@@ -225,6 +225,7 @@ def channels(value: Any) -> dict[str, int | None]:
 
 
 _HOST_READER = text(_HOST, "a host name or address")
+_IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 
 _NODE: dict[str, Reader] = {
     "host": _HOST_READER,
@@ -236,6 +237,7 @@ _NODE: dict[str, Reader] = {
     "deploy_dir": _printable,
     "cpu": optional(integer(0, 4095)),
     "address": _HOST_READER,
+    "data_interface": optional(text(_IFNAME, "a network interface name (at most 15 characters)")),
 }
 
 SCHEMA: Schema = {

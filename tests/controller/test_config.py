@@ -292,7 +292,7 @@ KEY_ERRORS = [
     (
         "[nodes.client]\nhttp_port = 1",
         "nodes.client.http_port: unknown key (known: host, user, "
-        "port, key, known_hosts, python, deploy_dir, cpu, address; the client connects to "
+        "port, key, known_hosts, python, deploy_dir, cpu, address, data_interface; the client connects to "
         "nodes.server.http_port)",
     ),
     ('[run]\nrepetitions = "68"', 'run.repetitions: expected an integer, got a string ("68")'),
