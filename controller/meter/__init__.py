@@ -1,8 +1,13 @@
-"""The current meter: wire protocol, sans-IO decoder, serial reader and session, calibration,
-the virtual meter and the simavr front end. Public names are re-exported here."""
+"""The current meter: wire protocol, sans-IO decoder, serial reader and session, calibration.
+
+The modelled meters live in their own modules (not imported here: they pull in psutil and the
+firmware build): `controller.meter.virtual` (VirtualMeter), `controller.meter.simulate`
+(SimulatedMeter, simavr), `controller.meter.truth` (their ground truth).
+"""
 
 from __future__ import annotations
 
+from controller.meter.calibration import Calibration, ChannelCalibration, nominal
 from controller.meter.commands import (
     Command,
     CommandEncoder,
@@ -24,11 +29,16 @@ from controller.meter.protocol import (
     Marker,
     Samples,
     Status,
+    channels_of_mask,
 )
+from controller.meter.samples import SampleStore, SampleWindow
+from controller.meter.session import MarkerEvent, MeterCommandRefused, MeterSession, RunHealth
 
 __all__ = [
     "Ack",
     "AckResult",
+    "Calibration",
+    "ChannelCalibration",
     "Command",
     "CommandEncoder",
     "DecoderStats",
@@ -39,6 +49,12 @@ __all__ = [
     "Identify",
     "Info",
     "Marker",
+    "MarkerEvent",
+    "MeterCommandRefused",
+    "MeterSession",
+    "RunHealth",
+    "SampleStore",
+    "SampleWindow",
     "Samples",
     "SetChannels",
     "SetOversampling",
@@ -46,4 +62,6 @@ __all__ = [
     "Start",
     "Status",
     "Stop",
+    "channels_of_mask",
+    "nominal",
 ]

@@ -197,10 +197,7 @@ def parse_samples(seq: int, buf: bytes, offset: int, length: int) -> Samples:
         raise PayloadError(f"SAMPLES payload: {value_bytes} value bytes for {channels} channels")
     values = np.frombuffer(
         buf, dtype="<u2", count=value_bytes // 2, offset=offset + _SAMPLES_HEAD.size
-    ).reshape(-1, channels)
-    if values.flags.writeable:  # a view of a mutable buffer: keep the record immutable
-        values = values.copy()
-        values.flags.writeable = False
+    ).reshape(-1, channels)  # a view of immutable bytes: read-only, no copy
     return Samples(seq, first, values)
 
 

@@ -2,9 +2,11 @@
 
 Like pyserial's `serial.threaded.ReaderThread` it only moves bytes: everything it decodes goes
 to one callback, `on_frames(frames, t_mono_ns)`, on this thread. To stay cheap at the highest
-sample rates it waits for one byte, then lets `batch_s` worth of bytes accumulate before it
-reads them all: a few hundred wake-ups per second at most. `t_mono_ns` (`time.monotonic_ns`)
-is taken right after the read, so it bounds from above when the frames' last bytes arrived.
+sample rates it waits for one byte, then lets `batch_s` (10 ms: about one frame of the
+firmware's) worth of bytes accumulate before it reads them all: at most about 100 wake-ups
+per second, under 2 % of a core at a full 500000-baud link (benchmarks/meter_decode.py).
+`t_mono_ns` (`time.monotonic_ns`) is taken right after the read, so it bounds from above when
+the frames' last bytes arrived; the earliest such bounds map sample indices to the clock.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class SerialReader(threading.Thread):
         decoder: FrameDecoder,
         on_frames: OnFrames,
         *,
-        batch_s: float = 0.005,
+        batch_s: float = 0.01,
     ) -> None:
         super().__init__(name=f"meter-reader {port.port}", daemon=True)
         self.port = port

@@ -91,7 +91,7 @@ class RunHealth:
 
 class MeterSession:
     def __init__(
-        self, port: serial.Serial, *, ack_timeout_s: float = 1.0, batch_s: float = 0.005
+        self, port: serial.Serial, *, ack_timeout_s: float = 1.0, batch_s: float = 0.01
     ) -> None:
         self.port = port
         self.name = str(port.port)
