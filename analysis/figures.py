@@ -331,7 +331,7 @@ def figure_power(traces: Sequence[Trace], idle_mw: float | None) -> Figure | Non
         ax.set_xlabel("time since window start (s)")
         ax.set_ylabel("client power (mW)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="best", framealpha=0.85)
     figure.suptitle(
         "Client power during representative trials (each: the trial nearest its point's "
         "median energy)",
