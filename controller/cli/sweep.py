@@ -156,6 +156,8 @@ def _measure(
         with open_sweep(config, sweep.run_dir, accept_new_host_key=accept_new_host_key) as opened:
             nodes, meter, facts = opened
             if sweep.resumed is None:
+                nodes.ensure_server(plan[0].settings)
+                rtt_s = nodes.measure_rtt_s()
                 sink.post(Notice(f"measuring idle power for {config.run.idle_baseline_s:g} s"))
                 idle_mw = meter.idle_baseline_mw(config.run.idle_baseline_s)
                 recorder.write_manifest({
@@ -167,6 +169,7 @@ def _measure(
                     **facts,
                     "idle_baseline_mw": idle_mw,
                     "idle_baseline_s": config.run.idle_baseline_s,
+                    "rtt_s": rtt_s,
                     "planned_trials": len(plan),
                 })  # fmt: skip
             else:

@@ -100,6 +100,26 @@ class AgentPair:
         except NodeError:
             return None
 
+    def measure_rtt_s(self, samples: int = 20) -> float:
+        """Round-trip time between the client and the running server: the best of `samples`
+        TCP handshakes from the client node (the report draws window / RTT with it)."""
+        assert self._running is not None, "ensure_server first"
+        probe = (
+            "import socket,sys,time\n"
+            "best=1e9\n"
+            f"for _ in range({samples}):\n"
+            " t=time.perf_counter()\n"
+            f" s=socket.create_connection(({self.config.client.address!r},{self._running.port}))\n"
+            " best=min(best,time.perf_counter()-t)\n"
+            " s.close()\n"
+            "print(best)\n"
+        )
+        try:
+            result = self.client.node.run([self.client.node.path(self.client.python), "-c", probe])
+        except NodeError as exc:
+            raise NodeLost(f"measuring the RTT: {exc}") from None
+        return float(result.stdout.strip())
+
     def client_clock_offset_ns(self) -> int:
         return self._client_offset_ns
 
