@@ -36,7 +36,9 @@ class ProcessTreeCpu:
         self.pid = pid
         self._rescan_s = rescan_s
         self._clock = clock
-        self._members: dict[int, psutil.Process] = {pid: self._root}
+        self._members: dict[int, tuple[psutil.Process, int]] = {pid: (self._root, -1)}
+        self._seen: dict[int, float] = {}
+        self._orphaned = 0.0  # time of members that died outside the tree (reaped by init)
         self._next_scan = 0.0
         self._last_total = 0.0
 
@@ -45,15 +47,21 @@ class ProcessTreeCpu:
         if now >= self._next_scan:
             self._next_scan = now + self._rescan_s
             self._rescan()
-        total = 0.0
-        for pid, process in list(self._members.items()):
+        total = self._orphaned
+        for pid, (process, parent) in list(self._members.items()):
             try:
                 times = process.cpu_times()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 del self._members[pid]
+                last = self._seen.pop(pid, 0.0)
+                if parent not in self._members:  # no parent of ours will reap it
+                    self._orphaned += last
+                    total += last
                 continue
-            total += times.user + times.system + times.children_user + times.children_system
-        # A member that vanished before its parent reaped it dips the sum for a moment.
+            own = times.user + times.system + times.children_user + times.children_system
+            self._seen[pid] = own
+            total += own
+        # Between a child's exit and our next reading of its parent the sum dips for a moment.
         self._last_total = max(total, self._last_total)
         return self._last_total
 
@@ -63,7 +71,11 @@ class ProcessTreeCpu:
         except psutil.NoSuchProcess:
             return
         for child in children:
-            self._members.setdefault(child.pid, child)
+            if child.pid not in self._members:
+                try:
+                    self._members[child.pid] = (child, child.ppid())
+                except psutil.NoSuchProcess:
+                    continue
 
 
 class CgroupCpu:

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from controller.errors import ConfigError
-from controller.meter.cpu_load import ProcessTreeCpu, Utilisation
+from controller.meter.cpu_load import CgroupCpu, ProcessTreeCpu, Utilisation
 from controller.meter.power_model import PI_3B
 
 # A parent that runs two short-lived busy children one after the other, then idles.
@@ -63,3 +63,39 @@ def test_pi_3b_model_ends():
     assert PI_3B.power_mw(1.0) == pytest.approx(3950.0)
     assert PI_3B.power_mw(0.5) == pytest.approx(1200.0 + 1375.0)
     assert PI_3B.power_mw(7.0) == pytest.approx(3950.0)
+
+
+# A parent that starts a busy grandchild through a shell that exits soon after: the grandchild
+# is reparented to init, which reaps it, so its time never reaches anyone in the tree.
+ORPHANING = """
+import subprocess, sys, time
+busy = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.4: pass"
+subprocess.run(["sh", "-c", f'{sys.executable} -c "{busy}" & sleep 0.2'], check=True)
+time.sleep(30)
+"""
+
+
+def test_time_of_an_orphan_reaped_by_init_is_kept():
+    parent = subprocess.Popen([sys.executable, "-c", ORPHANING])
+    try:
+        tree = ProcessTreeCpu(parent.pid, rescan_s=0.0)
+        deadline = time.monotonic() + 20
+        seen = 0
+        while time.monotonic() < deadline:
+            tree.cpu_seconds()
+            seen = max(seen, len(tree._members))
+            if seen > 1 and len(tree._members) == 1:  # shell and orphan came and went
+                break
+            time.sleep(0.02)
+        assert seen > 1
+        assert tree.cpu_seconds() >= 0.35  # the orphan's time is still counted after it died
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_cgroup_cpu_reads_usage_usec(tmp_path):
+    (tmp_path / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\n")
+    assert CgroupCpu(tmp_path).cpu_seconds() == 2.5
+    with pytest.raises(ConfigError, match=r"no cpu\.stat"):
+        CgroupCpu(tmp_path / "nope")
