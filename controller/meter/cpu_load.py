@@ -84,7 +84,7 @@ class CgroupCpu:
     def __init__(self, path: Path) -> None:
         self._stat = path / "cpu.stat"
         if not self._stat.is_file():
-            raise ConfigError(f"--watch-cgroup {path}: no cpu.stat (not a cgroup v2 directory?)")
+            raise ConfigError(f"--watch cgroup:{path}: no cpu.stat (not a cgroup v2 directory?)")
 
     def cpu_seconds(self) -> float:
         for line in self._stat.read_text().splitlines():

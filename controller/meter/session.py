@@ -105,6 +105,7 @@ class MeterSession:
         self.last_status: Status | None = None
         self.info: Info | None = None
         self._run_started_ns = 0
+        self.running = False
         self._stats_at_start = DecoderStats()
         self._reader = SerialReader(port, self.decoder, self._on_frames, batch_s=batch_s)
         self._reader.start()
@@ -130,7 +131,7 @@ class MeterSession:
 
     def close(self) -> None:
         """Stop a running board (best effort), then the reader, then the port."""
-        if self.last_status is not None and self.last_status.running and self._reader.error is None:
+        if self.running and self._reader.error is None:
             with contextlib.suppress(MeterError):
                 self.stop()
         self._reader.stop()
@@ -186,10 +187,12 @@ class MeterSession:
         self._stats_at_start = self.decoder.stats
         self._run_started_ns = time.monotonic_ns()
         self._command(Start(), "START")
+        self.running = True
 
     def stop(self) -> Status:
         """End the run; returns the final STATUS (after the last SAMPLES frame)."""
         self._command(Stop(), "STOP")
+        self.running = False
         deadline = time.monotonic() + max(self.ack_timeout_s, 1.0)
         final: Status | None = None
         while time.monotonic() < deadline:

@@ -171,3 +171,13 @@ def test_a_vanished_port_stops_the_session_with_an_error(pty_pair):
     with pytest.raises(MeterError, match="read failed"):
         meter._send(Identify())
     meter.close()
+
+
+def test_closing_a_running_session_stops_the_board(virtual):
+    with MeterSession.open(virtual.port) as meter:
+        meter.identify()
+        meter.start()
+        time.sleep(0.1)
+    with MeterSession.open(virtual.port) as meter:
+        meter.identify()
+        assert not meter.get_status().running
