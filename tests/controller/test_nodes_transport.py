@@ -182,7 +182,9 @@ def test_clock_offset(node: Node):
     assert offset.samples == 100
     assert abs(offset.wall_offset_ns) <= offset.uncertainty_ns
     assert abs(offset.monotonic_offset_ns) <= offset.uncertainty_ns
-    assert 0 < offset.uncertainty_ns <= offset.best_round_trip_ns // 2 + 1
+    # The wall-clock interval comes from time_ns reads around the same exchange, so its round
+    # trip can exceed the monotonic one (best_round_trip_ns) by the reads' own jitter.
+    assert 0 < offset.uncertainty_ns <= offset.best_round_trip_ns // 2 + 5_000
     print(
         f"\nclock: best round trip {offset.best_round_trip_ns / 1e3:.0f} us, uncertainty "
         f"{offset.uncertainty_ns / 1e3:.0f} us, offset {offset.wall_offset_ns / 1e3:+.0f} us"
