@@ -25,7 +25,6 @@ from controller.meter.calibration import (
     Calibration,
     nominal,
 )
-from controller.meter.device import BoardIdentity
 from controller.meter.node_power import WatchSpec
 from controller.meter.power_model import PI_3B, PowerModel
 from controller.meter.protocol import McuId
@@ -230,49 +229,39 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _modelled(args: argparse.Namespace) -> dict[str, Any]:
+    """The options the virtual and the simulated meter share, from their common flags."""
+    return {
+        "watch": tuple(WatchSpec.parse(spec) for spec in args.watch),
+        "truth_path": args.truth,
+        "marker_fifo": args.marker_fifo,
+        "model": _model(args),
+        "sensor": Acs712(args.variant, args.supply_v, zero_offset_mv=args.zero_offset_mv),
+        "no_load": args.no_load,
+        "tick_s": args.tick_s,
+        "seed": args.seed,
+    }
+
+
 def _virtual(args: argparse.Namespace) -> int:
     try:
-        options = VirtualMeterOptions(
-            watch=tuple(WatchSpec.parse(spec) for spec in args.watch),
-            truth_path=args.truth,
-            marker_fifo=args.marker_fifo,
-            model=_model(args),
-            sensor=Acs712(args.variant, args.supply_v, zero_offset_mv=args.zero_offset_mv),
-            no_load=args.no_load,
-            tick_s=args.tick_s,
-            seed=args.seed,
-            identity=BoardIdentity(),
-        )
-        meter = VirtualMeter(options)
+        meter: VirtualMeter | SimulatedMeter = VirtualMeter(VirtualMeterOptions(**_modelled(args)))
     except ControllerError as exc:
         return _fail(exc)
-    _serve(meter.request_stop, args.duration)  # before the port is out: a client may stop us
-    print(meter.port, flush=True)
-    try:
-        meter.run()
-    except ControllerError as exc:
-        return _fail(exc)
-    finally:
-        meter.close()
-    return 0
+    return _serve_meter(meter, args.duration)
 
 
 def _simulate(args: argparse.Namespace) -> int:
     try:
-        options = SimulateOptions(
-            watch=tuple(WatchSpec.parse(spec) for spec in args.watch),
-            truth_path=args.truth,
-            marker_fifo=args.marker_fifo,
-            model=_model(args),
-            sensor=Acs712(args.variant, args.supply_v, zero_offset_mv=args.zero_offset_mv),
-            no_load=args.no_load,
-            tick_s=args.tick_s,
-            seed=args.seed,
-        )
-        meter = SimulatedMeter(options)
+        meter: VirtualMeter | SimulatedMeter = SimulatedMeter(SimulateOptions(**_modelled(args)))
     except ControllerError as exc:
         return _fail(exc)
-    _serve(meter.request_stop, args.duration)
+    return _serve_meter(meter, args.duration)
+
+
+def _serve_meter(meter: VirtualMeter | SimulatedMeter, duration: float | None) -> int:
+    """Print the pty, serve until SIGINT/SIGTERM or the duration, close."""
+    _serve(meter.request_stop, duration)  # before the port is out: a client may stop us
     print(meter.port, flush=True)
     try:
         meter.run()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -26,7 +26,8 @@ import numpy.typing as npt
 
 from controller.errors import ConfigError
 from controller.meter.cpu_load import CgroupCpu, ProcessTreeCpu, Utilisation
-from controller.meter.power_model import PowerModel
+from controller.meter.power_model import PI_3B, PowerModel
+from controller.meter.sensor import Acs712
 
 TRUTH_HEADER = "start,first_sample_index,end_sample_index,analog_input,power_mw\n"
 ANALOG_INPUTS = 8
@@ -49,6 +50,21 @@ class WatchSpec:
         if kind == "cgroup" and target:
             return cls("cgroup", target)
         raise ConfigError(f"--watch {text!r}: expected PID, pid:PID or cgroup:PATH")
+
+
+@dataclass(frozen=True)
+class ModelledMeterOptions:
+    """What the virtual and the simulated meter share: sources, model, sensor, outputs."""
+
+    watch: tuple[WatchSpec, ...] = ()
+    truth_path: Path | None = None
+    marker_fifo: Path | None = None
+    model: PowerModel = PI_3B
+    sensor: Acs712 = field(default_factory=Acs712)
+    no_load: bool = False
+    tick_s: float = 0.01
+    rescan_s: float = 0.25
+    seed: int | None = None
 
 
 class NodePower:

@@ -20,16 +20,14 @@ import queue
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from controller.errors import MeterError
 from controller.firmware.build import FIRMWARE_DIR
-from controller.meter.node_power import MarkerFifo, NodePower, TruthWriter, WatchSpec
-from controller.meter.power_model import PI_3B, PowerModel
-from controller.meter.sensor import Acs712
+from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
 
 HARNESS = Path("build-sim") / "h2iot_sim"
 ELF = Path("build-mega2560") / "h2iot_meter.elf"
@@ -41,16 +39,7 @@ _HISTORY_TICKS = 500  # per-tick inputs kept for the samples taken before the cl
 
 
 @dataclass(frozen=True)
-class SimulateOptions:
-    watch: tuple[WatchSpec, ...] = ()
-    truth_path: Path | None = None
-    marker_fifo: Path | None = None
-    model: PowerModel = PI_3B
-    sensor: Acs712 = field(default_factory=Acs712)
-    no_load: bool = False
-    tick_s: float = 0.01
-    rescan_s: float = 0.25
-    seed: int | None = None
+class SimulateOptions(ModelledMeterOptions):
     firmware_dir: Path = FIRMWARE_DIR
 
 

@@ -17,31 +17,19 @@ import threading
 import time
 import tty
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from controller.errors import MeterError
 from controller.meter.device import BoardIdentity, DeviceCore
-from controller.meter.node_power import MarkerFifo, NodePower, TruthWriter, WatchSpec
-from controller.meter.power_model import PI_3B, PowerModel
+from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
 from controller.meter.protocol import SampleArray
-from controller.meter.sensor import Acs712
 
 _OUTPUT_CAP_BYTES = 1 << 20  # a host that stops reading loses the oldest bytes beyond this
 
 
 @dataclass(frozen=True)
-class VirtualMeterOptions:
-    watch: tuple[WatchSpec, ...] = ()
-    truth_path: Path | None = None
-    marker_fifo: Path | None = None
-    model: PowerModel = PI_3B
-    sensor: Acs712 = field(default_factory=Acs712)
-    no_load: bool = False
-    tick_s: float = 0.01
-    rescan_s: float = 0.25
-    seed: int | None = None
+class VirtualMeterOptions(ModelledMeterOptions):
     identity: BoardIdentity = field(default_factory=BoardIdentity)
 
 

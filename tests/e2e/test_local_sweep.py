@@ -100,36 +100,32 @@ def test_local_sweep_records_every_trial_with_energy_matching_the_ground_truth(
     assert f"report: h2iot report {run}" in result.stdout
 
 
-def test_sigkill_then_resume_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
-    command = [
-        *H2IOT,
-        "sweep",
-        str(CONFIG),
-        "--no-dashboard",
-        "--out",
-        str(tmp_path),
-        *SMALL,
-        "--set",
-        "run.repetitions=4",
-    ]
-    controller = subprocess.Popen(
-        command,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+def _start_sweep(out: Path, *sets: str) -> subprocess.Popen[str]:
+    command = [*H2IOT, "sweep", str(CONFIG), "--no-dashboard", "--out", str(out), *SMALL]
+    for setting in sets:
+        command += ["--set", setting]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
+
+
+def _wait_for_rows(out: Path, controller: subprocess.Popen[str], rows: int) -> Path:
+    """The run directory, once the running sweep has written `rows` rows."""
     deadline = time.monotonic() + 120
     while True:
-        runs = [p for p in tmp_path.iterdir() if p.is_dir()] if tmp_path.exists() else []
-        if runs and (runs[0] / "trials.csv").exists() and len(_rows(runs[0])) >= 3:
-            break
-        assert controller.poll() is None, controller.stderr.read() if controller.stderr else ""
+        runs = [p for p in out.iterdir() if p.is_dir()] if out.exists() else []
+        if runs and (runs[0] / "trials.csv").exists() and len(_rows(runs[0])) >= rows:
+            return runs[0]
+        assert controller.poll() is None, "the sweep ended early"
         assert time.monotonic() < deadline, "the sweep made no progress"
         time.sleep(0.05)
+
+
+def test_sigkill_then_resume_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
+    controller = _start_sweep(tmp_path, "run.repetitions=4")
+    run = _wait_for_rows(tmp_path, controller, 3)
     os.kill(controller.pid, signal.SIGKILL)
-    controller.wait()
-    run = runs[0]
+    controller.communicate()
     before = _rows(run)
     resumed = _sweep(tmp_path, "--set", "run.repetitions=4", "--resume", str(run))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -155,34 +151,13 @@ def test_resume_with_a_different_plan_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_killed_server_agent_fails_one_attempt_and_the_retry_carries_on(tmp_path: Path) -> None:
-    command = [
-        *H2IOT,
-        "sweep",
-        str(CONFIG),
-        "--no-dashboard",
-        "--out",
-        str(tmp_path),
-        *SMALL,
-        "--set",
-        "run.repetitions=3",
-        "--set",
-        "sweep.initial_window_size=[256]",
-    ]
-    controller = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 120
-    pidfile = None
-    while pidfile is None or not pidfile.exists():
-        runs = [p for p in tmp_path.iterdir() if p.is_dir()] if tmp_path.exists() else []
-        if runs and (runs[0] / "trials.csv").exists() and _rows(runs[0]):
-            pidfile = runs[0] / "nodes" / "server" / "server.pid"
-        assert time.monotonic() < deadline and controller.poll() is None
-        time.sleep(0.05)
+    controller = _start_sweep(tmp_path, "run.repetitions=3", "sweep.initial_window_size=[256]")
+    run = _wait_for_rows(tmp_path, controller, 1)
+    pidfile = run / "nodes" / "server" / "server.pid"
     os.kill(int(pidfile.read_text().split()[0]), signal.SIGKILL)
     stdout, stderr = controller.communicate(timeout=300)
     assert controller.returncode == 0, stdout + stderr
-    rows = _rows(runs[0])
+    rows = _rows(run)
     assert sum(r["status"] == "ok" for r in rows) == 3
     failed = [r for r in rows if r["status"] == "failed"]
     assert len(failed) <= 1  # the kill may land between two trials
@@ -192,37 +167,16 @@ def test_a_killed_server_agent_fails_one_attempt_and_the_retry_carries_on(tmp_pa
 def test_unplugged_meter_pauses_the_sweep_resumably(tmp_path: Path) -> None:
     board = VirtualMeter(VirtualMeterOptions())
     board.start()
-    command = [
-        *H2IOT,
-        "sweep",
-        str(CONFIG),
-        "--no-dashboard",
-        "--out",
-        str(tmp_path),
-        *SMALL,
-        "--set",
-        "run.repetitions=20",
-        "--set",
-        "meter.source=serial",
-        "--set",
-        f"meter.port={board.port}",
-    ]
-    controller = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    controller = _start_sweep(
+        tmp_path, "run.repetitions=20", "meter.source=serial", f"meter.port={board.port}"
     )
-    deadline = time.monotonic() + 120
-    while True:
-        runs = [p for p in tmp_path.iterdir() if p.is_dir()] if tmp_path.exists() else []
-        if runs and (runs[0] / "trials.csv").exists() and len(_rows(runs[0])) >= 2:
-            break
-        assert time.monotonic() < deadline and controller.poll() is None
-        time.sleep(0.05)
+    run = _wait_for_rows(tmp_path, controller, 2)
     board.stop()
     board.close()  # the board is gone: its pty closes under the reader
     stdout, stderr = controller.communicate(timeout=120)
     assert controller.returncode == 3, stdout + stderr
     assert "paused: MeterLost" in stdout
-    assert f"--resume {runs[0]}" in stdout
-    events = [json.loads(x) for x in (runs[0] / "events.jsonl").read_text().splitlines()]
+    assert f"--resume {run}" in stdout
+    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
     assert events[-1]["event"] == "sweep_paused"
-    assert all(r["status"] in ("ok", "failed") for r in _rows(runs[0]))
+    assert all(r["status"] in ("ok", "failed") for r in _rows(run))
