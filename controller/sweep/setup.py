@@ -19,6 +19,7 @@ from typing import Any
 from agent import __version__
 from controller.config.model import Config, MeterConfig, NodeConfig
 from controller.errors import ConfigError, DeviceError
+from controller.link import shaped_link
 from controller.meter.calibration import Calibration, nominal
 from controller.meter.node_power import WatchSpec
 from controller.meter.session import MeterSession
@@ -113,6 +114,9 @@ def open_sweep(
             if found.problems:
                 raise DeviceError(found.problems[0])
             facts[role] = {**asdict(found), "cpu_pin": node_config.cpu}
+        link = stack.enter_context(
+            shaped_link(config, {"client": client_node, "server": server_node})
+        )
         trial_log = f"{_state_dir(config.server, run_dir)}/trials-{run_dir.name}.jsonl"
         client = AgentNode(
             client_node, config.client.python, _state_dir(config.client, run_dir), config.client.cpu
@@ -149,7 +153,7 @@ def open_sweep(
             facts=facts,
         )
         stack.callback(_stop_server, pair)
-        yield pair, tap, {"nodes": facts, "meter": tap.facts()}
+        yield pair, tap, {"nodes": facts, "meter": tap.facts(), "link": link}
 
 
 def _stop_server(pair: AgentPair) -> None:
