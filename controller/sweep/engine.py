@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.dashboard.state import DashboardEvent, TrialFinished, TrialStarted
+from analysis.stopping import should_stop
+from controller.dashboard.state import DashboardEvent, Notice, TrialFinished, TrialStarted
 from controller.energy import WindowEnergy, energy_in_window
 from controller.run.recorder import RunRecorder
 from controller.sweep.interfaces import MeterLost, NodeLost, PowerMeter, PowerWindow, TrialNodes
@@ -28,11 +29,23 @@ SERVER_RECORD_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
+class StopRule:
+    """Opt-in early stop: a point stops repeating once the `metric` column's t-interval
+    half-width is at most `relative_half_width` x its mean, with at least `min_n` values."""
+
+    metric: str
+    relative_half_width: float
+    min_n: int
+    confidence: float
+
+
+@dataclass(frozen=True)
 class SweepOutcome:
     completed: int  # trials with an ok row, this session and before
     failed_trials: tuple[str, ...]  # trials that used up their attempts this session
-    remaining: int  # planned trials without an ok row
+    remaining: int  # planned trials without an ok row (early-stopped ones included)
     paused: str | None  # why the sweep paused, None when it ran to the end
+    stopped_early: int = 0  # trials skipped because their point had settled
 
 
 class SweepPaused(Exception):
@@ -60,6 +73,7 @@ class SweepEngine:
         trial_timeout_s: float,
         post: Callable[[DashboardEvent], None],
         stop: threading.Event | None = None,
+        stop_rule: StopRule | None = None,
     ) -> None:
         self.recorder = recorder
         self.nodes = nodes
@@ -69,21 +83,37 @@ class SweepEngine:
         self.trial_timeout_s = trial_timeout_s
         self.post = post
         self.stop = stop or threading.Event()
+        self.stop_rule = stop_rule
+        self._last_metric: float | None = None
 
     def run(self, plan: Sequence[PlannedTrial]) -> SweepOutcome:
         rows = self.recorder.rows()
         done = {row["trial_id"] for row in rows if row["status"] == "ok"}
         attempts = Counter(row["trial_id"] for row in rows)
+        metric = self.stop_rule.metric if self.stop_rule else None
+        values: dict[tuple[tuple[str, int], ...], list[float]] = {}
+        point_of = {trial.trial_id: trial.point for trial in plan}
+        for row in rows:
+            if metric and row["status"] == "ok" and row.get(metric) and row["trial_id"] in point_of:
+                values.setdefault(point_of[row["trial_id"]], []).append(float(row[metric]))
         failed: list[str] = []
+        settled: set[tuple[tuple[str, int], ...]] = set()
+        skipped = 0
         paused: str | None = None
         try:
             for trial in plan:
                 if trial.trial_id in done:
                     continue
+                if self._settled(trial, values.get(trial.point, []), settled):
+                    skipped += 1
+                    continue
                 if self.stop.is_set():
                     raise SweepPaused("stopped on request")
                 if self._run_trial(trial, attempts[trial.trial_id]):
                     done.add(trial.trial_id)
+                    value = self._last_metric
+                    if value is not None:
+                        values.setdefault(trial.point, []).append(value)
                 else:
                     failed.append(trial.trial_id)
         except (NodeLost, MeterLost, SweepPaused) as exc:
@@ -92,24 +122,43 @@ class SweepEngine:
             )
             self.recorder.event("sweep_paused", reason=paused)
         remaining = sum(1 for trial in plan if trial.trial_id not in done)
-        return SweepOutcome(len(done), tuple(failed), remaining, paused)
+        return SweepOutcome(len(done), tuple(failed), remaining, paused, skipped)
+
+    def _settled(
+        self,
+        trial: PlannedTrial,
+        values: list[float],
+        settled: set[tuple[tuple[str, int], ...]],
+    ) -> bool:
+        rule = self.stop_rule
+        if rule is None:
+            return False
+        if trial.point in settled:
+            return True
+        if not should_stop(values, rule.confidence, rule.relative_half_width, rule.min_n):
+            return False
+        settled.add(trial.point)
+        settings = ", ".join(f"{name}={value}" for name, value in trial.point)
+        self.recorder.event("point_stopped", point=dict(trial.point), n=len(values),
+                            metric=rule.metric)  # fmt: skip
+        self.post(Notice(f"{settings}: {rule.metric} settled after {len(values)} trials"))
+        return True
 
     def _run_trial(self, trial: PlannedTrial, previous_attempts: int) -> bool:
         for attempt in range(previous_attempts + 1, previous_attempts + self.retries + 2):
             self.post(TrialStarted(trial.trial_id, trial.point, trial.repetition, attempt))
             self.recorder.event("trial_started", trial_id=trial.trial_id, attempt=attempt)
             result = self._attempt(trial)
-            self.recorder.append_trial(
-                trial_row(
-                    trial,
-                    attempt,
-                    error=result.error,
-                    client=result.client,
-                    server=result.server,
-                    power=result.power,
-                    energy=result.energy,
-                )
+            row = trial_row(
+                trial,
+                attempt,
+                error=result.error,
+                client=result.client,
+                server=result.server,
+                power=result.power,
+                energy=result.energy,
             )
+            self.recorder.append_trial(row)
             if result.error is None and result.power is not None:
                 window = result.power
                 self.recorder.save_power(
@@ -129,6 +178,8 @@ class SweepEngine:
                 )
             )
             if result.error is None:
+                value = row.get(self.stop_rule.metric) if self.stop_rule else None
+                self._last_metric = float(value) if isinstance(value, int | float) else None
                 return True
             self.recorder.event(
                 "trial_failed", trial_id=trial.trial_id, attempt=attempt, error=result.error

@@ -3,6 +3,7 @@ and the meter; the end-to-end tests run it with real agents and real meters."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from controller.run.recorder import RunRecorder, read_trials
-from controller.sweep.engine import SweepEngine
+from controller.sweep.engine import StopRule, SweepEngine
 from controller.sweep.interfaces import NodeLost, PowerWindow
 from controller.sweep.plan import plan_trials
 
@@ -166,3 +167,22 @@ def test_a_trial_that_always_fails_uses_its_attempts_and_the_sweep_goes_on(tmp_p
     assert outcome.remaining == 1
     statuses = [(r["trial_id"], r["status"]) for r in read_trials(tmp_path / "run")]
     assert statuses == [(plan[0].trial_id, "failed")] * 2 + [(plan[1].trial_id, "ok")]
+
+
+def test_stop_rule_ends_a_settled_point_early_and_says_so(tmp_path: Path) -> None:
+    plan = plan_trials(
+        [{"initial_window_size": 256}, {"initial_window_size": 65535}], 10, "sequential", seed=1
+    )
+    engine = _engine(tmp_path / "run", StandInNodes(set()))
+    engine.stop_rule = StopRule("client_response_s", 0.05, 3, 0.90)
+    outcome = engine.run(plan)
+    # The stand-in answers 0.5 s every time: zero spread, so each point settles at min_n.
+    assert outcome.completed == 6
+    assert outcome.stopped_early == 14
+    events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    stopped = [e for e in events if e["event"] == "point_stopped"]
+    assert [e["point"] for e in stopped] == [
+        {"initial_window_size": 256},
+        {"initial_window_size": 65535},
+    ]
+    assert all(e["n"] == 3 for e in stopped)
