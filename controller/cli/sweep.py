@@ -25,7 +25,7 @@ from controller.dashboard.live import LiveDashboard, MeterWatch, PlainLines, Sin
 from controller.dashboard.state import Notice, SweepStarted
 from controller.errors import ConfigError, ControllerError
 from controller.run.recorder import RunRecorder, read_manifest
-from controller.sweep.engine import SweepEngine, SweepOutcome
+from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
 from controller.sweep.interfaces import MeterLost, NodeLost
 from controller.sweep.plan import PlannedTrial, plan_trials
 from controller.sweep.setup import open_sweep
@@ -188,6 +188,7 @@ def _measure(
                     trial_timeout_s=config.run.trial_timeout_s,
                     post=sink.post,
                     stop=stop,
+                    stop_rule=_stop_rule(config),
                 )
                 return engine.run(plan)
             finally:
@@ -200,12 +201,21 @@ def _measure(
         recorder.close()
 
 
+def _stop_rule(config: Config) -> StopRule | None:
+    run = config.run
+    if run.stop_half_width is None:
+        return None
+    return StopRule(run.stop_metric, run.stop_half_width, run.stop_min_n, run.confidence)
+
+
 def _conclude(console: Console, outcome: SweepOutcome, run_dir: Path, config: Path) -> int:
     def say(text: str) -> None:
         console.print(text, highlight=False)
 
     say(f"run: {run_dir}")
     say(f"{outcome.completed} trials with results, {outcome.remaining} to go")
+    if outcome.stopped_early:
+        say(f"{outcome.stopped_early} trials not needed: their points settled early")
     if outcome.paused is not None:
         say(f"paused: {outcome.paused}")
         say(f"resume: h2iot sweep {config} --resume {run_dir}")

@@ -38,6 +38,10 @@ class RunConfig:
     idle_baseline_s: float = 5.0
     retries: int = 2
     trial_timeout_s: float = 120.0
+    # Opt-in early stop (analysis.stopping): off while stop_half_width is None.
+    stop_metric: str = "client_response_s"
+    stop_half_width: float | None = None
+    stop_min_n: int = 5
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,15 @@ def channels(value: Any) -> dict[str, int | None]:
 
 
 _HOST_READER = text(_HOST, "a host name or address")
+# trials.csv metrics a point can settle on (the run format's names).
+STOP_METRICS = (
+    "client_response_s",
+    "client_cpu_s",
+    "energy_mj",
+    "energy_above_idle_mj",
+    "server_serve_s",
+    "server_cpu_s",
+)
 _IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 
 _NODE: dict[str, Reader] = {
@@ -250,6 +259,9 @@ SCHEMA: Schema = {
         "idle_baseline_s": number(0, 3600),
         "retries": integer(0, 100),
         "trial_timeout_s": number(0, 86400, low_open=True),
+        "stop_metric": choice(STOP_METRICS),
+        "stop_half_width": optional(number(0, 1, low_open=True)),
+        "stop_min_n": integer(2, 1_000_000),
     },
     "sweep": sweep,
     "workload": {

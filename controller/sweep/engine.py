@@ -43,7 +43,7 @@ class StopRule:
 class SweepOutcome:
     completed: int  # trials with an ok row, this session and before
     failed_trials: tuple[str, ...]  # trials that used up their attempts this session
-    remaining: int  # planned trials without an ok row (early-stopped ones included)
+    remaining: int  # planned trials still to run (neither done nor stopped early)
     paused: str | None  # why the sweep paused, None when it ran to the end
     stopped_early: int = 0  # trials skipped because their point had settled
 
@@ -121,7 +121,7 @@ class SweepEngine:
                 f"{type(exc).__name__}: {exc}" if not isinstance(exc, SweepPaused) else str(exc)
             )
             self.recorder.event("sweep_paused", reason=paused)
-        remaining = sum(1 for trial in plan if trial.trial_id not in done)
+        remaining = sum(1 for trial in plan if trial.trial_id not in done) - skipped
         return SweepOutcome(len(done), tuple(failed), remaining, paused, skipped)
 
     def _settled(

@@ -177,7 +177,7 @@ def test_stop_rule_ends_a_settled_point_early_and_says_so(tmp_path: Path) -> Non
     engine.stop_rule = StopRule("client_response_s", 0.05, 3, 0.90)
     outcome = engine.run(plan)
     # The stand-in answers 0.5 s every time: zero spread, so each point settles at min_n.
-    assert outcome.completed == 6
+    assert (outcome.completed, outcome.remaining) == (6, 0)
     assert outcome.stopped_early == 14
     events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     stopped = [e for e in events if e["event"] == "point_stopped"]
