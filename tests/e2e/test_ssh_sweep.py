@@ -1,0 +1,186 @@
+"""The sweep over real SSH: two network namespaces each running sshd (tests.netns), the
+controller in the root namespace, the agents deployed with `h2iot nodes deploy`, and the data
+link between the namespaces shaped to 100 Mbit/s like the study's FastEthernet.
+
+The modelled meters follow local nodes only, so the test runs the virtual meter itself, watching
+the client namespace's sshd: every process of the client node is a child of it on this machine.
+The sweep reads it as a serial board, so trial windows are cut by the clock mapping through the
+measured SSH clock offset, as with real Pis and no marker wire.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from controller.energy import energy_in_window
+from controller.link import tcp_goodput_mbit
+from controller.meter.node_power import WatchSpec
+from controller.meter.truth import Truth
+from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
+from tests.netns import Testbed
+
+pytest_plugins = ["tests.netns.fixtures"]
+
+WINDOWS = (1024, 65535)
+REPETITIONS = 2
+SITE_BYTES = 600_000
+
+
+def h2iot(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def write_config(testbed: Testbed, path: Path, known_hosts: Path) -> Path:
+    lines = [
+        "[run]",
+        'name = "ssh"',
+        f"repetitions = {REPETITIONS}",
+        "idle_baseline_s = 1",
+        "[sweep]",
+        f"initial_window_size = {list(WINDOWS)}",
+        "[workload]",
+        f"total_bytes = {SITE_BYTES}",
+        "[meter]",
+        'source = "serial"',
+        'port = "/dev/null"',  # each test passes its own meter's port with --set
+        "[link]",
+        "rate_mbit = 100",
+    ]
+    for role, host in (("client", testbed.client), ("server", testbed.server)):
+        lines += [
+            f"[nodes.{role}]",
+            f'host = "{host.address}"',
+            f'user = "{host.user}"',
+            f'key = "{host.key}"',
+            f'known_hosts = "{known_hosts}"',
+            'deploy_dir = "~/h2iot"',  # each node's HOME is its own directory
+            f'address = "{testbed.server.data_address}"',
+            f'data_interface = "{testbed.data_interface}"',
+        ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def config(netns_testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("ssh-sweep")
+    known_hosts = directory / "known_hosts"
+    known_hosts.write_text(
+        f"{netns_testbed.client.known_hosts_line}\n{netns_testbed.server.known_hosts_line}\n"
+    )
+    path = write_config(netns_testbed, directory / "sweep.toml", known_hosts)
+    deployed = h2iot("nodes", "deploy", str(path), "--wheelhouse", str(directory / "wheelhouse"))
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    return path
+
+
+def _rows(run: Path) -> list[dict[str, str]]:
+    with (run / "trials.csv").open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_sweep_runs_over_ssh_on_a_fastethernet_link(
+    config: Path, netns_testbed: Testbed, tmp_path: Path
+):
+    sshd = netns_testbed.client.pidfile.read_text().split()[0]
+    truth_path = tmp_path / "meter-truth.csv"
+    meter = VirtualMeter(
+        VirtualMeterOptions(watch=(WatchSpec("pid", sshd),), truth_path=truth_path)
+    )
+    meter.start()
+    try:
+        result = h2iot(
+            "sweep", str(config), "--no-dashboard", "--out", str(tmp_path / "runs"),
+            "--set", f"meter.port={meter.port}",
+        )  # fmt: skip
+    finally:
+        meter.stop()
+        meter.close()
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    rows = _rows(run)
+    assert len(rows) == len(WINDOWS) * REPETITIONS
+    assert all(row["status"] == "ok" for row in rows), rows
+    planned = {(str(w), str(r)) for w in WINDOWS for r in range(1, REPETITIONS + 1)}
+    assert {(row["initial_window_size"], row["repetition"]) for row in rows} == planned
+
+    manifest = json.loads((run / "manifest.json").read_text())
+    link = manifest["link"]
+    assert link["shaped"] and link["rate_mbit"] == 100
+    for role in ("client", "server"):
+        end = link["nodes"][role]
+        assert end["interface"] == "data0" and end["gso_max_segs"] == 1
+        (root,) = [q for q in end["qdiscs"] if q.get("root")]
+        assert root["kind"] == "tbf" and root["stab"]["overhead"] == 24
+        assert end["tcp_goodput_bound_mbit"] == pytest.approx(tcp_goodput_mbit(100, 1500))
+        clock = manifest["nodes"][role]["clock"]
+        # Same machine, same clock: the measured offset is zero within its uncertainty.
+        assert clock["samples"] > 0 and 0 < clock["uncertainty_ns"] < 50_000_000
+        assert abs(clock["wall_offset_ns"]) <= clock["uncertainty_ns"]
+    # The link is restored once the sweep is over.
+    qdiscs = netns_testbed.exec_in("client", ["tc", "-j", "qdisc", "show", "dev", "data0"])
+    assert [q["kind"] for q in json.loads(qdiscs)] == ["noqueue"]
+
+    idle_mw = manifest["idle_baseline_mw"]
+    assert 1000 < idle_mw < 1500  # a Pi 3B idles near 1.2 W
+    rate = manifest["meter"]["sample_rate_hz"]
+    truth = Truth.load(truth_path).per_sample(0)
+    times = np.arange(len(truth)) / rate
+    measured_total = exact_total = 0.0
+    for row in rows:
+        assert row["window_source"] == "clock"
+        assert int(row["samples_lost"]) == 0
+        assert float(row["server_cpu_s"]) > 0
+        # The page crossed the shaped link: no faster than its 100 Mbit/s, give or take the
+        # bucket's first 31 kB burst (the bare veth carries it at about 480 Mbit/s at 65535).
+        page_mbit = SITE_BYTES * 8 / float(row["client_response_s"]) / 1e6
+        assert page_mbit < 105, row["trial_id"]
+        window_s = float(row["window_s"])
+        start = float(row["window_start_s"])
+        energy = float(row["energy_mj"])
+        # Plausible for a Pi 3B: between idle and all four cores busy (about 3.7 W).
+        assert idle_mw * window_s * 0.9 < energy < 4000 * window_s, row
+        exact = energy_in_window(times, truth, start, start + window_s).energy_mj
+        measured_total += energy
+        exact_total += exact
+        print(f"{row['trial_id']}: {window_s * 1000:.1f} ms, {energy:.1f} mJ, truth {exact:.1f} mJ")
+        # Trials of 600 kB at 100 Mbit/s last about 60 ms: 60 samples, whose sensor noise
+        # (one 10-bit LSB is 132 mW) averages to about 1 %.
+        assert energy == pytest.approx(exact, rel=0.05), row["trial_id"]
+    assert measured_total == pytest.approx(exact_total, rel=0.02)
+
+
+def test_a_changed_host_key_is_refused_before_anything_runs(config: Path, tmp_path: Path):
+    known_hosts = Path(config.parent / "known_hosts").read_text().splitlines()
+    client_name = known_hosts[0].split()[0]
+    server_key = " ".join(known_hosts[1].split()[1:])
+    swapped = tmp_path / "known_hosts"
+    swapped.write_text(f"{client_name} {server_key}\n{known_hosts[1]}\n")
+    changed = tmp_path / "sweep.toml"
+    changed.write_text(config.read_text().replace(str(config.parent / "known_hosts"), str(swapped)))
+    result = h2iot(
+        "sweep", str(changed), "--no-dashboard", "--out", str(tmp_path / "runs"),
+        "--accept-new-host-key",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    (error,) = result.stderr.strip().splitlines()
+    assert error.startswith(f"h2iot: error: client (root@{client_name}:22): host key of ")
+    assert "refusing to connect" in error
+    runs = list((tmp_path / "runs").glob("*/trials.csv")) if (tmp_path / "runs").exists() else []
+    assert all(_rows(run.parent) == [] for run in runs)
+    assert swapped.read_text().splitlines()[0] == f"{client_name} {server_key}"
