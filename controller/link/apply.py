@@ -25,8 +25,12 @@ from controller.nodes.records import CommandResult
 
 STEP_TIMEOUT_S = 30.0
 SUDO: Argv = ("sudo", "-n")
-# The link key that asked for a kernel feature, by the word in the command that needs it.
-_FEATURE_KEYS = (("netem", "link.delay_ms"), ("tbf", "link.rate_mbit"), ("bpf", "link.loss_pct"))
+# The kernel feature a command needs (a word in it), the link key that asked for it, and what.
+_FEATURES = (
+    ("netem", "link.delay_ms", "delay"),
+    ("tbf", "link.rate_mbit", "a rate"),
+    ("bpf", "link.loss_pct", "loss"),
+)
 _UNSUPPORTED = ("kind is unknown", "classifier not found", "Failed to load")
 
 
@@ -161,13 +165,13 @@ def _apply(end: _End) -> None:
         if result.ok:
             continue
         detail = _detail(result)
-        if any(text in detail for text in _UNSUPPORTED):
-            key = next((k for word, k in _FEATURE_KEYS if word in argv), "link")
-            word = next((w for w, _ in _FEATURE_KEYS if w in argv), argv[-1])
+        feature = next((f for f in _FEATURES if f[0] in argv), None)
+        if feature is not None and any(text in detail for text in _UNSUPPORTED):
+            word, key, what = feature
             hint = " (Raspberry Pi OS kernels have it)" if word == "netem" else ""
             raise ConfigError(
-                f"{key}: needs the kernel's {word} support, which {end.node.label} lacks{hint}: "
-                f"`{shlex.join(argv)}` said {detail}"
+                f"{key}: {what} needs the kernel's {word} support, which the kernel of "
+                f"{end.node.label} lacks{hint}; tc said: {detail}"
             )
         raise LinkError(f"{end.node.label}: `{shlex.join(argv)}` failed: {detail}")
 

@@ -33,6 +33,7 @@ from controller.link import (
 )
 from controller.nodes import Node, connect
 from controller.nodes.transport import LocalTransport
+from tests.conftest import require_tool
 from tests.netns import Testbed
 
 pytest_plugins = ["tests.netns.fixtures"]
@@ -460,6 +461,7 @@ def _config(testbed: Testbed, **link: float) -> Config:
 
 @pytest.fixture(scope="module")
 def ends(netns_testbed: Testbed) -> Iterator[dict[str, Node]]:
+    require_tool("tc")
     config = _config(netns_testbed)
     nodes = {role: connect(config.node(role)) for role in ("client", "server")}
     yield nodes
@@ -526,9 +528,20 @@ def test_a_dead_runs_leftovers_are_cleaned_up_by_the_next_run(
     netns_testbed: Testbed, ends: dict[str, Node]
 ):
     before = _snapshot(netns_testbed)
-    config = _config(netns_testbed, rate_mbit=50, loss_pct=1)
-    abandoned = shaped_link(config, ends)
-    abandoned.__enter__()  # and never left: the controller was SIGKILLed
+    # What a controller SIGKILLed mid-sweep leaves behind: its commands applied, none undone.
+    for role in ("client", "server"):
+
+        def show(*argv: str, role: str = role) -> str:
+            return netns_testbed.exec_in(role, [*argv, "dev", "data0"])
+
+        state = parse_interface(
+            show("ip", "-j", "-d", "addr", "show"),
+            show("tc", "-j", "-d", "qdisc", "show"),
+            netns_testbed.exec_in(role, ["tc", "-j", "filter", "show", "dev", "data0", "ingress"]),
+            "data0",
+        )
+        for argv in plan_end(LinkConfig(rate_mbit=50, loss_pct=1), state).apply:
+            netns_testbed.exec_in(role, list(argv))
     assert _snapshot(netns_testbed) != before
     with shaped_link(_config(netns_testbed, loss_pct=2), ends) as facts:
         client = facts["nodes"]["client"]
@@ -549,7 +562,10 @@ def test_delay_without_netem_is_one_line_and_changes_nothing(
             assert kinds[:2] == ["netem", "tbf"]
     except ConfigError as exc:
         message = str(exc)
-        assert message.startswith("link.delay_ms: needs the kernel's netem support, which client")
+        print(message)
+        assert message.startswith(
+            "link.delay_ms: delay needs the kernel's netem support, which the kernel of client ("
+        )
         assert "(Raspberry Pi OS kernels have it)" in message and "\n" not in message
     assert _snapshot(netns_testbed) == before
 

@@ -25,6 +25,7 @@ from controller.link import tcp_goodput_mbit
 from controller.meter.node_power import WatchSpec
 from controller.meter.truth import Truth
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
+from tests.conftest import require_tool
 from tests.netns import Testbed
 
 pytest_plugins = ["tests.netns.fixtures"]
@@ -68,7 +69,8 @@ def write_config(testbed: Testbed, path: Path, known_hosts: Path) -> Path:
             f'user = "{host.user}"',
             f'key = "{host.key}"',
             f'known_hosts = "{known_hosts}"',
-            'deploy_dir = "~/h2iot"',  # each node's HOME is its own directory
+            # Each node's HOME is its own directory; a deploy of its own, apart from other tests'.
+            'deploy_dir = "~/h2iot-sweep"',
             f'address = "{testbed.server.data_address}"',
             f'data_interface = "{testbed.data_interface}"',
         ]
@@ -78,6 +80,7 @@ def write_config(testbed: Testbed, path: Path, known_hosts: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def config(netns_testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require_tool("tc")
     directory = tmp_path_factory.mktemp("ssh-sweep")
     known_hosts = directory / "known_hosts"
     known_hosts.write_text(
