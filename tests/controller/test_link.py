@@ -5,6 +5,7 @@ interfaces exactly as they were afterwards."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import threading
@@ -31,10 +32,10 @@ from controller.link import (
     shaped_link,
     tcp_goodput_mbit,
 )
-from controller.nodes import Node, connect
+from controller.nodes import CommandResult, Node, connect
 from controller.nodes.transport import LocalTransport
 from tests.conftest import require_tool
-from tests.netns import Testbed
+from tests.netns import Testbed, require_root
 
 pytest_plugins = ["tests.netns.fixtures"]
 
@@ -321,6 +322,28 @@ def test_local_nodes_without_a_data_interface_are_refused():
     message = str(caught.value)
     assert message.startswith("nodes.client.data_interface: [link] shapes the client<->server")
     assert "local nodes talk over loopback" in message and "\n" not in message
+
+
+class _AsNobody(LocalTransport):
+    """Runs each command as the unprivileged user nobody (a real process, not a stand-in)."""
+
+    def run(self, command: str, timeout_s: float) -> CommandResult:
+        as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups /bin/sh -c"
+        return super().run(f"exec {as_nobody} {shlex.quote(command)}", timeout_s)
+
+
+def test_shaping_without_root_is_refused_in_one_line():
+    require_root()  # to become nobody
+    require_tool("setpriv")
+    local = NodeConfig(role="client", data_interface="lo")
+    config = Config(client=local, server=replace(local, role="server"), link=LinkConfig(loss_pct=1))
+    nodes = {role: Node(_AsNobody(f"{role} (local)")) for role in ("client", "server")}
+    with pytest.raises(ConfigError) as caught, shaped_link(config, nodes):
+        pytest.fail("shaped without root")
+    assert str(caught.value) == (
+        "link: shaping the data link needs root on client (local) (tc and ip change lo); "
+        "run h2iot as root or allow passwordless sudo"
+    )
 
 
 def test_an_unshaped_profile_touches_nothing():
