@@ -25,6 +25,26 @@ from agent.flow import (
 )
 from agent.settings import check_value, parse_settings
 
+ENGINES = ("h2", "nghttp2")
+UNREPRESENTABLE_WINDOW = ("map", "reject")
+
+
+def _add_engine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="h2",
+        help="HTTP/2 implementation: this agent's own (h2) or the study's nghttp2 tools "
+        "(nghttp / nghttpd); default h2",
+    )
+    parser.add_argument(
+        "--unrepresentable-window",
+        choices=UNREPRESENTABLE_WINDOW,
+        default="map",
+        help="nghttp2 engine: a window that is not 2^N - 1 bytes is mapped to the nearest "
+        "2^N - 1 (recorded, with a warning) or rejected (exit 2); default map",
+    )
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse that exits with status 2 and one line, like the rest of the agent's errors."""
@@ -72,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="append one JSON line per finished trial here (default: stdout)",
     )
     serve.add_argument("--cpu", type=int, help="pin the process to this core")
+    _add_engine_options(serve)
+    serve.add_argument(
+        "--control-port",
+        type=int,
+        help="nghttp2 engine: the port clients send trial-control messages to (default: a free "
+        "one, announced in the listening line)",
+    )
     serve.set_defaults(handler=_serve)
 
     fetch = commands.add_parser("fetch", help="fetch a page and its subresources over HTTP/2")
@@ -112,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--cpu", type=int, help="pin the process to this core")
     fetch.add_argument("--insecure", action="store_true", help="TLS: skip certificate checks")
     fetch.add_argument("--ca-file", help="TLS: trust this CA bundle")
+    _add_engine_options(fetch)
+    fetch.add_argument(
+        "--trial-control",
+        metavar="HOST:PORT",
+        help="bracket each fetch with trial-control messages to an nghttpd server's agent "
+        "(its control_port), which counts trials by them",
+    )
     fetch.set_defaults(handler=_fetch)
     return parser
 
@@ -142,6 +176,14 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a TCP port")
     _pin(args.cpu)
+    if args.engine == "nghttp2":
+        from agent.nghttp2 import cli_support  # noqa: PLC0415
+
+        if args.control_port is not None and not 0 <= args.control_port <= 65535:
+            raise UsageError(f"--control-port {args.control_port} is not a TCP port")
+        return cli_support.serve(args, parse_settings(args.setting))
+    if args.control_port is not None:
+        raise UsageError("--control-port is for --engine nghttp2")
     options = ServerOptions(
         root=args.root,
         host=args.host,
@@ -179,6 +221,12 @@ def _fetch(args: argparse.Namespace) -> int:
         insecure=args.insecure,
         ca_file=args.ca_file,
     )
+    if args.engine == "nghttp2" or args.trial_control:
+        from agent.nghttp2 import cli_support  # noqa: PLC0415
+
+        if args.engine == "nghttp2":
+            return cli_support.fetch(args, plan)
+        return cli_support.fetch_bracketed(plan, args.trial_control)
     return asyncio.run(run_fetches(plan))
 
 

@@ -1,0 +1,168 @@
+"""`h2iot-agent fetch --engine nghttp2`: one nghttp process per page fetch, as the study ran it
+(`nghttp -nas --no-push --no-dep -w N -W N`), with the trial header, statistics and a HAR file.
+
+The record's CPU time, CPU % and peak RSS are the nghttp process's own (wait4), over its whole
+life, start-up included; its window (`t_*_start_ns` .. `t_*_end_ns`, the marker, CPU %) is that
+life too. `response_s`, `ttfb_s` and the resources' times are nghttp's own clock, from its start
+(before name resolution) to the last byte. Peer SETTINGS and frame counts are not in nghttp's
+output without `-v` and are left empty (`{}`, null).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.client.fetch import FetchOptions, Target, download_manifest
+from agent.errors import AgentError, SiteError
+from agent.marker import Marker, open_marker
+from agent.nghttp2.control import TrialControl
+from agent.nghttp2.errors import NghttpOutputError
+from agent.nghttp2.har import parse_har
+from agent.nghttp2.options import NghttpOptions
+from agent.nghttp2.process import run_child
+from agent.nghttp2.record import NghttpFetchRecord, build_record
+from agent.nghttp2.stats import parse_stats
+from agent.nghttp2.timing import ResourceTimes, resource_times
+from agent.nghttp2.tools import find_tool
+from agent.site.manifest import SiteManifest, parse_manifest
+
+
+@dataclass(frozen=True)
+class NghttpPlan:
+    url: str
+    options: NghttpOptions
+    repeat: int
+    trial_id: str
+    manifest_path: Path | None
+    timeout_s: float
+    json_lines: bool
+    marker: str
+    cpu_pin: int | None
+    trial_control: str | None = None
+
+
+def read_manifest(path: Path) -> SiteManifest:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SiteError(f"--manifest {path}: {exc.strerror}") from None
+    return parse_manifest(text, source=str(path))
+
+
+def summary(record: dict[str, Any]) -> str:
+    """The human line for one fetch record, of either engine."""
+    if not record["ok"]:
+        return f"{record['trial_id']}: FAILED: {record['error']}"
+    return (
+        f"{record['trial_id']}: {len(record['resources'])} resources, {record['body_bytes']} "
+        f"bytes in {record['response_s'] * 1000:.1f} ms, CPU {record['cpu_s'] * 1000:.1f} ms "
+        f"({record['cpu_pct']:.0f} %), peak RSS {record['rss_peak_bytes'] / 2**20:.1f} MiB"
+    )
+
+
+def print_record(record: dict[str, Any], json_lines: bool) -> None:
+    print(json.dumps(record, separators=(",", ":")) if json_lines else summary(record), flush=True)
+
+
+def trial_ids(trial_id: str, repeat: int) -> list[str]:
+    """The ids of `repeat` fetches: the id itself, or ID-1 .. ID-R (as the h2 engine names them)."""
+    return [trial_id] if repeat == 1 else [f"{trial_id}-{r}" for r in range(1, repeat + 1)]
+
+
+def _parse_output(stdout: bytes, har_path: Path) -> tuple[tuple[ResourceTimes, ...], int]:
+    """The resources' times and the HAR file's size; NghttpOutputError if either is unreadable."""
+    try:
+        har_text = har_path.read_bytes()
+    except OSError:
+        raise NghttpOutputError("nghttp wrote no HAR file") from None
+    har = parse_har(har_text.decode("utf-8", errors="replace"))
+    rows = parse_stats(stdout.decode("utf-8", errors="replace"))
+    return resource_times(har, rows), len(har_text)
+
+
+class NghttpFetcher:
+    def __init__(
+        self, plan: NghttpPlan, nghttp: str, manifest: SiteManifest, marker: Marker
+    ) -> None:
+        self.plan = plan
+        self.nghttp = nghttp
+        self.manifest = manifest
+        self.marker = marker
+        self.page_path = Target.parse(plan.url).path
+
+    def fetch(self, trial_id: str, repetition: int, workdir: Path) -> NghttpFetchRecord:
+        har_path = workdir / f"{repetition}.har"
+        argv = self.plan.options.argv(self.nghttp, self.plan.url, trial_id, str(har_path))
+        self.marker.raise_line()
+        child = run_child(argv, self.plan.timeout_s)
+        self.marker.lower_line()
+        started = time.perf_counter()
+        times: tuple[ResourceTimes, ...] = ()
+        har_bytes = 0
+        failure: AgentError | None = None
+        try:
+            times, har_bytes = _parse_output(child.stdout, har_path)
+        except NghttpOutputError as exc:
+            failure = exc
+        finally:
+            har_path.unlink(missing_ok=True)
+        return build_record(
+            trial_id=trial_id,
+            repetition=repetition,
+            url=self.plan.url,
+            options=self.plan.options,
+            child=child,
+            times=times,
+            failure=failure,
+            manifest=self.manifest,
+            page_path=self.page_path,
+            har_bytes=har_bytes,
+            command=tuple(argv),
+            marker=self.marker.describe(),
+            cpu_pin=self.plan.cpu_pin,
+            probe_overhead_s=time.perf_counter() - started,
+            timeout_s=self.plan.timeout_s,
+        )
+
+
+def _manifest(plan: NghttpPlan) -> SiteManifest:
+    if plan.manifest_path is not None:
+        return read_manifest(plan.manifest_path)
+    options = FetchOptions(timeout_s=plan.timeout_s, insecure=True)
+    return asyncio.run(download_manifest(Target.parse(plan.url), options))
+
+
+def run_nghttp_fetches(plan: NghttpPlan) -> int:
+    """Every fetch of the plan, one output line each; exit status 1 if any failed."""
+    nghttp = find_tool("nghttp")
+    manifest = _manifest(plan)  # before any trial: never inside a timed fetch
+    control = TrialControl(plan.trial_control) if plan.trial_control else None
+    marker = open_marker(plan.marker)
+    failures = 0
+    try:
+        fetcher = NghttpFetcher(plan, nghttp, manifest, marker)
+        with tempfile.TemporaryDirectory(prefix="h2iot-nghttp-") as workdir:
+            for repetition, trial_id in enumerate(trial_ids(plan.trial_id, plan.repeat), 1):
+                if control is not None:
+                    control.begin(trial_id)
+                record = fetcher.fetch(trial_id, repetition, Path(workdir))
+                if control is not None:
+                    control.end(
+                        trial_id,
+                        ok=record.ok,
+                        requests=len(record.resources),
+                        responses_completed=len(record.resources),
+                    )
+                failures += not record.ok
+                print_record(record.to_dict(), plan.json_lines)
+    finally:
+        marker.close()
+        if control is not None:
+            control.close()
+    return 1 if failures else 0

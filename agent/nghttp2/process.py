@@ -1,0 +1,97 @@
+"""Run one child process to its end and account for it alone: its CPU time and peak RSS from
+wait4 (the kernel's figures for that child, not the agent's), its I/O counters from
+/proc/PID/io read while it is a zombie (after it exited, before it is reaped)."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent.nghttp2.procfs import parse_io
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    exit_status: int  # negative: killed by that signal
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    cpu_user_s: float
+    cpu_sys_s: float
+    rss_peak_bytes: int
+    io: dict[str, int] | None  # /proc/PID/io at exit; None where unreadable
+    t_mono_start_ns: int
+    t_mono_end_ns: int
+    t_wall_start_ns: int
+
+    @property
+    def wall_s(self) -> float:
+        return (self.t_mono_end_ns - self.t_mono_start_ns) / 1e9
+
+
+def _drain(process: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, bytes, bool]:
+    """Read stdout and stderr to their ends; kill the child at the deadline."""
+    assert process.stdout is not None and process.stderr is not None
+    chunks: dict[int, list[bytes]] = {process.stdout.fileno(): [], process.stderr.fileno(): []}
+    timed_out = False
+    with selectors.DefaultSelector() as selector:
+        for stream in (process.stdout, process.stderr):
+            selector.register(stream.fileno(), selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0 and not timed_out:
+                timed_out = True
+                process.kill()
+            for key, _ in selector.select(timeout=max(left, 0.05) if not timed_out else 1.0):
+                data = os.read(key.fd, 65536)
+                if data:
+                    chunks[key.fd].append(data)
+                else:
+                    selector.unregister(key.fd)
+    return (
+        b"".join(chunks[process.stdout.fileno()]),
+        b"".join(chunks[process.stderr.fileno()]),
+        timed_out,
+    )
+
+
+def run_child(argv: Sequence[str], timeout_s: float) -> ChildOutcome:
+    """Run argv with stdin closed, stdout and stderr captured; kill it after timeout_s."""
+    t_wall_start = time.time_ns()
+    t_mono_start = time.monotonic_ns()
+    process = subprocess.Popen(
+        list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        stdout, stderr, timed_out = _drain(process, time.monotonic() + timeout_s)
+        os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+        t_mono_end = time.monotonic_ns()
+        try:
+            with open(f"/proc/{process.pid}/io", encoding="ascii") as handle:
+                io: dict[str, int] | None = parse_io(handle.read())
+        except OSError:
+            io = None
+        _, status, usage = os.wait4(process.pid, 0)
+    finally:
+        if process.stdout is not None:
+            process.stdout.close()
+        if process.stderr is not None:
+            process.stderr.close()
+    process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    return ChildOutcome(
+        exit_status=process.returncode,
+        stdout=stdout,
+        stderr=stderr,
+        timed_out=timed_out,
+        cpu_user_s=usage.ru_utime,
+        cpu_sys_s=usage.ru_stime,
+        rss_peak_bytes=usage.ru_maxrss * 1024,
+        io=io,
+        t_mono_start_ns=t_mono_start,
+        t_mono_end_ns=t_mono_end,
+        t_wall_start_ns=t_wall_start,
+    )

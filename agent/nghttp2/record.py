@@ -1,0 +1,182 @@
+"""The fetch record of one nghttp run: the same fields as the h2 engine's (agent/README.md), plus
+what only this engine has. Pure: built from the child's accounting and nghttp's parsed output.
+
+nghttp discards bodies (`-n`) and cannot save concurrent ones apart, so bodies are verified by
+size only (the HAR's exact body byte counts against the manifest): `verification` says "size"
+where the h2 engine checks sha256. Frames are not counted (that needs `nghttp -v`, which costs
+nghttp CPU); `sent.bytes` is what nghttp wrote to its socket (its write(2) total from
+/proc/PID/io, less what it wrote to stdout, stderr and the HAR file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from agent import __version__
+from agent.client.record import ResourceTiming
+from agent.errors import AgentError
+from agent.nghttp2.options import NghttpOptions
+from agent.nghttp2.process import ChildOutcome
+from agent.nghttp2.timing import ResourceTimes
+from agent.site.manifest import SiteManifest
+
+ENGINE = "nghttp2"
+VERIFICATION = "size"
+
+
+@dataclass(frozen=True)
+class NghttpFetchRecord:
+    ok: bool
+    error: str | None
+    trial_id: str
+    repetition: int
+    url: str
+    engine: str
+    agent_version: str
+    tls: bool
+    settings: dict[str, int]
+    flow_control: dict[str, object]
+    peer_settings: dict[str, int]
+    response_s: float
+    ttfb_s: float
+    resources: tuple[ResourceTiming, ...]
+    body_bytes: int
+    cpu_user_s: float
+    cpu_sys_s: float
+    cpu_s: float
+    cpu_pct: float
+    rss_peak_bytes: int
+    rss_peak_is_fetch: bool
+    sent: dict[str, object] | None
+    received: dict[str, object] | None
+    window_updates_sent: int | None
+    t_wall_start_ns: int
+    t_wall_end_ns: int
+    t_mono_start_ns: int
+    t_mono_end_ns: int
+    probe_overhead_s: float
+    cpu_pin: int | None
+    marker: str
+    verification: str
+    process_wall_s: float
+    command: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def verify(
+    times: tuple[ResourceTimes, ...], manifest: SiteManifest, page_path: str
+) -> tuple[tuple[ResourceTiming, ...], str | None]:
+    """Each resource against the manifest by size; every file of the page must be there.
+    Returns the resources and the first error, if any."""
+    files = manifest.by_path()
+    resources = []
+    error = None
+    seen = set()
+    for t in times:
+        relative = t.path.lstrip("/")
+        if not relative or relative.endswith("/"):
+            relative += manifest.index
+        expected = files.get(relative)
+        problem = None
+        if t.status != 200:
+            problem = f"GET {t.path} answered {t.status}"
+        elif expected is None:
+            problem = f"GET {t.path}: not in the site manifest"
+        elif t.size_bytes != expected.size_bytes:
+            problem = f"GET {t.path}: {t.size_bytes} bytes, manifest says {expected.size_bytes}"
+        error = error or problem
+        seen.add(relative)
+        resources.append(
+            ResourceTiming(
+                t.path, t.status, t.size_bytes, t.start_s, t.ttfb_s, t.end_s, not problem
+            )
+        )
+    missing = [f.path for f in manifest.files if f.path not in seen]
+    if error is None and not seen:
+        error = "nghttp fetched none of the page's files"
+    elif error is None and missing:
+        error = (
+            f"nghttp -a fetched {len(seen)} of the page's {len(manifest.files)} files "
+            f"(page {page_path}); missing {', '.join(missing)}"
+        )
+    return tuple(resources), error
+
+
+def socket_bytes_written(child: ChildOutcome, har_bytes: int) -> int | None:
+    """nghttp's write(2) total less its stdout, stderr and HAR file: what went to its socket."""
+    if child.io is None or "wchar" not in child.io:
+        return None
+    return child.io["wchar"] - len(child.stdout) - len(child.stderr) - har_bytes
+
+
+def build_record(
+    *,
+    trial_id: str,
+    repetition: int,
+    url: str,
+    options: NghttpOptions,
+    child: ChildOutcome,
+    times: tuple[ResourceTimes, ...],
+    failure: AgentError | None,
+    manifest: SiteManifest,
+    page_path: str,
+    har_bytes: int,
+    command: tuple[str, ...],
+    marker: str,
+    cpu_pin: int | None,
+    probe_overhead_s: float,
+    timeout_s: float,
+) -> NghttpFetchRecord:
+    resources, error = verify(times, manifest, page_path)
+    if child.timed_out:
+        error = f"timeout: page fetch took longer than {timeout_s:g} s (nghttp killed)"
+    elif child.exit_status != 0:
+        error = f"nghttp exited {child.exit_status}"
+    elif failure is not None:
+        error = str(failure)
+    if error is not None and not child.timed_out and child.stderr.strip():
+        # nghttp exits 0 even when it cannot connect; its own words say why.
+        said = child.stderr.decode(errors="replace").strip().splitlines()
+        error = f"{error} (nghttp: {' / '.join(said[:2])})"
+    cpu_s = child.cpu_user_s + child.cpu_sys_s
+    wall_s = child.wall_s
+    first = next((r for r in times if r.stream_id == 1), None)
+    written = socket_bytes_written(child, har_bytes)
+    return NghttpFetchRecord(
+        ok=error is None,
+        error=error,
+        trial_id=trial_id,
+        repetition=repetition,
+        url=url,
+        engine=ENGINE,
+        agent_version=__version__,
+        tls=url.startswith("https:"),
+        settings=options.announced(),
+        flow_control=options.flow_control(),
+        peer_settings={},
+        response_s=max((r.end_s for r in times), default=wall_s),
+        ttfb_s=first.ttfb_s if first else 0.0,
+        resources=resources,
+        body_bytes=sum(r.size_bytes for r in times),
+        cpu_user_s=child.cpu_user_s,
+        cpu_sys_s=child.cpu_sys_s,
+        cpu_s=cpu_s,
+        cpu_pct=100.0 * cpu_s / wall_s if wall_s > 0 else 0.0,
+        rss_peak_bytes=child.rss_peak_bytes,
+        rss_peak_is_fetch=True,
+        sent=None if written is None else {"bytes": written, "frames": None, "frame_bytes": None},
+        received=None,
+        window_updates_sent=None,
+        t_wall_start_ns=child.t_wall_start_ns,
+        t_wall_end_ns=child.t_wall_start_ns + (child.t_mono_end_ns - child.t_mono_start_ns),
+        t_mono_start_ns=child.t_mono_start_ns,
+        t_mono_end_ns=child.t_mono_end_ns,
+        probe_overhead_s=probe_overhead_s,
+        cpu_pin=cpu_pin,
+        marker=marker,
+        verification=VERIFICATION,
+        process_wall_s=wall_s,
+        command=command,
+    )

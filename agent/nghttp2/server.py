@@ -1,0 +1,277 @@
+"""`h2iot-agent serve --engine nghttp2`: nghttpd as the agent's child, and its trial log.
+
+The agent starts `nghttpd` (cleartext h2c with `--no-tls`, or TLS), waits until it listens,
+then listens itself on a control port for the clients' trial-control messages
+(agent.nghttp2.control). At `begin` it waits for nghttpd to be idle, samples its CPU time
+(schedstat, ns), clock ticks (user/sys split) and write(2) bytes, and resets its peak-RSS mark;
+between `begin` and `end` it polls nghttpd's CPU counter every POLL_S to find when it served; at
+`end` it waits for nghttpd to be idle again, samples, and appends the trial's record. nghttpd
+dies with the agent (PR_SET_PDEATHSIG), and the agent exits 1 if nghttpd dies first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import logging
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from agent.errors import AgentError, UsageError
+from agent.nghttp2.accounting import ActivityTracker, trial_record
+from agent.nghttp2.control import MAX_LINE_BYTES, Begin, End, encode, parse_request
+from agent.nghttp2.errors import TrialControlError
+from agent.nghttp2.options import NghttpdOptions
+from agent.nghttp2.procfs import CpuSample, ProcessProbe
+from agent.nghttp2.tools import find_tool
+
+log = logging.getLogger("h2iot.nghttpd")
+
+POLL_S = 0.001
+SETTLE_S = 0.002  # nghttpd counts as idle once its CPU counter stood still this long
+SETTLE_LIMIT_S = 0.2
+START_TIMEOUT_S = 10.0
+STOP_GRACE_S = 5.0
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class NghttpdServeOptions:
+    root: Path
+    host: str
+    port: int
+    nghttpd: NghttpdOptions
+    tls: tuple[Path, Path] | None  # (cert, key)
+    trial_log: Path | None
+    control_port: int = 0
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGKILL when the agent dies, so no nghttpd outlives it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class _OpenTrial:
+    trial_id: str
+    begin: CpuSample
+    rss_reset: bool
+    tracker: ActivityTracker
+    poller: asyncio.Task[None]
+
+
+class Supervisor:
+    """Trial bookkeeping around one nghttpd process; one trial at a time."""
+
+    def __init__(self, probe: ProcessProbe, sink: IO[str]) -> None:
+        self.probe = probe
+        self.sink = sink
+        self.trial: _OpenTrial | None = None
+        self.cpu_source = "schedstat" if probe.schedstat else "ticks"
+
+    async def _settle(self, tracker: ActivityTracker) -> None:
+        deadline = time.monotonic() + SETTLE_LIMIT_S
+        while tracker.idle_for_ns(time.monotonic_ns()) < SETTLE_S * 1e9:
+            if time.monotonic() > deadline:
+                log.warning(
+                    "nghttpd still busy after %.0f ms; sampling anyway", SETTLE_LIMIT_S * 1e3
+                )
+                return
+            await asyncio.sleep(POLL_S)
+            tracker.feed(time.monotonic_ns(), self.probe.leader_runtime_ns())
+
+    async def _poll(self, tracker: ActivityTracker) -> None:
+        while True:
+            await asyncio.sleep(POLL_S)
+            tracker.feed(time.monotonic_ns(), self.probe.leader_runtime_ns())
+
+    async def begin(self, message: Begin) -> None:
+        if self.trial is not None:
+            raise TrialControlError(
+                f"trial {self.trial.trial_id} is still open: nghttpd's trials cannot overlap "
+                "(its CPU time is counted per process)"
+            )
+        await self._settle(ActivityTracker(time.monotonic_ns(), self.probe.leader_runtime_ns()))
+        rss_reset = self.probe.reset_peak_rss()
+        begin = self.probe.sample()
+        tracker = ActivityTracker(begin.t_mono_ns, self.probe.leader_runtime_ns())
+        poller = asyncio.get_running_loop().create_task(self._poll(tracker))
+        self.trial = _OpenTrial(message.trial_id, begin, rss_reset, tracker, poller)
+
+    async def end(self, message: End | None, trial_id: str) -> None:
+        trial = self.trial
+        if trial is None or trial.trial_id != trial_id:
+            raise TrialControlError(f"trial {trial_id} is not open")
+        self.trial = None
+        trial.poller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await trial.poller
+        await self._settle(trial.tracker)
+        end = self.probe.sample()
+        record = trial_record(
+            trial.trial_id,
+            trial.begin,
+            end,
+            trial.tracker.window(),
+            message,
+            rss_peak_bytes=self.probe.peak_rss_bytes(),
+            rss_reset=trial.rss_reset,
+            cpu_source=self.cpu_source,
+            poll_s=POLL_S,
+        )
+        self.sink.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
+        self.sink.flush()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One client's control connection: messages in order; a hang-up abandons its trial."""
+        mine: str | None = None
+        try:
+            while line := await reader.readline():
+                try:
+                    message = parse_request(line[:MAX_LINE_BYTES])
+                    if isinstance(message, Begin):
+                        await self.begin(message)
+                        mine = message.trial_id
+                    else:
+                        await self.end(message, message.trial_id)
+                        mine = None
+                    answer: dict[str, object] = {"ok": True}
+                except TrialControlError as exc:
+                    answer = {"ok": False, "error": str(exc)}
+                writer.write(encode(answer))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            if mine is not None and self.trial is not None and self.trial.trial_id == mine:
+                log.warning("trial %s: its client hung up before `end`; no record", mine)
+                self.trial.poller.cancel()
+                self.trial = None
+            writer.close()
+
+
+async def _relay(stream: asyncio.StreamReader, tail: deque[str]) -> None:
+    """nghttpd's own output, to the agent's stderr; the last lines kept for error messages."""
+    while line := await stream.readline():
+        text = line.decode(errors="replace").rstrip()
+        tail.append(text)
+        print(f"nghttpd: {text}", file=sys.stderr, flush=True)
+
+
+async def _listening_port(
+    process: asyncio.subprocess.Process,
+    probe: ProcessProbe,
+    options: NghttpdServeOptions,
+    tail: deque[str],
+) -> int:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.returncode is not None:
+            await asyncio.sleep(0.05)  # let the relay catch nghttpd's last words
+            reason = tail[-1] if tail else f"nghttpd exited {process.returncode}"
+            raise UsageError(f"cannot listen on {options.host}:{options.port}: {reason}")
+        with contextlib.suppress(OSError):
+            ports = probe.listening_ports()
+            if ports and (options.port == 0 or options.port in ports):
+                return options.port or ports[0]
+        await asyncio.sleep(0.01)
+    raise AgentError(
+        f"nghttpd not listening on {options.host}:{options.port} after {START_TIMEOUT_S:g} s"
+    )
+
+
+async def serve_nghttpd(options: NghttpdServeOptions) -> int:
+    """Run nghttpd and its trial accounting until SIGTERM/SIGINT (exit 0) or nghttpd's death (1)."""
+    nghttpd = find_tool("nghttpd")
+    if not options.root.is_dir():
+        raise UsageError(f"--root {options.root} is not a directory")
+    tls = None if options.tls is None else (str(options.tls[0]), str(options.tls[1]))
+    argv = options.nghttpd.argv(nghttpd, str(options.root), options.host, options.port, tls)
+    sink: IO[str]
+    sink = options.trial_log.open("a", encoding="utf-8") if options.trial_log else sys.stdout
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_die_with_parent,
+    )
+    tail: deque[str] = deque(maxlen=20)
+    assert process.stdout is not None
+    relay = asyncio.get_running_loop().create_task(_relay(process.stdout, tail))
+    try:
+        return await _supervise(options, process, tail, sink, argv)
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), STOP_GRACE_S)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        relay.cancel()
+        if sink is not sys.stdout:
+            sink.close()
+
+
+async def _supervise(
+    options: NghttpdServeOptions,
+    process: asyncio.subprocess.Process,
+    tail: deque[str],
+    sink: IO[str],
+    argv: list[str],
+) -> int:
+    probe = ProcessProbe(process.pid)
+    port = await _listening_port(process, probe, options, tail)
+    supervisor = Supervisor(probe, sink)
+    try:
+        control = await asyncio.start_server(supervisor.handle, options.host, options.control_port)
+    except OSError as exc:
+        raise UsageError(
+            f"--control-port {options.control_port}: cannot listen on {options.host}: "
+            f"{exc.strerror}"
+        ) from None
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    scheme = "http" if options.tls is None else "https"
+    print(
+        json.dumps(
+            {
+                "event": "listening",
+                "engine": "nghttp2",
+                "scheme": scheme,
+                "address": f"{options.host}:{port}",
+                "port": port,
+                "control_port": control.sockets[0].getsockname()[1],
+                "nghttpd_pid": process.pid,
+                "settings": options.nghttpd.announced(),
+                "command": argv,
+            }
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
+    died = loop.create_task(process.wait())
+    stopped = loop.create_task(stop.wait())
+    try:
+        await asyncio.wait({died, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        control.close()
+        stopped.cancel()
+    if died.done():
+        await asyncio.sleep(0.05)  # let the relay print nghttpd's last words
+        log.error("nghttpd exited %s: %s", process.returncode, tail[-1] if tail else "no output")
+        return 1
+    died.cancel()
+    return 0

@@ -1,0 +1,96 @@
+"""The trial-control messages: parsing, and a real exchange with a server agent's handler."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import threading
+from collections.abc import Coroutine
+from typing import Any
+
+import pytest
+
+from agent.errors import UsageError
+from agent.nghttp2.control import Begin, End, TrialControl, parse_address, parse_request
+from agent.nghttp2.errors import TrialControlError
+from agent.nghttp2.procfs import ProcessProbe
+from agent.nghttp2.server import Supervisor
+
+
+def test_parse_requests() -> None:
+    assert parse_request(b'{"op":"begin","trial_id":"t1"}\n') == Begin("t1")
+    end = b'{"op":"end","trial_id":"t1","ok":true,"requests":8,"responses_completed":7}'
+    assert parse_request(end) == End("t1", True, 8, 7)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (b"begin t1", "not a JSON line"),
+        (b"[1]", "must be a JSON object"),
+        (b'{"op":"begin"}', "trial_id must be"),
+        (b'{"op":"stop","trial_id":"t"}', "unknown op 'stop'"),
+        (b'{"op":"end","trial_id":"t","ok":1,"requests":1,"responses_completed":1}', "ok true"),
+        (b'{"op":"end","trial_id":"t","ok":true,"requests":-1,"responses_completed":1}', "count"),
+    ],
+)
+def test_bad_requests(line: bytes, message: str) -> None:
+    with pytest.raises(TrialControlError, match=message):
+        parse_request(line)
+
+
+def test_addresses() -> None:
+    assert parse_address("10.0.0.2:9000") == ("10.0.0.2", 9000)
+    assert parse_address("[::1]:9000") == ("::1", 9000)
+    for bad in ("host", "host:", ":80", "host:0", "host:http"):
+        with pytest.raises(UsageError, match="must be HOST:PORT"):
+            parse_address(bad)
+
+
+def test_exchange_with_a_supervisor_writes_one_record_per_trial() -> None:
+    """The supervisor watches this test's own process in place of nghttpd."""
+    sink = io.StringIO()
+    ready = threading.Event()
+    port: list[int] = []
+    stop: list[asyncio.AbstractEventLoop] = []
+
+    async def main() -> None:
+        supervisor = Supervisor(ProcessProbe(os.getpid()), sink)
+        server = await asyncio.start_server(supervisor.handle, "127.0.0.1", 0)
+        port.append(server.sockets[0].getsockname()[1])
+        stop.append(asyncio.get_running_loop())
+        ready.set()
+        async with server:
+            await server.serve_forever()
+
+    thread = threading.Thread(target=lambda: _run(main()), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    control = TrialControl(f"127.0.0.1:{port[0]}")
+    try:
+        control.begin("t1")
+        with pytest.raises(TrialControlError, match="trial t1 is still open"):
+            control.begin("t2")
+        with pytest.raises(TrialControlError, match="trial t9 is not open"):
+            control.end("t9", ok=True, requests=1, responses_completed=1)
+        control.end("t1", ok=True, requests=8, responses_completed=8)
+    finally:
+        control.close()
+        stop[0].call_soon_threadsafe(stop[0].stop)
+    (line,) = sink.getvalue().splitlines()
+    record = json.loads(line)
+    assert record["trial_id"] == "t1" and record["requests"] == 8
+    assert record["cpu_s"] >= 0 and record["engine"] == "nghttp2"
+
+
+def _run(coroutine: Coroutine[Any, Any, None]) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop stopped from the test's thread
+        asyncio.run(coroutine)
+
+
+def test_a_refused_connection_names_the_address() -> None:
+    with pytest.raises(TrialControlError, match=r"trial control 127.0.0.1:1: cannot connect"):
+        TrialControl("127.0.0.1:1")

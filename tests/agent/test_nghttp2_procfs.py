@@ -1,0 +1,69 @@
+"""/proc parsers on canned text, and the probe on live processes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+from agent.nghttp2.procfs import (
+    ProcessProbe,
+    listening_ports,
+    parse_hwm_bytes,
+    parse_io,
+    parse_schedstat,
+    parse_stat_ticks,
+    socket_inode,
+)
+
+STAT = (
+    "4242 (nghttpd (x) y) S 1 4242 4242 0 -1 4194560 180 0 0 0 37 12 0 0 20 0 1 0 "
+    "123 12345678 900 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0"
+)
+TCP = """\
+  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:AE03 00000000:0000 0A 00000000:00000000 00:00000000 00000000  0  0 225928 1 0
+   1: 0100007F:AE03 0100007F:C350 01 00000000:00000000 00:00000000 00000000  0  0 225999 1 0
+   2: 00000000:21FD 00000000:0000 0A 00000000:00000000 00:00000000 00000000  0  0 63857 1 0
+"""
+
+
+def test_parsers() -> None:
+    assert parse_schedstat("78176 2856549 2\n") == 78176
+    assert parse_stat_ticks(STAT) == (37, 12)  # a ")" in the command name is no trouble
+    assert parse_hwm_bytes("Name:\tx\nVmHWM:\t   7168 kB\nVmRSS:\t 100 kB\n") == 7168 * 1024
+    assert parse_hwm_bytes("Name:\tx\nState:\tZ (zombie)\n") is None
+    assert parse_io("rchar: 10\nwchar: 20\nsyscr: 1\n") == {"rchar": 10, "wchar": 20, "syscr": 1}
+    assert listening_ports(TCP, {225928, 225999}) == {225928: 0xAE03}
+    assert socket_inode("socket:[225928]") == 225928
+    assert socket_inode("/dev/null") is None
+
+
+def test_probe_reads_a_live_child() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import socket,sys;s=socket.socket();s.bind(('127.0.0.1',0));"
+         "s.listen();print(s.getsockname()[1],flush=True);sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None
+        port = int(child.stdout.readline())
+        probe = ProcessProbe(child.pid)
+        assert probe.listening_ports() == [port]
+        before = probe.sample()
+        assert before.runtime_ns > 0 and before.wchar is not None
+        assert probe.reset_peak_rss()
+        peak = probe.peak_rss_bytes()
+        assert peak is not None and peak > 0
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait()
+
+
+def test_probe_of_self_sees_its_own_listening_socket() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        assert sock.getsockname()[1] in ProcessProbe(os.getpid()).listening_ports()
