@@ -21,13 +21,13 @@ NGHTTP_DEFAULT_MAX_CONCURRENT_STREAMS = 100
 # The study's command: null output, all assets, statistics; no push, no dependency priorities.
 STUDY_FLAGS = ("-n", "-a", "-s", "--no-dep")
 
-_CLIENT_SETTINGS = (
+NGHTTP_SETTINGS = (
     "initial_window_size",
     "header_table_size",
     "max_concurrent_streams",
     "enable_push",
 )
-_SERVER_SETTINGS = ("initial_window_size", "header_table_size", "max_concurrent_streams")
+NGHTTPD_SETTINGS = ("initial_window_size", "header_table_size", "max_concurrent_streams")
 
 
 def _check_supported(settings: Mapping[str, int], supported: tuple[str, ...], tool: str) -> None:
@@ -56,7 +56,7 @@ class NghttpOptions:
         policy: UnrepresentablePolicy,
     ) -> NghttpOptions:
         others = {name: value for name, value in settings.items() if name != "initial_window_size"}
-        _check_supported(others, _CLIENT_SETTINGS, "nghttp")
+        _check_supported(others, NGHTTP_SETTINGS, "nghttp")
         return cls(
             map_window("--initial-window-size", initial_window_size, policy),
             map_window("--connection-window", connection_window, policy),
@@ -115,7 +115,7 @@ class NghttpdOptions:
 
     @classmethod
     def create(cls, settings: Mapping[str, int], policy: UnrepresentablePolicy) -> NghttpdOptions:
-        _check_supported(settings, _SERVER_SETTINGS, "nghttpd")
+        _check_supported(settings, NGHTTPD_SETTINGS, "nghttpd")
         window = settings.get("initial_window_size")
         mapping = None if window is None else map_window("initial_window_size", window, policy)
         return cls(dict(settings), mapping)

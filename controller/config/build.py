@@ -9,6 +9,8 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from agent.nghttp2.options import NGHTTP_SETTINGS, NGHTTPD_SETTINGS
+from agent.nghttp2.windows import is_representable, nearest_bits
 from controller.config.layers import KeyPath, Stack
 from controller.config.model import (
     LOCAL_HOST,
@@ -117,7 +119,7 @@ def build(stack: Stack, source: str) -> Config:
             f"{stack.origin('sweep')}: sweep: no axis; give at least one setting with an "
             "array of values, e.g. initial_window_size = [4096, 65535]"
         )
-    return Config(
+    config = Config(
         run=RunConfig(**stack.tree["run"]),
         sweep=SweepConfig(axes=axes),
         workload=WorkloadConfig(**stack.tree["workload"]),
@@ -130,4 +132,55 @@ def build(stack: Stack, source: str) -> Config:
         origins=tuple(
             (key, layer) for key, layer in sorted(stack.origins.items()) if layer != DEFAULTS
         ),
+    )
+    _check_engines(stack, config)
+    return config
+
+
+def _check_engines(stack: Stack, config: Config) -> None:
+    """What nghttp / nghttpd cannot run is refused before the sweep starts, naming the node."""
+    for node in (config.client, config.server):
+        if node.engine != "nghttp2":
+            continue
+        engine = f'nodes.{node.role}.engine = "nghttp2"'
+        tool, supported = (
+            ("nghttp", NGHTTP_SETTINGS) if node.role == "client" else ("nghttpd", NGHTTPD_SETTINGS)
+        )
+        for name in config.sweep.names:
+            if name not in supported:
+                key = f"sweep.{name}"
+                raise ConfigError(
+                    f"{stack.origin(key)}: {key}: {tool} has no option to announce it ({engine}); "
+                    'sweep it with engine "h2"'
+                )
+        policy = config.workload.window_update_policy
+        if node.role == "client" and policy != "half":
+            key = "workload.window_update_policy"
+            raise ConfigError(
+                f"{stack.origin(key)}: {key}: nghttp2 updates windows once half is consumed "
+                f'("half"), not "{policy}" ({engine})'
+            )
+        if config.workload.unrepresentable_window == "reject":
+            _check_windows(stack, config, engine, node.role == "client")
+
+
+def _check_windows(stack: Stack, config: Config, engine: str, client: bool) -> None:
+    windows = dict(config.sweep.axes).get("initial_window_size", ())
+    for index, window in enumerate(windows):
+        _check_window(stack, f"sweep.initial_window_size[{index}]", window, engine)
+    if client and config.workload.connection_window is not None:
+        _check_window(
+            stack, "workload.connection_window", config.workload.connection_window, engine
+        )
+
+
+def _check_window(stack: Stack, key: str, window: int, engine: str) -> None:
+    if is_representable(window):
+        return
+    on_wire = 2 ** nearest_bits(window) - 1
+    setting = "workload.unrepresentable_window"
+    raise ConfigError(
+        f"{stack.origin(setting)}: {key}: {window} is not 2^N - 1 bytes, which nghttp2 needs "
+        f'({engine}); the nearest is {on_wire}: use it, or set {setting} = "map" to run '
+        "the nearest in its place"
     )

@@ -17,11 +17,15 @@ from typing import Any, Literal
 Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]
 MeterSource = Literal["serial", "virtual", "simavr"]
+Engine = Literal["h2", "nghttp2"]
+UnrepresentableWindow = Literal["map", "reject"]
 Sensor = Literal["5A", "20A", "30A"]
 
 ORDERS: tuple[Order, ...] = ("randomized-blocked", "sequential")
 ROLES: tuple[Role, ...] = ("client", "server")
 METER_SOURCES: tuple[MeterSource, ...] = ("serial", "virtual", "simavr")
+ENGINES: tuple[Engine, ...] = ("h2", "nghttp2")
+UNREPRESENTABLE_WINDOW: tuple[UnrepresentableWindow, ...] = ("map", "reject")
 SENSORS: tuple[Sensor, ...] = ("5A", "20A", "30A")
 
 LOCAL_HOST = "local"
@@ -70,6 +74,8 @@ class WorkloadConfig:
     total_bytes: int = 7_000_000
     connection_window: int | None = None  # None: the same as the stream window, as the study did
     window_update_policy: str = "half"
+    # nghttp2 takes windows as 2^N - 1 bytes: map other values to the nearest, or refuse them.
+    unrepresentable_window: UnrepresentableWindow = "map"
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,8 @@ class NodeConfig:
     address: str = "127.0.0.1"
     # The interface of the node's end of the client<->server data link, shaped by [link].
     data_interface: str | None = None
+    # The HTTP/2 implementation the node's agent runs: its own (h2) or nghttp / nghttpd.
+    engine: Engine = "h2"
     http_port: int = 8443
 
     @property

@@ -21,7 +21,14 @@ from agent.errors import SettingsError
 from agent.flow import WINDOW_UPDATE_POLICIES
 from agent.settings import SETTING_SPECS, canonical_name, check_value
 from agent.site.builder import MAX_TOTAL_BYTES, MIN_TOTAL_BYTES
-from controller.config.model import METER_SOURCES, ORDERS, ROLES, SENSORS
+from controller.config.model import (
+    ENGINES,
+    METER_SOURCES,
+    ORDERS,
+    ROLES,
+    SENSORS,
+    UNREPRESENTABLE_WINDOW,
+)
 from controller.errors import ConfigError
 
 NONE = "none"
@@ -247,6 +254,7 @@ _NODE: dict[str, Reader] = {
     "cpu": optional(integer(0, 4095)),
     "address": _HOST_READER,
     "data_interface": optional(text(_IFNAME, "a network interface name (at most 15 characters)")),
+    "engine": choice(ENGINES),
 }
 
 SCHEMA: Schema = {
@@ -269,6 +277,7 @@ SCHEMA: Schema = {
         "total_bytes": integer(MIN_TOTAL_BYTES, MAX_TOTAL_BYTES),
         "connection_window": optional(integer(0, MAX_WINDOW)),
         "window_update_policy": choice(WINDOW_UPDATE_POLICIES),
+        "unrepresentable_window": choice(UNREPRESENTABLE_WINDOW),
     },
     "nodes": {
         "client": _NODE,

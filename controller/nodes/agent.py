@@ -33,6 +33,8 @@ class ServerProcess:
     process: BackgroundProcess
     port: int
     settings: tuple[tuple[str, int], ...]
+    # The nghttp2 engine's server agent takes trial-control messages here (agent/README.md).
+    control_port: int | None = None
 
 
 class AgentNode:
@@ -99,6 +101,8 @@ class AgentNode:
         port: int,
         settings: Mapping[str, int] = {},
         timeout_s: float = SERVER_START_TIMEOUT_S,
+        engine: str | None = None,
+        unrepresentable_window: str | None = None,
     ) -> ServerProcess:
         """Start `serve` in the background and wait until it listens (port 0 picks a free one).
 
@@ -110,6 +114,7 @@ class AgentNode:
         for name, value in settings.items():
             argv += ["--setting", f"{name}={value}"]
         argv += ["--trial-log", self.trial_log, *self._cpu_args()]
+        argv += _engine_args(engine, unrepresentable_window)
         log_offset = 0
         process = self.node.start_background(
             self.command(*argv), pidfile=self.pidfile, log=self.log
@@ -121,7 +126,13 @@ class AgentNode:
             for line in lines.lines:
                 event = _json_or_none(line)
                 if event is not None and event.get("event") == "listening":
-                    return ServerProcess(process, int(event["port"]), tuple(settings.items()))
+                    control = event.get("control_port")
+                    return ServerProcess(
+                        process,
+                        int(event["port"]),
+                        tuple(settings.items()),
+                        None if control is None else int(control),
+                    )
             if self.server_pid() is None:
                 raise NodeError(
                     f"{self.node.label}: server agent exited before listening: "
@@ -158,6 +169,9 @@ class AgentNode:
         manifest: str | None = None,
         marker: str | None = None,
         timeout_s: float = 120.0,
+        engine: str | None = None,
+        unrepresentable_window: str | None = None,
+        trial_control: str | None = None,
     ) -> dict[str, Any]:
         """One page fetch by the client agent; its JSON record (agent/README.md), also when
         the fetch failed (`ok` false, e.g. a body mismatch). A failure before any record (a
@@ -170,12 +184,14 @@ class AgentNode:
             ("--trial-id", trial_id),
             ("--manifest", None if manifest is None else self.node.path(manifest)),
             ("--marker", marker),
+            ("--trial-control", trial_control),
         )
         for flag, value in options:
             if value is not None:
                 argv += [flag, str(value)]
         for name, value in settings.items():
             argv += ["--setting", f"{name}={value}"]
+        argv += _engine_args(engine, unrepresentable_window)
         result = self.node.run(
             self.command(*argv), timeout_s=timeout_s + FETCH_MARGIN_S, check=False
         )
@@ -218,6 +234,17 @@ class AgentNode:
 
     def _cpu_args(self) -> list[str]:
         return [] if self.cpu is None else ["--cpu", str(self.cpu)]
+
+
+def _engine_args(engine: str | None, unrepresentable_window: str | None) -> list[str]:
+    """`--engine` and `--unrepresentable-window`, left out at their defaults (h2) so that agents
+    without the nghttp2 engine still run h2 sweeps."""
+    if engine is None or engine == "h2":
+        return []
+    argv = ["--engine", engine]
+    if unrepresentable_window is not None:
+        argv += ["--unrepresentable-window", unrepresentable_window]
+    return argv
 
 
 def agent_version(node: Node, agent: Sequence[str]) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from agent.nghttp2.tools import missing_message
 from controller.config.model import NodeConfig
 from controller.nodes.agent import agent_version, python_version
 from controller.nodes.connect import connect, node_label
@@ -30,6 +31,8 @@ class NodeFacts:
     cpu_model: str | None
     clock: ClockOffset | None
     problems: tuple[str, ...]
+    # `nghttp --version` or `nghttpd --version` on a node whose engine is nghttp2.
+    engine_version: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -75,7 +78,21 @@ def inspect_node(
         )
     cpu = _attempt(problems, lambda: cpu_model(node.read_file("/proc/cpuinfo")))
     clock = _attempt(problems, lambda: node.clock_offset(python, samples=clock_samples))
-    return NodeFacts(node.label, True, interpreter, version, cpu, clock, tuple(problems))
+    engine = _attempt(problems, lambda: _engine_version(node, config))
+    return NodeFacts(node.label, True, interpreter, version, cpu, clock, tuple(problems), engine)
+
+
+def _engine_version(node: Node, config: NodeConfig) -> str | None:
+    """The nghttp2 tool the node's engine drives, or a NodeError naming the package to install."""
+    if config.engine != "nghttp2":
+        return None
+    tool = "nghttp" if config.role == "client" else "nghttpd"
+    found = node.shell(f"command -v {tool} >/dev/null && {tool} --version", check=False)
+    if not found.ok:
+        raise NodeError(
+            f'{node.label}: {missing_message(tool)} (nodes.{config.role}.engine = "nghttp2")'
+        )
+    return found.stdout.strip()
 
 
 def _attempt(problems: list[str], step: Callable[[], T]) -> T | None:

@@ -57,6 +57,8 @@ class AgentPair:
                 # Local nodes take a free port: several local sweeps may run side by side.
                 port=0 if self.config.server.is_local else self.config.server.http_port,
                 settings=settings,
+                engine=self.config.server.engine,
+                unrepresentable_window=self.config.workload.unrepresentable_window,
             )
         except NodeUnreachableError as exc:
             raise NodeLost(str(exc)) from None
@@ -72,6 +74,9 @@ class AgentPair:
         if connection_window is None and window is not None:
             connection_window = window  # as the study passed the same N to nghttp's -w and -W
         url = f"http://{self.config.client.address}:{self._running.port}/"
+        control = self._running.control_port
+        # nghttpd's agent counts trials by the client's trial-control messages, not the header.
+        trial_control = None if control is None else f"{self.config.client.address}:{control}"
         try:
             return self.client.fetch(
                 url,
@@ -83,6 +88,9 @@ class AgentPair:
                 manifest=self.manifest,
                 marker=self.marker,
                 timeout_s=timeout_s,
+                engine=self.config.client.engine,
+                unrepresentable_window=workload.unrepresentable_window,
+                trial_control=trial_control,
             )
         except NodeUnreachableError as exc:
             raise NodeLost(str(exc)) from None

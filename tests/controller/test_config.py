@@ -51,7 +51,9 @@ def error_of(path: Path | None, overrides: tuple[str, ...] = ()) -> str:
 # ---------------------------------------------------------------- the shipped files
 
 
-@pytest.mark.parametrize("name", ["local.toml", "study.toml", "nodes.example.toml"])
+@pytest.mark.parametrize(
+    "name", ["local.toml", "study.toml", "study-nghttp2.toml", "nodes.example.toml"]
+)
 def test_every_shipped_config_loads_and_serialises_to_json(name: str) -> None:
     config = load_config(CONFIGS / name)
     assert config.source == str(CONFIGS / name)
@@ -293,7 +295,7 @@ KEY_ERRORS = [
     (
         "[nodes.client]\nhttp_port = 1",
         "nodes.client.http_port: unknown key (known: host, user, "
-        "port, key, known_hosts, python, deploy_dir, cpu, address, data_interface; "
+        "port, key, known_hosts, python, deploy_dir, cpu, address, data_interface, engine; "
         "the client connects to nodes.server.http_port)",
     ),
     ('[run]\nrepetitions = "68"', 'run.repetitions: expected an integer, got a string ("68")'),
@@ -672,6 +674,7 @@ ACCEPTS: dict[str, set[str]] = {
     "workload.total_bytes": {"int"},
     "workload.connection_window": {"int"},
     "workload.window_update_policy": {"str"},
+    "workload.unrepresentable_window": {"str"},
     "meter.source": {"str"},
     "meter.port": {"str"},
     "meter.baud": {"int"},
@@ -687,7 +690,16 @@ ACCEPTS: dict[str, set[str]] = {
     **{
         f"nodes.{role}.{key}": {"str"}
         for role in ("client", "server")
-        for key in ("host", "user", "key", "known_hosts", "python", "deploy_dir", "address")
+        for key in (
+            "host",
+            "user",
+            "key",
+            "known_hosts",
+            "python",
+            "deploy_dir",
+            "address",
+            "engine",
+        )
     },
     **{f"nodes.{role}.{key}": {"int"} for role in ("client", "server") for key in ("port", "cpu")},
     "nodes.server.http_port": {"int"},
