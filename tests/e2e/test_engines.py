@@ -1,0 +1,194 @@
+"""The nghttp2 engine end to end: the same sweep through `h2iot sweep` on local nodes with each
+engine and with mixed engines, every trial recorded with client and server figures, and
+`h2iot report` putting an h2 run and an nghttp2 run side by side. Also what the config and
+`h2iot nodes check` say about nghttp2 nodes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.config import load_config
+from controller.errors import ConfigError
+from tests.conftest import require_tool
+
+H2IOT = [sys.executable, "-m", "controller.cli"]
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+SMALL = [
+    "--set", "workload.total_bytes=600000",
+    "--set", "run.idle_baseline_s=1",
+    "--set", "run.repetitions=2",
+    "--set", "sweep.initial_window_size=[1024, 65535]",
+]  # fmt: skip
+ENGINES = {
+    "h2": ("h2", "h2"),
+    "nghttp2": ("nghttp2", "nghttp2"),
+    "nghttp-client": ("nghttp2", "h2"),
+    "nghttpd-server": ("h2", "nghttp2"),
+}
+
+
+def _sweep(out: Path, client: str, server: str) -> Path:
+    result = subprocess.run(
+        [*H2IOT, "sweep", str(CONFIGS / "local.toml"), "--no-dashboard", "--out", str(out),
+         *SMALL, "--set", f"nodes.client.engine={client}", "--set",
+         f"nodes.server.engine={server}", "--set", f"run.name={client}-{server}"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = [p for p in out.iterdir() if p.is_dir()]
+    return run
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    require_tool("nghttp", "nghttpd")
+    return {
+        name: _sweep(tmp_path_factory.mktemp(name), client, server)
+        for name, (client, server) in ENGINES.items()
+    }
+
+
+def _rows(run: Path) -> list[dict[str, str]]:
+    with (run / "trials.csv").open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def _manifest(run: Path) -> dict[str, Any]:
+    return dict(json.loads((run / "manifest.json").read_text()))
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_every_trial_has_client_and_server_figures(runs: dict[str, Path], name: str) -> None:
+    client, server = ENGINES[name]
+    run = runs[name]
+    rows = _rows(run)
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows), rows
+    for row in rows:
+        for column in ("client_response_s", "client_cpu_s", "client_cpu_pct",
+                       "client_rss_peak_bytes", "server_serve_s", "server_cpu_s",
+                       "server_cpu_pct", "server_rss_peak_bytes", "server_bytes_sent",
+                       "energy_mj"):  # fmt: skip
+            assert float(row[column]) > 0, (column, row)
+        # Frames are counted by the h2 engine only (nghttp2 would need verbose output).
+        assert (row["client_data_frames"] != "") == (client == "h2")
+        assert (row["server_data_frames"] != "") == (server == "h2")
+    manifest = _manifest(run)
+    nodes = manifest["config"]["nodes"]
+    assert (nodes["client"]["engine"], nodes["server"]["engine"]) == (client, server)
+    for role, engine in (("client", client), ("server", server)):
+        version = manifest["nodes"][role]["engine_version"]
+        assert (version is not None and "nghttp2/" in version) == (engine == "nghttp2")
+    by_window: dict[str, list[float]] = {}
+    for row in rows:
+        by_window.setdefault(row["initial_window_size"], []).append(float(row["client_response_s"]))
+    # The study's effect, in shape, on every engine: a small window takes longer.
+    assert min(by_window["1024"]) > max(by_window["65535"])
+
+
+def test_the_report_compares_an_h2_run_with_an_nghttp2_run(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    base, other = runs["h2"], runs["nghttp2"]
+    result = subprocess.run([*H2IOT, "report", str(base), str(other)], capture_output=True,
+                            text=True, timeout=300, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    compare = base / "report" / f"compare-{other.name}"
+    markdown = (compare / "report.md").read_text()
+    assert "| config.nodes.client.engine | h2 | nghttp2 |" in markdown
+    assert "| config.nodes.server.engine | h2 | nghttp2 |" in markdown
+    with (compare / "comparison.csv").open() as handle:
+        table = list(csv.DictReader(handle))
+    points = {(r["metric"], r["initial_window_size"]) for r in table}
+    for metric in ("client_response_s", "client_cpu_s", "server_cpu_s", "energy_mj"):
+        assert {(metric, "1024"), (metric, "65535")} <= points
+
+
+# ---------------------------------------------------------------- config and nodes check
+
+
+def test_the_nghttp2_study_is_the_study_on_nghttp2() -> None:
+    study = load_config(CONFIGS / "study.toml")
+    nghttp2 = load_config(CONFIGS / "study-nghttp2.toml")
+    assert (nghttp2.client.engine, nghttp2.server.engine) == ("nghttp2", "nghttp2")
+    assert nghttp2.workload.unrepresentable_window == "map"
+    assert nghttp2.sweep == study.sweep and nghttp2.meter == study.meter
+    assert nghttp2.run.repetitions == study.run.repetitions
+    assert nghttp2.workload.total_bytes == study.workload.total_bytes
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ("nodes.client.engine=nghttp2", "workload.unrepresentable_window=reject"),
+            '--set: sweep.initial_window_size[0]: 256 is not 2^N - 1 bytes, which nghttp2 needs '
+            '(nodes.client.engine = "nghttp2"); the nearest is 255: use it, or set '
+            'workload.unrepresentable_window = "map" to run the nearest in its place',
+        ),
+        (
+            ("nodes.client.engine=nghttp2", "workload.unrepresentable_window=reject",
+             "sweep.initial_window_size=[255, 65535]", "workload.connection_window=65536"),
+            "--set: workload.connection_window: 65536 is not 2^N - 1 bytes",
+        ),
+        (
+            ("nodes.server.engine=nghttp2", "sweep.max_frame_size=[16384]"),
+            '--set: sweep.max_frame_size: nghttpd has no option to announce it '
+            '(nodes.server.engine = "nghttp2"); sweep it with engine "h2"',
+        ),
+        (
+            ("nodes.client.engine=nghttp2", "workload.window_update_policy=exhausted"),
+            "--set: workload.window_update_policy: nghttp2 updates windows once half is "
+            'consumed ("half"), not "exhausted" (nodes.client.engine = "nghttp2")',
+        ),
+        (("nodes.client.engine=nghttp3",), "--set: nodes.client.engine: expected one of"),
+    ],
+)  # fmt: skip
+def test_what_nghttp2_cannot_run_is_refused_at_load(
+    overrides: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(None, overrides)
+    assert str(info.value).startswith(message)
+    assert info.value.exit_status == 2
+
+
+def test_mapping_and_exact_windows_load() -> None:
+    mapped = load_config(None, ("nodes.client.engine=nghttp2",))
+    assert mapped.workload.unrepresentable_window == "map"
+    exact = load_config(None, ("nodes.client.engine=nghttp2", "nodes.server.engine=nghttp2",
+                               "workload.unrepresentable_window=reject",
+                               "sweep.initial_window_size=[255, 4095, 65535]"))  # fmt: skip
+    assert exact.server.engine == "nghttp2"
+    # A server announces no connection window: only an nghttp2 client needs it exact.
+    server_only = load_config(None, ("nodes.server.engine=nghttp2",
+                                     "workload.unrepresentable_window=reject",
+                                     "sweep.initial_window_size=[255]",
+                                     "workload.connection_window=65536"))  # fmt: skip
+    assert server_only.workload.connection_window == 65536
+
+
+def test_nodes_check_names_the_missing_package() -> None:
+    require_tool("nghttpd")
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if not Path(p, "nghttpd").exists()]
+    if any(shutil.which(tool, path=os.pathsep.join(path)) is None for tool in ("timeout", "cat")):
+        pytest.skip("nghttpd shares its directory with the tools a local node needs")
+    result = subprocess.run(
+        [*H2IOT, "nodes", "check", str(CONFIGS / "local.toml"), "--clock-samples", "3",
+         "--set", "nodes.server.engine=nghttp2", "--set", "nodes.client.engine=nghttp2"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PATH": os.pathsep.join(path)},
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.strip() == (
+        "h2iot: error: server (local): nghttpd not found on PATH: install the Debian package "
+        'nghttp2-server (apt install nghttp2-server) (nodes.server.engine = "nghttp2")'
+    )
