@@ -4,9 +4,9 @@ The agent starts `nghttpd` (cleartext h2c with `--no-tls`, or TLS), waits until 
 then listens itself on a control port for the clients' trial-control messages
 (agent.nghttp2.control). At `begin` it waits for nghttpd to be idle, samples its CPU time
 (schedstat, ns), clock ticks (user/sys split) and write(2) bytes, and resets its peak-RSS mark;
-between `begin` and `end` it polls nghttpd's CPU counter every POLL_S to find when it served; at
-`end` it waits for nghttpd to be idle again, samples, and appends the trial's record. nghttpd
-dies with the agent (PR_SET_PDEATHSIG), and the agent exits 1 if nghttpd dies first.
+between `begin` and `end` a thread polls nghttpd's CPU counter every POLL_S to find when it
+served; at `end` it waits for nghttpd to be idle again, samples, and appends the trial's record.
+nghttpd dies with the agent (PR_SET_PDEATHSIG), and the agent exits 1 if nghttpd dies first.
 """
 
 from __future__ import annotations
@@ -30,14 +30,12 @@ from agent.nghttp2.accounting import ActivityTracker, trial_record
 from agent.nghttp2.control import MAX_LINE_BYTES, Begin, End, encode, parse_request
 from agent.nghttp2.errors import TrialControlError
 from agent.nghttp2.options import NghttpdOptions
+from agent.nghttp2.poller import POLL_S, ActivityPoller, wait_until_idle
 from agent.nghttp2.procfs import CpuSample, ProcessProbe
 from agent.nghttp2.tools import find_tool
 
 log = logging.getLogger("h2iot.nghttpd")
 
-POLL_S = 0.001
-SETTLE_S = 0.002  # nghttpd counts as idle once its CPU counter stood still this long
-SETTLE_LIMIT_S = 0.2
 START_TIMEOUT_S = 10.0
 STOP_GRACE_S = 5.0
 _PR_SET_PDEATHSIG = 1
@@ -65,8 +63,7 @@ class _OpenTrial:
     trial_id: str
     begin: CpuSample
     rss_reset: bool
-    tracker: ActivityTracker
-    poller: asyncio.Task[None]
+    poller: ActivityPoller
 
 
 class Supervisor:
@@ -77,22 +74,7 @@ class Supervisor:
         self.sink = sink
         self.trial: _OpenTrial | None = None
         self.cpu_source = "schedstat" if probe.schedstat else "ticks"
-
-    async def _settle(self, tracker: ActivityTracker) -> None:
-        deadline = time.monotonic() + SETTLE_LIMIT_S
-        while tracker.idle_for_ns(time.monotonic_ns()) < SETTLE_S * 1e9:
-            if time.monotonic() > deadline:
-                log.warning(
-                    "nghttpd still busy after %.0f ms; sampling anyway", SETTLE_LIMIT_S * 1e3
-                )
-                return
-            await asyncio.sleep(POLL_S)
-            tracker.feed(time.monotonic_ns(), self.probe.leader_runtime_ns())
-
-    async def _poll(self, tracker: ActivityTracker) -> None:
-        while True:
-            await asyncio.sleep(POLL_S)
-            tracker.feed(time.monotonic_ns(), self.probe.leader_runtime_ns())
+        self._read_runtime = probe.leader_runtime_reader()
 
     async def begin(self, message: Begin) -> None:
         if self.trial is not None:
@@ -100,28 +82,28 @@ class Supervisor:
                 f"trial {self.trial.trial_id} is still open: nghttpd's trials cannot overlap "
                 "(its CPU time is counted per process)"
             )
-        await self._settle(ActivityTracker(time.monotonic_ns(), self.probe.leader_runtime_ns()))
+        if not await asyncio.to_thread(wait_until_idle, self._read_runtime):
+            log.warning("trial %s: nghttpd still busy at its start", message.trial_id)
         rss_reset = self.probe.reset_peak_rss()
         begin = self.probe.sample()
-        tracker = ActivityTracker(begin.t_mono_ns, self.probe.leader_runtime_ns())
-        poller = asyncio.get_running_loop().create_task(self._poll(tracker))
-        self.trial = _OpenTrial(message.trial_id, begin, rss_reset, tracker, poller)
+        tracker = ActivityTracker(begin.t_mono_ns, self._read_runtime())
+        poller = ActivityPoller(self._read_runtime, tracker)
+        self.trial = _OpenTrial(message.trial_id, begin, rss_reset, poller)
 
-    async def end(self, message: End | None, trial_id: str) -> None:
+    async def end(self, message: End) -> None:
         trial = self.trial
-        if trial is None or trial.trial_id != trial_id:
-            raise TrialControlError(f"trial {trial_id} is not open")
+        if trial is None or trial.trial_id != message.trial_id:
+            raise TrialControlError(f"trial {message.trial_id} is not open")
         self.trial = None
-        trial.poller.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await trial.poller
-        await self._settle(trial.tracker)
+        await asyncio.to_thread(trial.poller.finish)
+        if not trial.poller.settled:
+            log.warning("trial %s: nghttpd still busy at its end", message.trial_id)
         end = self.probe.sample()
         record = trial_record(
             trial.trial_id,
             trial.begin,
             end,
-            trial.tracker.window(),
+            trial.poller.tracker.window(),
             message,
             rss_peak_bytes=self.probe.peak_rss_bytes(),
             rss_reset=trial.rss_reset,
@@ -130,6 +112,12 @@ class Supervisor:
         )
         self.sink.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
         self.sink.flush()
+
+    def abandon(self, trial_id: str) -> None:
+        if self.trial is not None and self.trial.trial_id == trial_id:
+            log.warning("trial %s: its client hung up before `end`; no record", trial_id)
+            self.trial.poller.cancel()
+            self.trial = None
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One client's control connection: messages in order; a hang-up abandons its trial."""
@@ -142,7 +130,7 @@ class Supervisor:
                         await self.begin(message)
                         mine = message.trial_id
                     else:
-                        await self.end(message, message.trial_id)
+                        await self.end(message)
                         mine = None
                     answer: dict[str, object] = {"ok": True}
                 except TrialControlError as exc:
@@ -152,10 +140,8 @@ class Supervisor:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
-            if mine is not None and self.trial is not None and self.trial.trial_id == mine:
-                log.warning("trial %s: its client hung up before `end`; no record", mine)
-                self.trial.poller.cancel()
-                self.trial = None
+            if mine is not None:
+                self.abandon(mine)
             writer.close()
 
 
@@ -231,8 +217,25 @@ async def _supervise(
     argv: list[str],
 ) -> int:
     probe = ProcessProbe(process.pid)
-    port = await _listening_port(process, probe, options, tail)
-    supervisor = Supervisor(probe, sink)
+    try:
+        port = await _listening_port(process, probe, options, tail)
+        supervisor = Supervisor(probe, sink)
+        return await _serve_trials(
+            options, process=process, supervisor=supervisor, port=port, tail=tail, argv=argv
+        )
+    finally:
+        probe.close()
+
+
+async def _serve_trials(
+    options: NghttpdServeOptions,
+    *,
+    process: asyncio.subprocess.Process,
+    supervisor: Supervisor,
+    port: int,
+    tail: deque[str],
+    argv: list[str],
+) -> int:
     try:
         control = await asyncio.start_server(supervisor.handle, options.host, options.control_port)
     except OSError as exc:

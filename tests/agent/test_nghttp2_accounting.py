@@ -113,3 +113,27 @@ def test_serve_time_is_never_below_the_cpu_time() -> None:
                           poll_s=0.001)  # fmt: skip
     assert record.serve_s == 0.002 and record.cpu_pct == 100.0
     assert record.cpu_user_s == 0.002  # the lifetime split when the trial had no whole tick
+
+
+def test_the_poller_sees_a_busy_then_idle_counter() -> None:
+    import time  # noqa: PLC0415
+
+    from agent.nghttp2.poller import ActivityPoller, wait_until_idle  # noqa: PLC0415
+
+    start = time.monotonic_ns()
+    busy_until = start + 20 * MS
+
+    def runtime() -> int:  # a counter that moves for 20 ms, then stands still
+        return min(time.monotonic_ns(), busy_until) - start
+
+    poller = ActivityPoller(runtime, ActivityTracker(start, 0))
+    time.sleep(0.03)
+    poller.finish()
+    finished = time.monotonic_ns()
+    assert poller.settled
+    window = poller.tracker.window()
+    assert window is not None
+    # Where exactly depends on when a loaded machine ran the thread; the order does not.
+    assert start <= window[0] < busy_until <= finished
+    assert window[0] <= window[1] <= finished
+    assert wait_until_idle(lambda: 7)
