@@ -27,14 +27,17 @@ from agent.errors import PeerProtocolError
 from agent.fastpath import (
     FLAG_END_STREAM,
     FLAG_PADDED,
+    FRAME_HEADER_BYTES,
     TYPE_DATA,
+    TYPE_WINDOW_UPDATE,
+    WINDOW_UPDATE_BYTES,
     FrameReader,
     H2Internals,
+    SplitTally,
     data_frame_header,
     window_update_frame,
 )
 from agent.flow import FlowControlOptions, ReceiveWindow
-from agent.frames import FrameTally
 from agent.h2setup import h2_connection
 
 # Protocol default for the connection window (RFC 9113 section 6.9.2): the peer's first credit.
@@ -81,8 +84,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             SettingCodes.INITIAL_WINDOW_SIZE: flow.initial_window_size,
         }
         self.conn = h2_connection(client_side=True, settings=self.local_settings)
-        self.tally_in = FrameTally()
-        self.tally_out = FrameTally(expect_preface=True)
+        self.tally_in = SplitTally()
+        self.tally_out = SplitTally(expect_preface=True)
         self.transport: asyncio.Transport | None = None
         self.connection_window = ReceiveWindow(
             flow.connection_window, INITIAL_CONNECTION_WINDOW, flow.window_update_policy
@@ -92,7 +95,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._reader = FrameReader(self.conn.max_inbound_frame_size)
         self._fast_enabled = fast_path and H2Internals.available()
         self._fast: dict[int, _FastStream] = {}
+        # What the next write sends, in order; h2's parts are also listed (the tally walks them)
+        # and our WINDOW_UPDATE frames counted.
         self._out: list[bytes] = []
+        self._out_h2: list[bytes] = []
+        self._out_updates = 0
         self._settings_received = asyncio.get_running_loop().create_future()
         self._closed = asyncio.get_running_loop().create_future()
         self.window_updates_sent = 0
@@ -114,9 +121,9 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         reader = self._reader
-        self.tally_in.feed(reader.view[reader.end : reader.end + nbytes])
         reader.commit(nbytes)
         fast = self._fast
+        tally = self.tally_in
         while not reader.passthrough:
             frame = reader.next_frame()
             if frame is None:
@@ -127,14 +134,23 @@ class ClientConnection(asyncio.BufferedProtocol):
             if frame_type == TYPE_DATA and not reader.header_block:
                 stream = fast.get(stream_id)
                 if stream is not None:
+                    tally.frames[TYPE_DATA] += 1
+                    tally.frame_bytes[TYPE_DATA] += FRAME_HEADER_BYTES + length
                     if not self._on_fast_data(stream_id, stream, flags, start, length):
+                        tally.feed(reader.take_all())
                         return
                     continue
-            if not self._receive_h2(reader.raw()):
+            raw = reader.raw()
+            tally.feed(raw)
+            if not self._receive_h2(raw):
+                tally.feed(reader.take_all())
                 return
         if reader.passthrough:
-            self._receive_h2(reader.take_all())
-        self._flush()
+            rest = reader.take_all()
+            tally.feed(rest)
+            if not self._receive_h2(rest):
+                return
+        self._write_out()
 
     def _on_fast_data(
         self, stream_id: int, stream: _FastStream, flags: int, start: int, length: int
@@ -169,11 +185,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         increment = connection_window.consume(length)
         if increment:
             self._out.append(window_update_frame(0, increment))
+            self._out_updates += 1
             self.window_updates_sent += 1
         if not end_stream:
             increment = window.consume(length)
             if increment:
                 self._out.append(window_update_frame(stream_id, increment))
+                self._out_updates += 1
                 self.window_updates_sent += 1
         response = stream.response
         response.size_bytes += len(data)
@@ -209,9 +227,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             elif kind is ev.ConnectionTerminated:
                 code = event.error_code  # type: ignore[attr-defined]
                 self._fail_all(PeerProtocolError(f"server sent GOAWAY ({code!s})"))
-        data = self.conn.data_to_send()
-        if data:
-            self._out.append(data)
+        self._drain_h2()
         return True
 
     def _protocol_failure(self, exc: ProtocolError) -> None:
@@ -357,15 +373,29 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.transport.close()
         await self._closed
 
-    def _flush(self) -> None:
-        out = self._out
+    def _drain_h2(self) -> None:
         data = self.conn.data_to_send()
         if data:
-            out.append(data)
+            self._out.append(data)
+            self._out_h2.append(data)
+
+    def _flush(self) -> None:
+        self._drain_h2()
+        self._write_out()
+
+    def _write_out(self) -> None:
+        """Everything queued (ours and h2's, in order) in one write."""
+        out = self._out
         if not out:
             return
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         if self.transport is not None and not self.transport.is_closing():
-            self.tally_out.feed(data)
+            tally = self.tally_out
+            for chunk in self._out_h2:
+                tally.feed(chunk)
+            tally.frames[TYPE_WINDOW_UPDATE] += self._out_updates
+            tally.frame_bytes[TYPE_WINDOW_UPDATE] += WINDOW_UPDATE_BYTES * self._out_updates
             self.transport.write(data)
+        self._out_h2.clear()
+        self._out_updates = 0

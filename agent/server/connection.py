@@ -26,14 +26,18 @@ from hyperframe.frame import GoAwayFrame
 
 from agent import probe
 from agent.fastpath import (
+    FRAME_HEADER_BYTES,
     MAX_WINDOW,
+    TYPE_DATA,
     TYPE_WINDOW_UPDATE,
+    WINDOW_UPDATE_BYTES,
     FrameReader,
     H2Internals,
+    SplitTally,
     data_frame_header,
     window_increment,
 )
-from agent.frames import CLIENT_PREFACE, FrameCounts, FrameTally
+from agent.frames import CLIENT_PREFACE, FrameCounts
 from agent.h2setup import h2_connection
 from agent.server.guard import ResetRateGuard
 from agent.server.ledger import TRIAL_HEADER
@@ -65,11 +69,16 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.conn = h2_connection(client_side=False, settings=app.h2_settings)
-        self.tally_in = FrameTally(expect_preface=True)
+        self.tally_in = SplitTally(expect_preface=True)
         self._reader = FrameReader(self.conn.max_inbound_frame_size, len(CLIENT_PREFACE))
         self._fast_enabled = fast_path and H2Internals.available()
+        # What the next write sends, in order; h2's parts are also listed (the tally walks them)
+        # and our DATA frames counted.
         self._out: list[bytes | memoryview] = []
-        self.tally_out = FrameTally()
+        self._out_h2: list[bytes] = []
+        self._out_data_frames = 0
+        self._out_data_bytes = 0
+        self.tally_out = SplitTally()
         self.guard = ResetRateGuard()
         self.pending: dict[int, _OutStream] = {}
         self.stream_trials: dict[int, str] = {}
@@ -102,10 +111,14 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         reader = self._reader
-        self.tally_in.feed(reader.view[reader.end : reader.end + nbytes])
         reader.commit(nbytes)
-        if reader.preface_left and not self._receive_h2(reader.take_preface()):
-            return
+        tally = self.tally_in
+        if reader.preface_left:
+            preface = reader.take_preface()
+            tally.feed(preface)
+            if not self._receive_h2(preface):
+                tally.feed(reader.take_all())
+                return
         conn = self.conn
         fast = self._fast_enabled and H2Internals.is_open(conn)
         while not reader.passthrough:
@@ -122,12 +135,20 @@ class ServerConnection(asyncio.BufferedProtocol):
                 and not reader.header_block
                 and self._fast_window_update(stream_id, window_increment(reader.buffer, start))
             ):
+                tally.frames[TYPE_WINDOW_UPDATE] += 1
+                tally.frame_bytes[TYPE_WINDOW_UPDATE] += WINDOW_UPDATE_BYTES
                 continue
-            if not self._receive_h2(reader.raw()):
+            raw = reader.raw()
+            tally.feed(raw)
+            if not self._receive_h2(raw):
+                tally.feed(reader.take_all())
                 return
             fast = self._fast_enabled and H2Internals.is_open(conn)
-        if reader.passthrough and not self._receive_h2(reader.take_all()):
-            return
+        if reader.passthrough:
+            rest = reader.take_all()
+            tally.feed(rest)
+            if not self._receive_h2(rest):
+                return
         self._pump()
         self._flush()
 
@@ -283,10 +304,8 @@ class ServerConnection(asyncio.BufferedProtocol):
             progressed = False
             for stream_id, stream in list(pending.items()):
                 if fast:
-                    credit = min(
-                        conn.outbound_flow_control_window,
-                        stream.h2_stream.outbound_flow_control_window,
-                    )
+                    credit = stream.h2_stream.outbound_flow_control_window
+                    credit = min(credit, conn.outbound_flow_control_window)
                 else:
                     credit = conn.local_flow_control_window(stream_id)
                 if credit <= 0:
@@ -311,6 +330,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         if fast and not last:
             self._out.append(data_frame_header(stream_id, size, False))
             self._out.append(stream.body[offset:end])
+            self._out_data_frames += 1
+            self._out_data_bytes += FRAME_HEADER_BYTES + size
             self.conn.outbound_flow_control_window -= size
             stream.h2_stream.outbound_flow_control_window -= size
         else:
@@ -331,6 +352,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         data = self.conn.data_to_send()
         if data:
             self._out.append(data)
+            self._out_h2.append(data)
 
     def _write_out(self) -> None:
         """Everything queued (ours and h2's, in order) in one write."""
@@ -341,8 +363,14 @@ class ServerConnection(asyncio.BufferedProtocol):
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         if self.transport is not None and not self.transport.is_closing():
-            self.tally_out.feed(data)
+            tally = self.tally_out
+            for chunk in self._out_h2:
+                tally.feed(chunk)
+            tally.frames[TYPE_DATA] += self._out_data_frames
+            tally.frame_bytes[TYPE_DATA] += self._out_data_bytes
             self.transport.write(data)
+        self._out_h2.clear()
+        self._out_data_frames = self._out_data_bytes = 0
 
     def _flush(self) -> None:
         self._write_out()

@@ -38,7 +38,7 @@ from agent.fastpath import (
     window_update_frame,
 )
 from agent.flow import WINDOW_UPDATE_POLICIES, FlowControlOptions
-from agent.frames import CLIENT_PREFACE
+from agent.frames import CLIENT_PREFACE, FrameTally
 from agent.h2setup import h2_connection
 from agent.server.app import ServerApp, ServerOptions
 from agent.server.connection import ServerConnection
@@ -68,8 +68,9 @@ class FakeTransport(asyncio.Transport):
         return 0
 
 
-def feed(protocol: asyncio.BufferedProtocol, data: bytes, cuts: list[int]) -> None:
-    """Deliver `data` as reads ending at `cuts`, each as large as the buffer offered allows."""
+def feed(protocol: asyncio.BufferedProtocol, data: bytes, cuts: list[int]) -> int:
+    """Deliver `data` as reads ending at `cuts`, each as large as the buffer offered allows,
+    until the protocol closes the transport; returns how many bytes it was given."""
     transport = protocol.transport  # type: ignore[attr-defined]
     bounds = sorted({c for c in cuts if 0 < c < len(data)} | {len(data)})
     position = 0
@@ -80,6 +81,22 @@ def feed(protocol: asyncio.BufferedProtocol, data: bytes, cuts: list[int]) -> No
             buffer[:size] = data[position : position + size]
             position += size
             protocol.buffer_updated(size)
+    return position
+
+
+def check_tallies(
+    connection: ClientConnection | ServerConnection, received: bytes, sent: bytes, server: bool
+) -> tuple[dict[str, object], dict[str, object]]:
+    """The connection's frame counts equal a plain FrameTally's walk of the bytes on the wire
+    (all sent; all received but a frame still incomplete in the read buffer)."""
+    reader = connection._reader
+    complete = received[: len(received) - (reader.end - reader.start)]
+    truth_in, truth_out = FrameTally(expect_preface=server), FrameTally(expect_preface=not server)
+    truth_in.feed(complete)
+    truth_out.feed(sent)
+    counted = connection.tally_in.counts().to_dict(), connection.tally_out.counts().to_dict()
+    assert counted == (truth_in.counts().to_dict(), truth_out.counts().to_dict())
+    return counted
 
 
 # frame builders and the splitter --------------------------------------------------------------
@@ -300,7 +317,10 @@ def run_client(case: ClientCase, fast: bool) -> tuple[object, ...]:
         transport = FakeTransport()
         client.connection_made(transport)
         futures = [client.request("x:1", "http", f"/{name}", [], keep_body=True) for name in "ab"]
-        feed(client, case.server_bytes, case.cuts)
+        given = feed(client, case.server_bytes, case.cuts)
+        tallies = check_tallies(
+            client, case.server_bytes[:given], bytes(transport.written), server=False
+        )
         outcomes: list[object] = []
         for future in futures:
             if not future.done():
@@ -312,7 +332,8 @@ def run_client(case: ClientCase, fast: bool) -> tuple[object, ...]:
                 assert response.body is not None
                 outcomes.append((response.status, bytes(response.body), response.size_bytes))
         client.connection_lost(None)
-        return (bytes(transport.written), transport.closed, client.window_updates_sent, outcomes)
+        written = bytes(transport.written)
+        return (written, transport.closed, client.window_updates_sent, outcomes, tallies)
 
     return asyncio.run(scenario())
 
@@ -330,7 +351,7 @@ def test_client_fast_path_receives_a_body_and_credits_it() -> None:
     frames.append(DataFrame(1, flags=["END_STREAM"]))
     frames += [*_headers(3, 0, split=False), DataFrame(3, flags=["END_STREAM"])]
     case = ClientCase(256, 256, "half", b"".join(f.serialize() for f in frames), [])
-    _written, closed, updates, outcomes = run_client(case, fast=True)
+    _written, closed, updates, outcomes, _tallies = run_client(case, fast=True)
     assert not closed
     assert outcomes == [(200, body, len(body)), (200, b"", 0)]
     assert updates > 0
@@ -340,7 +361,7 @@ def test_client_refuses_data_beyond_its_window() -> None:
     frames: list[Frame] = [SettingsFrame(0), *_headers(1, None, split=False)]
     frames.append(DataFrame(1, data=b"x" * 257))
     case = ClientCase(256, 65535, "half", b"".join(f.serialize() for f in frames), [])
-    written, closed, _updates, outcomes = run_client(case, fast=True)
+    written, closed, _updates, outcomes, _tallies = run_client(case, fast=True)
     assert closed
     assert (
         outcomes[0] == "server broke HTTP/2: FlowControlError: Flow control window shrunk below 0"
@@ -436,9 +457,11 @@ def run_server(site: Path, case: ServerCase, fast: bool) -> tuple[object, ...]:
         server = ServerConnection(app, fast_path=fast)
         transport = FakeTransport()
         server.connection_made(transport)
-        feed(server, case.client_bytes, case.cuts)
+        given = feed(server, case.client_bytes, case.cuts)
+        written = bytes(transport.written)
+        tallies = check_tallies(server, case.client_bytes[:given], written, server=True)
         server.connection_lost(None)
-        return bytes(transport.written), transport.closed, app.hostile_connections
+        return written, transport.closed, app.hostile_connections, tallies
 
     return asyncio.run(scenario())
 
