@@ -228,3 +228,21 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_tls_nghttp_against_nghttpd(site: Path, tmp_path: Path) -> None:
+    require_tool("nghttp", "nghttpd", "openssl")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=localhost"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    with nghttpd_agent(site, tmp_path, "--tls", "--cert", str(cert), "--key", str(key)) as server:
+        assert server.listening["scheme"] == "https"
+        url = f"https://127.0.0.1:{server.listening['port']}/"
+        record = _fetch(url, site, "tls", "--engine", "nghttp2", "--trial-control", server.control)
+        assert record["tls"] is True and record["body_bytes"] == _page_bytes(site)
+        trial = _trial(server.trials(), "tls")
+        # TLS records and their overhead: more bytes written than the plain page.
+        assert trial["ok"] and trial["sent"]["bytes"] > _page_bytes(site)
