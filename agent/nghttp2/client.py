@@ -152,6 +152,9 @@ def run_nghttp_fetches(plan: NghttpPlan) -> int:
                 if control is not None:
                     control.begin(trial_id)
                 record = fetcher.fetch(trial_id, repetition, Path(workdir))
+                failures += not record.ok
+                # Printed first: a failed `end` must not lose the client's own record.
+                print_record(record.to_dict(), plan.json_lines)
                 if control is not None:
                     control.end(
                         trial_id,
@@ -159,8 +162,6 @@ def run_nghttp_fetches(plan: NghttpPlan) -> int:
                         requests=len(record.resources),
                         responses_completed=len(record.resources),
                     )
-                failures += not record.ok
-                print_record(record.to_dict(), plan.json_lines)
     finally:
         marker.close()
         if control is not None:

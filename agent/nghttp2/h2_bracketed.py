@@ -40,14 +40,15 @@ async def run_bracketed_fetches(plan: FetchPlan, control_address: str) -> int:
                 marker=marker,
             )
             record = await fetch.run()
+            failures += not record.ok
+            # Printed first: a failed `end` must not lose the client's own record.
+            print_record(record.to_dict(), plan.json_lines)
             control.end(
                 trial_id,
                 ok=record.ok,
                 requests=len(record.resources),
                 responses_completed=len(record.resources),
             )
-            failures += not record.ok
-            print_record(record.to_dict(), plan.json_lines)
     finally:
         marker.close()
         control.close()
