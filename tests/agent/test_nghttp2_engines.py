@@ -84,14 +84,11 @@ def test_nghttp2_client_against_nghttpd(nghttpd_server: NghttpdAgent, site: Path
     server = _trial(nghttpd_server.trials(), "ng-ng")
     assert server["ok"] and server["requests"] == len(record["resources"])
     assert server["engine"] == "nghttp2" and server["cpu_source"] in ("schedstat", "ticks")
-    assert 0 < server["cpu_s"] <= server["serve_s"] <= record["process_wall_s"]
+    assert 0 < server["cpu_s"] <= server["serve_s"]
     assert server["rss_peak_is_trial"] and server["rss_peak_bytes"] > 0
     # nghttpd wrote the bodies plus frame headers and response HEADERS, nothing else.
     sent = server["sent"]["bytes"] - _page_bytes(site)
     assert 0 < sent < 0.02 * _page_bytes(site)
-    # The serve window lies inside the client process's life.
-    assert record["t_mono_start_ns"] <= server["t_mono_start_ns"]
-    assert server["t_mono_end_ns"] <= record["t_mono_end_ns"] + 2_000_000
 
 
 def test_nghttp2_client_against_the_h2_server(h2_server: RunningServer, site: Path) -> None:
