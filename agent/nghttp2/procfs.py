@@ -5,7 +5,7 @@
   kernel lacks it, utime + stime from /proc/PID/stat in clock ticks (usually 10 ms).
 - The user/sys split: utime and stime (clock ticks) from /proc/PID/stat.
 - Peak RSS: VmHWM in /proc/PID/status, reset by writing "5" to /proc/PID/clear_refs.
-- Bytes: rchar and wchar in /proc/PID/io (every read(2)/write(2) of the process, sockets included).
+- Bytes written: wchar in /proc/PID/io (every write(2) of the process, sockets included).
 - Listening sockets: the inodes of /proc/PID/fd/* matched with /proc/net/tcp and tcp6.
 """
 
@@ -76,7 +76,6 @@ class CpuSample:
     utime_ticks: int
     stime_ticks: int
     wchar: int | None
-    rchar: int | None
 
 
 class ProcessProbe:
@@ -146,7 +145,6 @@ class ProcessProbe:
             utime_ticks=utime,
             stime_ticks=stime,
             wchar=None if io is None else io.get("wchar"),
-            rchar=None if io is None else io.get("rchar"),
         )
 
     def reset_peak_rss(self) -> bool:

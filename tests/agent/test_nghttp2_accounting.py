@@ -21,7 +21,6 @@ def sample(t_ms: float, runtime_ms: float, utime: int = 0, stime: int = 0,
         utime_ticks=utime,
         stime_ticks=stime,
         wchar=wchar,
-        rchar=0,
     )
 
 
