@@ -5,7 +5,6 @@ site manifest, with the process's CPU, memory and frames measured over exactly t
 from __future__ import annotations
 
 import asyncio
-import json
 import ssl
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -254,7 +253,3 @@ class PageFetch:
             cpu_pin=self.options.cpu_pin,
             marker=self.marker.describe(),
         )
-
-
-def record_line(record: FetchRecord) -> str:
-    return json.dumps(record.to_dict(), separators=(",", ":"))

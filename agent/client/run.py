@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
-from agent.client.fetch import FetchOptions, PageFetch, Target, download_manifest, record_line
-from agent.client.record import FetchRecord
+from agent.client.fetch import FetchOptions, PageFetch, Target, download_manifest
 from agent.errors import SiteError
 from agent.flow import FlowControlOptions
 from agent.marker import open_marker
@@ -29,7 +30,7 @@ class FetchPlan:
     ca_file: str | None = None
 
 
-def _read_manifest(path: Path) -> SiteManifest:
+def read_manifest(path: Path) -> SiteManifest:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -37,17 +38,36 @@ def _read_manifest(path: Path) -> SiteManifest:
     return parse_manifest(text, source=str(path))
 
 
-def _summary(record: FetchRecord) -> str:
-    if not record.ok:
-        return f"{record.trial_id}: FAILED: {record.error}"
+def summary(record: dict[str, Any]) -> str:
+    """The human line for one fetch record, of either engine."""
+    if not record["ok"]:
+        return f"{record['trial_id']}: FAILED: {record['error']}"
     return (
-        f"{record.trial_id}: {len(record.resources)} resources, {record.body_bytes} bytes in "
-        f"{record.response_s * 1000:.1f} ms, CPU {record.cpu_s * 1000:.1f} ms "
-        f"({record.cpu_pct:.0f} %), peak RSS {record.rss_peak_bytes / 2**20:.1f} MiB"
+        f"{record['trial_id']}: {len(record['resources'])} resources, {record['body_bytes']} "
+        f"bytes in {record['response_s'] * 1000:.1f} ms, CPU {record['cpu_s'] * 1000:.1f} ms "
+        f"({record['cpu_pct']:.0f} %), peak RSS {record['rss_peak_bytes'] / 2**20:.1f} MiB"
     )
 
 
-async def run_fetches(plan: FetchPlan) -> int:
+def print_record(record: dict[str, Any], json_lines: bool) -> None:
+    print(json.dumps(record, separators=(",", ":")) if json_lines else summary(record), flush=True)
+
+
+def trial_ids(trial_id: str, repeat: int) -> list[str]:
+    """The ids of `repeat` fetches: the id itself, or ID-1 .. ID-R."""
+    return [trial_id] if repeat == 1 else [f"{trial_id}-{r}" for r in range(1, repeat + 1)]
+
+
+class TrialBracket(Protocol):
+    """Tells the server where each trial begins and ends, for servers that cannot see the
+    trial header (nghttpd: agent.nghttp2.control.TrialControl)."""
+
+    def begin(self, trial_id: str) -> None: ...
+    def end(self, trial_id: str, *, ok: bool, requests: int, responses_completed: int) -> None: ...
+    def close(self) -> None: ...
+
+
+async def run_fetches(plan: FetchPlan, bracket: TrialBracket | None = None) -> int:
     target = Target.parse(plan.url)
     options = FetchOptions(
         settings=plan.settings,
@@ -58,14 +78,15 @@ async def run_fetches(plan: FetchPlan) -> int:
         cpu_pin=plan.cpu_pin,
     )
     if plan.manifest_path is not None:
-        manifest = _read_manifest(plan.manifest_path)
+        manifest = read_manifest(plan.manifest_path)
     else:
         manifest = await download_manifest(target, options)
     marker = open_marker(plan.marker)
     failures = 0
     try:
-        for repetition in range(1, plan.repeat + 1):
-            trial_id = plan.trial_id if plan.repeat == 1 else f"{plan.trial_id}-{repetition}"
+        for repetition, trial_id in enumerate(trial_ids(plan.trial_id, plan.repeat), 1):
+            if bracket is not None:
+                bracket.begin(trial_id)
             fetch = PageFetch(
                 target,
                 manifest=manifest,
@@ -76,7 +97,13 @@ async def run_fetches(plan: FetchPlan) -> int:
             )
             record = await fetch.run()
             failures += not record.ok
-            print(record_line(record) if plan.json_lines else _summary(record), flush=True)
+            # Printed first: a failed `end` must not lose the client's own record.
+            print_record(record.to_dict(), plan.json_lines)
+            if bracket is not None:
+                done = len(record.resources)
+                bracket.end(trial_id, ok=record.ok, requests=done, responses_completed=done)
     finally:
         marker.close()
+        if bracket is not None:
+            bracket.close()
     return 1 if failures else 0

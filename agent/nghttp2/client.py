@@ -11,15 +11,14 @@ output without `-v` and are left empty (`{}`, null).
 from __future__ import annotations
 
 import asyncio
-import json
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from agent.client.fetch import FetchOptions, Target, download_manifest
-from agent.errors import AgentError, SiteError
+from agent.client.run import print_record, read_manifest, trial_ids
+from agent.errors import AgentError
 from agent.marker import Marker, open_marker
 from agent.nghttp2.control import TrialControl
 from agent.nghttp2.errors import NghttpOutputError
@@ -30,7 +29,7 @@ from agent.nghttp2.record import NghttpFetchRecord, build_record
 from agent.nghttp2.stats import parse_stats
 from agent.nghttp2.timing import ResourceTimes, resource_times
 from agent.nghttp2.tools import find_tool
-from agent.site.manifest import SiteManifest, parse_manifest
+from agent.site.manifest import SiteManifest
 
 
 @dataclass(frozen=True)
@@ -45,34 +44,6 @@ class NghttpPlan:
     marker: str
     cpu_pin: int | None
     trial_control: str | None = None
-
-
-def read_manifest(path: Path) -> SiteManifest:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SiteError(f"--manifest {path}: {exc.strerror}") from None
-    return parse_manifest(text, source=str(path))
-
-
-def summary(record: dict[str, Any]) -> str:
-    """The human line for one fetch record, of either engine."""
-    if not record["ok"]:
-        return f"{record['trial_id']}: FAILED: {record['error']}"
-    return (
-        f"{record['trial_id']}: {len(record['resources'])} resources, {record['body_bytes']} "
-        f"bytes in {record['response_s'] * 1000:.1f} ms, CPU {record['cpu_s'] * 1000:.1f} ms "
-        f"({record['cpu_pct']:.0f} %), peak RSS {record['rss_peak_bytes'] / 2**20:.1f} MiB"
-    )
-
-
-def print_record(record: dict[str, Any], json_lines: bool) -> None:
-    print(json.dumps(record, separators=(",", ":")) if json_lines else summary(record), flush=True)
-
-
-def trial_ids(trial_id: str, repeat: int) -> list[str]:
-    """The ids of `repeat` fetches: the id itself, or ID-1 .. ID-R (as the h2 engine names them)."""
-    return [trial_id] if repeat == 1 else [f"{trial_id}-{r}" for r in range(1, repeat + 1)]
 
 
 def _parse_output(stdout: bytes, har_path: Path) -> tuple[tuple[ResourceTimes, ...], int]:
