@@ -28,6 +28,7 @@ LEADING_COLUMNS: tuple[Column, ...] = (
 )
 
 METRIC_COLUMNS: tuple[Column, ...] = (
+    Column("client_window_on_wire", "B", "stream window the client announced (nghttp2: 2^N - 1)"),
     Column("t_wall_start_ns", "ns", "client's wall clock at the fetch start (Unix epoch)"),
     Column("t_wall_end_ns", "ns", "client's wall clock at the fetch end"),
     Column("client_response_s", "s", "connect start -> last byte of the last resource"),

@@ -44,6 +44,11 @@ def trial_row(
         **trial.settings,
     }
     if client is not None:
+        flow = client.get("flow_control")
+        if isinstance(flow, Mapping):
+            row["client_window_on_wire"] = flow.get(
+                "initial_window_size_on_wire", flow.get("initial_window_size")
+            )
         row.update(
             t_wall_start_ns=client.get("t_wall_start_ns"),
             t_wall_end_ns=client.get("t_wall_end_ns"),
