@@ -1,4 +1,5 @@
 """`h2iot nodes deploy|check CONFIG`: put the agent on the config's nodes, and check them.
+`h2iot nodes calibrate [CONFIG]`: the CPU quota that makes a local core as fast as a Pi 3B's.
 
 deploy builds this project's wheel (or takes --wheel), downloads the agent's dependencies for
 each SSH node's platform on this machine (nodes need no package index), copies the wheels,
@@ -28,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent import __version__
+from controller.cli._nodes_calibrate import add_calibrate, calibrate_nodes
 from controller.config import NodeConfig, load_config
 from controller.config.model import ROLES
 from controller.errors import ConfigError, ControllerError
@@ -100,6 +102,7 @@ def register(subparsers: Any) -> None:
     )
     deploy.set_defaults(handler=_guarded(_deploy))
     check.set_defaults(handler=_guarded(_check))
+    add_calibrate(actions).set_defaults(handler=_guarded(calibrate_nodes))
 
 
 def _guarded(action: Callable[[argparse.Namespace, Console], int]) -> Callable[..., int]:

@@ -24,6 +24,7 @@ from controller.config.model import (
     SweepConfig,
     WorkloadConfig,
 )
+from controller.device.profile import DeviceProfile, not_local_message, resolve
 from controller.errors import ConfigError
 
 DEFAULTS = "<defaults>"
@@ -72,6 +73,8 @@ def _node(stack: Stack, role: Role) -> NodeConfig:
         "cpu": LOCAL_CPU[role] if local else None,
         "address": address,
     }
+    if given.get("device") is not None:
+        given = {**given, "device": _device(stack, role, local, given["device"])}
     node = NodeConfig(role=role, **{**defaults, **given})
     if not local and node.known_hosts is None:
         where = f"nodes.{role}.known_hosts"
@@ -81,6 +84,16 @@ def _node(stack: Stack, role: Role) -> NodeConfig:
             "unknown or changed key is refused, never accepted silently"
         )
     return node
+
+
+def _device(stack: Stack, role: Role, local: bool, given: dict[str, Any]) -> DeviceProfile:
+    key = f"nodes.{role}.device"
+    if not local:
+        raise ConfigError(f"{stack.origin(key)}: {key}: {not_local_message(role)}")
+    try:
+        return resolve(given)
+    except ValueError as exc:
+        raise ConfigError(f"{stack.origin(key)}: {key}: {exc}") from None
 
 
 def _meter(stack: Stack) -> MeterConfig:

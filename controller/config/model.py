@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import itertools
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from controller.device.profile import DeviceProfile
 
 Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]
@@ -96,6 +98,8 @@ class NodeConfig:
     data_interface: str | None = None
     # The HTTP/2 implementation the node's agent runs: its own (h2) or nghttp / nghttpd.
     engine: Engine = "h2"
+    # Local nodes: the constrained device it emulates (cgroups, controller.device); None: none.
+    device: DeviceProfile | None = None
     http_port: int = 8443
 
     @property
@@ -131,9 +135,11 @@ class LinkConfig:
 
 
 def _plain(value: Any) -> Any:
-    """A JSON-able copy: paths become strings, tuples lists."""
+    """A JSON-able copy: paths become strings, tuples lists, records tables."""
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, DeviceProfile):
+        return asdict(value)
     if isinstance(value, tuple | list):
         return [_plain(item) for item in value]
     return value

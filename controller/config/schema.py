@@ -29,6 +29,7 @@ from controller.config.model import (
     SENSORS,
     UNREPRESENTABLE_WINDOW,
 )
+from controller.device.profile import MAX_PERIOD_US, MIN_PERIOD_US, PROFILE_NAMES
 from controller.errors import ConfigError
 
 NONE = "none"
@@ -243,6 +244,36 @@ STOP_METRICS = (
 )
 _IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 
+_DEVICE: dict[str, Reader] = {
+    "profile": choice(PROFILE_NAMES),
+    "speed_fraction": optional(number(0, 1, low_open=True)),
+    "cpu_quota": optional(number(0, 1, low_open=True)),
+    "cpu_period_us": integer(MIN_PERIOD_US, MAX_PERIOD_US),
+    "cores": integer(1, 4096),
+    "memory_mib": optional(integer(4, 2**20)),
+}
+
+
+def device(value: Any) -> dict[str, Any]:
+    """nodes.<role>.device: a profile's name, or a table of its values (`profile` to start
+    from, the rest override it); both come out as a table."""
+    if isinstance(value, str):
+        return {"profile": _DEVICE["profile"](value)}
+    if not isinstance(value, dict):
+        names = ", ".join(json.dumps(name) for name in PROFILE_NAMES[1:])
+        raise _Invalid(f"expected a profile name ({names}) or a table, got {describe(value)}")
+    checked: dict[str, Any] = {}
+    for key, item in value.items():
+        at = f".{key_text(key)}"
+        if key not in _DEVICE:
+            raise _Invalid(_unknown("", key, _DEVICE), at)
+        try:
+            checked[key] = _DEVICE[key](item)
+        except _Invalid as exc:
+            raise _Invalid(str(exc), at + exc.at) from None
+    return checked
+
+
 _NODE: dict[str, Reader] = {
     "host": _HOST_READER,
     "user": optional(text(_USER, "a user name")),
@@ -255,6 +286,7 @@ _NODE: dict[str, Reader] = {
     "address": _HOST_READER,
     "data_interface": optional(text(_IFNAME, "a network interface name (at most 15 characters)")),
     "engine": choice(ENGINES),
+    "device": optional(device),
 }
 
 SCHEMA: Schema = {

@@ -18,6 +18,7 @@ import psutil
 from controller.errors import ConfigError
 
 _USEC_PER_S = 1e6
+_NSEC_PER_S = 1e9
 
 
 class ProcessTreeCpu:
@@ -79,14 +80,20 @@ class ProcessTreeCpu:
 
 
 class CgroupCpu:
-    """Cumulative CPU seconds of a cgroup v2 (`cpu.stat` usage_usec): exact and cheap."""
+    """Cumulative CPU seconds of a cgroup: exact and cheap. A v1 cpuacct directory's
+    `cpuacct.usage` (ns), else a v2 directory's `cpu.stat` usage_usec."""
 
     def __init__(self, path: Path) -> None:
+        self._usage = path / "cpuacct.usage"
         self._stat = path / "cpu.stat"
-        if not self._stat.is_file():
-            raise ConfigError(f"--watch cgroup:{path}: no cpu.stat (not a cgroup v2 directory?)")
+        if not self._usage.is_file() and not self._stat.is_file():
+            raise ConfigError(
+                f"--watch cgroup:{path}: no cpu.stat or cpuacct.usage (not a cgroup directory?)"
+            )
 
     def cpu_seconds(self) -> float:
+        if self._usage.is_file():
+            return int(self._usage.read_text()) / _NSEC_PER_S
         for line in self._stat.read_text().splitlines():
             key, _, value = line.partition(" ")
             if key == "usage_usec":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -35,10 +36,15 @@ ANALOG_INPUTS = 8
 
 @dataclass(frozen=True)
 class WatchSpec:
-    """What drives one analog input: `pid:N` (a process tree) or `cgroup:PATH`."""
+    """What drives one analog input: `pid:N` (a process tree) or `cgroup:PATH`.
+
+    `core_fraction` is how much of one of this machine's cores one modelled core is worth: an
+    emulated device throttled to that share (`controller.device`) that keeps its quota busy
+    reads as a busy board, not as a mostly idle one."""
 
     kind: str
     target: str
+    core_fraction: float = 1.0
 
     @classmethod
     def parse(cls, text: str) -> WatchSpec:
@@ -83,8 +89,7 @@ class NodePower:
             raise ConfigError(f"--watch: {len(watch)} sources for {ANALOG_INPUTS} inputs")
         self._model = model
         self._loads = [
-            Utilisation(_cpu_source(spec, rescan_s).cpu_seconds, model.cores, now_s)
-            for spec in watch
+            Utilisation(_modelled_cpu_seconds(spec, rescan_s), model.cores, now_s) for spec in watch
         ]
         idle = 0.0 if no_load else model.idle_mw
         self._power_mw = np.full(ANALOG_INPUTS, idle)
@@ -173,7 +178,13 @@ class MarkerFifo:
         self.fd = self._keepalive = -1
 
 
-def _cpu_source(spec: WatchSpec, rescan_s: float) -> ProcessTreeCpu | CgroupCpu:
-    if spec.kind == "pid":
-        return ProcessTreeCpu(int(spec.target), rescan_s)
-    return CgroupCpu(Path(spec.target))
+def _modelled_cpu_seconds(spec: WatchSpec, rescan_s: float) -> Callable[[], float]:
+    """The source's CPU seconds counted in modelled-core seconds."""
+    source = (
+        ProcessTreeCpu(int(spec.target), rescan_s)
+        if spec.kind == "pid"
+        else CgroupCpu(Path(spec.target))
+    )
+    if spec.core_fraction == 1.0:
+        return source.cpu_seconds
+    return lambda: source.cpu_seconds() / spec.core_fraction

@@ -18,6 +18,7 @@ from typing import Any
 
 from agent import __version__
 from controller.config.model import Config, MeterConfig, NodeConfig
+from controller.device.emulation import Emulation, emulated_devices
 from controller.errors import ConfigError, DeviceError
 from controller.link import shaped_link
 from controller.meter.calibration import Calibration, nominal
@@ -37,10 +38,16 @@ MARKER_FIFO = "marker.fifo"
 TRUTH = "meter-truth.csv"
 
 
-def open_node(config: NodeConfig, *, accept_new_host_key: bool) -> tuple[Node, int | None]:
-    """A connected node, and the pid of its anchor when it is local."""
+def open_node(
+    config: NodeConfig, *, accept_new_host_key: bool, devices: Emulation | None = None
+) -> tuple[Node, int | None]:
+    """A connected node, and the pid of its anchor when it is local (in its emulated device's
+    cgroup and namespace, if it has them)."""
     if config.is_local:
-        transport = AnchoredLocalTransport(node_label(config))
+        label = node_label(config)
+        transport = (
+            devices.start_anchor(config.role, label) if devices else AnchoredLocalTransport(label)
+        )
         return Node(transport), transport.pid
     return connect(config, accept_new_host_key=accept_new_host_key), None
 
@@ -97,12 +104,14 @@ def open_sweep(
     """Nodes (with the site built on the server) and the meter, closed on exit; plus the facts
     a run's manifest records about them."""
     with ExitStack() as stack:
+        devices = stack.enter_context(emulated_devices(config))
+        config = devices.config  # on the emulated devices' own data link, if they have one
         client_node, client_anchor = open_node(
-            config.client, accept_new_host_key=accept_new_host_key
+            config.client, accept_new_host_key=accept_new_host_key, devices=devices
         )
         stack.callback(client_node.close)
         server_node, server_anchor = open_node(
-            config.server, accept_new_host_key=accept_new_host_key
+            config.server, accept_new_host_key=accept_new_host_key, devices=devices
         )
         stack.callback(server_node.close)
         facts: dict[str, Any] = {}
@@ -116,6 +125,10 @@ def open_sweep(
             facts[role] = {**asdict(found), "cpu_pin": node_config.cpu}
         link = stack.enter_context(
             shaped_link(config, {"client": client_node, "server": server_node})
+        )
+        device = devices.facts(
+            {"client": client_node, "server": server_node},
+            {"client": config.client.python, "server": config.server.python},
         )
         trial_log = f"{_state_dir(config.server, run_dir)}/trials-{run_dir.name}.jsonl"
         client = AgentNode(
@@ -137,12 +150,12 @@ def open_sweep(
         marker_path = (
             (run_dir / MARKER_FIFO).resolve() if modelled and config.client.is_local else None
         )
-        watch = _watch(config, client_anchor, server_anchor) if modelled else ()
+        watch = _watch(config, client_anchor, server_anchor, devices) if modelled else ()
         port, device_facts = stack.enter_context(_device(config.meter, watch, run_dir, marker_path))
         tap = _open_tap(config.meter, port, device_facts)
         stack.callback(tap.close)
         offset = facts["client"]["clock"]["wall_offset_ns"] if facts["client"]["clock"] else 0
-        pair = AgentPair(
+        pair = devices.make_pair(
             config,
             client,
             server,
@@ -153,7 +166,7 @@ def open_sweep(
             facts=facts,
         )
         stack.callback(_stop_server, pair)
-        yield pair, tap, {"nodes": facts, "meter": tap.facts(), "link": link}
+        yield pair, tap, {"nodes": facts, "meter": tap.facts(), "link": link, "device": device}
 
 
 def _stop_server(pair: AgentPair) -> None:
@@ -161,7 +174,9 @@ def _stop_server(pair: AgentPair) -> None:
         pair.server.stop_server()
 
 
-def _watch(config: Config, client_pid: int | None, server_pid: int | None) -> tuple[WatchSpec, ...]:
+def _watch(
+    config: Config, client_pid: int | None, server_pid: int | None, devices: Emulation
+) -> tuple[WatchSpec, ...]:
     """One source per analog input, in input order, for the modelled meters."""
     pids = {"client": client_pid, "server": server_pid}
     by_input = dict((index, role) for role, index in config.meter.channels)
@@ -170,12 +185,12 @@ def _watch(config: Config, client_pid: int | None, server_pid: int | None) -> tu
     for analog_input in range(top + 1):
         role = by_input.get(analog_input)
         pid = pids.get(role) if role is not None else None
-        if pid is None:
+        if role is None or pid is None:
             raise ConfigError(
                 f"meter.channels: analog input A{analog_input} has no local node to model "
                 "(a modelled meter follows local nodes only)"
             )
-        specs.append(WatchSpec("pid", str(pid)))
+        specs.append(devices.watch(role, pid))
     return tuple(specs)
 
 

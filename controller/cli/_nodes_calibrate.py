@@ -1,0 +1,131 @@
+"""`h2iot nodes calibrate [CONFIG]`: the CPU quota that makes this machine's core as fast as the
+emulated device's (a Raspberry Pi 3B for the rpi3b profile).
+
+Runs the calibration probe (HTTP/2 framing and HPACK through h2, and a hash loop) unthrottled,
+then in a cgroup under quotas around the profile's nominal speed fraction, and reports each
+one's speed against the reference device's (`controller.device.calibrate`). Calibrates the
+profile of each local node with a device in CONFIG, on that node's core; without one, rpi3b on
+core 0. Needs root (cgroups). Put the quota it prints into the config's device table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from controller.config import load_config
+from controller.config.model import ROLES
+from controller.device.calibrate import Calibration, calibrate
+from controller.device.profile import MIN_QUOTA_US, PI3B_CORE_FRACTION, PROFILES, DeviceProfile
+from controller.errors import ConfigError
+
+DEFAULT_SECONDS = 2.0
+
+
+def add_calibrate(actions: Any) -> argparse.ArgumentParser:
+    """The `calibrate` action of `h2iot nodes`; its handler is set by the caller."""
+    parser: argparse.ArgumentParser = actions.add_parser(
+        "calibrate",
+        help="measure the CPU quota that makes this machine's core as fast as a Pi 3B's",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("config", type=Path, nargs="?", help="the sweep's TOML config")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key (dotted), like h2iot sweep",
+    )
+    parser.add_argument(
+        "--reference-fraction",
+        type=float,
+        help=(
+            "the reference device's core as a share of this machine's "
+            f"(default: the profile's; rpi3b {PI3B_CORE_FRACTION:g}, from published figures)"
+        ),
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=DEFAULT_SECONDS,
+        help="wall time per probe run (default: %(default)s)",
+    )
+    return parser
+
+
+def _targets(args: argparse.Namespace) -> list[tuple[str, DeviceProfile, int]]:
+    """(what, profile, core) to calibrate."""
+    if args.config is None:
+        return [("rpi3b", PROFILES["rpi3b"], 0)]
+    config = load_config(args.config, args.overrides)
+    targets = []
+    for role in ROLES:
+        node = config.node(role)
+        if node.device is not None:
+            core = node.cpu if node.cpu is not None else 0
+            targets.append((f"nodes.{role} ({node.device.profile})", node.device, core))
+    return targets or [("rpi3b", PROFILES["rpi3b"], 0)]
+
+
+def _fraction(args: argparse.Namespace, profile: DeviceProfile) -> float:
+    if args.reference_fraction is not None:
+        if not 0 < args.reference_fraction <= 1:
+            raise ConfigError(f"--reference-fraction {args.reference_fraction:g}: not in (0, 1]")
+        return float(args.reference_fraction)
+    if profile.speed_fraction is None:
+        raise ConfigError(
+            f"profile {profile.profile} has no speed_fraction to calibrate to; give "
+            "--reference-fraction"
+        )
+    return profile.speed_fraction
+
+
+def _report(console: Console, what: str, profile: DeviceProfile, result: Calibration) -> None:
+    table = Table(title=f"{what}: period {profile.cpu_period_us} us", title_justify="left")
+    for column in ("quota", "probe units/s", "share of this core", "vs reference"):
+        table.add_column(column, justify="right")
+    host = result.host.units_per_cpu_s
+    table.add_row("none", f"{host:.0f} per CPU s", "1", f"{1 / result.reference_fraction:.2f}")
+    for run in result.candidates:
+        speed = run.units_per_wall_s
+        table.add_row(
+            f"{run.quota:g}",
+            f"{speed:.1f}",
+            f"{speed / host:.4f}",
+            f"{speed / result.reference_units_per_s:.2f}",
+        )
+    console.print(table)
+    console.print(
+        f"reference device: {result.reference_fraction:g} of this core = "
+        f"{result.reference_units_per_s:.1f} units/s; quota that matches it: "
+        f"{result.quota:.4f}"
+    )
+    if result.quota * profile.cpu_period_us < MIN_QUOTA_US:
+        console.print(f"(below the kernel's {MIN_QUOTA_US} us per period: raise cpu_period_us)")
+    console.print(
+        f'  device = {{profile = "{profile.profile}", cpu_quota = {result.quota:.4f}}}',
+        markup=False,
+    )
+
+
+def calibrate_nodes(args: argparse.Namespace, console: Console) -> int:
+    targets = _targets(args)
+    if args.seconds <= 0:
+        raise ConfigError(f"--seconds {args.seconds:g}: must be positive")
+    if os.geteuid() != 0:
+        raise ConfigError(
+            "nodes calibrate: measuring under a CPU quota needs root (cgroups); run it as root"
+        )
+    for what, profile, core in targets:
+        fraction = _fraction(args, profile)
+        result = calibrate(profile, fraction, args.seconds, core)
+        _report(console, what, profile, result)
+    return 0

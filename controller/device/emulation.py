@@ -1,0 +1,229 @@
+"""A sweep's local nodes as constrained devices: what `open_sweep` asks of this package.
+
+`emulated_devices(config)` (a context manager) prepares, for the length of a sweep:
+- a cgroup per node with `nodes.<role>.device` (CPU quota, pinning, memory limit), which every
+  command of the node joins before it starts (`controller.device.transport`), so the agent and
+  the nghttp2 tools, and all they start, are in it;
+- when both nodes are local and either has a device profile (and neither names a
+  data_interface of its own), a network namespace per node joined by a veth data link
+  (`controller.device.netns`); the sweep then runs on a copy of the config whose addresses and
+  data interfaces are that link's, and `[link]` shapes it. (`device = "custom"` limits nothing:
+  namespaces and a shaped link for unthrottled nodes.)
+
+Both need root. Device profiles apply to local nodes; an SSH node's own hardware is its device.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from controller.config.model import ROLES, Config, Role
+from controller.device.calibrate import Calibration, ProbeRun, calibrate, parse_probe, run_probe
+from controller.device.cgroup import NodeCgroup
+from controller.device.memory_pair import MemoryWatchedPair
+from controller.device.netns import DATA_INTERFACE, LocalLink, create_link, destroy_link, run_inside
+from controller.device.profile import (
+    PI3B_CORE_FRACTION,
+    DeviceProfile,
+    not_local_message,
+    pinned_cores,
+)
+from controller.device.transport import CgroupTransport
+from controller.errors import ConfigError, ControllerError
+from controller.meter.node_power import WatchSpec
+from controller.nodes.anchor import AnchoredLocalTransport
+from controller.nodes.node import Node
+from controller.sweep.agent_pair import AgentPair
+
+LOCAL_CONFIG = "configs/local.toml"
+PROBE_SECONDS = 1.0
+PROBE_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Emulation:
+    """What `emulated_devices` made; `config` is the one the sweep runs on."""
+
+    config: Config
+    link: LocalLink | None = None
+    cgroups: dict[Role, NodeCgroup] = field(default_factory=dict)
+    cpus: dict[Role, tuple[int, ...]] = field(default_factory=dict)
+    calibrations: dict[Role, Calibration] = field(default_factory=dict)
+
+    def start_anchor(self, role: Role, label: str) -> AnchoredLocalTransport | CgroupTransport:
+        """A local node's anchor inside the node's namespace; its commands join the cgroup."""
+
+        def start() -> AnchoredLocalTransport:
+            return AnchoredLocalTransport(label)
+
+        link = self.link
+        anchor = start() if link is None else run_inside(link.namespace(role), start)
+        cgroup = self.cgroups.get(role)
+        return anchor if cgroup is None else CgroupTransport(anchor, cgroup.procs_files)
+
+    def watch(self, role: Role, anchor_pid: int) -> WatchSpec:
+        """What a modelled meter follows for this node: its cgroup, with the CPU time scaled to
+        the emulated device's cores, else the anchor's process tree."""
+        cgroup = self.cgroups.get(role)
+        if cgroup is None:
+            return WatchSpec("pid", str(anchor_pid))
+        quota = cgroup.profile.cpu_quota
+        return WatchSpec("cgroup", str(cgroup.usage_directory), core_fraction=quota or 1.0)
+
+    def make_pair(self, *args: Any, **kwargs: Any) -> AgentPair:
+        """The sweep's AgentPair; with memory limits, one whose failed trials name an OOM kill."""
+        limited = {role: c for role, c in self.cgroups.items() if c.profile.memory_mib}
+        if not limited:
+            return AgentPair(*args, **kwargs)
+        return MemoryWatchedPair(limited, *args, **kwargs)
+
+    def facts(self, nodes: Mapping[Role, Node], python: Mapping[Role, str]) -> dict[str, Any]:
+        """The manifest's `device`: per emulated node its profile, cgroup and the probe's speed
+        under it against this machine unthrottled; the namespaces' link."""
+        if not self.cgroups:
+            return {"emulated": False, "link": None}
+        host = run_probe(PROBE_SECONDS)
+        measured = _probe_nodes({role: nodes[role] for role in self.cgroups}, python)
+        per_node = {}
+        for role, cgroup in self.cgroups.items():
+            run = measured[role]
+            calibration = self.calibrations.get(role)
+            per_node[role] = {
+                **asdict(cgroup.profile),
+                "quota_us": cgroup.profile.quota_us,
+                "calibration": calibration.facts() if calibration else None,
+                "cpus": list(self.cpus[role]),
+                "cgroup_version": cgroup.layout.version,
+                "cgroup": cgroup.name,
+                "probe_units_per_s": run.units_per_wall_s,
+                "measured_speed_fraction": run.units_per_wall_s / host.units_per_cpu_s,
+            }
+        return {
+            "emulated": True,
+            "pi3b_core_fraction": PI3B_CORE_FRACTION,
+            "host_probe_units_per_cpu_s": host.units_per_cpu_s,
+            "nodes": per_node,
+            "link": self.link.facts() if self.link else None,
+        }
+
+
+def _calibrate(
+    profiles: Mapping[Role, DeviceProfile], cpus: Mapping[Role, tuple[int, ...]]
+) -> dict[Role, Calibration]:
+    """The quota of each profile that has a speed_fraction but no cpu_quota, measured on the
+    node's first core; the nodes' cores are calibrated at the same time."""
+    results: dict[Role, Calibration] = {}
+    errors: list[BaseException] = []
+
+    def measure(role: Role, profile: DeviceProfile, fraction: float) -> None:
+        try:
+            results[role] = calibrate(profile, fraction, PROBE_SECONDS, cpus[role][0], role)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=measure, args=(role, profile, profile.speed_fraction))
+        for role, profile in profiles.items()
+        if profile.cpu_quota is None and profile.speed_fraction is not None
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def _probe_nodes(nodes: Mapping[Role, Node], python: Mapping[Role, str]) -> dict[Role, ProbeRun]:
+    """The probe on each node at once (each in its own cgroup, on its own cores)."""
+    results: dict[Role, ProbeRun] = {}
+    errors: list[ControllerError] = []
+
+    def probe(role: Role) -> None:
+        argv = [python[role], "-m", "controller.device.probe", "--seconds", str(PROBE_SECONDS)]
+        try:
+            line = nodes[role].run(argv, timeout_s=PROBE_TIMEOUT_S).stdout.strip()
+            results[role] = parse_probe(line.splitlines()[-1], None)
+        except ControllerError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=probe, args=(role,)) for role in nodes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def _require_root(key: str, what: str) -> None:
+    if os.geteuid() != 0:
+        raise ConfigError(
+            f"{key}: {what} needs root; run h2iot as root, or use {LOCAL_CONFIG}, which runs "
+            "without it"
+        )
+
+
+def _on_link(config: Config, link: LocalLink) -> Config:
+    """The config with the nodes talking over the namespaces' data link."""
+    server = link.address("server")
+    return replace(
+        config,
+        client=replace(config.client, address=server, data_interface=DATA_INTERFACE),
+        server=replace(config.server, address=server, data_interface=DATA_INTERFACE),
+    )
+
+
+def _profiled(config: Config) -> dict[Role, DeviceProfile]:
+    profiles = {}
+    for role in ROLES:
+        node = config.node(role)
+        if node.device is None:
+            continue
+        if not node.is_local:
+            raise ConfigError(f"nodes.{role}.device: {not_local_message(role)}")
+        profiles[role] = node.device
+    return profiles
+
+
+@contextmanager
+def emulated_devices(config: Config) -> Iterator[Emulation]:
+    """Cgroups and namespaces for the sweep's local nodes (see the module doc), removed on exit."""
+    profiles = _profiled(config)
+    local = config.client.is_local and config.server.is_local
+    own_link = any(config.node(role).data_interface for role in ROLES)
+    if not profiles:
+        yield Emulation(config)
+        return
+    isolate = local and not own_link
+    _require_root(
+        f"nodes.{next(iter(profiles))}.device",
+        "emulating a device (cgroups for its CPU and memory, a network namespace per node)",
+    )
+    with ExitStack() as stack:
+        emulation = Emulation(config)
+        if isolate:
+            emulation.link = create_link()
+            stack.callback(destroy_link, emulation.link)
+            emulation.config = _on_link(config, emulation.link)
+        available = tuple(sorted(os.sched_getaffinity(0)))
+        for role, profile in profiles.items():
+            try:
+                emulation.cpus[role] = pinned_cores(config.node(role).cpu, profile.cores, available)
+            except ValueError as exc:
+                raise ConfigError(f"nodes.{role}.device: {exc}") from None
+        emulation.calibrations = _calibrate(profiles, emulation.cpus)
+        for role, given in profiles.items():
+            calibrated = emulation.calibrations.get(role)
+            profile = given if calibrated is None else replace(given, cpu_quota=calibrated.quota)
+            cgroup = NodeCgroup.create(f"h2iot-{os.getpid()}-{role}", profile, emulation.cpus[role])
+            stack.callback(cgroup.remove)
+            emulation.cgroups[role] = cgroup
+        yield emulation

@@ -1,0 +1,67 @@
+"""Trials that fail because a node ran out of its device's memory say so.
+
+When a node exceeds its cgroup's memory limit the kernel kills one of its processes: the client
+agent's fetch then fails, or the server agent dies under it (or while starting). The agents
+cannot tell why; the cgroup's OOM-kill counter can. `MemoryWatchedPair` reads it around each
+trial and puts the reason first in the failed trial's error. A server that cannot even start
+within the limit fails the trial instead of pausing the sweep as a lost node would: the next
+trial tries again, and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from controller.config.model import Role
+from controller.device.cgroup import NodeCgroup
+from controller.sweep.agent_pair import AgentPair
+from controller.sweep.interfaces import NodeLost
+
+
+class MemoryWatchedPair(AgentPair):
+    """An AgentPair over nodes with memory limits (`cgroups`: the limited nodes' cgroups)."""
+
+    def __init__(self, cgroups: Mapping[Role, NodeCgroup], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cgroups = dict(cgroups)
+        self._pending: str | None = None
+
+    def _kills(self) -> dict[Role, int]:
+        return {role: cgroup.oom_kills() for role, cgroup in self._cgroups.items()}
+
+    def _reason(self, before: Mapping[Role, int]) -> str | None:
+        reasons = []
+        for role, kills in self._kills().items():
+            new = kills - before[role]
+            if new > 0:
+                profile = self._cgroups[role].profile
+                reasons.append(
+                    f"out of memory: the kernel killed {new} process{'es' if new > 1 else ''} "
+                    f"of the {role} node, which exceeded its device's memory limit "
+                    f"({profile.memory_mib} MiB, profile {profile.profile})"
+                )
+        return "; ".join(reasons) or None
+
+    def ensure_server(self, settings: Mapping[str, int]) -> None:
+        before = self._kills()
+        try:
+            super().ensure_server(settings)
+        except NodeLost as exc:
+            reason = self._reason(before)
+            if reason is None:
+                raise
+            self._pending = f"{reason} (server agent: {exc})"
+
+    def fetch(self, trial_id: str, settings: Mapping[str, int], timeout_s: float) -> dict[str, Any]:
+        pending = self._pending
+        if pending is not None:
+            self._pending = None
+            return {"ok": False, "error": pending}
+        before = self._kills()
+        result = super().fetch(trial_id, settings, timeout_s)
+        if not result.get("ok"):
+            reason = self._reason(before)
+            if reason is not None:
+                result = {**result, "error": f"{reason}: {result.get('error') or 'failed'}"}
+        return result

@@ -1,0 +1,161 @@
+"""Two local nodes in network namespaces of their own, joined by a veth data link.
+
+    client namespace  data0 10.79.0.1/24 <--- veth ---> data0 10.79.0.2/24  server namespace
+
+The same construction as the SSH test hosts (`tests/netns`), without the control bridge: local
+nodes are driven through their anchor's pipes, so only the data link exists, and nothing in the
+namespaces routes anywhere else. `[link]` then shapes `data0` at both ends.
+
+A process joins a namespace by being started from a thread that entered it (`setns` changes
+only the calling thread, and a child inherits its parent thread's namespaces): the node's anchor
+is started that way, and everything it runs stays inside.
+
+Namespaces are named `h2d<controller pid>c` and `...s`; those of a controller that died are
+removed (with what still runs in them) the next time a link is made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from controller.config.model import ROLES, Role
+from controller.device.errors import EmulationError
+
+DATA_INTERFACE = "data0"
+SUBNET = "10.79.0"
+NETNS_DIR = Path("/run/netns")
+_CLONE_NEWNET = 0x40000000
+_STEP_TIMEOUT_S = 30.0
+_STALE = re.compile(r"h2d(\d+)[cs]")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class LocalLink:
+    """The namespaces and addresses of one sweep's local data link."""
+
+    tag: str
+
+    def namespace(self, role: Role) -> str:
+        return f"{self.tag}{role[0]}"
+
+    def address(self, role: Role) -> str:
+        return f"{SUBNET}.{ROLES.index(role) + 1}"
+
+    def facts(self) -> dict[str, object]:
+        return {
+            "interface": DATA_INTERFACE,
+            "namespaces": {role: self.namespace(role) for role in ROLES},
+            "addresses": {role: self.address(role) for role in ROLES},
+        }
+
+
+def _ip(*args: str) -> str:
+    try:
+        result = subprocess.run(
+            ["ip", *args], capture_output=True, text=True, timeout=_STEP_TIMEOUT_S, check=False
+        )
+    except FileNotFoundError:
+        raise EmulationError("netns: the ip command (iproute2) is not installed") from None
+    if result.returncode != 0:
+        detail = result.stderr.strip().splitlines()
+        raise EmulationError(
+            f"netns: `ip {' '.join(args)}` failed: {detail[-1] if detail else result.returncode}"
+        )
+    return result.stdout
+
+
+def _kill_inside(netns: str) -> None:
+    with contextlib.suppress(EmulationError):
+        for pid in _ip("netns", "pids", netns).split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
+def _delete(netns: str) -> None:
+    _kill_inside(netns)
+    with contextlib.suppress(EmulationError):
+        _ip("netns", "del", netns)
+
+
+def reap_stale() -> None:
+    """Remove the namespaces of controllers that are gone."""
+    if not NETNS_DIR.is_dir():
+        return
+    for entry in NETNS_DIR.iterdir():
+        match = _STALE.fullmatch(entry.name)
+        if match and not Path(f"/proc/{match[1]}").exists():
+            _delete(entry.name)
+
+
+def create_link(tag: str | None = None) -> LocalLink:
+    """Both namespaces, the veth pair between them, addresses, links up."""
+    reap_stale()
+    link = LocalLink(tag or f"h2d{os.getpid()}")
+    made: list[str] = []
+    try:
+        for role in ROLES:
+            _ip("netns", "add", link.namespace(role))
+            made.append(link.namespace(role))
+        client_end, server_end = f"{link.tag}c0", f"{link.tag}s0"
+        _ip("link", "add", client_end, "type", "veth", "peer", "name", server_end)
+        for role, end in zip(ROLES, (client_end, server_end), strict=True):
+            netns = link.namespace(role)
+            _ip("link", "set", end, "netns", netns, "name", DATA_INTERFACE)
+            _ip("-n", netns, "addr", "add", f"{link.address(role)}/24", "dev", DATA_INTERFACE)
+            _ip("-n", netns, "link", "set", DATA_INTERFACE, "up")
+            _ip("-n", netns, "link", "set", "lo", "up")
+    except BaseException:
+        for netns in made:
+            _delete(netns)
+        raise
+    return link
+
+
+def destroy_link(link: LocalLink) -> None:
+    """Kill what still runs inside, delete both namespaces (the veth pair goes with them)."""
+    for role in ROLES:
+        _delete(link.namespace(role))
+
+
+def run_inside(netns: str, make: Callable[[], T]) -> T:
+    """Call `make` on a thread that has entered `netns`: processes it starts live there."""
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def enter_and_make() -> None:
+        try:
+            fd = os.open(NETNS_DIR / netns, os.O_RDONLY)
+        except OSError as exc:
+            failure.append(EmulationError(f"netns: cannot open {netns}: {exc.strerror}"))
+            return
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.setns(fd, _CLONE_NEWNET) != 0:
+                error = ctypes.get_errno()
+                failure.append(EmulationError(f"netns: cannot enter {netns}: {os.strerror(error)}"))
+                return
+            outcome.append(make())
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            os.close(fd)
+
+    # The thread ends inside the namespace; it is never reused for anything else.
+    thread = threading.Thread(target=enter_and_make, name=f"enter-{netns}")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return outcome[0]

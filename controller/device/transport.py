@@ -1,0 +1,55 @@
+"""A local node's transport whose every command runs inside the node's cgroup.
+
+Each command's shell first moves itself into the node's cgroup (writing `$$` to each
+`cgroup.procs`), then `exec`s the command: it and everything it starts, in the foreground or in
+the background, are in the cgroup from their first instruction. The node's anchor process
+itself stays outside: it is the testbed's, not the device's, and its reaper thread polls the
+process table (a few % of a core here, which a 0.08 quota would otherwise lose to it). Outside,
+it is also never the process the kernel picks when the device runs out of memory.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+from controller.nodes.anchor import AnchoredLocalTransport
+from controller.nodes.records import ClockOffset, CommandResult
+
+JOIN_FAILED_STATUS = 125
+
+
+def joined_command(command: str, procs_files: Sequence[str]) -> str:
+    """`command` run by a shell that has joined the cgroups whose `cgroup.procs` are given."""
+    joins = " && ".join(f"echo $$ > {shlex.quote(path)}" for path in procs_files)
+    failed = f"echo 'h2iot: cannot join the node cgroup' >&2; exit {JOIN_FAILED_STATUS}"
+    return f"{{ {joins}; }} 2>/dev/null || {{ {failed}; }}; exec /bin/sh -c {shlex.quote(command)}"
+
+
+class CgroupTransport:
+    """Wraps a node's `AnchoredLocalTransport`; `procs_files` are the cgroup's `cgroup.procs`."""
+
+    def __init__(self, inner: AnchoredLocalTransport, procs_files: Sequence[Path]) -> None:
+        self.label = inner.label
+        self._inner = inner
+        self._procs = tuple(str(path) for path in procs_files)
+
+    @property
+    def pid(self) -> int:
+        return self._inner.pid
+
+    def run(self, command: str, timeout_s: float) -> CommandResult:
+        result = self._inner.run(joined_command(command, self._procs), timeout_s)
+        return CommandResult(
+            command, result.stdout, result.stderr, result.exit_status, result.duration_s
+        )
+
+    def put(self, local: Path, remote: str) -> None:
+        self._inner.put(local, remote)
+
+    def clock_offset(self, python: str, samples: int) -> ClockOffset:
+        return self._inner.clock_offset(python, samples)
+
+    def close(self) -> None:
+        self._inner.close()
