@@ -106,7 +106,8 @@ def _report(console: Console, what: str, profile: DeviceProfile, result: Calibra
     console.print(
         f"reference device: {result.reference_fraction:g} of this core = "
         f"{result.reference_units_per_s:.1f} units/s; quota that matches it: "
-        f"{result.quota:.4f}"
+        f"{result.quota:.4f}",
+        soft_wrap=True,
     )
     if result.quota * profile.cpu_period_us < MIN_QUOTA_US:
         console.print(f"(below the kernel's {MIN_QUOTA_US} us per period: raise cpu_period_us)")

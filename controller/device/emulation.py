@@ -25,7 +25,8 @@ from typing import Any
 from controller.config.model import ROLES, Config, Role
 from controller.device.calibrate import Calibration, ProbeRun, calibrate, parse_probe, run_probe
 from controller.device.cgroup import NodeCgroup
-from controller.device.memory_pair import MemoryWatchedPair
+from controller.device.errors import EmulationError
+from controller.device.memory_pair import MemoryWatchedPair, oom_reason
 from controller.device.netns import DATA_INTERFACE, LocalLink, create_link, destroy_link, run_inside
 from controller.device.profile import (
     PI3B_CORE_FRACTION,
@@ -34,7 +35,7 @@ from controller.device.profile import (
     pinned_cores,
 )
 from controller.device.transport import CgroupTransport
-from controller.errors import ConfigError, ControllerError
+from controller.errors import ConfigError, ControllerError, DeviceError
 from controller.meter.node_power import WatchSpec
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.node import Node
@@ -226,4 +227,12 @@ def emulated_devices(config: Config) -> Iterator[Emulation]:
             cgroup = NodeCgroup.create(f"h2iot-{os.getpid()}-{role}", profile, emulation.cpus[role])
             stack.callback(cgroup.remove)
             emulation.cgroups[role] = cgroup
-        yield emulation
+        try:
+            yield emulation
+        except DeviceError as exc:
+            # A command that died for lack of memory outside a trial (building the site, say)
+            # says only "Killed": name the limit.
+            reason = oom_reason(emulation.cgroups, {})
+            if reason is None:
+                raise
+            raise EmulationError(f"{reason}: {exc}") from exc

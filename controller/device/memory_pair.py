@@ -19,6 +19,25 @@ from controller.sweep.agent_pair import AgentPair
 from controller.sweep.interfaces import NodeLost
 
 
+def oom_kills(cgroups: Mapping[Role, NodeCgroup]) -> dict[Role, int]:
+    return {role: cgroup.oom_kills() for role, cgroup in cgroups.items()}
+
+
+def oom_reason(cgroups: Mapping[Role, NodeCgroup], before: Mapping[Role, int]) -> str | None:
+    """What the kernel killed for lack of memory since `before` (OOM kills per node), or None."""
+    reasons = []
+    for role, kills in oom_kills(cgroups).items():
+        new = kills - before.get(role, 0)
+        if new > 0:
+            profile = cgroups[role].profile
+            reasons.append(
+                f"out of memory: the kernel killed {new} process{'es' if new > 1 else ''} "
+                f"of the {role} node, which exceeded its device's memory limit "
+                f"({profile.memory_mib} MiB, profile {profile.profile})"
+            )
+    return "; ".join(reasons) or None
+
+
 class MemoryWatchedPair(AgentPair):
     """An AgentPair over nodes with memory limits (`cgroups`: the limited nodes' cgroups)."""
 
@@ -28,20 +47,10 @@ class MemoryWatchedPair(AgentPair):
         self._pending: str | None = None
 
     def _kills(self) -> dict[Role, int]:
-        return {role: cgroup.oom_kills() for role, cgroup in self._cgroups.items()}
+        return oom_kills(self._cgroups)
 
     def _reason(self, before: Mapping[Role, int]) -> str | None:
-        reasons = []
-        for role, kills in self._kills().items():
-            new = kills - before[role]
-            if new > 0:
-                profile = self._cgroups[role].profile
-                reasons.append(
-                    f"out of memory: the kernel killed {new} process{'es' if new > 1 else ''} "
-                    f"of the {role} node, which exceeded its device's memory limit "
-                    f"({profile.memory_mib} MiB, profile {profile.profile})"
-                )
-        return "; ".join(reasons) or None
+        return oom_reason(self._cgroups, before)
 
     def ensure_server(self, settings: Mapping[str, int]) -> None:
         before = self._kills()

@@ -111,3 +111,19 @@ def test_a_node_past_its_memory_limit_fails_its_trials_and_the_sweep_goes_on(
             "out of memory: the kernel killed 1 process of the client node, which exceeded its "
             "device's memory limit (16 MiB, profile custom): client (local): fetch "
         ), row["error"]
+
+
+def test_a_setup_step_killed_for_lack_of_memory_names_the_limit(tmp_path: Path) -> None:
+    # 12 MiB is too little for the server node's start-up checks (`--version` peaks near 13 MiB)
+    # or, failing that, for building the site (near 22 MiB): the sweep cannot start.
+    result = _sweep(
+        tmp_path,
+        "--set", 'nodes.server.device={profile = "custom", memory_mib = 12}',
+        "--set", "nodes.client.device=none",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(
+        "h2iot: error: out of memory: the kernel killed 1 process of the server node, which "
+        "exceeded its device's memory limit (12 MiB, profile custom): server (local): "
+    ), line
