@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import math
 import os
@@ -315,9 +316,31 @@ class Row:
     nghttpd_cpu_ms_per_fetch: float
     our_client_wall_ms_per_fetch: float
     h2load_wall_ms_per_fetch: float
+    hashing_ms_per_fetch: float
+    client_cpu_ratio_unhashed: float
 
 
-def summarise(measurements: Sequence[Measurement], fetches: int) -> list[Row]:
+def hashing_s_per_fetch(setup: Setup, window: int) -> float:
+    """What checking one page's bodies costs our client: sha256 over every file, fed in pieces
+    of one DATA frame (the window or MAX_FRAME_SIZE), on the client core; best of 3."""
+    piece = min(2 ** nghttp2_bits(window) - 1, 16384)
+    bodies = [memoryview((setup.site / path).read_bytes()) for path in setup.urls_path]
+    best = math.inf
+    with _pinned(setup.client_core):
+        for _ in range(3):
+            start = time.process_time()
+            for body in bodies:
+                digest = hashlib.sha256()
+                for offset in range(0, len(body), piece):
+                    digest.update(body[offset : offset + piece])
+                digest.hexdigest()
+            best = min(best, time.process_time() - start)
+    return best
+
+
+def summarise(
+    measurements: Sequence[Measurement], fetches: int, hashing_s: dict[int, float]
+) -> list[Row]:
     """Per window: medians over runs of the paired ratios (ours / nghttp2 within one run)."""
     rows = []
     for window in sorted({m.window for m in measurements}):
@@ -330,6 +353,7 @@ def summarise(measurements: Sequence[Measurement], fetches: int) -> list[Row]:
             continue
         med = _MedianOver(paired)
         per_fetch_ms = 1000.0 / fetches
+        hashing = hashing_s[window]
         rows.append(
             Row(
                 window=window,
@@ -356,9 +380,18 @@ def summarise(measurements: Sequence[Measurement], fetches: int) -> list[Row]:
                 our_client_wall_ms_per_fetch=med(lambda r: r["our-client"].client_wall_s)
                 * per_fetch_ms,
                 h2load_wall_ms_per_fetch=med(lambda r: r["nghttp2"].client_wall_s) * per_fetch_ms,
+                hashing_ms_per_fetch=hashing * 1000.0,
+                client_cpu_ratio_unhashed=med(_unhashed_ratio(hashing * fetches)),
             )
         )
     return rows
+
+
+def _unhashed_ratio(hashing_s: float) -> Callable[[dict[str, Measurement]], float]:
+    def ratio(run: dict[str, Measurement]) -> float:
+        return (run["our-client"].client_cpu_s - hashing_s) / run["nghttp2"].client_cpu_s
+
+    return ratio
 
 
 class _MedianOver:
@@ -373,15 +406,17 @@ def markdown_table(rows: Sequence[Row]) -> str:
     lines = [
         "| window B | nghttp2 -w/-W N (2^N-1 B) | client CPU ours/h2load | client wall "
         "ours/h2load | server CPU ours/nghttpd | server wall ours/nghttpd | CPU ms/fetch: our "
-        "client, h2load, our server, nghttpd | runs |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "client, h2load, our server, nghttpd | client CPU ratio without body hashing "
+        "(hashing ms/fetch) | runs |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r.window} | {r.bits} ({2**r.bits - 1}) | {r.client_cpu_ratio:.2f} | "
             f"{r.client_wall_ratio:.2f} | {r.server_cpu_ratio:.2f} | {r.server_wall_ratio:.2f} | "
             f"{r.our_client_cpu_ms_per_fetch:.0f}, {r.h2load_cpu_ms_per_fetch:.0f}, "
-            f"{r.our_server_cpu_ms_per_fetch:.0f}, {r.nghttpd_cpu_ms_per_fetch:.0f} | {r.runs} |"
+            f"{r.our_server_cpu_ms_per_fetch:.0f}, {r.nghttpd_cpu_ms_per_fetch:.0f} | "
+            f"{r.client_cpu_ratio_unhashed:.2f} ({r.hashing_ms_per_fetch:.1f}) | {r.runs} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -520,7 +555,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BenchError, subprocess.TimeoutExpired) as exc:
         print(f"agent_vs_nghttp2: error: {exc}", file=sys.stderr)
         return 1
-    rows = summarise(measurements, setup.fetches)
+    hashing = {window: hashing_s_per_fetch(setup, window) for window in windows}
+    rows = summarise(measurements, setup.fetches, hashing)
     table = markdown_table(rows)
     write_csv(out / "summary.csv", rows)
     (out / "summary.md").write_text(header + "\n" + table)

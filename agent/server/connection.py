@@ -305,6 +305,8 @@ class ServerConnection(asyncio.BufferedProtocol):
             for stream_id, stream in list(pending.items()):
                 if fast:
                     credit = stream.h2_stream.outbound_flow_control_window
+                    if credit <= 0:
+                        continue  # most streams wait for their own window: skip them cheaply
                     credit = min(credit, conn.outbound_flow_control_window)
                 else:
                     credit = conn.local_flow_control_window(stream_id)
