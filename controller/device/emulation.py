@@ -16,8 +16,8 @@ Both need root. Device profiles apply to local nodes; an SSH node's own hardware
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -35,7 +35,7 @@ from controller.device.profile import (
     pinned_cores,
 )
 from controller.device.transport import CgroupTransport
-from controller.errors import ConfigError, ControllerError, DeviceError
+from controller.errors import ConfigError, DeviceError
 from controller.meter.node_power import WatchSpec
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.node import Node
@@ -55,6 +55,7 @@ class Emulation:
     cgroups: dict[Role, NodeCgroup] = field(default_factory=dict)
     cpus: dict[Role, tuple[int, ...]] = field(default_factory=dict)
     calibrations: dict[Role, Calibration] = field(default_factory=dict)
+    ready: bool = False  # set up for trials (the pair is made): trials report their own OOMs
 
     def start_anchor(self, role: Role, label: str) -> AnchoredLocalTransport | CgroupTransport:
         """A local node's anchor inside the node's namespace; its commands join the cgroup."""
@@ -78,6 +79,7 @@ class Emulation:
 
     def make_pair(self, *args: Any, **kwargs: Any) -> AgentPair:
         """The sweep's AgentPair; with memory limits, one whose failed trials name an OOM kill."""
+        self.ready = True
         limited = {role: c for role, c in self.cgroups.items() if c.profile.memory_mib}
         if not limited:
             return AgentPair(*args, **kwargs)
@@ -118,50 +120,30 @@ def _calibrate(
 ) -> dict[Role, Calibration]:
     """The quota of each profile that has a speed_fraction but no cpu_quota, measured on the
     node's first core; the nodes' cores are calibrated at the same time."""
-    results: dict[Role, Calibration] = {}
-    errors: list[BaseException] = []
-
-    def measure(role: Role, profile: DeviceProfile, fraction: float) -> None:
-        try:
-            results[role] = calibrate(profile, fraction, PROBE_SECONDS, cpus[role][0], role)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [
-        threading.Thread(target=measure, args=(role, profile, profile.speed_fraction))
+    wanted = {
+        role: (profile, profile.speed_fraction)
         for role, profile in profiles.items()
         if profile.cpu_quota is None and profile.speed_fraction is not None
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return results
+    }
+    with ThreadPoolExecutor() as pool:
+        futures = {
+            role: pool.submit(calibrate, profile, fraction, PROBE_SECONDS, cpus[role][0], role)
+            for role, (profile, fraction) in wanted.items()
+        }
+        return {role: future.result() for role, future in futures.items()}
 
 
 def _probe_nodes(nodes: Mapping[Role, Node], python: Mapping[Role, str]) -> dict[Role, ProbeRun]:
     """The probe on each node at once (each in its own cgroup, on its own cores)."""
-    results: dict[Role, ProbeRun] = {}
-    errors: list[ControllerError] = []
 
-    def probe(role: Role) -> None:
+    def probe(role: Role) -> ProbeRun:
         argv = [python[role], "-m", "controller.device.probe", "--seconds", str(PROBE_SECONDS)]
-        try:
-            line = nodes[role].run(argv, timeout_s=PROBE_TIMEOUT_S).stdout.strip()
-            results[role] = parse_probe(line.splitlines()[-1], None)
-        except ControllerError as exc:
-            errors.append(exc)
+        output = nodes[role].run(argv, timeout_s=PROBE_TIMEOUT_S).stdout.strip()
+        return parse_probe(output.splitlines()[-1], None)
 
-    threads = [threading.Thread(target=probe, args=(role,)) for role in nodes]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return results
+    with ThreadPoolExecutor() as pool:
+        futures = {role: pool.submit(probe, role) for role in nodes}
+        return {role: future.result() for role, future in futures.items()}
 
 
 def _require_root(key: str, what: str) -> None:
@@ -230,9 +212,9 @@ def emulated_devices(config: Config) -> Iterator[Emulation]:
         try:
             yield emulation
         except DeviceError as exc:
-            # A command that died for lack of memory outside a trial (building the site, say)
-            # says only "Killed": name the limit.
-            reason = oom_reason(emulation.cgroups, {})
+            # A setup command that died for lack of memory (building the site, say) says only
+            # "Killed": name the limit.
+            reason = None if emulation.ready else oom_reason(emulation.cgroups, {})
             if reason is None:
                 raise
             raise EmulationError(f"{reason}: {exc}") from exc
