@@ -119,7 +119,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         dest="watch",
         action="append",
         metavar="SPEC",
-        help="pid:PID or cgroup:PATH (a cgroup v2 directory), in input order with --watch-pid",
+        help="pid:PID or cgroup:PATH (v1 or v2 cgroup directory), in input order with --watch-pid",
     )
     parser.add_argument("--marker-fifo", type=Path, help="FIFO of '1'/'0' lines: marker edges")
     parser.add_argument("--no-load", action="store_true", help="zero current (to calibrate)")

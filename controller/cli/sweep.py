@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import shutil
 import signal
 import sys
 import threading
@@ -24,7 +25,7 @@ from controller.config import DEFAULT_CONFIG_PATH, Config, load_config
 from controller.dashboard.live import LiveDashboard, MeterWatch, PlainLines, Sink
 from controller.dashboard.state import Notice, SweepStarted
 from controller.errors import ConfigError, ControllerError
-from controller.run.recorder import RunRecorder, read_manifest
+from controller.run.recorder import RunRecorder, read_manifest, read_trials
 from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
 from controller.sweep.interfaces import MeterLost, NodeLost
 from controller.sweep.plan import PlannedTrial, plan_trials
@@ -84,6 +85,9 @@ def _run(args: argparse.Namespace) -> int:
         previous = signal.signal(signal.SIGINT, lambda *_: _interrupt(stop, sink))
         try:
             outcome = _measure(sweep, sink, stop, accept_new_host_key=args.accept_new_host_key)
+        except ControllerError:
+            _discard_if_empty(sweep)
+            raise
         finally:
             signal.signal(signal.SIGINT, previous)
             sink.close()
@@ -91,6 +95,12 @@ def _run(args: argparse.Namespace) -> int:
         print(f"h2iot: error: {exc}", file=sys.stderr)
         return exc.exit_status
     return _conclude(console, outcome, sweep.run_dir, args.config)
+
+
+def _discard_if_empty(sweep: _Sweep) -> None:
+    """A new run that failed before its first trial leaves no directory behind."""
+    if sweep.resumed is None and sweep.run_dir.exists() and not read_trials(sweep.run_dir):
+        shutil.rmtree(sweep.run_dir, ignore_errors=True)
 
 
 def _prepare(args: argparse.Namespace) -> _Sweep:

@@ -14,6 +14,7 @@ answers one JSON line on stdout (`stdout`, `stderr`, `exit_status`, `duration_s`
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -31,7 +32,7 @@ from controller.nodes.records import ClockOffset, CommandResult
 from controller.nodes.transport import LocalTransport
 
 _PR_SET_CHILD_SUBREAPER = 36
-_REAP_INTERVAL_S = 0.05
+_REAP_INTERVAL_S = 0.1
 
 
 def _become_subreaper() -> None:
@@ -40,21 +41,37 @@ def _become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
+def _children() -> set[int]:
+    """Our children, from /proc (cheap: psutil's scan cost a few % of a core every 50 ms)."""
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as handle:
+                found.update(int(pid) for pid in handle.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            # The state follows the parenthesised command name, which may contain spaces.
+            return handle.read().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _reap_adopted(direct: set[int], lock: threading.Lock) -> None:
     """Collect adopted orphans that exited; commands we wait for ourselves are left alone."""
-    me = psutil.Process()
     while True:
         time.sleep(_REAP_INTERVAL_S)
         with lock:
             ours = set(direct)
-        for child in me.children():
-            if child.pid in ours:
-                continue
-            try:
-                if child.status() == psutil.STATUS_ZOMBIE:
-                    os.waitpid(child.pid, os.WNOHANG)
-            except (psutil.Error, ChildProcessError):
-                continue
+        for pid in _children() - ours:
+            if _is_zombie(pid):
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
 
 
 def _run(

@@ -200,6 +200,7 @@ def test_without_root_an_emulated_sweep_says_in_one_line_what_needs_it(open_dir:
         "a network namespace per node) needs root; run h2iot as root, or use "
         "configs/local.toml, which runs without it\n"
     )
+    assert list(Path(open_dir).iterdir()) == []  # no empty run directory left behind
     calibrate = _as_nobody("nodes", "calibrate")
     assert calibrate.returncode == 2
     assert calibrate.stderr == (
