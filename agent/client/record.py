@@ -18,7 +18,8 @@ class ResourceTiming:
 
 @dataclass(frozen=True)
 class FetchRecord:
-    """One page fetch. Times relative to the fetch start are in seconds; clocks in ns."""
+    """One page fetch, by either engine. Times relative to the fetch start are in seconds;
+    clocks in ns."""
 
     ok: bool
     error: str | None
@@ -41,9 +42,9 @@ class FetchRecord:
     cpu_pct: float
     rss_peak_bytes: int
     rss_peak_is_fetch: bool
-    sent: dict[str, object]
-    received: dict[str, object]
-    window_updates_sent: int
+    sent: dict[str, object] | None  # None where the engine cannot count (nghttp2: no frames)
+    received: dict[str, object] | None
+    window_updates_sent: int | None
     t_wall_start_ns: int
     t_wall_end_ns: int
     t_mono_start_ns: int
@@ -51,6 +52,9 @@ class FetchRecord:
     probe_overhead_s: float
     cpu_pin: int | None
     marker: str
+    verification: str = "sha256"  # how bodies were checked: sha256, or size (nghttp2)
+    process_wall_s: float | None = None  # nghttp2: the nghttp process's whole life
+    command: tuple[str, ...] | None = None  # nghttp2: the command line that ran
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.client.fetch import FetchOptions, Target, download_manifest
+from agent.client.record import FetchRecord
 from agent.client.run import print_record, read_manifest, trial_ids
 from agent.errors import AgentError
 from agent.marker import Marker, open_marker
@@ -25,7 +26,7 @@ from agent.nghttp2.errors import NghttpOutputError
 from agent.nghttp2.har import parse_har
 from agent.nghttp2.options import NghttpOptions
 from agent.nghttp2.process import run_child
-from agent.nghttp2.record import NghttpFetchRecord, build_record
+from agent.nghttp2.record import build_record
 from agent.nghttp2.stats import parse_stats
 from agent.nghttp2.timing import ResourceTimes, resource_times
 from agent.nghttp2.tools import find_tool
@@ -67,7 +68,7 @@ class NghttpFetcher:
         self.marker = marker
         self.page_path = Target.parse(plan.url).path
 
-    def fetch(self, trial_id: str, repetition: int, workdir: Path) -> NghttpFetchRecord:
+    def fetch(self, trial_id: str, repetition: int, workdir: Path) -> FetchRecord:
         har_path = workdir / f"{repetition}.har"
         argv = self.plan.options.argv(self.nghttp, self.plan.url, trial_id, str(har_path))
         self.marker.raise_line()

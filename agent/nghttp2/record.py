@@ -10,10 +10,8 @@ nghttp CPU); `sent.bytes` is what nghttp wrote to its socket (its write(2) total
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 from agent import __version__
-from agent.client.record import ResourceTiming
+from agent.client.record import FetchRecord, ResourceTiming
 from agent.errors import AgentError
 from agent.nghttp2.options import NghttpOptions
 from agent.nghttp2.process import ChildOutcome
@@ -22,47 +20,6 @@ from agent.site.manifest import SiteManifest
 
 ENGINE = "nghttp2"
 VERIFICATION = "size"
-
-
-@dataclass(frozen=True)
-class NghttpFetchRecord:
-    ok: bool
-    error: str | None
-    trial_id: str
-    repetition: int
-    url: str
-    engine: str
-    agent_version: str
-    tls: bool
-    settings: dict[str, int]
-    flow_control: dict[str, object]
-    peer_settings: dict[str, int]
-    response_s: float
-    ttfb_s: float
-    resources: tuple[ResourceTiming, ...]
-    body_bytes: int
-    cpu_user_s: float
-    cpu_sys_s: float
-    cpu_s: float
-    cpu_pct: float
-    rss_peak_bytes: int
-    rss_peak_is_fetch: bool
-    sent: dict[str, object] | None
-    received: dict[str, object] | None
-    window_updates_sent: int | None
-    t_wall_start_ns: int
-    t_wall_end_ns: int
-    t_mono_start_ns: int
-    t_mono_end_ns: int
-    probe_overhead_s: float
-    cpu_pin: int | None
-    marker: str
-    verification: str
-    process_wall_s: float
-    command: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def verify(
@@ -128,7 +85,7 @@ def build_record(
     cpu_pin: int | None,
     probe_overhead_s: float,
     timeout_s: float,
-) -> NghttpFetchRecord:
+) -> FetchRecord:
     resources, error = verify(times, manifest, page_path)
     if child.timed_out:
         error = f"timeout: page fetch took longer than {timeout_s:g} s (nghttp killed)"
@@ -144,7 +101,7 @@ def build_record(
     wall_s = child.wall_s
     first = next((r for r in times if r.stream_id == 1), None)
     written = socket_bytes_written(child, har_bytes)
-    return NghttpFetchRecord(
+    return FetchRecord(
         ok=error is None,
         error=error,
         trial_id=trial_id,
