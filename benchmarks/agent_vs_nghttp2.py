@@ -475,6 +475,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: 5 fetches, windows 256,4096,65535, 1 run"
     )
+    parser.add_argument(
+        "--summarise",
+        type=Path,
+        metavar="DIR",
+        help="only (re)write the summary of DIR/measurements.csv (give the run's --fetches)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.fetches, args.runs, args.windows = 5, 1, ",".join(map(str, QUICK_WINDOWS))
@@ -511,6 +517,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         client_core=args.client_core,
         timeout_s=args.timeout,
     )
+    if args.summarise is not None:
+        # An interrupted run: only windows measured in all three ways within a run count.
+        recorded = load_measurements(args.summarise / "measurements.csv")
+        runs = len({m.run for m in recorded})
+        windows = sorted({m.window for m in recorded})
+        header = describe(setup, windows, runs) + f"Summarised from {args.summarise}.\n"
+        write_summary(args.summarise, header, recorded, setup)
+        return 0
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = args.out or REPO / "data" / "bench" / f"agent-vs-nghttp2-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
@@ -555,6 +569,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BenchError, subprocess.TimeoutExpired) as exc:
         print(f"agent_vs_nghttp2: error: {exc}", file=sys.stderr)
         return 1
+    write_summary(out, header, measurements, setup)
+    return 0
+
+
+def write_summary(out: Path, header: str, measurements: list[Measurement], setup: Setup) -> None:
+    windows = sorted({m.window for m in measurements})
     hashing = {window: hashing_s_per_fetch(setup, window) for window in windows}
     rows = summarise(measurements, setup.fetches, hashing)
     table = markdown_table(rows)
@@ -562,7 +582,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     (out / "summary.md").write_text(header + "\n" + table)
     print(table)
     print(f"results in {out}")
-    return 0
+
+
+def load_measurements(path: Path) -> list[Measurement]:
+    with path.open(newline="") as source:
+        return [
+            Measurement(
+                run=int(row["run"]),
+                window=int(row["window"]),
+                bits=int(row["bits"]),
+                case=row["case"],
+                client_cpu_user_s=float(row["client_cpu_user_s"]),
+                client_cpu_sys_s=float(row["client_cpu_sys_s"]),
+                client_wall_s=float(row["client_wall_s"]),
+                server_cpu_s=float(row["server_cpu_s"]),
+                fetch_cpu_s=float(row["fetch_cpu_s"]) if row["fetch_cpu_s"] else None,
+            )
+            for row in csv.DictReader(source)
+        ]
 
 
 if __name__ == "__main__":
