@@ -222,6 +222,7 @@ def _conclude(console: Console, outcome: SweepOutcome, run_dir: Path, config: Pa
     def say(text: str) -> None:
         console.print(text, highlight=False)
 
+    console.line()  # the live view's last frame may end without one
     say(f"run: {run_dir}")
     say(f"{outcome.completed} trials with results, {outcome.remaining} to go")
     if outcome.stopped_early:
