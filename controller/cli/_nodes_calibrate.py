@@ -4,14 +4,17 @@ emulated device's (a Raspberry Pi 3B for the rpi3b profile).
 Runs the calibration probe (HTTP/2 framing and HPACK through h2, and a hash loop) unthrottled,
 then in a cgroup under quotas around the profile's nominal speed fraction, and reports each
 one's speed against the reference device's (`controller.device.calibrate`). Calibrates the
-profile of each local node with a device in CONFIG, on that node's core; without one, rpi3b on
-core 0. Needs root (cgroups). Put the quota it prints into the config's device table.
+profile of each node with a device in CONFIG on that node's core: a local node's here, an SSH
+node's (remote_device) on its host, over SSH; without one, rpi3b on core 0 here. Needs root
+(cgroups), on the node's host for an SSH node. Put the quota it prints into the config's device
+table.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +22,12 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.config import load_config
-from controller.config.model import ROLES
+from controller.config.model import ROLES, NodeConfig
 from controller.device.calibrate import Calibration, calibrate
 from controller.device.profile import MIN_QUOTA_US, PI3B_CORE_FRACTION, PROFILES, DeviceProfile
+from controller.device.remote import calibrate_on, require_root
 from controller.errors import ConfigError
+from controller.nodes.connect import connect, node_label
 
 DEFAULT_SECONDS = 2.0
 
@@ -61,18 +66,27 @@ def add_calibrate(actions: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _targets(args: argparse.Namespace) -> list[tuple[str, DeviceProfile, int]]:
-    """(what, profile, core) to calibrate."""
+@dataclass(frozen=True)
+class _Target:
+    what: str
+    profile: DeviceProfile
+    core: int
+    node: NodeConfig | None = None  # an SSH node with remote_device: calibrated on its host
+
+
+def _targets(args: argparse.Namespace) -> list[_Target]:
     if args.config is None:
-        return [("rpi3b", PROFILES["rpi3b"], 0)]
+        return [_Target("rpi3b", PROFILES["rpi3b"], 0)]
     config = load_config(args.config, args.overrides)
     targets = []
     for role in ROLES:
         node = config.node(role)
         if node.device is not None:
+            what = f"nodes.{role} ({node.device.profile})"
             core = node.cpu if node.cpu is not None else 0
-            targets.append((f"nodes.{role} ({node.device.profile})", node.device, core))
-    return targets or [("rpi3b", PROFILES["rpi3b"], 0)]
+            remote = None if node.is_local else node
+            targets.append(_Target(what, node.device, core, remote))
+    return targets or [_Target("rpi3b", PROFILES["rpi3b"], 0)]
 
 
 def _fraction(args: argparse.Namespace, profile: DeviceProfile) -> float:
@@ -117,16 +131,32 @@ def _report(console: Console, what: str, profile: DeviceProfile, result: Calibra
     )
 
 
+def _on_node(target: _Target, fraction: float, seconds: float) -> Calibration:
+    """The calibration run on an SSH node's host (needs a root login there)."""
+    assert target.node is not None
+    node = connect(target.node)
+    try:
+        require_root(node, target.node)
+        return calibrate_on(node, target.node, target.profile, fraction, seconds)
+    finally:
+        node.close()
+
+
 def calibrate_nodes(args: argparse.Namespace, console: Console) -> int:
     targets = _targets(args)
     if args.seconds <= 0:
         raise ConfigError(f"--seconds {args.seconds:g}: must be positive")
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and any(target.node is None for target in targets):
         raise ConfigError(
             "nodes calibrate: measuring under a CPU quota needs root (cgroups); run it as root"
         )
-    for what, profile, core in targets:
-        fraction = _fraction(args, profile)
-        result = calibrate(profile, fraction, args.seconds, core)
-        _report(console, what, profile, result)
+    for target in targets:
+        fraction = _fraction(args, target.profile)
+        if target.node is None:
+            result = calibrate(target.profile, fraction, args.seconds, target.core)
+            where = "this machine"
+        else:
+            result = _on_node(target, fraction, args.seconds)
+            where = node_label(target.node)
+        _report(console, f"{target.what} on {where}", target.profile, result)
     return 0

@@ -24,7 +24,7 @@ from controller.config.model import (
     SweepConfig,
     WorkloadConfig,
 )
-from controller.device.profile import DeviceProfile, not_local_message, resolve
+from controller.device.profile import DeviceProfile, not_applied_message, resolve
 from controller.errors import ConfigError
 
 DEFAULTS = "<defaults>"
@@ -73,8 +73,15 @@ def _node(stack: Stack, role: Role) -> NodeConfig:
         "cpu": LOCAL_CPU[role] if local else None,
         "address": address,
     }
+    if given.get("remote_device") and local:
+        key = f"nodes.{role}.remote_device"
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: only for SSH nodes (a local node's device is always "
+            "emulated); unset it"
+        )
     if given.get("device") is not None:
-        given = {**given, "device": _device(stack, role, local, given["device"])}
+        remote = bool(given.get("remote_device"))
+        given = {**given, "device": _device(stack, role, local or remote, given["device"])}
     node = NodeConfig(role=role, **{**defaults, **given})
     if not local and node.known_hosts is None:
         where = f"nodes.{role}.known_hosts"
@@ -86,10 +93,10 @@ def _node(stack: Stack, role: Role) -> NodeConfig:
     return node
 
 
-def _device(stack: Stack, role: Role, local: bool, given: dict[str, Any]) -> DeviceProfile:
+def _device(stack: Stack, role: Role, applied: bool, given: dict[str, Any]) -> DeviceProfile:
     key = f"nodes.{role}.device"
-    if not local:
-        raise ConfigError(f"{stack.origin(key)}: {key}: {not_local_message(role)}")
+    if not applied:
+        raise ConfigError(f"{stack.origin(key)}: {key}: {not_applied_message(role)}")
     try:
         return resolve(given)
     except ValueError as exc:

@@ -98,8 +98,10 @@ class NodeConfig:
     data_interface: str | None = None
     # The HTTP/2 implementation the node's agent runs: its own (h2) or nghttp / nghttpd.
     engine: Engine = "h2"
-    # Local nodes: the constrained device it emulates (cgroups, controller.device); None: none.
+    # The constrained device it emulates (cgroups, controller.device); None: none.
     device: DeviceProfile | None = None
+    # SSH nodes: apply `device` on the node's host too (its own hardware is its device otherwise).
+    remote_device: bool = False
     http_port: int = 8443
 
     @property

@@ -143,6 +143,12 @@ def text(pattern: re.Pattern[str], what: str) -> Reader:
     return read
 
 
+def boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid(f"expected true or false, got {describe(value)}")
+    return value
+
+
 def optional(reader: Reader) -> Reader:
     def read(value: Any) -> Any:
         return None if value == NONE else reader(value)
@@ -287,6 +293,7 @@ _NODE: dict[str, Reader] = {
     "data_interface": optional(text(_IFNAME, "a network interface name (at most 15 characters)")),
     "engine": choice(ENGINES),
     "device": optional(device),
+    "remote_device": boolean,
 }
 
 SCHEMA: Schema = {

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from controller.device.cgroup import NodeCgroup
 from controller.device.errors import EmulationError
@@ -50,6 +51,16 @@ class Calibration:
     host: ProbeRun
     candidates: tuple[ProbeRun, ...]
     quota: float  # as fast as the reference device, within the kernel's bounds
+
+    @classmethod
+    def from_dict(cls, found: dict[str, Any]) -> Calibration:
+        """The inverse of `dataclasses.asdict` (how a node reports its calibration)."""
+        return cls(
+            float(found["reference_fraction"]),
+            ProbeRun(**found["host"]),
+            tuple(ProbeRun(**run) for run in found["candidates"]),
+            float(found["quota"]),
+        )
 
     @property
     def reference_units_per_s(self) -> float:

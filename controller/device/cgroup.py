@@ -116,6 +116,15 @@ class NodeCgroup:
             raise
         return cgroup
 
+    @classmethod
+    def existing(
+        cls, name: str, profile: DeviceProfile, layout: Layout | None = None
+    ) -> NodeCgroup:
+        """A cgroup made earlier (by another process) under `name`, as far as it still exists."""
+        cgroup = cls(layout or system_layout(), name, profile)
+        cgroup._made = [Path(d) for d in cgroup.layout.directories(name) if Path(d).is_dir()]
+        return cgroup
+
     def _make(self, cpus: tuple[int, ...]) -> None:
         layout = self.layout
         if layout.version == 2:

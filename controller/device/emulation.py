@@ -1,16 +1,18 @@
-"""A sweep's local nodes as constrained devices: what `open_sweep` asks of this package.
+"""A sweep's nodes as constrained devices: what `open_sweep` asks of this package.
 
 `emulated_devices(config)` (a context manager) prepares, for the length of a sweep:
-- a cgroup per node with `nodes.<role>.device` (CPU quota, pinning, memory limit), which every
-  command of the node joins before it starts (`controller.device.transport`), so the agent and
-  the nghttp2 tools, and all they start, are in it;
+- a cgroup per local node with `nodes.<role>.device` (CPU quota, pinning, memory limit), which
+  every command of the node joins before it starts (`controller.device.transport`), so the agent
+  and the nghttp2 tools, and all they start, are in it;
 - when both nodes are local and either has a device profile (and neither names a
   data_interface of its own), a network namespace per node joined by a veth data link
   (`controller.device.netns`); the sweep then runs on a copy of the config whose addresses and
   data interfaces are that link's, and `[link]` shapes it. (`device = "custom"` limits nothing:
   namespaces and a shaped link for unthrottled nodes.)
 
-Both need root. Device profiles apply to local nodes; an SSH node's own hardware is its device.
+An SSH node with a device and `remote_device = true` gets its cgroup on its own host once it is
+connected (`Emulation.attach`, `controller.device.remote`), calibrated against that host's core.
+All of it needs root: here for local nodes, on the node's host for SSH nodes.
 """
 
 from __future__ import annotations
@@ -22,18 +24,14 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from controller.config.model import ROLES, Config, Role
+from controller.config.model import ROLES, Config, NodeConfig, Role
 from controller.device.calibrate import Calibration, ProbeRun, calibrate, parse_probe, run_probe
 from controller.device.cgroup import NodeCgroup
 from controller.device.errors import EmulationError
 from controller.device.memory_pair import MemoryWatchedPair, oom_reason
 from controller.device.netns import DATA_INTERFACE, LocalLink, create_link, destroy_link, run_inside
-from controller.device.profile import (
-    PI3B_CORE_FRACTION,
-    DeviceProfile,
-    not_local_message,
-    pinned_cores,
-)
+from controller.device.profile import PI3B_CORE_FRACTION, DeviceProfile, pinned_cores
+from controller.device.remote import RemoteCgroup, calibrate_on, host_probe, require_root
 from controller.device.transport import CgroupTransport
 from controller.errors import ConfigError, DeviceError
 from controller.meter.node_power import WatchSpec
@@ -53,11 +51,14 @@ class Emulation:
     config: Config
     link: LocalLink | None = None
     cgroups: dict[Role, NodeCgroup] = field(default_factory=dict)
+    remote: dict[Role, RemoteCgroup] = field(default_factory=dict)  # SSH nodes' cgroups
     cpus: dict[Role, tuple[int, ...]] = field(default_factory=dict)
     calibrations: dict[Role, Calibration] = field(default_factory=dict)
     ready: bool = False  # set up for trials (the pair is made): trials report their own OOMs
 
-    def start_anchor(self, role: Role, label: str) -> AnchoredLocalTransport | CgroupTransport:
+    def start_anchor(
+        self, role: Role, label: str
+    ) -> AnchoredLocalTransport | CgroupTransport[AnchoredLocalTransport]:
         """A local node's anchor inside the node's namespace; its commands join the cgroup."""
 
         def start() -> AnchoredLocalTransport:
@@ -67,6 +68,28 @@ class Emulation:
         anchor = start() if link is None else run_inside(link.namespace(role), start)
         cgroup = self.cgroups.get(role)
         return anchor if cgroup is None else CgroupTransport(anchor, cgroup.procs_files)
+
+    def attach(self, node: Node, config: NodeConfig, state_dir: str) -> Node:
+        """An SSH node asked to emulate its device: its cgroup made on its host (calibrated
+        there first unless the quota is fixed); the node whose commands join it. Other nodes
+        come back as they are. `detach` removes the cgroup (before the node is closed)."""
+        profile = config.device
+        if config.is_local or profile is None or not config.remote_device:
+            return node
+        require_root(node, config)
+        if profile.cpu_quota is None and profile.speed_fraction is not None:
+            calibration = calibrate_on(node, config, profile, profile.speed_fraction, PROBE_SECONDS)
+            self.calibrations[config.role] = calibration
+            profile = replace(profile, cpu_quota=calibration.quota)
+        cgroup = RemoteCgroup.create(node, config, profile, state_dir)
+        self.remote[config.role] = cgroup
+        self.cpus[config.role] = cgroup.cpus
+        return Node(CgroupTransport(node.transport, cgroup.procs_files))
+
+    def detach(self, role: Role) -> None:
+        cgroup = self.remote.pop(role, None)
+        if cgroup is not None:
+            cgroup.remove()
 
     def watch(self, role: Role, anchor_pid: int) -> WatchSpec:
         """What a modelled meter follows for this node: its cgroup, with the CPU time scaled to
@@ -80,36 +103,49 @@ class Emulation:
     def make_pair(self, *args: Any, **kwargs: Any) -> AgentPair:
         """The sweep's AgentPair; with memory limits, one whose failed trials name an OOM kill."""
         self.ready = True
-        limited = {role: c for role, c in self.cgroups.items() if c.profile.memory_mib}
+        limited = {role: c for role, c in self.limited().items() if c.profile.memory_mib}
         if not limited:
             return AgentPair(*args, **kwargs)
         return MemoryWatchedPair(limited, *args, **kwargs)
 
+    def limited(self) -> dict[Role, NodeCgroup | RemoteCgroup]:
+        """Every emulated node's cgroup, local or on its SSH host."""
+        return {**self.cgroups, **self.remote}
+
     def facts(self, nodes: Mapping[Role, Node], python: Mapping[Role, str]) -> dict[str, Any]:
         """The manifest's `device`: per emulated node its profile, cgroup and the probe's speed
-        under it against this machine unthrottled; the namespaces' link."""
-        if not self.cgroups:
+        under it against its host unthrottled; the namespaces' link."""
+        cgroups = self.limited()
+        if not cgroups:
             return {"emulated": False, "link": None}
-        host = run_probe(PROBE_SECONDS)
-        measured = _probe_nodes({role: nodes[role] for role in self.cgroups}, python)
+        local = run_probe(PROBE_SECONDS) if self.cgroups else None
+        measured = _probe_nodes({role: nodes[role] for role in cgroups}, python)
         per_node = {}
-        for role, cgroup in self.cgroups.items():
+        for role, cgroup in cgroups.items():
+            if isinstance(cgroup, RemoteCgroup):
+                host = host_probe(cgroup.node, python[role], PROBE_SECONDS)
+                where, version = cgroup.config.host, cgroup.version
+            else:
+                assert local is not None
+                host, where, version = local, "local", cgroup.layout.version
             run = measured[role]
             calibration = self.calibrations.get(role)
             per_node[role] = {
                 **asdict(cgroup.profile),
+                "host": where,
                 "quota_us": cgroup.profile.quota_us,
                 "calibration": calibration.facts() if calibration else None,
                 "cpus": list(self.cpus[role]),
-                "cgroup_version": cgroup.layout.version,
+                "cgroup_version": version,
                 "cgroup": cgroup.name,
+                "host_probe_units_per_cpu_s": host.units_per_cpu_s,
                 "probe_units_per_s": run.units_per_wall_s,
                 "measured_speed_fraction": run.units_per_wall_s / host.units_per_cpu_s,
             }
         return {
             "emulated": True,
             "pi3b_core_fraction": PI3B_CORE_FRACTION,
-            "host_probe_units_per_cpu_s": host.units_per_cpu_s,
+            "host_probe_units_per_cpu_s": local.units_per_cpu_s if local else None,
             "nodes": per_node,
             "link": self.link.facts() if self.link else None,
         }
@@ -137,7 +173,13 @@ def _probe_nodes(nodes: Mapping[Role, Node], python: Mapping[Role, str]) -> dict
     """The probe on each node at once (each in its own cgroup, on its own cores)."""
 
     def probe(role: Role) -> ProbeRun:
-        argv = [python[role], "-m", "controller.device.probe", "--seconds", str(PROBE_SECONDS)]
+        argv = [
+            nodes[role].path(python[role]),
+            "-m",
+            "controller.device.probe",
+            "--seconds",
+            str(PROBE_SECONDS),
+        ]
         output = nodes[role].run(argv, timeout_s=PROBE_TIMEOUT_S).stdout.strip()
         return parse_probe(output.splitlines()[-1], None)
 
@@ -165,14 +207,12 @@ def _on_link(config: Config, link: LocalLink) -> Config:
 
 
 def _profiled(config: Config) -> dict[Role, DeviceProfile]:
+    """The local nodes' profiles (an SSH node's is applied by `Emulation.attach`)."""
     profiles = {}
     for role in ROLES:
         node = config.node(role)
-        if node.device is None:
-            continue
-        if not node.is_local:
-            raise ConfigError(f"nodes.{role}.device: {not_local_message(role)}")
-        profiles[role] = node.device
+        if node.device is not None and node.is_local:
+            profiles[role] = node.device
     return profiles
 
 
@@ -214,7 +254,7 @@ def emulated_devices(config: Config) -> Iterator[Emulation]:
         except DeviceError as exc:
             # A setup command that died for lack of memory (building the site, say) says only
             # "Killed": name the limit.
-            reason = None if emulation.ready else oom_reason(emulation.cgroups, {})
+            reason = None if emulation.ready else oom_reason(emulation.limited(), {})
             if reason is None:
                 raise
             raise EmulationError(f"{reason}: {exc}") from exc

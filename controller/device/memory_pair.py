@@ -11,19 +11,28 @@ trial tries again, and the sweep goes on.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from controller.config.model import Role
-from controller.device.cgroup import NodeCgroup
+from controller.device.profile import DeviceProfile
 from controller.sweep.agent_pair import AgentPair
 from controller.sweep.interfaces import NodeLost
 
 
-def oom_kills(cgroups: Mapping[Role, NodeCgroup]) -> dict[Role, int]:
+class LimitedNode(Protocol):
+    """A node's cgroup, on this machine or on an SSH node's host."""
+
+    @property
+    def profile(self) -> DeviceProfile: ...
+
+    def oom_kills(self) -> int: ...
+
+
+def oom_kills(cgroups: Mapping[Role, LimitedNode]) -> dict[Role, int]:
     return {role: cgroup.oom_kills() for role, cgroup in cgroups.items()}
 
 
-def oom_reason(cgroups: Mapping[Role, NodeCgroup], before: Mapping[Role, int]) -> str | None:
+def oom_reason(cgroups: Mapping[Role, LimitedNode], before: Mapping[Role, int]) -> str | None:
     """What the kernel killed for lack of memory since `before` (OOM kills per node), or None."""
     reasons = []
     for role, kills in oom_kills(cgroups).items():
@@ -41,7 +50,7 @@ def oom_reason(cgroups: Mapping[Role, NodeCgroup], before: Mapping[Role, int]) -
 class MemoryWatchedPair(AgentPair):
     """An AgentPair over nodes with memory limits (`cgroups`: the limited nodes' cgroups)."""
 
-    def __init__(self, cgroups: Mapping[Role, NodeCgroup], *args: Any, **kwargs: Any) -> None:
+    def __init__(self, cgroups: Mapping[Role, LimitedNode], *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._cgroups = dict(cgroups)
         self._pending: str | None = None

@@ -111,10 +111,11 @@ def resolve(given: Mapping[str, Any]) -> DeviceProfile:
     return profile
 
 
-def not_local_message(role: str) -> str:
+def not_applied_message(role: str) -> str:
     return (
-        "device profiles apply to local nodes only, not yet to SSH nodes (whose own hardware is "
-        f'the device); unset it or make nodes.{role}.host "local"'
+        "an SSH node's own hardware is its device: to emulate this profile on that host as well "
+        f"(a cgroup there, which needs root on it), set nodes.{role}.remote_device = true; or "
+        f'unset it, or make nodes.{role}.host "local"'
     )
 
 

@@ -1,11 +1,12 @@
-"""A local node's transport whose every command runs inside the node's cgroup.
+"""A node's transport whose every command runs inside the node's cgroup (local or SSH).
 
 Each command's shell first moves itself into the node's cgroup (writing `$$` to each
 `cgroup.procs`), then `exec`s the command: it and everything it starts, in the foreground or in
 the background, are in the cgroup from their first instruction. The node's anchor process
 itself stays outside: it is the testbed's, not the device's, and its reaper thread polls the
 process table (a few % of a core here, which a 0.08 quota would otherwise lose to it). Outside,
-it is also never the process the kernel picks when the device runs out of memory.
+it is also never the process the kernel picks when the device runs out of memory. An SSH node's
+clock readings and file copies stay outside too: they are the testbed's.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Generic, TypeVar
 
-from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.records import ClockOffset, CommandResult
+from controller.nodes.transport import Transport
+
+T = TypeVar("T", bound=Transport)
 
 JOIN_FAILED_STATUS = 125
 
@@ -27,29 +31,26 @@ def joined_command(command: str, procs_files: Sequence[str]) -> str:
     return f"{{ {joins}; }} 2>/dev/null || {{ {failed}; }}; exec /bin/sh -c {shlex.quote(command)}"
 
 
-class CgroupTransport:
-    """Wraps a node's `AnchoredLocalTransport`; `procs_files` are the cgroup's `cgroup.procs`."""
+class CgroupTransport(Generic[T]):
+    """Wraps a node's transport (`inner`); `procs_files` are the cgroup's `cgroup.procs` on the
+    node."""
 
-    def __init__(self, inner: AnchoredLocalTransport, procs_files: Sequence[Path]) -> None:
+    def __init__(self, inner: T, procs_files: Sequence[Path | str]) -> None:
         self.label = inner.label
-        self._inner = inner
+        self.inner = inner
         self._procs = tuple(str(path) for path in procs_files)
 
-    @property
-    def pid(self) -> int:
-        return self._inner.pid
-
     def run(self, command: str, timeout_s: float) -> CommandResult:
-        result = self._inner.run(joined_command(command, self._procs), timeout_s)
+        result = self.inner.run(joined_command(command, self._procs), timeout_s)
         return CommandResult(
             command, result.stdout, result.stderr, result.exit_status, result.duration_s
         )
 
     def put(self, local: Path, remote: str) -> None:
-        self._inner.put(local, remote)
+        self.inner.put(local, remote)
 
     def clock_offset(self, python: str, samples: int) -> ClockOffset:
-        return self._inner.clock_offset(python, samples)
+        return self.inner.clock_offset(python, samples)
 
     def close(self) -> None:
-        self._inner.close()
+        self.inner.close()

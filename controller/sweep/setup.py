@@ -19,6 +19,7 @@ from typing import Any
 from agent import __version__
 from controller.config.model import Config, MeterConfig, NodeConfig
 from controller.device.emulation import Emulation, emulated_devices
+from controller.device.transport import CgroupTransport
 from controller.errors import ConfigError, DeviceError
 from controller.link import shaped_link
 from controller.meter.calibration import Calibration, nominal
@@ -48,7 +49,8 @@ def open_node(
         transport = (
             devices.start_anchor(config.role, label) if devices else AnchoredLocalTransport(label)
         )
-        return Node(transport), transport.pid
+        anchor = transport.inner if isinstance(transport, CgroupTransport) else transport
+        return Node(transport), anchor.pid
     return connect(config, accept_new_host_key=accept_new_host_key), None
 
 
@@ -123,6 +125,12 @@ def open_sweep(
             if found.problems:
                 raise DeviceError(found.problems[0])
             facts[role] = {**asdict(found), "cpu_pin": node_config.cpu}
+        # An SSH node's device (remote_device) once the node is known to be deployed; its cgroup
+        # is removed before the node is closed.
+        client_node = devices.attach(client_node, config.client, _state_dir(config.client, run_dir))
+        stack.callback(devices.detach, "client")
+        server_node = devices.attach(server_node, config.server, _state_dir(config.server, run_dir))
+        stack.callback(devices.detach, "server")
         link = stack.enter_context(
             shaped_link(config, {"client": client_node, "server": server_node})
         )

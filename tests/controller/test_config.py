@@ -296,7 +296,7 @@ KEY_ERRORS = [
         "[nodes.client]\nhttp_port = 1",
         "nodes.client.http_port: unknown key (known: host, user, "
         "port, key, known_hosts, python, deploy_dir, cpu, address, data_interface, engine, "
-        "device; the client connects to nodes.server.http_port)",
+        "device, remote_device; the client connects to nodes.server.http_port)",
     ),
     ('[run]\nrepetitions = "68"', 'run.repetitions: expected an integer, got a string ("68")'),
     ("[run]\nrepetitions = true", "run.repetitions: expected an integer, got a boolean (true)"),

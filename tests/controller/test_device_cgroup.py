@@ -191,6 +191,24 @@ def _as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_nodes_calibrate_prints_the_quota_that_matches_a_pi3b_core() -> None:
+    require_root()
+    result = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "nodes", "calibrate", "--seconds", "0.3"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "rpi3b on this machine: period 20000 us" in result.stdout
+    (line,) = [x for x in result.stdout.splitlines() if x.strip().startswith("device = ")]
+    assert line.strip().startswith('device = {profile = "rpi3b", cpu_quota = 0.')
+    assert 0.04 < float(line.split("cpu_quota = ")[1].rstrip("}")) < 0.2
+
+
 def test_without_root_an_emulated_sweep_says_in_one_line_what_needs_it(open_dir: str) -> None:
     out = ("--no-dashboard", "--out", open_dir)
     result = _as_nobody("sweep", "configs/local-rpi3b.toml", *out)

@@ -232,14 +232,32 @@ def test_device_key_errors_are_one_line_naming_the_key(override: str, message: s
     assert str(caught.value) == f"--set: {message}"
 
 
-def test_a_device_on_an_ssh_node_is_refused_at_load_time(tmp_path: Path) -> None:
+def test_a_device_on_an_ssh_node_needs_remote_device(tmp_path: Path) -> None:
     path = tmp_path / "ssh.toml"
     path.write_text('[nodes.server]\nhost = "pi.local"\nknown_hosts = "kh"\ndevice = "rpi3b"\n')
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert str(caught.value) == (
-        f"{path}: nodes.server.device: device profiles apply to local nodes only, not yet to SSH "
-        'nodes (whose own hardware is the device); unset it or make nodes.server.host "local"'
+        f"{path}: nodes.server.device: an SSH node's own hardware is its device: to emulate "
+        "this profile on that host as well (a cgroup there, which needs root on it), set "
+        'nodes.server.remote_device = true; or unset it, or make nodes.server.host "local"'
+    )
+    config = load_config(path, ["nodes.server.remote_device=true"])
+    assert config.server.remote_device and config.server.device == PROFILES["rpi3b"]
+
+
+def test_remote_device_is_for_ssh_nodes_only_and_a_boolean() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, ["nodes.client.remote_device=true"])
+    assert str(caught.value) == (
+        "--set: nodes.client.remote_device: only for SSH nodes (a local node's device is always "
+        "emulated); unset it"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, ["nodes.client.remote_device=1"])
+    assert (
+        str(caught.value)
+        == "--set: nodes.client.remote_device: expected true or false, got an integer (1)"
     )
 
 

@@ -97,25 +97,33 @@ def _rows(run: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def test_the_sweep_runs_over_ssh_on_a_fastethernet_link(
-    config: Path, netns_testbed: Testbed, tmp_path: Path
-):
-    sshd = netns_testbed.client.pidfile.read_text().split()[0]
+def _sweep(config: Path, testbed: Testbed, tmp_path: Path, *overrides: str) -> Path:
+    """A sweep with the virtual meter following the client namespace's sshd; its run folder."""
+    sshd = testbed.client.pidfile.read_text().split()[0]
     truth_path = tmp_path / "meter-truth.csv"
     meter = VirtualMeter(
         VirtualMeterOptions(watch=(WatchSpec("pid", sshd),), truth_path=truth_path)
     )
     meter.start()
+    sets = [word for override in overrides for word in ("--set", override)]
     try:
         result = h2iot(
             "sweep", str(config), "--no-dashboard", "--out", str(tmp_path / "runs"),
-            "--set", f"meter.port={meter.port}",
+            "--set", f"meter.port={meter.port}", *sets,
         )  # fmt: skip
     finally:
         meter.stop()
         meter.close()
     assert result.returncode == 0, result.stdout + result.stderr
     (run,) = (tmp_path / "runs").iterdir()
+    return run
+
+
+def test_the_sweep_runs_over_ssh_on_a_fastethernet_link(
+    config: Path, netns_testbed: Testbed, tmp_path: Path
+) -> None:
+    run = _sweep(config, netns_testbed, tmp_path)
+    truth_path = tmp_path / "meter-truth.csv"
     rows = _rows(run)
     assert len(rows) == len(WINDOWS) * REPETITIONS
     assert all(row["status"] == "ok" for row in rows), rows
@@ -168,7 +176,60 @@ def test_the_sweep_runs_over_ssh_on_a_fastethernet_link(
     assert measured_total == pytest.approx(exact_total, rel=0.02)
 
 
-def test_a_changed_host_key_is_refused_before_anything_runs(config: Path, tmp_path: Path):
+def _node_cgroups() -> list[Path]:
+    """Cgroups a node-side device made (the namespaces' sshd share this machine's cgroups)."""
+    return [p for p in Path("/sys/fs/cgroup").glob("*/**/h2iot-node-*") if p.is_dir()]
+
+
+def test_an_ssh_node_emulates_its_device_when_the_config_asks(
+    config: Path, netns_testbed: Testbed, tmp_path: Path
+) -> None:
+    before = _node_cgroups()
+    run = _sweep(
+        config, netns_testbed, tmp_path,
+        "nodes.server.device=rpi3b", "nodes.server.remote_device=true",
+    )  # fmt: skip
+    device = json.loads((run / "manifest.json").read_text())["device"]
+    assert device["emulated"] and device["link"] is None  # the SSH nodes' own link
+    assert device["host_probe_units_per_cpu_s"] is None  # nothing emulated on the controller
+    assert list(device["nodes"]) == ["server"]
+    server = device["nodes"]["server"]
+    assert server["host"] == netns_testbed.server.address and server["profile"] == "rpi3b"
+    assert server["cgroup"].startswith("h2iot-node-server-")
+    calibration = server["calibration"]
+    assert calibration["reference_fraction"] == 0.08
+    quota = server["cpu_quota"]
+    assert quota == calibration["quota"] and 0.04 < quota < 0.2
+    assert 0.04 < server["measured_speed_fraction"] < 0.16
+    rows = _rows(run)
+    assert rows and all(row["status"] == "ok" for row in rows), rows
+    for row in rows:
+        # The server agent lives in the node's cgroup: its CPU share stays near the quota (one
+        # 20 ms period's burst over a trial of hundreds of ms), where unthrottled it is several
+        # times that.
+        share = float(row["server_cpu_s"]) / float(row["server_serve_s"])
+        print(f"{row['trial_id']}: server CPU share {share:.3f} under quota {quota:.3f}")
+        assert share < 1.5 * quota, row["trial_id"]
+    assert _node_cgroups() == before  # removed at the end of the sweep
+
+
+def test_nodes_calibrate_measures_an_ssh_nodes_quota_on_its_host(
+    config: Path, netns_testbed: Testbed
+) -> None:
+    result = h2iot(
+        "nodes", "calibrate", str(config), "--seconds", "0.3",
+        "--set", "nodes.server.device=rpi3b", "--set", "nodes.server.remote_device=true",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    server = netns_testbed.server
+    assert f"nodes.server (rpi3b) on server (root@{server.address}:22)" in result.stdout
+    assert "nodes.client" not in result.stdout  # no device there
+    (line,) = [x for x in result.stdout.splitlines() if x.strip().startswith("device = ")]
+    quota = float(line.split("cpu_quota = ")[1].rstrip("}"))
+    assert 0.04 < quota < 0.2
+
+
+def test_a_changed_host_key_is_refused_before_anything_runs(config: Path, tmp_path: Path) -> None:
     known_hosts = Path(config.parent / "known_hosts").read_text().splitlines()
     client_name = known_hosts[0].split()[0]
     server_key = " ".join(known_hosts[1].split()[1:])

@@ -127,7 +127,9 @@ def start_sshd(
     run_checked([SSHD, "-t", "-f", str(config)])
     pidfile = directory / "sshd.pid"
     log = directory / "sshd.log"
-    prefix = ["ip", "netns", "exec", netns] if netns else []
+    # Into the namespace's network only: `ip netns exec` would also remount /sys for it, hiding
+    # the cgroup hierarchies a real host has (and a node-side device emulation needs).
+    prefix = ["nsenter", f"--net=/run/netns/{netns}"] if netns else []
     run_checked([*prefix, SSHD, "-f", str(config), "-E", str(log)])
     deadline = time.monotonic() + START_TIMEOUT_S
     while not pidfile.exists():
