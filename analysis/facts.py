@@ -77,6 +77,48 @@ def manifest_facts(run: Run) -> list[tuple[str, str]]:
     return facts
 
 
+EMULATION_CAVEAT = (
+    "An emulated node is slowed by a CPU quota: it does a Pi's work per second, but in bursts at "
+    "its host's full speed, so each flow-control round trip inside a burst is as fast as on the "
+    "host. Expect CPU-time findings to land nearer the study's than response-time ones "
+    "(configs/README.md, 'What the emulation reproduces')."
+)
+
+
+def node_hardware(run: Run) -> list[str]:
+    """What each node ran on, one line per role, then the emulation caveat if a node was
+    emulated: the context the study comparison needs (the study ran two Pi 3B)."""
+    device = run.manifest.get("device")
+    emulated = device.get("nodes", {}) if isinstance(device, Mapping) else {}
+    lines = []
+    for role in ("client", "server"):
+        host = config_value(run.manifest, f"nodes.{role}.host") or "local"
+        engine = config_value(run.manifest, f"nodes.{role}.engine") or "h2"
+        found = emulated.get(role)
+        if isinstance(found, Mapping):
+            where = found.get("host", "local")
+            where = "this machine" if where == "local" else where
+            speed = found.get("measured_speed_fraction")
+            measured = "" if speed is None else f", measured at {speed:.3f} of its host's core"
+            memory = found.get("memory_mib")
+            limit = "" if memory is None else f", {memory} MiB"
+            lines.append(
+                f"{role} ({engine}): emulated {found.get('profile', 'custom')} on {where}: CPU "
+                f"quota {text_of(found.get('cpu_quota'))} of a core{measured} (aimed at "
+                f"{text_of(found.get('speed_fraction'))}){limit}"
+            )
+        elif host == "local":
+            lines.append(
+                f"{role} ({engine}): this machine's own core, unthrottled (far faster than the "
+                "study's Pi 3B)"
+            )
+        else:
+            lines.append(f"{role} ({engine}): {host}'s own hardware")
+    if emulated:
+        lines.append(EMULATION_CAVEAT)
+    return lines
+
+
 def other_manifest_facts(run: Run) -> list[tuple[str, str]]:
     """Everything the manifest holds besides the config, as dotted keys."""
     rest = {k: v for k, v in run.manifest.items() if k not in _SKIP_TOP}

@@ -34,6 +34,7 @@ from analysis.facts import (
     failure_reasons,
     idle_power_mw,
     manifest_facts,
+    node_hardware,
     other_manifest_facts,
     representative_trials,
     trial_facts,
@@ -299,6 +300,8 @@ def build_blocks(
             f"{SETTLE_TOLERANCE * 100:g} % of the mean at the largest window. Increases carry an "
             "approximate CI (delta method); one 'holds' when its CI excludes zero."
         ),
+        Paragraph("What the nodes of this run were:"),
+        Bullets(tuple(node_hardware(run))),
         check_table(checks),
         Heading("Figures"),
         *(

@@ -106,6 +106,7 @@ def record_run(
     rtt_s: float | None = None,
     power: bool = True,
     name: str = "fake-study",
+    device: dict[str, Any] | None = None,
 ) -> Path:
     model = model or Model()
     rng = np.random.default_rng(seed)
@@ -114,6 +115,8 @@ def record_run(
         axes[extra_axis[0]] = extra_axis[1]
     names = tuple(axes)
     manifest = _manifest(axes, repetitions, confidence, rate_hz, link_rate_mbit, rtt_s, name)
+    if device is not None:
+        manifest["device"] = device
     recorder = RunRecorder.create(run_dir, names, manifest)
     recorder.event("sweep_started", points=len(windows), repetitions=repetitions)
     grid = [(w, e) for w in windows for e in (extra_axis[1] if extra_axis is not None else (None,))]

@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from analysis.columns import METRICS
+from analysis.facts import EMULATION_CAVEAT
 from analysis.load import load_run
 from analysis.report import write_report
 from controller.cli import main
@@ -57,6 +58,8 @@ def test_the_report_holds_every_figure_and_table(reported: tuple[Path, Path]) ->
     assert "| client CPU time at 4096 vs 65535 | +42 % |" in markdown
     assert "| client response time at 4096 vs 65535 | +300 % |" in markdown
     assert "| failed attempts | 1 |" in markdown
+    assert "- client (h2): this machine's own core, unthrottled" in markdown
+    assert "emulated" not in markdown
     assert markdown.count("\n| --- |") == html.count("<table>")
 
 
@@ -144,6 +147,33 @@ def test_a_grid_run_without_power_traces_still_reports(tmp_path: Path) -> None:
     summary = pd.read_csv(files.summary_csv)
     assert list(summary.columns[:3]) == ["metric", "initial_window_size", "max_concurrent_streams"]
     assert len(summary) == 6 * summary["metric"].nunique()
+
+
+def test_the_report_says_which_nodes_were_emulated_and_what_that_reproduces(
+    tmp_path: Path,
+) -> None:
+    server = {
+        "profile": "rpi3b",
+        "speed_fraction": 0.08,
+        "cpu_quota": 0.0912,
+        "memory_mib": 1024,
+        "host": "10.0.0.2",
+        "measured_speed_fraction": 0.0771,
+    }
+    run_dir = record_run(
+        tmp_path / "emulated",
+        windows=(4096, 65535),
+        repetitions=3,
+        power=False,
+        device={"emulated": True, "nodes": {"server": server}, "link": None},
+    )
+    markdown = write_report(load_run(run_dir)).markdown.read_text()
+    assert (
+        "- server (h2): emulated rpi3b on 10.0.0.2: CPU quota 0.0912 of a core, measured at "
+        "0.077 of its host's core (aimed at 0.08), 1024 MiB\n"
+    ) in markdown
+    assert "- client (h2): this machine's own core, unthrottled" in markdown
+    assert f"- {EMULATION_CAVEAT}" in markdown
 
 
 def test_the_h2iot_command_finds_report(tmp_path: Path) -> None:
