@@ -25,6 +25,8 @@ Sensor = Literal["5A", "20A", "30A"]
 
 ORDERS: tuple[Order, ...] = ("randomized-blocked", "sequential")
 ROLES: tuple[Role, ...] = ("client", "server")
+DelayMethod = Literal["netem", "relay"]
+DELAY_METHODS: tuple[DelayMethod, ...] = ("netem", "relay")
 METER_SOURCES: tuple[MeterSource, ...] = ("serial", "virtual", "simavr")
 ENGINES: tuple[Engine, ...] = ("h2", "nghttp2")
 UNREPRESENTABLE_WINDOW: tuple[UnrepresentableWindow, ...] = ("map", "reject")
@@ -130,6 +132,14 @@ class LinkConfig:
     rate_mbit: float | None = None  # None: unshaped
     loss_pct: float = 0.0
     delay_ms: float = 0.0
+    # "netem" on each node's egress; "relay": a userspace delay line between two local nodes'
+    # namespaces (controller.device.wire), for kernels without netem.
+    delay_method: DelayMethod = "netem"
+
+    @property
+    def relayed(self) -> bool:
+        """The delay is the relay's, not netem's."""
+        return self.delay_method == "relay" and self.delay_ms > 0
 
     @property
     def is_shaped(self) -> bool:

@@ -22,6 +22,7 @@ from agent.flow import WINDOW_UPDATE_POLICIES
 from agent.settings import SETTING_SPECS, canonical_name, check_value
 from agent.site.builder import MAX_TOTAL_BYTES, MIN_TOTAL_BYTES
 from controller.config.model import (
+    DELAY_METHODS,
     ENGINES,
     METER_SOURCES,
     ORDERS,
@@ -336,6 +337,7 @@ SCHEMA: Schema = {
         "rate_mbit": optional(number(0, 100_000, low_open=True)),
         "loss_pct": number(0, 100, high_open=True),
         "delay_ms": number(0, 60_000),
+        "delay_method": choice(DELAY_METHODS),
     },
 }
 

@@ -8,7 +8,8 @@
   data_interface of its own), a network namespace per node joined by a veth data link
   (`controller.device.netns`); the sweep then runs on a copy of the config whose addresses and
   data interfaces are that link's, and `[link]` shapes it. (`device = "custom"` limits nothing:
-  namespaces and a shaped link for unthrottled nodes.)
+  namespaces and a shaped link for unthrottled nodes.) With `link.delay_method = "relay"` the
+  link runs through a third namespace whose relay delays every frame (`controller.device.wire`).
 
 An SSH node with a device and `remote_device = true` gets its cgroup on its own host once it is
 connected (`Emulation.attach`, `controller.device.remote`), calibrated against that host's core.
@@ -22,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from controller.config.model import ROLES, Config, NodeConfig, Role
@@ -33,6 +35,7 @@ from controller.device.netns import DATA_INTERFACE, LocalLink, create_link, dest
 from controller.device.profile import PI3B_CORE_FRACTION, DeviceProfile, pinned_cores
 from controller.device.remote import RemoteCgroup, calibrate_on, host_probe, require_root
 from controller.device.transport import CgroupTransport
+from controller.device.wire import start_relay
 from controller.errors import ConfigError, DeviceError
 from controller.meter.node_power import WatchSpec
 from controller.nodes.anchor import AnchoredLocalTransport
@@ -40,6 +43,7 @@ from controller.nodes.node import Node
 from controller.sweep.agent_pair import AgentPair
 
 LOCAL_CONFIG = "configs/local.toml"
+RELAY_STATS = "link-relay.json"
 PROBE_SECONDS = 1.0
 PROBE_TIMEOUT_S = 120.0
 
@@ -147,8 +151,15 @@ class Emulation:
             "pi3b_core_fraction": PI3B_CORE_FRACTION,
             "host_probe_units_per_cpu_s": local.units_per_cpu_s if local else None,
             "nodes": per_node,
-            "link": self.link.facts() if self.link else None,
+            "link": self._link_facts(),
         }
+
+    def _link_facts(self) -> dict[str, Any] | None:
+        if self.link is None:
+            return None
+        delay = self.config.link
+        relay = {"delay_us": delay.delay_ms * 1000, "stats": RELAY_STATS} if delay.relayed else None
+        return {**self.link.facts(), "relay": relay}
 
 
 def _calibrate(
@@ -217,15 +228,22 @@ def _profiled(config: Config) -> dict[Role, DeviceProfile]:
 
 
 @contextmanager
-def emulated_devices(config: Config) -> Iterator[Emulation]:
-    """Cgroups and namespaces for the sweep's local nodes (see the module doc), removed on exit."""
+def emulated_devices(config: Config, run_dir: Path) -> Iterator[Emulation]:
+    """Cgroups and namespaces for the sweep's local nodes (see the module doc), removed on exit;
+    a relayed link's relay leaves what it carried in `run_dir` (RELAY_STATS)."""
     profiles = _profiled(config)
     local = config.client.is_local and config.server.is_local
     own_link = any(config.node(role).data_interface for role in ROLES)
+    isolate = local and not own_link and bool(profiles)
+    if config.link.relayed and not isolate:
+        raise ConfigError(
+            'link.delay_method: "relay" delays the link between two local nodes\' namespaces, '
+            "which they get when both are local, either has a device profile and neither names "
+            'a data_interface; other links take their delay from netem ("netem")'
+        )
     if not profiles:
         yield Emulation(config)
         return
-    isolate = local and not own_link
     _require_root(
         f"nodes.{next(iter(profiles))}.device",
         "emulating a device (cgroups for its CPU and memory, a network namespace per node)",
@@ -233,9 +251,14 @@ def emulated_devices(config: Config) -> Iterator[Emulation]:
     with ExitStack() as stack:
         emulation = Emulation(config)
         if isolate:
-            emulation.link = create_link()
+            emulation.link = create_link(wired=config.link.relayed)
             stack.callback(destroy_link, emulation.link)
             emulation.config = _on_link(config, emulation.link)
+            if config.link.relayed:
+                relay = start_relay(
+                    emulation.link, config.link.delay_ms * 1000, run_dir / RELAY_STATS
+                )
+                stack.callback(relay.stop)
         available = tuple(sorted(os.sched_getaffinity(0)))
         for role, profile in profiles.items():
             try:

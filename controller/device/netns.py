@@ -2,6 +2,11 @@
 
     client namespace  data0 10.79.0.1/24 <--- veth ---> data0 10.79.0.2/24  server namespace
 
+or, when the link's delay is a userspace relay (`wired`), through a third namespace where the
+relay (`controller.device.wire`) carries frames between two veth ends:
+
+    client data0 <--- veth ---> client0 [wire namespace: relay] server0 <--- veth ---> data0 server
+
 The same construction as the SSH test hosts (`tests/netns`), without the control bridge: local
 nodes are driven through their anchor's pipes, so only the data link exists, and nothing in the
 namespaces routes anywhere else. `[link]` then shapes `data0` at both ends.
@@ -10,8 +15,8 @@ A process joins a namespace by being started from a thread that entered it (`set
 only the calling thread, and a child inherits its parent thread's namespaces): the node's anchor
 is started that way, and everything it runs stays inside.
 
-Namespaces are named `h2d<controller pid>c` and `...s`; those of a controller that died are
-removed (with what still runs in them) the next time a link is made.
+Namespaces are named `h2d<controller pid>c`, `...s` (and `...w`); those of a controller that
+died are removed (with what still runs in them) the next time a link is made.
 """
 
 from __future__ import annotations
@@ -20,13 +25,14 @@ import contextlib
 import ctypes
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from controller.config.model import ROLES, Role
 from controller.device.errors import EmulationError
@@ -36,7 +42,13 @@ SUBNET = "10.79.0"
 NETNS_DIR = Path("/run/netns")
 _CLONE_NEWNET = 0x40000000
 _STEP_TIMEOUT_S = 30.0
-_STALE = re.compile(r"h2d(\d+)[cs]")
+_STALE = re.compile(r"h2d(\d+)[csw]")
+Place = Literal["client", "server", "wire"]
+WIRE: Literal["wire"] = "wire"
+WIRE_ENDS: dict[Role, str] = {"client": "client0", "server": "server0"}
+# The relay moves whole frames: each end must hand it frames of at most the MTU with their
+# checksums filled in (a veth otherwise passes half-made checksums and oversized segments on).
+_OFFLOADS_OFF = ("tx", "off", "tso", "off", "gso", "off", "gro", "off")
 
 T = TypeVar("T")
 
@@ -46,9 +58,15 @@ class LocalLink:
     """The namespaces and addresses of one sweep's local data link."""
 
     tag: str
+    wired: bool = False  # through the wire namespace's relay, not one veth pair
 
-    def namespace(self, role: Role) -> str:
-        return f"{self.tag}{role[0]}"
+    @property
+    def places(self) -> tuple[Place, ...]:
+        """Whose namespaces the link has."""
+        return (*ROLES, WIRE) if self.wired else ROLES
+
+    def namespace(self, place: Place) -> str:
+        return f"{self.tag}{place[0]}"
 
     def address(self, role: Role) -> str:
         return f"{SUBNET}.{ROLES.index(role) + 1}"
@@ -56,7 +74,7 @@ class LocalLink:
     def facts(self) -> dict[str, object]:
         return {
             "interface": DATA_INTERFACE,
-            "namespaces": {role: self.namespace(role) for role in ROLES},
+            "namespaces": {place: self.namespace(place) for place in self.places},
             "addresses": {role: self.address(role) for role in ROLES},
         }
 
@@ -99,23 +117,38 @@ def reap_stale() -> None:
             _delete(entry.name)
 
 
-def create_link(tag: str | None = None) -> LocalLink:
-    """Both namespaces, the veth pair between them, addresses, links up."""
+def create_link(tag: str | None = None, *, wired: bool = False) -> LocalLink:
+    """The namespaces, the veth pair between the nodes' (or a pair from each to the wire
+    namespace, offloads off), addresses, links up."""
     reap_stale()
-    link = LocalLink(tag or f"h2d{os.getpid()}")
+    if wired and shutil.which("ethtool") is None:
+        raise EmulationError(
+            "netns: the relay's link needs ethtool (Debian package ethtool) to turn off the "
+            "offloads a relay cannot carry"
+        )
+    link = LocalLink(tag or f"h2d{os.getpid()}", wired)
     made: list[str] = []
     try:
+        for place in link.places:
+            _ip("netns", "add", link.namespace(place))
+            made.append(link.namespace(place))
+        if wired:
+            for role in ROLES:
+                node_end, wire_end = f"{link.tag}{role[0]}0", f"{link.tag}{role[0]}w"
+                _ip("link", "add", node_end, "type", "veth", "peer", "name", wire_end)
+                _ip("link", "set", wire_end, "netns", link.namespace(WIRE), "name", WIRE_ENDS[role])
+                _ip("-n", link.namespace(WIRE), "link", "set", WIRE_ENDS[role], "up")
+                _offloads_off(link.namespace(WIRE), WIRE_ENDS[role])
+        else:
+            _ip("link", "add", f"{link.tag}c0", "type", "veth", "peer", "name", f"{link.tag}s0")
         for role in ROLES:
-            _ip("netns", "add", link.namespace(role))
-            made.append(link.namespace(role))
-        client_end, server_end = f"{link.tag}c0", f"{link.tag}s0"
-        _ip("link", "add", client_end, "type", "veth", "peer", "name", server_end)
-        for role, end in zip(ROLES, (client_end, server_end), strict=True):
             netns = link.namespace(role)
-            _ip("link", "set", end, "netns", netns, "name", DATA_INTERFACE)
+            _ip("link", "set", f"{link.tag}{role[0]}0", "netns", netns, "name", DATA_INTERFACE)
             _ip("-n", netns, "addr", "add", f"{link.address(role)}/24", "dev", DATA_INTERFACE)
             _ip("-n", netns, "link", "set", DATA_INTERFACE, "up")
             _ip("-n", netns, "link", "set", "lo", "up")
+            if wired:
+                _offloads_off(netns, DATA_INTERFACE)
     except BaseException:
         for netns in made:
             _delete(netns)
@@ -123,10 +156,14 @@ def create_link(tag: str | None = None) -> LocalLink:
     return link
 
 
+def _offloads_off(netns: str, interface: str) -> None:
+    _ip("netns", "exec", netns, "ethtool", "-K", interface, *_OFFLOADS_OFF)
+
+
 def destroy_link(link: LocalLink) -> None:
-    """Kill what still runs inside, delete both namespaces (the veth pair goes with them)."""
-    for role in ROLES:
-        _delete(link.namespace(role))
+    """Kill what still runs inside, delete the namespaces (the veth pairs go with them)."""
+    for place in link.places:
+        _delete(link.namespace(place))
 
 
 def run_inside(netns: str, make: Callable[[], T]) -> T:

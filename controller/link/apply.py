@@ -168,7 +168,12 @@ def _apply(end: _End) -> None:
         feature = next((f for f in _FEATURES if f[0] in argv), None)
         if feature is not None and any(text in detail for text in _UNSUPPORTED):
             word, key, what = feature
-            hint = " (Raspberry Pi OS kernels have it)" if word == "netem" else ""
+            hint = (
+                " (Raspberry Pi OS kernels have it; between two local emulated nodes, "
+                'link.delay_method = "relay" delays without it)'
+                if word == "netem"
+                else ""
+            )
             raise ConfigError(
                 f"{key}: {what} needs the kernel's {word} support, which the kernel of "
                 f"{end.node.label} lacks{hint}; tc said: {detail}"

@@ -15,7 +15,9 @@ receives, so both directions behave alike, as on a FastEthernet cable:
   which kernels built without them (like this project's CI kernel) lack, and takes any
   probability, where gact's `random` only takes 1/N.
 - delay: netem on the egress (one-way, so each direction gets it), with tbf as its child when a
-  rate is asked too. Kernels without netem refuse it; `controller.link.apply` says so.
+  rate is asked too. Kernels without netem refuse it; `controller.link.apply` says so. With
+  `delay_method = "relay"` the delay is not the ends' to make: a relay between two local nodes'
+  namespaces delays the frames (`controller.device.wire`).
 
 h2iot's qdiscs carry handle 6832: and its filter priority 6832, so leftovers of a run that died
 before restoring the link are recognised, removed, and never mistaken for the user's own.
@@ -180,7 +182,7 @@ def plan_end(link: LinkConfig, state: InterfaceState) -> EndPlan:
     tbf = Tbf.for_rate(link.rate_mbit, state.mtu_bytes) if link.rate_mbit is not None else None
     netem = (
         Netem.for_delay(link.delay_ms, link.rate_mbit, state.mtu_bytes)
-        if link.delay_ms > 0
+        if link.delay_ms > 0 and not link.relayed
         else None
     )
     loss = Loss.for_pct(link.loss_pct) if link.loss_pct > 0 else None

@@ -106,7 +106,7 @@ def open_sweep(
     """Nodes (with the site built on the server) and the meter, closed on exit; plus the facts
     a run's manifest records about them."""
     with ExitStack() as stack:
-        devices = stack.enter_context(emulated_devices(config))
+        devices = stack.enter_context(emulated_devices(config, run_dir))
         config = devices.config  # on the emulated devices' own data link, if they have one
         client_node, client_anchor = open_node(
             config.client, accept_new_host_key=accept_new_host_key, devices=devices

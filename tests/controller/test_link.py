@@ -589,7 +589,8 @@ def test_delay_without_netem_is_one_line_and_changes_nothing(
         assert message.startswith(
             "link.delay_ms: delay needs the kernel's netem support, which the kernel of client ("
         )
-        assert "(Raspberry Pi OS kernels have it)" in message and "\n" not in message
+        assert "(Raspberry Pi OS kernels have it; between two local emulated nodes, " in message
+        assert 'link.delay_method = "relay" delays without it)' in message and "\n" not in message
     assert _snapshot(netns_testbed) == before
 
 

@@ -3,8 +3,8 @@ engine; and a node that outgrows its memory limit fails its trials with the reas
 sweep goes on.
 
 The rpi3b run calibrates its quota at the start (the h2 engine) or takes a fixed one (nghttp2),
-runs both nodes in namespaces over a veth link shaped to 100 Mbit/s, and the virtual meter
-follows the client's cgroup: its power never exceeds one busy Pi core's.
+runs both nodes in namespaces over a link shaped to 100 Mbit/s and delayed by the relay, and
+the virtual meter follows the client's cgroup: its power never exceeds one busy Pi core's.
 """
 
 from __future__ import annotations
@@ -67,6 +67,14 @@ def test_a_reduced_rpi3b_sweep_completes_on_two_emulated_pis(tmp_path: Path, eng
     device = manifest["device"]
     assert isinstance(device, dict) and device["emulated"]
     assert device["link"]["addresses"] == {"client": "10.79.0.1", "server": "10.79.0.2"}
+    # The Pi's round-trip latency comes from the relay between the namespaces: 0.5 ms each way.
+    assert device["link"]["relay"] == {"delay_us": 500, "stats": "link-relay.json"}
+    assert set(device["link"]["namespaces"]) == {"client", "server", "wire"}
+    assert 0.001 <= manifest["rtt_s"] < 0.1  # type: ignore[operator]
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    relay = json.loads((run / "link-relay.json").read_text())
+    for way in ("client0->server0", "server0->client0"):
+        assert relay[way]["frames"] > 0 and relay[way]["max_frame_bytes"] <= 1514
     for role in ("client", "server"):
         node = device["nodes"][role]
         assert node["profile"] == "rpi3b" and node["speed_fraction"] == 0.08
@@ -81,6 +89,7 @@ def test_a_reduced_rpi3b_sweep_completes_on_two_emulated_pis(tmp_path: Path, eng
         assert 0.02 < node["measured_speed_fraction"] < 0.3
     link = manifest["link"]
     assert isinstance(link, dict) and link["shaped"] and link["rate_mbit"] == 100
+    assert all(end["netem"] is None for end in link["nodes"].values())
     assert {end["interface"] for end in link["nodes"].values()} == {"data0"}
     assert manifest["nodes"]["client"]["cpu_pin"] == 0  # type: ignore[index]
 
