@@ -80,9 +80,21 @@ def manifest_facts(run: Run) -> list[tuple[str, str]]:
 EMULATION_CAVEAT = (
     "An emulated node is slowed by a CPU quota: it does a Pi's work per second, but in bursts at "
     "its host's full speed, so each flow-control round trip inside a burst is as fast as on the "
-    "host. Expect CPU-time findings to land nearer the study's than response-time ones "
-    "(configs/README.md, 'What the emulation reproduces')."
+    "host. Without a link delay standing in for a Pi's latency per round trip, expect "
+    "response-time findings far below the study's (configs/README.md, 'What the emulation "
+    "reproduces')."
 )
+
+
+def delayed_caveat(delay_ms: float, method: str) -> str:
+    """The caveat for an emulated run whose link adds a delay."""
+    by = "a relay between the nodes' namespaces" if method == "relay" else "netem"
+    return (
+        "An emulated node is slowed by a CPU quota: it does a Pi's work per second, in bursts at "
+        f"its host's full speed. The link's {delay_ms:g} ms each way (added by {by}) stands in "
+        "for the latency per round trip that a Pi has and a quota does not give "
+        "(configs/README.md, 'What the emulation reproduces')."
+    )
 
 
 def node_hardware(run: Run) -> list[str]:
@@ -104,8 +116,8 @@ def node_hardware(run: Run) -> list[str]:
             limit = "" if memory is None else f", {memory} MiB"
             lines.append(
                 f"{role} ({engine}): emulated {found.get('profile', 'custom')} on {where}: CPU "
-                f"quota {text_of(found.get('cpu_quota'))} of a core{measured} (aimed at "
-                f"{text_of(found.get('speed_fraction'))}){limit}"
+                f"quota {_short(found.get('cpu_quota'))} of a core{measured} (aimed at "
+                f"{_short(found.get('speed_fraction'))}){limit}"
             )
         elif host == "local":
             lines.append(
@@ -115,8 +127,14 @@ def node_hardware(run: Run) -> list[str]:
         else:
             lines.append(f"{role} ({engine}): {host}'s own hardware")
     if emulated:
-        lines.append(EMULATION_CAVEAT)
+        delay_ms = config_value(run.manifest, "link.delay_ms") or 0
+        method = config_value(run.manifest, "link.delay_method") or "netem"
+        lines.append(delayed_caveat(delay_ms, method) if delay_ms > 0 else EMULATION_CAVEAT)
     return lines
+
+
+def _short(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else text_of(value)
 
 
 def other_manifest_facts(run: Run) -> list[tuple[str, str]]:

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from analysis.columns import METRICS
-from analysis.facts import EMULATION_CAVEAT
+from analysis.facts import EMULATION_CAVEAT, delayed_caveat
 from analysis.load import load_run
 from analysis.report import write_report
 from controller.cli import main
@@ -174,6 +174,15 @@ def test_the_report_says_which_nodes_were_emulated_and_what_that_reproduces(
     ) in markdown
     assert "- client (h2): this machine's own core, unthrottled" in markdown
     assert f"- {EMULATION_CAVEAT}" in markdown
+
+    manifest_path = run_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["config"]["link"].update(delay_ms=0.5, delay_method="relay")
+    manifest_path.write_text(json.dumps(manifest))
+    markdown = write_report(load_run(run_dir)).markdown.read_text()
+    assert EMULATION_CAVEAT not in markdown
+    assert f"- {delayed_caveat(0.5, 'relay')}" in markdown
+    assert "The link's 0.5 ms each way (added by a relay between the nodes' namespaces)" in markdown
 
 
 def test_the_h2iot_command_finds_report(tmp_path: Path) -> None:
