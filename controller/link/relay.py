@@ -81,6 +81,7 @@ class Direction:
             "max_frame_bytes": self.max_frame_bytes,
             "most_queued": self.line.most_queued,
             "send_errors": self.send_errors,
+            "in_flight_at_stop": len(self.line),  # cut off with the wire, never sent
             "lateness_us": asdict(self.lateness.summary()),
         }
 
