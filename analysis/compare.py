@@ -22,7 +22,7 @@ from analysis.bounds import bounds_of
 from analysis.columns import METRIC_BY_NAME
 from analysis.document import Block, Heading, Image, Links, Paragraph, Table, to_html, to_markdown
 from analysis.errors import ComparisonError
-from analysis.facts import flatten, manifest_facts, text_of
+from analysis.facts import emulated_core_fractions, flatten, manifest_facts, text_of
 from analysis.figures import (
     Source,
     figure_client,
@@ -280,10 +280,13 @@ def _checks_table(
     other_summary: pd.DataFrame,
     names: tuple[str, str],
 ) -> Table:
-    a = {(c.finding, c.series): c for c in study_checks(base_summary, base.axes, base.confidence)}
-    b = {
-        (c.finding, c.series): c for c in study_checks(other_summary, other.axes, other.confidence)
-    }
+    a, b = (
+        {
+            (c.finding, c.series): c
+            for c in study_checks(summary, run.axes, run.confidence, emulated_core_fractions(run))
+        }
+        for run, summary in ((base, base_summary), (other, other_summary))
+    )
 
     def cell(check: Check | None) -> str:
         return "-" if check is None else f"{check.measured} [{check.verdict}]"

@@ -97,6 +97,18 @@ def delayed_caveat(delay_ms: float, method: str) -> str:
     )
 
 
+def emulated_core_fractions(run: Run) -> dict[str, float]:
+    """Per emulated node (role), its CPU quota: the share of its host's core that stands for one
+    core of the emulated device."""
+    device = run.manifest.get("device")
+    nodes = device.get("nodes", {}) if isinstance(device, Mapping) else {}
+    return {
+        role: float(found["cpu_quota"])
+        for role, found in nodes.items()
+        if isinstance(found, Mapping) and isinstance(found.get("cpu_quota"), int | float)
+    }
+
+
 def node_hardware(run: Run) -> list[str]:
     """What each node ran on, one line per role, then the emulation caveat if a node was
     emulated: the context the study comparison needs (the study ran two Pi 3B)."""

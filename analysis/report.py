@@ -30,6 +30,7 @@ from analysis.document import (
     to_markdown,
 )
 from analysis.facts import (
+    emulated_core_fractions,
     event_counts,
     failure_reasons,
     idle_power_mw,
@@ -194,6 +195,16 @@ def _traces(run: Run) -> tuple[list[Trace], list[str]]:
     return traces, missing
 
 
+def _emulated_cores_caption(fractions: dict[str, float]) -> str:
+    if not fractions:
+        return ""
+    quotas = ", ".join(f"{role} {fraction:.3g}" for role, fraction in sorted(fractions.items()))
+    return (
+        " An emulated node's core here is its host's: divide by its CPU quota "
+        f"({quotas}) for the percent of its emulated core."
+    )
+
+
 def _figures(
     run: Run, summary: pd.DataFrame, bounds: Bounds
 ) -> tuple[list[tuple[str, Figure, str]], list[str]]:
@@ -214,7 +225,8 @@ def _figures(
         (
             "figure3_cpu_pct",
             figure_cpu_pct([source]),
-            "Figure 3: CPU time / response time, client and server, percent of one core.",
+            "Figure 3: CPU time / response time, client and server, percent of one core."
+            + _emulated_cores_caption(emulated_core_fractions(run)),
         ),
     ]
     traces, missing = _traces(run)
@@ -259,7 +271,7 @@ def build_blocks(
     target: float,
     comparisons: Sequence[tuple[str, str]],
 ) -> list[Block]:
-    checks = study_checks(summary, run.axes, run.confidence)
+    checks = study_checks(summary, run.axes, run.confidence, emulated_core_fractions(run))
     blocks: list[Block] = [
         Heading(f"Run report: {run.name}", 1),
         Paragraph(

@@ -18,7 +18,7 @@ Definitions used by the verdicts:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -40,6 +40,8 @@ STUDY_CLIENT_CPU_PCT, STUDY_SERVER_CPU_PCT = 60.0, 26.0
 SETTLE_TOLERANCE = 0.10
 FLAT_TOLERANCE = 0.25
 _SAME_WINDOW_LOG2 = 0.01  # 65535 and 65536 (or 4095 and 4096) are the same point of the sweep
+# The summary's columns in the metric's own unit (scaled together when the unit changes).
+_SCALED = ("mean", "sd", "median", "ci_low", "ci_high")
 
 
 @dataclass(frozen=True)
@@ -193,10 +195,22 @@ def _energy_check(rows: pd.DataFrame, label: str, series: str) -> Check:
 
 
 def _cpu_pct_check(
-    rows: pd.DataFrame, side: str, study_pct: float, confidence: float, series: str
+    rows: pd.DataFrame,
+    side: str,
+    study_pct: float,
+    confidence: float,
+    series: str,
+    *,
+    core_fraction: float | None,
 ) -> Check:
+    """`core_fraction`: the emulated core's share of the host's (its CPU quota), whose CPU % the
+    study's Pi numbers compare with; None for a node that is its own hardware."""
     finding = f"{side} CPU % flat up to {LOW_WINDOW}, then rising"
     study = f"flat, then about {study_pct:.0f} % at {HIGH_WINDOW}"
+    of = ""
+    if core_fraction:
+        rows = rows.assign(**{c: rows[c] / core_fraction for c in _SCALED if c in rows})
+        of = f"of the emulated core (quota {core_fraction:.3g}): "
     low, high = _near(rows, LOW_WINDOW), _near(rows, HIGH_WINDOW)
     flat_part = rows[rows[WINDOW_AXIS] <= LOW_WINDOW]["mean"]
     if low is None or high is None or len(flat_part) < 2:
@@ -204,7 +218,7 @@ def _cpu_pct_check(
     spread = (flat_part.max() - flat_part.min()) / abs(flat_part.mean())
     flat = spread <= FLAT_TOLERANCE
     rising = increase(high, low, confidence)
-    measured = (
+    measured = of + (
         f"{flat_part.min():.0f} .. {flat_part.max():.0f} % up to {LOW_WINDOW} "
         f"(spread {percent(spread, sign=False)}), {high['mean']:.0f} % at {HIGH_WINDOW} "
         f"({rising.text()} over {LOW_WINDOW})"
@@ -212,8 +226,15 @@ def _cpu_pct_check(
     return Check(finding, study, measured, "agrees" if flat and rising.holds else "differs", series)
 
 
-def study_checks(summary: pd.DataFrame, axes: Sequence[str], confidence: float) -> list[Check]:
-    """Every published finding, per combination of the other swept settings."""
+def study_checks(
+    summary: pd.DataFrame,
+    axes: Sequence[str],
+    confidence: float,
+    core_fractions: Mapping[str, float] | None = None,
+) -> list[Check]:
+    """Every published finding, per combination of the other swept settings; CPU % of an
+    emulated node (`core_fractions[side]`, its quota) against its emulated core."""
+    fractions = core_fractions or {}
     if WINDOW_AXIS not in axes:
         return [
             Check("every finding", "window sweep", f"the run does not sweep {WINDOW_AXIS}", "n/a")
@@ -245,5 +266,9 @@ def study_checks(summary: pd.DataFrame, axes: Sequence[str], confidence: float) 
             checks.append(_energy_check(rows, label, series))
     for side, study_pct in (("client", STUDY_CLIENT_CPU_PCT), ("server", STUDY_SERVER_CPU_PCT)):
         for series, rows in _series(summary, f"{side}_cpu_pct", axes).items():
-            checks.append(_cpu_pct_check(rows, side, study_pct, confidence, series))
+            checks.append(
+                _cpu_pct_check(
+                    rows, side, study_pct, confidence, series, core_fraction=fractions.get(side)
+                )
+            )
     return checks

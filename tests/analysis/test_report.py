@@ -174,6 +174,9 @@ def test_the_report_says_which_nodes_were_emulated_and_what_that_reproduces(
     ) in markdown
     assert "- client (h2): this machine's own core, unthrottled" in markdown
     assert f"- {EMULATION_CAVEAT}" in markdown
+    assert (
+        "divide by its CPU quota (server 0.0912) for the percent of its emulated core" in markdown
+    )
 
     manifest_path = run_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text())

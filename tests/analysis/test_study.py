@@ -69,6 +69,24 @@ def test_a_run_shaped_like_the_study_agrees_everywhere() -> None:
     assert checks["knee of the client response time"].measured.startswith("32768 B")
 
 
+def test_an_emulated_nodes_cpu_pct_is_judged_against_its_emulated_core() -> None:
+    # A Pi-like node on a host 10x as fast: its CPU % of the host is a tenth of the study's.
+    emulated = {**STUDY_LIKE, "client_cpu_pct": [v / 10 for v in STUDY_LIKE["client_cpu_pct"]]}
+    table = _table(emulated, sd=0.001)
+    plain = _by_finding(study_checks(table, ["initial_window_size"], 0.9))
+    scaled = _by_finding(
+        study_checks(table, ["initial_window_size"], 0.9, core_fractions={"client": 0.1})
+    )
+    finding = "client CPU % flat up to 4096, then rising"
+    assert plain[finding].measured.startswith("2 .. 2 % up to 4096")
+    assert scaled[finding].measured.startswith(
+        "of the emulated core (quota 0.1): 21 .. 21 % up to 4096 (spread 2 %), 60 % at 65535"
+    )
+    assert scaled[finding].verdict == plain[finding].verdict == "agrees"
+    server = "server CPU % flat up to 4096, then rising"
+    assert scaled[server] == plain[server]  # the server is its own hardware here
+
+
 def test_a_contrary_run_differs() -> None:
     flat = {metric: list(reversed(values)) for metric, values in STUDY_LIKE.items()}
     checks = _by_finding(study_checks(_table(flat, sd=0.001), ["initial_window_size"], 0.9))
