@@ -214,6 +214,49 @@ class SplitTally:
         return FrameCounts(frames, frame_bytes, total)
 
 
+class Outgoing:
+    """What a connection's next write sends, in order: h2's output, which the tally walks frame
+    by frame, and the frames of `own_type` the fast path builds itself, which are only counted
+    (`add_own`)."""
+
+    __slots__ = ("_h2", "chunks", "own_bytes", "own_frames", "own_type")
+
+    def __init__(self, own_type: int) -> None:
+        self.chunks: list[bytes | memoryview] = []
+        self._h2: list[bytes] = []
+        self.own_type = own_type
+        self.own_frames = 0
+        self.own_bytes = 0
+
+    def add_own(self, data: bytes | memoryview, frame_bytes: int) -> None:
+        """One frame of `own_type` (or its header, its payload to follow in `chunks`)."""
+        self.chunks.append(data)
+        self.own_frames += 1
+        self.own_bytes += frame_bytes
+
+    def add_h2(self, data: bytes) -> None:
+        if data:
+            self.chunks.append(data)
+            self._h2.append(data)
+
+    def write(self, transport: Any, tally: SplitTally) -> None:
+        """Everything queued in one write (dropped if the transport is gone or closing), and
+        into `tally`."""
+        chunks = self.chunks
+        if not chunks:
+            return
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        chunks.clear()
+        if transport is not None and not transport.is_closing():
+            for chunk in self._h2:
+                tally.feed(chunk)
+            tally.frames[self.own_type] += self.own_frames
+            tally.frame_bytes[self.own_type] += self.own_bytes
+            transport.write(data)
+        self._h2.clear()
+        self.own_frames = self.own_bytes = 0
+
+
 class H2Internals:
     """The attributes of h2's objects the fast path reads or writes, checked once.
 

@@ -33,6 +33,7 @@ from agent.fastpath import (
     WINDOW_UPDATE_BYTES,
     FrameReader,
     H2Internals,
+    Outgoing,
     SplitTally,
     data_frame_header,
     window_update_frame,
@@ -95,11 +96,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._reader = FrameReader(self.conn.max_inbound_frame_size)
         self._fast_enabled = fast_path and H2Internals.available()
         self._fast: dict[int, _FastStream] = {}
-        # What the next write sends, in order; h2's parts are also listed (the tally walks them)
-        # and our WINDOW_UPDATE frames counted.
-        self._out: list[bytes] = []
-        self._out_h2: list[bytes] = []
-        self._out_updates = 0
+        self._out = Outgoing(TYPE_WINDOW_UPDATE)
         self._settings_received = asyncio.get_running_loop().create_future()
         self._closed = asyncio.get_running_loop().create_future()
         self.window_updates_sent = 0
@@ -184,14 +181,12 @@ class ClientConnection(asyncio.BufferedProtocol):
         stream.received_bytes = received
         increment = connection_window.consume(length)
         if increment:
-            self._out.append(window_update_frame(0, increment))
-            self._out_updates += 1
+            self._out.add_own(window_update_frame(0, increment), WINDOW_UPDATE_BYTES)
             self.window_updates_sent += 1
         if not end_stream:
             increment = window.consume(length)
             if increment:
-                self._out.append(window_update_frame(stream_id, increment))
-                self._out_updates += 1
+                self._out.add_own(window_update_frame(stream_id, increment), WINDOW_UPDATE_BYTES)
                 self.window_updates_sent += 1
         response = stream.response
         response.size_bytes += len(data)
@@ -374,28 +369,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         await self._closed
 
     def _drain_h2(self) -> None:
-        data = self.conn.data_to_send()
-        if data:
-            self._out.append(data)
-            self._out_h2.append(data)
+        self._out.add_h2(self.conn.data_to_send())
 
     def _flush(self) -> None:
         self._drain_h2()
         self._write_out()
 
     def _write_out(self) -> None:
-        """Everything queued (ours and h2's, in order) in one write."""
-        out = self._out
-        if not out:
-            return
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()
-        if self.transport is not None and not self.transport.is_closing():
-            tally = self.tally_out
-            for chunk in self._out_h2:
-                tally.feed(chunk)
-            tally.frames[TYPE_WINDOW_UPDATE] += self._out_updates
-            tally.frame_bytes[TYPE_WINDOW_UPDATE] += WINDOW_UPDATE_BYTES * self._out_updates
-            self.transport.write(data)
-        self._out_h2.clear()
-        self._out_updates = 0
+        self._out.write(self.transport, self.tally_out)

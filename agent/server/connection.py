@@ -33,6 +33,7 @@ from agent.fastpath import (
     WINDOW_UPDATE_BYTES,
     FrameReader,
     H2Internals,
+    Outgoing,
     SplitTally,
     data_frame_header,
     window_increment,
@@ -72,12 +73,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.tally_in = SplitTally(expect_preface=True)
         self._reader = FrameReader(self.conn.max_inbound_frame_size, len(CLIENT_PREFACE))
         self._fast_enabled = fast_path and H2Internals.available()
-        # What the next write sends, in order; h2's parts are also listed (the tally walks them)
-        # and our DATA frames counted.
-        self._out: list[bytes | memoryview] = []
-        self._out_h2: list[bytes] = []
-        self._out_data_frames = 0
-        self._out_data_bytes = 0
+        self._out = Outgoing(TYPE_DATA)
         self.tally_out = SplitTally()
         self.guard = ResetRateGuard()
         self.pending: dict[int, _OutStream] = {}
@@ -330,10 +326,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         end = offset + size
         last = end == len(stream.body)
         if fast and not last:
-            self._out.append(data_frame_header(stream_id, size, False))
-            self._out.append(stream.body[offset:end])
-            self._out_data_frames += 1
-            self._out_data_bytes += FRAME_HEADER_BYTES + size
+            self._out.add_own(data_frame_header(stream_id, size, False), FRAME_HEADER_BYTES + size)
+            self._out.chunks.append(stream.body[offset:end])
             self.conn.outbound_flow_control_window -= size
             stream.h2_stream.outbound_flow_control_window -= size
         else:
@@ -351,28 +345,12 @@ class ServerConnection(asyncio.BufferedProtocol):
             self._done_trials.append(trial_id)
 
     def _drain_h2(self) -> None:
-        data = self.conn.data_to_send()
-        if data:
-            self._out.append(data)
-            self._out_h2.append(data)
+        self._out.add_h2(self.conn.data_to_send())
 
     def _write_out(self) -> None:
         """Everything queued (ours and h2's, in order) in one write."""
         self._drain_h2()
-        out = self._out
-        if not out:
-            return
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()
-        if self.transport is not None and not self.transport.is_closing():
-            tally = self.tally_out
-            for chunk in self._out_h2:
-                tally.feed(chunk)
-            tally.frames[TYPE_DATA] += self._out_data_frames
-            tally.frame_bytes[TYPE_DATA] += self._out_data_bytes
-            self.transport.write(data)
-        self._out_h2.clear()
-        self._out_data_frames = self._out_data_bytes = 0
+        self._out.write(self.transport, self.tally_out)
 
     def _flush(self) -> None:
         self._write_out()
