@@ -97,14 +97,19 @@ def delayed_caveat(delay_ms: float, method: str) -> str:
     )
 
 
+def _emulated_nodes(run: Run) -> Mapping[str, Any]:
+    """The manifest's `device.nodes`: per emulated role, its profile as applied and measured."""
+    device = run.manifest.get("device")
+    nodes = device.get("nodes") if isinstance(device, Mapping) else None
+    return nodes if isinstance(nodes, Mapping) else {}
+
+
 def emulated_core_fractions(run: Run) -> dict[str, float]:
     """Per emulated node (role), its CPU quota: the share of its host's core that stands for one
     core of the emulated device."""
-    device = run.manifest.get("device")
-    nodes = device.get("nodes", {}) if isinstance(device, Mapping) else {}
     return {
         role: float(found["cpu_quota"])
-        for role, found in nodes.items()
+        for role, found in _emulated_nodes(run).items()
         if isinstance(found, Mapping) and isinstance(found.get("cpu_quota"), int | float)
     }
 
@@ -112,8 +117,7 @@ def emulated_core_fractions(run: Run) -> dict[str, float]:
 def node_hardware(run: Run) -> list[str]:
     """What each node ran on, one line per role, then the emulation caveat if a node was
     emulated: the context the study comparison needs (the study ran two Pi 3B)."""
-    device = run.manifest.get("device")
-    emulated = device.get("nodes", {}) if isinstance(device, Mapping) else {}
+    emulated = _emulated_nodes(run)
     lines = []
     for role in ("client", "server"):
         host = config_value(run.manifest, f"nodes.{role}.host") or "local"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -18,3 +20,16 @@ def require_tool(*names: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"CI must provide every real component: {message}")
     pytest.skip(message)
+
+
+def h2iot(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+    """The controller's command line in a process of its own, output captured as text (rich
+    tables 200 columns wide, so their lines do not wrap)."""
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )

@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from controller.config.model import ROLES, Config, NodeConfig, Role
-from controller.device.calibrate import Calibration, ProbeRun, calibrate, parse_probe, run_probe
+from controller.device.calibrate import Calibration, ProbeRun, calibrate, run_probe
 from controller.device.cgroup import NodeCgroup
 from controller.device.errors import EmulationError
 from controller.device.memory_pair import MemoryWatchedPair, oom_reason
 from controller.device.netns import DATA_INTERFACE, LocalLink, create_link, destroy_link, run_inside
 from controller.device.profile import PI3B_CORE_FRACTION, DeviceProfile, pinned_cores
-from controller.device.remote import RemoteCgroup, calibrate_on, host_probe, require_root
+from controller.device.remote import RemoteCgroup, calibrate_on, probe_on, require_root
 from controller.device.transport import CgroupTransport
 from controller.device.wire import start_relay
 from controller.errors import ConfigError, DeviceError
@@ -45,7 +45,6 @@ from controller.sweep.agent_pair import AgentPair
 LOCAL_CONFIG = "configs/local.toml"
 RELAY_STATS = "link-relay.json"
 PROBE_SECONDS = 1.0
-PROBE_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -127,7 +126,7 @@ class Emulation:
         per_node = {}
         for role, cgroup in cgroups.items():
             if isinstance(cgroup, RemoteCgroup):
-                host = host_probe(cgroup.node, python[role], PROBE_SECONDS)
+                host = probe_on(cgroup.node, python[role], PROBE_SECONDS)
                 where, version = cgroup.config.host, cgroup.version
             else:
                 assert local is not None
@@ -184,15 +183,7 @@ def _probe_nodes(nodes: Mapping[Role, Node], python: Mapping[Role, str]) -> dict
     """The probe on each node at once (each in its own cgroup, on its own cores)."""
 
     def probe(role: Role) -> ProbeRun:
-        argv = [
-            nodes[role].path(python[role]),
-            "-m",
-            "controller.device.probe",
-            "--seconds",
-            str(PROBE_SECONDS),
-        ]
-        output = nodes[role].run(argv, timeout_s=PROBE_TIMEOUT_S).stdout.strip()
-        return parse_probe(output.splitlines()[-1], None)
+        return probe_on(nodes[role], python[role], PROBE_SECONDS)
 
     with ThreadPoolExecutor() as pool:
         futures = {role: pool.submit(probe, role) for role in nodes}

@@ -56,8 +56,9 @@ def calibrate_on(
     return Calibration.from_dict(found)
 
 
-def host_probe(node: Node, python: str, seconds: float) -> ProbeRun:
-    """The calibration probe on the node, outside any cgroup: its host's own speed."""
+def probe_on(node: Node, python: str, seconds: float) -> ProbeRun:
+    """The calibration probe through the node's commands: inside its cgroup if they join one,
+    else (an unwrapped node) its host's own speed."""
     argv = [node.path(python), "-m", "controller.device.probe", "--seconds", str(seconds)]
     output = node.run(argv, timeout_s=CALIBRATE_TIMEOUT_S).stdout.strip()
     return parse_probe(output.splitlines()[-1], None)

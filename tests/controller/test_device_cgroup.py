@@ -22,7 +22,7 @@ from controller.device.profile import DeviceProfile
 from controller.device.transport import CgroupTransport
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.node import Node
-from tests.conftest import require_tool
+from tests.conftest import h2iot, require_tool
 from tests.netns import require_root
 
 REPO = Path(__file__).resolve().parents[2]
@@ -193,15 +193,7 @@ def _as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_nodes_calibrate_prints_the_quota_that_matches_a_pi3b_core() -> None:
     require_root()
-    result = subprocess.run(
-        [sys.executable, "-m", "controller.cli", "nodes", "calibrate", "--seconds", "0.3"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    result = h2iot("nodes", "calibrate", "--seconds", "0.3", timeout_s=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "rpi3b on this machine: period 20000 us" in result.stdout
     (line,) = [x for x in result.stdout.splitlines() if x.strip().startswith("device = ")]

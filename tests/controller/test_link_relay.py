@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from controller.device.netns import LocalLink, create_link, destroy_link, run_inside
 from controller.device.wire import start_relay
 from controller.link.delay_line import DelayLine, Lateness
-from tests.conftest import require_tool
+from tests.conftest import h2iot, require_tool
 from tests.netns import require_root
 
 # ---------------------------------------------------------------- the pure core
@@ -167,14 +167,11 @@ def test_the_relay_delays_each_way_and_carries_whole_frames_intact(tmp_path: Pat
 
 
 def test_the_relay_is_refused_where_there_is_no_namespaced_local_link(tmp_path: Path) -> None:
-    repo = Path(__file__).resolve().parents[2]
-    result = subprocess.run(
-        [
-            sys.executable, "-m", "controller.cli", "sweep", "configs/local.toml",
-            "--no-dashboard", "--out", str(tmp_path),
-            "--set", "link.delay_ms=0.5", "--set", "link.delay_method=relay",
-        ],
-        capture_output=True, text=True, cwd=repo, timeout=120, check=False,
+    config = Path(__file__).resolve().parents[2] / "configs" / "local.toml"
+    result = h2iot(
+        "sweep", str(config), "--no-dashboard", "--out", str(tmp_path),
+        "--set", "link.delay_ms=0.5", "--set", "link.delay_method=relay",
+        timeout_s=120,
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stderr == (

@@ -8,9 +8,7 @@ and installs them on the node with `pip --no-index` from the copied wheels.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import pytest
 from agent import __version__
 from controller.config import load_config
 from controller.nodes import AgentNode, connect
+from tests.conftest import h2iot
 from tests.netns import Testbed
 
 pytest_plugins = ["tests.netns.fixtures"]
@@ -31,17 +30,6 @@ class Deployed:
     config: Path
     wheelhouse: Path
     result: subprocess.CompletedProcess[str]
-
-
-def h2iot(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "controller.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
 def write_config(testbed: Testbed, path: Path, known_hosts: Path) -> Path:

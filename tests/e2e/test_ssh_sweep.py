@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +22,7 @@ from controller.link import tcp_goodput_mbit
 from controller.meter.node_power import WatchSpec
 from controller.meter.truth import Truth
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
-from tests.conftest import require_tool
+from tests.conftest import h2iot, require_tool
 from tests.netns import Testbed
 
 pytest_plugins = ["tests.netns.fixtures"]
@@ -33,17 +30,6 @@ pytest_plugins = ["tests.netns.fixtures"]
 WINDOWS = (1024, 65535)
 REPETITIONS = 2
 SITE_BYTES = 600_000
-
-
-def h2iot(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "controller.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
 def write_config(testbed: Testbed, path: Path, known_hosts: Path) -> Path:
