@@ -100,8 +100,13 @@ class Emulation:
         cgroup = self.cgroups.get(role)
         if cgroup is None:
             return WatchSpec("pid", str(anchor_pid))
-        quota = cgroup.profile.cpu_quota
-        return WatchSpec("cgroup", str(cgroup.usage_directory), core_fraction=quota or 1.0)
+        profile = cgroup.profile
+        return WatchSpec(
+            "cgroup",
+            str(cgroup.usage_directory),
+            core_fraction=profile.cpu_quota or 1.0,
+            cores=profile.cores,
+        )
 
     def make_pair(self, *args: Any, **kwargs: Any) -> AgentPair:
         """The sweep's AgentPair; with memory limits, one whose failed trials name an OOM kill."""

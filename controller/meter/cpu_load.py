@@ -103,11 +103,19 @@ class CgroupCpu:
 
 class Utilisation:
     """Turns a cumulative CPU-seconds counter into utilisation per interval, in [0, 1] of
-    `cores`. CPU time beyond a full interval is carried into the next, so none is lost."""
+    `cores`, of which at most `busy_cores` (default: all) can be busy. CPU time beyond that in
+    an interval is carried into the next, so none is lost."""
 
-    def __init__(self, cpu_seconds: Callable[[], float], cores: int, now_s: float) -> None:
+    def __init__(
+        self,
+        cpu_seconds: Callable[[], float],
+        cores: int,
+        now_s: float,
+        busy_cores: int | None = None,
+    ) -> None:
         self._cpu_seconds = cpu_seconds
         self._cores = cores
+        self._busy_cores = min(cores, busy_cores or cores)
         self._accounted = cpu_seconds()
         self._last_s = now_s
         self._last = 0.0
@@ -118,8 +126,7 @@ class Utilisation:
         if elapsed <= 0:
             return self._last
         self._last_s = now_s
-        capacity = elapsed * self._cores
-        used = min(capacity, max(0.0, self._cpu_seconds() - self._accounted))
+        used = min(elapsed * self._busy_cores, max(0.0, self._cpu_seconds() - self._accounted))
         self._accounted += used
-        self._last = used / capacity
+        self._last = used / (elapsed * self._cores)
         return self._last

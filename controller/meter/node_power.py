@@ -40,11 +40,14 @@ class WatchSpec:
 
     `core_fraction` is how much of one of this machine's cores one modelled core is worth: an
     emulated device throttled to that share (`controller.device`) that keeps its quota busy
-    reads as a busy board, not as a mostly idle one."""
+    reads as a busy board, not as a mostly idle one. `cores` caps how many modelled cores it
+    keeps busy (None: the model's all): an emulated one-core device whose quota lets it burst
+    at the start of a period does that work at one core's rate, as the real core would."""
 
     kind: str
     target: str
     core_fraction: float = 1.0
+    cores: int | None = None
 
     @classmethod
     def parse(cls, text: str) -> WatchSpec:
@@ -89,7 +92,8 @@ class NodePower:
             raise ConfigError(f"--watch: {len(watch)} sources for {ANALOG_INPUTS} inputs")
         self._model = model
         self._loads = [
-            Utilisation(_modelled_cpu_seconds(spec, rescan_s), model.cores, now_s) for spec in watch
+            Utilisation(_modelled_cpu_seconds(spec, rescan_s), model.cores, now_s, spec.cores)
+            for spec in watch
         ]
         idle = 0.0 if no_load else model.idle_mw
         self._power_mw = np.full(ANALOG_INPUTS, idle)

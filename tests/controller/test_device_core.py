@@ -328,3 +328,21 @@ def test_a_throttled_node_busy_on_its_quota_reads_as_a_busy_pi_core(tmp_path: Pa
     usage.write_text(str(int(0.10 * 1e9)))  # half the quota in the next half second
     power.refresh(1.5)
     assert power.power_mw((0,))[0] == pytest.approx(PI_3B.power_mw(0.5 / PI_3B.cores))
+
+
+def test_an_emulated_one_core_device_bursting_past_its_core_reads_as_one_busy_core(
+    tmp_path: Path,
+) -> None:
+    usage = tmp_path / "cpuacct.usage"
+    usage.write_text("0")
+    watch = (WatchSpec("cgroup", str(tmp_path), core_fraction=0.1, cores=1),)
+    power = NodePower(watch, PI_3B, now_s=0.0)
+    # A period's quota spent at the host's full speed in 10 ms: 2 Pi cores' worth of work.
+    usage.write_text(str(int(0.002 * 1e9)))
+    power.refresh(0.01)
+    one_core_busy = PI_3B.power_mw(1 / PI_3B.cores)
+    assert power.power_mw((0,))[0] == pytest.approx(one_core_busy)
+    power.refresh(0.02)  # the other half follows, at the same one core's rate: none is lost
+    assert power.power_mw((0,))[0] == pytest.approx(one_core_busy)
+    power.refresh(0.03)
+    assert power.power_mw((0,))[0] == pytest.approx(PI_3B.idle_mw)
