@@ -134,6 +134,7 @@ class SshTransport:
 
     def clock_offset(self, python: str, samples: int) -> ClockOffset:
         """Round trips over one persistent channel to a loop that prints the node's clocks."""
+        channel = None
         try:
             channel = self._connection.client.get_transport().open_session()
             channel.settimeout(CLOCK_REPLY_TIMEOUT_S)
@@ -146,11 +147,7 @@ class SshTransport:
                 line = replies.readline()
                 mono_receive, wall_receive = time.monotonic_ns(), time.time_ns()
                 if not line:
-                    error = channel.makefile_stderr("rb").read().decode(errors="replace")
-                    raise NodeError(
-                        f"{self.label}: clock loop with {python} ended: "
-                        f"{error.strip() or 'no output'}"
-                    )
+                    raise self._clock_loop_ended(channel, python)
                 remote_wall, remote_mono = parse_reply(line)
                 if index >= CLOCK_WARMUP:
                     trips.append(
@@ -163,8 +160,18 @@ class SshTransport:
         except ValueError:
             raise NodeError(f"{self.label}: clock loop with {python} sent a bad line") from None
         except (paramiko.SSHException, OSError, EOFError) as exc:
+            # A loop that could not start (no such interpreter) may close the channel before
+            # the first send, which then fails with "Socket is closed": say what it printed.
+            if channel is not None and (channel.closed or channel.exit_status_ready()):
+                raise self._clock_loop_ended(channel, python) from None
             raise NodeUnreachableError(f"{self.label}: clock measurement failed: {exc}") from None
         return clock_offset(trips)
+
+    def _clock_loop_ended(self, channel: paramiko.Channel, python: str) -> NodeError:
+        error = channel.makefile_stderr("rb").read().decode(errors="replace")
+        return NodeError(
+            f"{self.label}: clock loop with {python} ended: {error.strip() or 'no output'}"
+        )
 
     def close(self) -> None:
         self._connection.close()

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import paramiko
 import pytest
 
 from controller.nodes import (
@@ -191,9 +192,25 @@ def test_clock_offset(node: Node):
     )
 
 
-def test_clock_offset_with_a_missing_interpreter_names_it(loopback_host: SshHost):
+@pytest.mark.parametrize("loop_ends", ["unforced", "before the first send"])
+def test_clock_offset_with_a_missing_interpreter_names_it(
+    loopback_host: SshHost, loop_ends: str, monkeypatch: pytest.MonkeyPatch
+):
+    if loop_ends == "before the first send":
+        # The race CI met: the shell reports the missing interpreter and the channel closes
+        # before the controller's first send, which then fails with "Socket is closed".
+        started = paramiko.Channel.exec_command
+
+        def exec_then_wait_for_the_end(channel: paramiko.Channel, command: str) -> None:
+            started(channel, command)
+            deadline = time.monotonic() + 10
+            while not channel.closed and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert channel.closed
+
+        monkeypatch.setattr(paramiko.Channel, "exec_command", exec_then_wait_for_the_end)
     node = ssh_node(loopback_host)
-    with pytest.raises(NodeError, match="/no/python"):
+    with pytest.raises(NodeError, match=r"clock loop with /no/python ended: .*/no/python"):
         node.clock_offset("/no/python", samples=3)
     node.close()
 
