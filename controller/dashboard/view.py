@@ -36,31 +36,37 @@ def sparkline(values: list[float], width: int) -> str:
     return "".join(_BARS[min(7, int((v - low) / span * 8))] for v in bins)
 
 
-def _mean_ci(values: list[float], confidence: float, scale: float, digits: int) -> str:
+def _mean_ci(values: list[float], confidence: float, scale: float) -> str:
+    """Mean and half-width rounded to the half-width's second significant figure, so a row fits
+    an 80-column terminal without hiding what the interval says."""
     if not values:
         return "-"
     summary = summarize(values, confidence)
-    if summary.n < 2 or math.isnan(summary.half_width):
-        return f"{summary.mean * scale:.{digits}f}"
-    return f"{summary.mean * scale:.{digits}f} ± {summary.half_width * scale:.{digits}f}"
+    mean = summary.mean * scale
+    if summary.n < 2 or not math.isfinite(summary.half_width):
+        return f"{mean:.1f}"
+    half = summary.half_width * scale
+    digits = 1 if half == 0 else min(2, max(0, 1 - math.floor(math.log10(half))))
+    return f"{mean:.{digits}f} ± {half:.{digits}f}"
 
 
 def _results_table(state: SweepState) -> Table:
     confidence = f"{state.confidence:.0%}"
     table = Table(title=f"results so far (mean ± {confidence} CI)", expand=False)
+    # Headings may wrap at their spaces; numbers never do.
     for axis in state.axes:
-        table.add_column(axis, justify="right")
+        table.add_column(axis.replace("_", " "), justify="right")
     for heading in ("n", "failed", "response ms", "client CPU ms", "energy mJ"):
-        table.add_column(heading, justify="right")
+        table.add_column(heading, justify="right", no_wrap=True)
     for point in sorted(state.points):
         results: PointResults = state.points[point]
         table.add_row(
             *(str(value) for _name, value in point),
             str(len(results.response_s)),
             str(results.failed),
-            _mean_ci(results.response_s, state.confidence, 1000, 1),
-            _mean_ci(results.client_cpu_s, state.confidence, 1000, 1),
-            _mean_ci(results.energy_mj, state.confidence, 1, 1),
+            _mean_ci(results.response_s, state.confidence, 1000),
+            _mean_ci(results.client_cpu_s, state.confidence, 1000),
+            _mean_ci(results.energy_mj, state.confidence, 1),
         )
     return table
 
@@ -90,7 +96,7 @@ def _status(state: SweepState) -> Table:
     if state.power:
         powers = [p for _t, p in state.power]
         span_s = state.power[-1][0] - state.power[0][0]
-        grid.add_row("power", f"{sparkline(powers, 48)} {powers[-1]:.0f} mW (last {span_s:.0f} s)")
+        grid.add_row("power", f"{sparkline(powers, 40)} {powers[-1]:.0f} mW (last {span_s:.0f} s)")
     for role, status in sorted(state.nodes.items()):
         grid.add_row(role, status)
     if state.notice:

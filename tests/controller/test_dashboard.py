@@ -15,8 +15,8 @@ from controller.dashboard.state import (
 from controller.dashboard.view import render, sparkline
 
 
-def _text(state: SweepState) -> str:
-    console = Console(width=140, color_system=None, record=True)
+def _text(state: SweepState, width: int = 140) -> str:
+    console = Console(width=width, color_system=None, record=True)
     console.print(render(state))
     return console.export_text()
 
@@ -61,9 +61,10 @@ def test_dashboard_shows_progress_current_trial_meter_power_and_results() -> Non
     assert "mW (last 10 s)" in text
     assert "local, pinned to core 1" in text
     assert "t3 failed: timeout" in text
-    # Two fetches at 256: mean 600 ms with a 90 % t interval (t = 6.314, sd = 141.4 ms).
-    assert "600.0 ± 631.4" in text
-    assert "120.0 ± 63.1" in text
+    # Two fetches at 256: mean 600 ms with a 90 % t interval (t = 6.314, sd = 141.4 ms),
+    # rounded to the interval's second significant figure.
+    assert "600 ± 631" in text
+    assert "120 ± 63" in text
     # The power trace keeps only the last ten seconds.
     assert state.power[0][0] >= state.power[-1][0] - 10.0
 
@@ -72,3 +73,41 @@ def test_sparkline_scales_to_its_width() -> None:
     line = sparkline([float(i) for i in range(1000)], 50)
     assert len(line) == 50
     assert line[0] == "▁" and line[-1] == "█"
+
+
+def test_a_full_window_sweep_fits_an_80_column_terminal() -> None:
+    """The README's demo in a default terminal: every cell on one line, digits to the CI's
+    second significant figure."""
+    state = SweepState()
+    apply(state, SweepStarted("data/runs/r1", 18, 0, ("initial_window_size",), 0.9, 0.0))
+    apply(state, PowerSamples(tuple(i / 1000 for i in range(10000)), (4025.0,) * 10000))
+    expected = []
+    for window, response_s, cpu_s, energy_mj in [
+        (256, 2.3687, 0.9784, 3520.6),
+        (4096, 0.1703, 0.0697, 278.5),
+        (65535, 0.0417, 0.0166, 60.5),
+    ]:
+        point = (("initial_window_size", window),)
+        for spread in (0.98, 1.02):
+            apply(
+                state,
+                TrialFinished(
+                    f"t{window}-{spread}",
+                    point,
+                    True,
+                    None,
+                    response_s * spread,
+                    cpu_s * spread,
+                    energy_mj * spread,
+                    t_mono_s=1.0,
+                ),
+            )
+        expected.append(f"{window} │ 2 │      0 │")
+    text = _text(state, width=80)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    for row in expected:
+        assert row in text
+    # 2368.7 ms +- 2 %: half-width 299 ms (t = 6.314 with n = 2) -> whole milliseconds.
+    assert "2369 ± 299" in text
+    assert "16.6 ± 2.1" in text
+    assert "4025 mW (last 10 s)" in text
