@@ -2,12 +2,15 @@
 
 Exit status: 0 success, 1 a failed fetch or an outside failure, 2 a usage error (bad option,
 setting, file); every error is one line on stderr naming what is at fault.
+
+Each command imports what it needs when it runs: the controller checks a node with
+`--version` first, which then stays near a bare interpreter's memory (about 9 MiB, against 12
+with asyncio), so a small device's memory limit is spent on the measured fetch, not on start-up.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import socket
@@ -193,6 +196,8 @@ def _serve(args: argparse.Namespace) -> int:
         tls_key=args.key if args.tls else None,
         trial_log=args.trial_log,
     )
+    import asyncio  # noqa: PLC0415
+
     return asyncio.run(serve(options))
 
 
@@ -227,6 +232,8 @@ def _fetch(args: argparse.Namespace) -> int:
         if args.engine == "nghttp2":
             return cli_support.fetch(args, plan)
         return cli_support.fetch_bracketed(plan, args.trial_control)
+    import asyncio  # noqa: PLC0415
+
     return asyncio.run(run_fetches(plan))
 
 
