@@ -21,6 +21,7 @@ from controller.meter.protocol import Ack, Info, encode_device_frame
 from controller.meter.reader import SerialReader
 from controller.meter.session import MeterCommandRefused, MeterSession
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
+from tests.meter._markers import stamped_edge, wait_until_taken
 
 VECTORS = Path(__file__).resolve().parents[2] / "firmware" / "vectors" / "frames.json"
 
@@ -85,24 +86,21 @@ def test_run_delivers_every_sample_index_once(virtual):
 
 
 def test_markers_from_the_fifo_arrive_with_their_sample_index(virtual, tmp_path):
-    with MeterSession.open(virtual.port) as meter:
+    with MeterSession.open(virtual.port, ack_timeout_s=10) as meter:
         meter.identify()
         meter.start()
-        time.sleep(0.2)
         fd = os.open(tmp_path / "marker", os.O_WRONLY | os.O_NONBLOCK)
-        before = meter.samples.next_index
-        os.write(fd, b"1\n")
-        time.sleep(0.2)
-        os.write(fd, b"0\n")
-        time.sleep(0.1)
-        after = meter.samples.next_index
-        os.close(fd)
+        try:
+            wait_until_taken(meter, 200)  # the edges fall inside the run, not at its start
+            rising = stamped_edge(meter, fd, 1)
+            wait_until_taken(meter, rising + 200)  # 200 ms at 1 kHz, in the board's own count
+            falling = stamped_edge(meter, fd, 0)
+        finally:
+            os.close(fd)
         meter.stop()
         markers = meter.markers()
-    assert [m.marker.edge for m in markers] == [1, 0]
-    rising, falling = (m.sample_index for m in markers)
-    assert before <= rising < falling <= after
-    assert 150 <= falling - rising <= 250  # 200 ms at 1 kHz, give or take scheduling
+    assert [(m.marker.edge, m.sample_index) for m in markers] == [(1, rising), (0, falling)]
+    assert falling - rising >= 200
 
 
 def test_silent_port_is_a_one_line_error(pty_pair):
