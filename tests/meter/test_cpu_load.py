@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -65,33 +69,68 @@ def test_pi_3b_model_ends():
     assert PI_3B.power_mw(7.0) == pytest.approx(3950.0)
 
 
-# A parent that starts a busy grandchild through a shell that exits soon after: the grandchild
-# is reparented to init, which reaps it, so its time never reaches anyone in the tree.
+# A parent whose shell starts a grandchild and exits when told to (a line on the parent's
+# stdin): the grandchild is reparented to init, which reaps it, so its time never reaches anyone
+# in the tree. The grandchild says it runs (its pid in argv[1]), is busy only once orphaned, then
+# says so (argv[2]) and waits to be killed.
+ORPHAN = """
+import os, sys, time
+parent = os.getppid()
+with open(sys.argv[1] + ".new", "w") as file:
+    file.write(str(os.getpid()))
+os.replace(sys.argv[1] + ".new", sys.argv[1])
+while os.getppid() == parent:
+    time.sleep(0.01)
+t = time.process_time()
+while time.process_time() - t < 0.4:
+    pass
+open(sys.argv[2], "w").close()
+time.sleep(60)
+"""
 ORPHANING = """
 import subprocess, sys, time
-busy = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.4: pass"
-subprocess.run(["sh", "-c", f'{sys.executable} -c "{busy}" & sleep 0.2'], check=True)
-time.sleep(30)
+shell = f'"{sys.executable}" -c "$0" "$1" "$2" & read line'
+subprocess.run(["sh", "-c", shell, *sys.argv[1:]], check=True)
+time.sleep(60)
 """
 
 
-def test_time_of_an_orphan_reaped_by_init_is_kept():
-    parent = subprocess.Popen([sys.executable, "-c", ORPHANING])
+def _poll(tree: ProcessTreeCpu, done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 60  # a guard against a hang, not a timing assertion
+    while not done():
+        assert time.monotonic() < deadline
+        tree.cpu_seconds()
+        time.sleep(0.01)
+
+
+def test_time_of_an_orphan_reaped_by_init_is_kept(tmp_path):
+    running, spun = tmp_path / "running", tmp_path / "spun"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", ORPHANING, ORPHAN, str(running), str(spun)],
+        stdin=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdin is not None
+    orphan = 0
     try:
         tree = ProcessTreeCpu(parent.pid, rescan_s=0.0)
-        deadline = time.monotonic() + 20
-        seen = 0
-        while time.monotonic() < deadline:
-            tree.cpu_seconds()
-            seen = max(seen, len(tree._members))
-            if seen > 1 and len(tree._members) == 1:  # shell and orphan came and went
-                break
-            time.sleep(0.02)
-        assert seen > 1
-        assert tree.cpu_seconds() >= 0.35  # the orphan's time is still counted after it died
+        _poll(tree, running.exists)
+        orphan = int(running.read_text())
+        tree.cpu_seconds()  # a scan while the shell still waits: the grandchild is in the tree
+        assert orphan in tree._members
+        parent.stdin.write("\n")  # the shell's `read` returns and it exits
+        parent.stdin.flush()
+        _poll(tree, spun.exists)
+        tree.cpu_seconds()  # its last reading alive holds all its busy time
+        os.kill(orphan, signal.SIGKILL)
+        _poll(tree, lambda: len(tree._members) == 1)  # shell and orphan came and went
+        assert tree.cpu_seconds() >= 0.4  # the orphan's time is still counted after it died
     finally:
         parent.kill()
         parent.wait()
+        if orphan:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(orphan, signal.SIGKILL)
 
 
 def test_cgroup_cpu_reads_usage_usec(tmp_path):
