@@ -86,6 +86,13 @@ def test_a_late_command_is_killed_on_the_node(node: Node, tmp_path: Path):
     assert not _alive(pid)
 
 
+def _wait_for_line(node: Node, log: str, line: str) -> None:
+    deadline = time.monotonic() + 30  # a guard against a hang, not a timing assertion
+    while line not in node.read_file(log).splitlines():
+        assert time.monotonic() < deadline, f"{log} never said {line!r}"
+        time.sleep(0.02)
+
+
 def test_home_and_paths(node: Node, request: pytest.FixtureRequest):
     home = (
         str(request.getfixturevalue("loopback_host").home)
@@ -106,6 +113,8 @@ def test_background_process_by_pidfile(node: Node, tmp_path: Path):
     assert node.running_pid(pidfile) == process.pid
     with pytest.raises(NodeError, match="names running process"):
         node.start_background(["sleep", "60"], pidfile=pidfile, log=log)
+    # Nothing orders the shell's echo before our TERM: wait for it, or a slow start loses it.
+    _wait_for_line(node, log, "started")
     assert node.stop_background(pidfile) == "terminated"
     assert not _alive(process.pid)
     assert node.running_pid(pidfile) is None
@@ -121,8 +130,7 @@ def test_a_process_ignoring_term_is_killed(node: Node, tmp_path: Path):
         pidfile=pidfile,
         log=str(tmp_path / "stubborn.log"),
     )
-    while "ready" not in node.read_file(str(tmp_path / "stubborn.log")):
-        time.sleep(0.02)
+    _wait_for_line(node, str(tmp_path / "stubborn.log"), "ready")
     assert node.stop_background(pidfile, grace_s=0.3) == "killed"
     assert not _alive(process.pid)
 
