@@ -39,6 +39,15 @@ class RunningServer:
             return []
         return [json.loads(line) for line in self.trial_log.read_text().splitlines() if line]
 
+    def wait_for_trials(self, *trial_ids: str) -> dict[str, dict[str, object]]:
+        """Every trial record so far, by id, once those of trial_ids are in: the server writes
+        one when the trial's connection closes, which can be after its client has exited."""
+        deadline = time.monotonic() + START_TIMEOUT_S  # a hang guard, not a timing assertion
+        while not set(trial_ids) <= set(trials := {str(t["trial_id"]): t for t in self.trials()}):
+            assert time.monotonic() < deadline, f"no record of {trial_ids} in {self.trial_log}"
+            time.sleep(0.02)
+        return trials
+
 
 def free_port() -> int:
     with socket.socket() as sock:

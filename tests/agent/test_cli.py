@@ -167,8 +167,7 @@ def test_fetch_record_has_every_field_a_controller_reads(server: RunningServer) 
     data_frames = record["received"]["frames"]["DATA"]
     assert record["sent"]["frames"]["WINDOW_UPDATE"] >= data_frames
     assert record["probe_overhead_s"] < record["response_s"]
-    trials = {t["trial_id"]: t for t in server.trials()}
-    assert {"rec-1", "rec-2"} <= set(trials)
+    trials = server.wait_for_trials("rec-1", "rec-2")
     assert trials["rec-2"]["overlapping_trials"] == []
     assert trials["rec-1"]["rss_peak_is_trial"] is True
 

@@ -195,8 +195,7 @@ def test_our_client_fetches_from_our_server_and_the_server_accounts_the_trial(
     received = record["received"]["frames"]  # type: ignore[index]
     # Exact windows: no DATA frame can carry more than the window, so small windows need many.
     assert received["DATA"] >= _site_body_bytes(site) // min(window, 16384)
-    trials = {t["trial_id"]: t for t in our_server.trials()}
-    trial = trials[trial_id]
+    trial = our_server.wait_for_trials(trial_id)[trial_id]
     assert trial["ok"] is True
     assert trial["requests"] == 8
     assert trial["sent"]["frames"]["DATA"] == received["DATA"]  # type: ignore[index]

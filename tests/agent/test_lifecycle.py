@@ -124,7 +124,7 @@ def test_tls_with_alpn_h2(site: Path, tmp_path: Path, certificate: tuple[Path, P
             check=False,
         )
         assert curl.stdout == f"2 {load_manifest(site).by_path()[IMAGE].size_bytes}"
-        assert [t["trial_id"] for t in server.trials()] == ["tls"]
+        assert list(server.wait_for_trials("tls")) == ["tls"]
 
 
 def test_tls_client_refuses_an_untrusted_certificate(

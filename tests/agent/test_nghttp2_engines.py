@@ -96,19 +96,12 @@ def test_nghttp2_client_against_the_h2_server(h2_server: RunningServer, site: Pa
     record = _fetch(h2_server.url, site, "ng-h2", "--engine", "nghttp2",
                     "--initial-window-size", "1024", "--connection-window", "65535")  # fmt: skip
     _check_nghttp2_client_record(record, site, 1024)
-    server = _trial(_wait_for_trials(h2_server), "ng-h2")
+    server = h2_server.wait_for_trials("ng-h2")["ng-h2"]
     assert server["ok"] and server["requests"] == len(record["resources"])
     # What nghttp wrote to its socket, by /proc/PID/io, is what the h2 server's tally received.
     assert record["sent"]["bytes"] == server["received"]["bytes"]
     assert record["settings"] == {"max_concurrent_streams": 100, "initial_window_size": 1023,
                                   "enable_push": 0}  # fmt: skip
-
-
-def _wait_for_trials(server: RunningServer) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 10
-    while not server.trials() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [dict(r) for r in server.trials()]
 
 
 def test_h2_client_against_nghttpd(nghttpd_server: NghttpdAgent, site: Path) -> None:
