@@ -6,16 +6,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.agent.servers import AGENT
-
-START_TIMEOUT_S = 20.0
+from tests.agent.servers import AGENT, listening_line
 
 
 @dataclass
@@ -40,18 +37,6 @@ class NghttpdAgent:
 
     def stderr(self) -> str:
         return self.stderr_path.read_text()
-
-
-def listening_line(stderr_path: Path, process: subprocess.Popen[str]) -> dict[str, Any]:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        for line in stderr_path.read_text().splitlines():
-            if line.startswith("{") and json.loads(line).get("event") == "listening":
-                return dict(json.loads(line))
-        if process.poll() is not None:
-            raise RuntimeError(f"serve exited {process.returncode}: {stderr_path.read_text()}")
-        time.sleep(0.02)
-    raise RuntimeError(f"serve not listening after {START_TIMEOUT_S:g} s")
 
 
 @contextmanager

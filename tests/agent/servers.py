@@ -3,6 +3,7 @@ free loopback port, stopped (and checked) on exit."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 AGENT = [sys.executable, "-m", "agent.cli"]
 START_TIMEOUT_S = 20.0
@@ -68,28 +70,45 @@ def wait_for_port(port: int, process: subprocess.Popen[str]) -> None:
     raise RuntimeError(f"nothing listens on port {port} after {START_TIMEOUT_S} s")
 
 
+def listening_line(stderr_path: Path, process: subprocess.Popen[str]) -> dict[str, Any]:
+    """`serve`'s JSON `listening` line on its stderr, once it is listening."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        for line in stderr_path.read_text().splitlines():
+            if line.startswith("{") and json.loads(line).get("event") == "listening":
+                return dict(json.loads(line))
+        if process.poll() is not None:
+            raise RuntimeError(f"serve exited {process.returncode}: {stderr_path.read_text()}")
+        time.sleep(0.02)
+    raise RuntimeError(f"serve not listening after {START_TIMEOUT_S:g} s")
+
+
+_SERVERS = itertools.count(1)
+
+
 @contextmanager
 def agent_server(root: Path, tmp: Path, *extra: str, tls: bool = False) -> Iterator[RunningServer]:
-    port = free_port()
-    stderr_path = tmp / f"server-{port}.err"
-    trial_log = tmp / f"trials-{port}.jsonl"
+    # Port 0: the server binds a free port and names it. A port picked here and bound by the
+    # server later could be taken in between, and our readiness probe would find the taker.
+    name = f"server-{next(_SERVERS)}"
+    stderr_path = tmp / f"{name}.err"
+    trial_log = tmp / f"{name}-trials.jsonl"
     args = [
         *AGENT,
         "serve",
         "--root",
         str(root),
         "--port",
-        str(port),
+        "0",
         "--trial-log",
         str(trial_log),
         *extra,
     ]
     with stderr_path.open("w") as err:
         process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, text=True)
-    server = RunningServer(process, port, stderr_path, trial_log)
     try:
-        wait_for_port(port, process)
-        yield server
+        port = int(listening_line(stderr_path, process)["port"])
+        yield RunningServer(process, port, stderr_path, trial_log)
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
