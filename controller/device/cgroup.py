@@ -169,11 +169,15 @@ class NodeCgroup:
         """CPU time used by everything that ran in the cgroup."""
         return _cpu_seconds(self.usage_directory)
 
+    @property
+    def oom_kills_file(self) -> Path:
+        """The counters file holding `oom_kill` (`memory.oom_control` or `memory.events`)."""
+        directory = Path(self.layout.directory("memory", self.name))
+        return directory / ("memory.oom_control" if self.layout.version == 1 else "memory.events")
+
     def oom_kills(self) -> int:
         """Processes the kernel killed for exceeding the memory limit, so far."""
-        directory = Path(self.layout.directory("memory", self.name))
-        name = "memory.oom_control" if self.layout.version == 1 else "memory.events"
-        return _stat(_read(directory / name)).get("oom_kill", 0)
+        return oom_kill_count(_read(self.oom_kills_file))
 
     def memory_peak_bytes(self) -> int | None:
         directory = Path(self.layout.directory("memory", self.name))
@@ -215,6 +219,11 @@ def _cpu_seconds(directory: Path) -> float:
     if usage.exists():
         return int(_read(usage)) / 1e9
     return _stat(_read(directory / "cpu.stat"))["usage_usec"] / 1e6
+
+
+def oom_kill_count(text: str) -> int:
+    """The `oom_kill` counter of a memory.oom_control (v1) or memory.events (v2) text."""
+    return _stat(text).get("oom_kill", 0)
 
 
 def _stat(text: str) -> dict[str, int]:

@@ -91,6 +91,7 @@ def create(args: argparse.Namespace) -> dict[str, Any]:
         "version": cgroup.layout.version,
         "cpus": list(cpus),
         "procs_files": [str(path) for path in cgroup.procs_files],
+        "oom_kills_file": str(cgroup.oom_kills_file) if profile.memory_mib is not None else None,
     }
 
 

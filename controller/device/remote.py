@@ -2,8 +2,10 @@
 
 Each step runs `controller.device.node_side` on the node with its deployed interpreter (the
 project's wheel carries it): calibrate the quota on the node's own core, make the cgroup there,
-read its OOM kills, remove it. The node's commands then join that cgroup as a local node's do
+remove it. The node's commands then join that cgroup as a local node's do
 (`controller.device.transport`), so the agent and the nghttp2 tools it starts are all inside.
+OOM kills, read around every trial, come from `cat` of the counters file `create` named: an
+interpreter started twice per trial would cost a Pi about a second each time.
 Needs root on the node: a cgroup every command joins cannot be reached through sudo.
 """
 
@@ -15,6 +17,7 @@ from typing import Any
 
 from controller.config.model import NodeConfig
 from controller.device.calibrate import Calibration, ProbeRun, parse_probe
+from controller.device.cgroup import oom_kill_count
 from controller.device.errors import EmulationError
 from controller.device.profile import DeviceProfile
 from controller.errors import ConfigError
@@ -78,6 +81,7 @@ class RemoteCgroup:
     version: int
     cpus: tuple[int, ...]
     procs_files: tuple[str, ...]
+    oom_kills_file: str | None  # None without a memory limit
 
     @classmethod
     def create(
@@ -97,6 +101,7 @@ class RemoteCgroup:
             int(found["version"]),
             tuple(found["cpus"]),
             tuple(found["procs_files"]),
+            found["oom_kills_file"],
         )
 
     def _args(self, action: str) -> list[str]:
@@ -110,7 +115,15 @@ class RemoteCgroup:
         return found
 
     def oom_kills(self) -> int:
-        return int(self.status()["oom_kills"])
+        if self.oom_kills_file is None:
+            return 0
+        result = self.node.run(["cat", self.oom_kills_file], timeout_s=STEP_TIMEOUT_S, check=False)
+        if not result.ok:
+            raise EmulationError(
+                f"{self.node.label}: cannot read {self.oom_kills_file}: "
+                f"{result.stderr.strip() or f'cat exited {result.exit_status}'}"
+            )
+        return oom_kill_count(result.stdout)
 
     def remove(self) -> None:
         _node_side(self.node, self.config.python, self._args("remove"), STEP_TIMEOUT_S)

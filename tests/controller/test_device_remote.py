@@ -14,6 +14,7 @@ import pytest
 
 from controller.config.model import NodeConfig
 from controller.device import node_side
+from controller.device.errors import EmulationError
 from controller.device.profile import PROFILES, DeviceProfile
 from controller.device.remote import RemoteCgroup, calibrate_on, require_root
 from controller.device.transport import CgroupTransport
@@ -51,6 +52,11 @@ def test_the_node_side_cgroup_holds_every_command_and_a_new_sweep_replaces_a_dea
         found = cgroup.status()
         assert found["oom_kills"] == 0 and found["cpu_s"] > 0
         assert found["memory_peak_bytes"] > 0
+        assert cgroup.oom_kills() == 0
+        hog = inside.run([sys.executable, "-c", "bytearray(400 * 2**20)"], check=False)
+        assert hog.exit_status != 0
+        # Read with cat around every trial; the node side's own count agrees.
+        assert cgroup.oom_kills() == 1 == cgroup.status()["oom_kills"]
     finally:
         cgroup.remove()
     assert not any(Path(p).parent.exists() for p in cgroup.procs_files)
@@ -99,3 +105,25 @@ def test_the_node_side_refuses_to_run_without_root(
         "memory); connect as root\n"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_oom_kills_without_a_memory_limit_are_none_and_an_unreadable_counter_is_named(
+    tmp_path: Path,
+) -> None:
+    node = Node(LocalTransport("server (stand-in)"))
+    fields = {"node": node, "config": CONFIG, "state_dir": str(tmp_path), "name": "h2iot-x"}
+    fields |= {"version": 1, "cpus": (1,), "procs_files": ()}
+    unlimited = RemoteCgroup(**fields, profile=DeviceProfile(), oom_kills_file=None)  # type: ignore[arg-type]
+    assert unlimited.oom_kills() == 0
+    missing = str(tmp_path / "gone" / "memory.oom_control")
+    limited = RemoteCgroup(**fields, profile=DeviceProfile(memory_mib=64), oom_kills_file=missing)  # type: ignore[arg-type]
+    with pytest.raises(EmulationError) as failure:
+        limited.oom_kills()
+    assert str(failure.value).startswith(f"server (stand-in): cannot read {missing}: ")
+    assert "\n" not in str(failure.value)
+    counters = tmp_path / "memory.events"
+    counters.write_text("low 0\nhigh 0\nmax 7\noom 2\noom_kill 2\n")
+    found = RemoteCgroup(
+        **fields, profile=DeviceProfile(memory_mib=64), oom_kills_file=str(counters)
+    )  # type: ignore[arg-type]
+    assert found.oom_kills() == 2
