@@ -32,8 +32,8 @@ from analysis.figures import (
     save,
 )
 from analysis.load import Run, require_results
-from analysis.points import metric_rows
-from analysis.report import FIGURES_DIR, REPORT_DIR, number
+from analysis.points import metric_rows, per_emulated_core
+from analysis.report import FIGURES_DIR, REPORT_DIR, emulated_cores_caption, number
 from analysis.stats import Summary, welch_difference
 from analysis.study import Check, study_checks
 
@@ -197,10 +197,27 @@ def write_comparison(
         Source(other_summary, other.axes, names[1]),
     ]
     bounds = [bounds_of(base), bounds_of(other)]
+    fractions = [emulated_core_fractions(base), emulated_core_fractions(other)]
+    cores = [
+        Source(per_emulated_core(source.summary, found), source.axes, source.label)
+        for source, found in zip(sources, fractions, strict=True)
+    ]
+    emulated = [
+        f"{role} ({name})" for name, found in zip(names, fractions, strict=True) for role in found
+    ]
     figures = [
         ("figure1_client", figure_client(sources, bounds), "Figure 1 (client), both runs."),
         ("figure2_server", figure_server(sources, bounds), "Figure 2 (server), both runs."),
-        ("figure3_cpu_pct", figure_cpu_pct(sources), "Figure 3: CPU %, both runs."),
+        (
+            "figure3_cpu_pct",
+            figure_cpu_pct(cores, emulated),
+            "Figure 3: CPU %, both runs."
+            + "".join(
+                f" {name}:{emulated_cores_caption(found)}"
+                for name, found in zip(names, fractions, strict=True)
+                if found
+            ),
+        ),
     ]
     frames = figure_frames(sources)
     if frames is not None:

@@ -251,11 +251,16 @@ def figure_server(sources: Sequence[Source], bounds: Sequence[Bounds] = ()) -> F
     return figure
 
 
-def figure_cpu_pct(sources: Sequence[Source]) -> Figure:
+def figure_cpu_pct(sources: Sequence[Source], emulated_roles: Sequence[str] = ()) -> Figure:
+    """Study Figure 3; `emulated_roles`: the nodes whose lines are in percent of their emulated
+    core (the sources' summaries already divided by the quota: points.per_emulated_core)."""
     figure = _new_figure(6.5, 4.6)
     ax = figure.subplots()
     _panel(ax, sources, ["client_cpu_pct", "server_cpu_pct"], "CPU time / response time")
-    ax.set_ylabel("% of one core")
+    label = "% of one core"
+    if emulated_roles:
+        label += f"\n{', '.join(emulated_roles)}: of the emulated core"
+    ax.set_ylabel(label)
     _suptitle(figure, "Figure 3: CPU %, client and server", sources)
     return figure
 

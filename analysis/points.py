@@ -9,7 +9,7 @@ as `outliers` and still enter every statistic.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -104,3 +104,24 @@ def summarize_points(
 def metric_rows(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
     """The rows of one metric, in point order."""
     return summary[summary["metric"] == metric].reset_index(drop=True)
+
+
+SCALED_COLUMNS = ("mean", "sd", "median", "ci_low", "ci_high")
+"""The summary columns in the metric's unit: what a change of unit divides."""
+
+
+def divided(rows: pd.DataFrame, factor: float) -> pd.DataFrame:
+    """Summary rows with every value in the metric's unit divided by factor."""
+    return rows.assign(**{c: rows[c] / factor for c in SCALED_COLUMNS if c in rows})
+
+
+def per_emulated_core(summary: pd.DataFrame, core_fractions: Mapping[str, float]) -> pd.DataFrame:
+    """The summary with each emulated role's CPU % (`<role>_cpu_pct`, of its host's core) over
+    its CPU quota (`core_fractions[role]`): the percent of its emulated core, which is what the
+    study's Pi numbers compare with. Other rows unchanged."""
+    scaled = summary.copy()
+    columns = [c for c in SCALED_COLUMNS if c in scaled]
+    for role, fraction in core_fractions.items():
+        rows = scaled["metric"] == f"{role}_cpu_pct"
+        scaled.loc[rows, columns] = scaled.loc[rows, columns] / fraction
+    return scaled

@@ -55,6 +55,7 @@ from analysis.load import Run, load_power, require_results
 from analysis.points import (
     DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
     metric_rows,
+    per_emulated_core,
     summarize_points,
 )
 from analysis.stats import cochran_sample_size
@@ -195,13 +196,15 @@ def _traces(run: Run) -> tuple[list[Trace], list[str]]:
     return traces, missing
 
 
-def _emulated_cores_caption(fractions: dict[str, float]) -> str:
+def emulated_cores_caption(fractions: dict[str, float]) -> str:
+    """What Figure 3's caption adds when nodes were emulated (per_emulated_core drew them)."""
     if not fractions:
         return ""
     quotas = ", ".join(f"{role} {fraction:.3g}" for role, fraction in sorted(fractions.items()))
     return (
-        " An emulated node's core here is its host's: divide by its CPU quota "
-        f"({quotas}) for the percent of its emulated core."
+        " An emulated node is drawn in percent of its emulated core, as the study's Pi numbers "
+        f"are: its CPU % of the host's core divided by its CPU quota ({quotas}); summary.csv "
+        "keeps the host's."
     )
 
 
@@ -209,6 +212,7 @@ def _figures(
     run: Run, summary: pd.DataFrame, bounds: Bounds
 ) -> tuple[list[tuple[str, Figure, str]], list[str]]:
     source = Source(summary, run.axes)
+    fractions = emulated_core_fractions(run)
     notes: list[str] = []
     figures: list[tuple[str, Figure, str]] = [
         (
@@ -224,9 +228,11 @@ def _figures(
         ),
         (
             "figure3_cpu_pct",
-            figure_cpu_pct([source]),
+            figure_cpu_pct(
+                [Source(per_emulated_core(summary, fractions), run.axes)], sorted(fractions)
+            ),
             "Figure 3: CPU time / response time, client and server, percent of one core."
-            + _emulated_cores_caption(emulated_core_fractions(run)),
+            + emulated_cores_caption(fractions),
         ),
     ]
     traces, missing = _traces(run)

@@ -27,7 +27,7 @@ import pandas as pd
 from scipy import stats as _scipy_stats
 
 from analysis.columns import WINDOW_AXIS
-from analysis.points import metric_rows
+from analysis.points import divided, metric_rows
 
 Verdict = Literal["agrees", "differs", "n/a", "info"]
 
@@ -40,8 +40,6 @@ STUDY_CLIENT_CPU_PCT, STUDY_SERVER_CPU_PCT = 60.0, 26.0
 SETTLE_TOLERANCE = 0.10
 FLAT_TOLERANCE = 0.25
 _SAME_WINDOW_LOG2 = 0.01  # 65535 and 65536 (or 4095 and 4096) are the same point of the sweep
-# The summary's columns in the metric's own unit (scaled together when the unit changes).
-_SCALED = ("mean", "sd", "median", "ci_low", "ci_high")
 
 
 @dataclass(frozen=True)
@@ -209,7 +207,7 @@ def _cpu_pct_check(
     study = f"flat, then about {study_pct:.0f} % at {HIGH_WINDOW}"
     of = ""
     if core_fraction:
-        rows = rows.assign(**{c: rows[c] / core_fraction for c in _SCALED if c in rows})
+        rows = divided(rows, core_fraction)
         of = f"of the emulated core (quota {core_fraction:.3g}): "
     low, high = _near(rows, LOW_WINDOW), _near(rows, HIGH_WINDOW)
     flat_part = rows[rows[WINDOW_AXIS] <= LOW_WINDOW]["mean"]

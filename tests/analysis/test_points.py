@@ -9,10 +9,14 @@ import pytest
 from scipy import stats as scipy_stats
 
 from analysis.columns import METRICS
+from analysis.figures import Source, figure_cpu_pct
 from analysis.load import Run, load_run
 from analysis.points import (
     EXTRA_COLUMNS,
+    SCALED_COLUMNS,
     SUMMARY_COLUMNS,
+    metric_rows,
+    per_emulated_core,
     summarize_points,
     tukey_outliers,
     with_derived,
@@ -121,3 +125,30 @@ def test_two_axes_give_a_row_per_grid_point(tmp_path: Path) -> None:
         (65535, 100),
     ]
     assert (response["n"] == 2).all()
+
+
+def test_an_emulated_nodes_cpu_pct_is_drawn_in_percent_of_its_emulated_core() -> None:
+    """Figure 3 and the study's Pi numbers: CPU % of the host's core over the node's quota, for
+    the emulated role only; every other value and the summary passed in stay as they were."""
+    rows = [
+        {"initial_window_size": window, "client_cpu_pct": pct, "server_cpu_pct": pct / 2}
+        for window, pcts in ((4096, (4.0, 5.0, 6.0)), (65535, (8.0, 9.0, 10.0)))
+        for pct in pcts
+    ]
+    summary = summarize_points(_run(rows))
+    before = summary.copy()
+    scaled = per_emulated_core(summary, {"client": 0.1})
+    pd.testing.assert_frame_equal(summary, before)
+    client, host = metric_rows(scaled, "client_cpu_pct"), metric_rows(summary, "client_cpu_pct")
+    for column in SCALED_COLUMNS:
+        np.testing.assert_allclose(client[column], host[column] / 0.1)
+    assert list(client["mean"]) == pytest.approx([50.0, 90.0])
+    np.testing.assert_array_equal(client["n"], host["n"])
+    others = scaled[scaled["metric"] != "client_cpu_pct"]
+    pd.testing.assert_frame_equal(others, summary[summary["metric"] != "client_cpu_pct"])
+
+    figure = figure_cpu_pct([Source(scaled, ("initial_window_size",))], ["client"])
+    (ax,) = figure.axes
+    drawn = {bars.get_label(): list(bars.lines[0].get_ydata()) for bars in ax.containers}
+    assert drawn == {"client CPU": pytest.approx([50.0, 90.0]), "server CPU": [2.5, 4.5]}
+    assert ax.get_ylabel() == "% of one core\nclient: of the emulated core"

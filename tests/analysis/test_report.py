@@ -175,8 +175,18 @@ def test_the_report_says_which_nodes_were_emulated_and_what_that_reproduces(
     assert "- client (h2): this machine's own core, unthrottled" in markdown
     assert f"- {EMULATION_CAVEAT}" in markdown
     assert (
-        "divide by its CPU quota (server 0.0912) for the percent of its emulated core" in markdown
-    )
+        "An emulated node is drawn in percent of its emulated core, as the study's Pi numbers "
+        "are: its CPU % of the host's core divided by its CPU quota (server 0.0912)"
+    ) in markdown
+    # Beside a run on unthrottled cores, its Figure 3 says whose lines are of the emulated core.
+    plain = record_run(tmp_path / "plain", windows=(4096, 65535), repetitions=3, power=False)
+    assert main(["report", str(run_dir), str(plain)]) == 0
+    compared = (run_dir / "report" / "compare-plain" / "report.md").read_text()
+    assert (
+        "Figure 3: CPU %, both runs. emulated: An emulated node is drawn in percent of its "
+        "emulated core, as the study's Pi numbers are: its CPU % of the host's core divided by "
+        "its CPU quota (server 0.0912)"
+    ) in compared
 
     manifest_path = run_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
