@@ -197,26 +197,20 @@ def write_comparison(
         Source(other_summary, other.axes, names[1]),
     ]
     bounds = [bounds_of(base), bounds_of(other)]
-    fractions = [emulated_core_fractions(base), emulated_core_fractions(other)]
-    cores = [
-        Source(per_emulated_core(source.summary, found), source.axes, source.label)
-        for source, found in zip(sources, fractions, strict=True)
-    ]
-    emulated = [
-        f"{role} ({name})" for name, found in zip(names, fractions, strict=True) for role in found
-    ]
+    # Figure 3: each run's emulated nodes in percent of their emulated core.
+    per_run = list(
+        zip(sources, (emulated_core_fractions(base), emulated_core_fractions(other)), strict=True)
+    )
+    cores = [Source(per_emulated_core(s.summary, f), s.axes, s.label) for s, f in per_run]
+    emulated = [f"{role} ({s.label})" for s, f in per_run for role in f]
+    cores_caption = "".join(f" {s.label}:{emulated_cores_caption(f)}" for s, f in per_run if f)
     figures = [
         ("figure1_client", figure_client(sources, bounds), "Figure 1 (client), both runs."),
         ("figure2_server", figure_server(sources, bounds), "Figure 2 (server), both runs."),
         (
             "figure3_cpu_pct",
             figure_cpu_pct(cores, emulated),
-            "Figure 3: CPU %, both runs."
-            + "".join(
-                f" {name}:{emulated_cores_caption(found)}"
-                for name, found in zip(names, fractions, strict=True)
-                if found
-            ),
+            "Figure 3: CPU %, both runs." + cores_caption,
         ),
     ]
     frames = figure_frames(sources)

@@ -120,8 +120,7 @@ def per_emulated_core(summary: pd.DataFrame, core_fractions: Mapping[str, float]
     its CPU quota (`core_fractions[role]`): the percent of its emulated core, which is what the
     study's Pi numbers compare with. Other rows unchanged."""
     scaled = summary.copy()
-    columns = [c for c in SCALED_COLUMNS if c in scaled]
     for role, fraction in core_fractions.items():
         rows = scaled["metric"] == f"{role}_cpu_pct"
-        scaled.loc[rows, columns] = scaled.loc[rows, columns] / fraction
+        scaled.loc[rows] = divided(scaled.loc[rows], fraction)
     return scaled
