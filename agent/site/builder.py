@@ -16,13 +16,10 @@ from agent.errors import SiteError
 from agent.site._stream import ByteStream
 from agent.site.content_types import content_type_for
 from agent.site.jpeg import encode_jpeg
+from agent.site.limits import DEFAULT_TOTAL_BYTES, MAX_TOTAL_BYTES, MIN_TOTAL_BYTES
 from agent.site.manifest import MANIFEST_NAME, SiteFile, SiteManifest
 from agent.site.text import PageImage, render_app_js, render_css, render_html, render_vendor_js
 
-DEFAULT_TOTAL_BYTES = 7_000_000
-MIN_TOTAL_BYTES = 64 * 1024
-# Bounded so every image stays within JPEG's 65535-pixel sides and the build within memory.
-MAX_TOTAL_BYTES = 1 << 30
 INDEX = "index.html"
 STYLESHEET = "css/style.css"
 SCRIPTS = ("js/vendor.js", "js/app.js")

@@ -1,0 +1,34 @@
+"""The blob workload's declaration."""
+
+from agent.workloads.spec import Field, Param, WorkloadSpec
+
+BLOB = WorkloadSpec(
+    kind="blob",
+    doc="GET /blob/<size_bytes> `requests` times on one connection, every body verified",
+    params=(
+        Param(
+            "size_bytes",
+            "int",
+            65536,
+            "bytes",
+            "body size of each response",
+            minimum=0,
+            maximum=2**26,
+        ),
+        Param("requests", "int", 4, "", "requests per trial", "client", 1, 1000),
+        Param(
+            "mode",
+            "choice",
+            "sequential",
+            "",
+            "one request after another, or all at once (up to MAX_CONCURRENT_STREAMS)",
+            choices=("sequential", "concurrent"),
+        ),
+    ),
+    fields=(
+        Field("request_count", "requests answered completely"),
+        Field("body_bytes", "response body bytes received, bytes"),
+        Field("latency_mean_s", "mean of request sent -> last byte, s"),
+        Field("latency_max_s", "largest request sent -> last byte, s"),
+    ),
+)

@@ -1,0 +1,1 @@
+"""The study's workload: fetch a page and its subresources (the default)."""

@@ -1,0 +1,142 @@
+"""What a workload declares: its parameters, the fields of its record, what it needs. Pure.
+
+The controller reads these at config load (one range check per value, where it enters) and the
+agent's command line parses `--param NAME=VALUE` with the same `Param`, so a value typed by hand
+and one from a config file are held to the same rule.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from agent.errors import UsageError
+
+ParamKind = Literal["int", "float", "choice", "bool"]
+# client: passed to the client verb each trial; server: passed to `serve` (a change restarts the
+# server); setup: the controller prepares the node with it (the page workload's site build).
+ParamSide = Literal["client", "server", "setup"]
+ParamValue = int | float | str | bool
+
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+
+
+class ParamError(UsageError):
+    """A workload parameter's name or value is wrong; `param` names it."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"{param}: {message}")
+        self.param = param
+        self.reason = message
+
+
+def _shown(value: object) -> str:
+    return json.dumps(value) if isinstance(value, str | bool) else repr(value)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: ParamKind
+    default: ParamValue
+    unit: str
+    doc: str
+    side: ParamSide = "client"
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: object) -> ParamValue:
+        """A typed value (from TOML or JSON) as its canonical form; ParamError otherwise."""
+        if self.kind == "bool":
+            if not isinstance(value, bool):
+                raise ParamError(self.name, f"expected true or false, got {_shown(value)}")
+            return value
+        if self.kind == "choice":
+            if not isinstance(value, str) or value not in self.choices:
+                listed = ", ".join(json.dumps(choice) for choice in self.choices)
+                raise ParamError(self.name, f"expected one of {listed}, got {_shown(value)}")
+            return value
+        number: int | float
+        if self.kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ParamError(self.name, f"expected an integer, got {_shown(value)}")
+            number = value
+        else:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ParamError(self.name, f"expected a number, got {_shown(value)}")
+            number = float(value)
+            if not math.isfinite(number):
+                raise ParamError(self.name, f"{value!r} is not a finite number")
+        if (self.minimum is not None and number < self.minimum) or (
+            self.maximum is not None and number > self.maximum
+        ):
+            raise ParamError(self.name, f"{value} is outside {self.range_text()}")
+        return number
+
+    def parse(self, text: str) -> ParamValue:
+        """A command-line string as `check` takes it: decimal numbers (underscores allowed),
+        true/false, or one of the choices."""
+        if self.kind == "int":
+            try:
+                return self.check(int(text.strip(), 10))
+            except ValueError:
+                raise ParamError(self.name, f"expected an integer, got {text!r}") from None
+        if self.kind == "float":
+            try:
+                return self.check(float(text.strip()))
+            except ValueError:
+                raise ParamError(self.name, f"expected a number, got {text!r}") from None
+        if self.kind == "bool":
+            lowered = text.strip().lower()
+            if lowered in _TRUE or lowered in _FALSE:
+                return lowered in _TRUE
+            raise ParamError(self.name, f"expected true or false, got {text!r}")
+        return self.check(text)
+
+    def range_text(self) -> str:
+        """The allowed values in words, for errors and the documentation."""
+        if self.kind == "choice":
+            return " | ".join(json.dumps(choice) for choice in self.choices)
+        if self.kind == "bool":
+            return "true | false"
+
+        def bound(value: float | None) -> str:
+            if value is None:
+                return ""
+            return str(int(value)) if self.kind == "int" else f"{value:g}"
+
+        return f"{bound(self.minimum)}..{bound(self.maximum)}"
+
+
+@dataclass(frozen=True)
+class Field:
+    """One of a workload's own figures in its trial record's `metrics` (units in the name)."""
+
+    name: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    kind: str
+    doc: str
+    params: tuple[Param, ...]
+    fields: tuple[Field, ...]
+    engines: tuple[str, ...] = ("h2",)
+    extra: str | None = None  # the pip extra holding its libraries; None: the agent's core deps
+
+    def param(self, name: str) -> Param:
+        for param in self.params:
+            if param.name == name:
+                return param
+        raise KeyError(name)
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(param.name for param in self.params)
+
+    def defaults(self) -> dict[str, ParamValue]:
+        return {param.name: param.default for param in self.params}
