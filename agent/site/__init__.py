@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent.site.content_types import content_type_for
+from agent.site.limits import DEFAULT_TOTAL_BYTES, MIN_TOTAL_BYTES
 from agent.site.manifest import (
     MANIFEST_NAME,
     SiteFile,
@@ -22,9 +23,9 @@ from agent.site.manifest import (
 )
 
 if TYPE_CHECKING:
-    from agent.site.builder import DEFAULT_TOTAL_BYTES, MIN_TOTAL_BYTES, build_site, render_site
+    from agent.site.builder import build_site, render_site
 
-_FROM_BUILDER = frozenset({"DEFAULT_TOTAL_BYTES", "MIN_TOTAL_BYTES", "build_site", "render_site"})
+_FROM_BUILDER = frozenset({"build_site", "render_site"})
 
 
 def __getattr__(name: str) -> Any:

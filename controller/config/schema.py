@@ -20,7 +20,7 @@ from typing import Any
 from agent.errors import SettingsError
 from agent.flow import WINDOW_UPDATE_POLICIES
 from agent.settings import SETTING_SPECS, canonical_name, check_value
-from agent.site.builder import MAX_TOTAL_BYTES, MIN_TOTAL_BYTES
+from agent.site.limits import MAX_TOTAL_BYTES, MIN_TOTAL_BYTES
 from controller.config.model import (
     DELAY_METHODS,
     ENGINES,

@@ -562,5 +562,5 @@ def test_fetch_and_serve_processes_leave_the_site_builder_unloaded():
     lines = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.splitlines()
-    assert lines[0] == "['agent.site.content_types', 'agent.site.manifest']"
+    assert lines[0] == "['agent.site.content_types', 'agent.site.limits', 'agent.site.manifest']"
     assert lines[1] == "True agent.site.builder"
