@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 MANIFEST = "manifest.json"
 TRIALS = "trials.csv"
@@ -94,3 +94,31 @@ NUMERIC_COLUMNS: tuple[str, ...] = (
 """Columns converted to numbers in ok rows when present (empty cells become NaN)."""
 
 METRIC_BY_NAME = {m.name: m for m in (*METRICS, *FRAME_METRICS)}
+
+# A column's unit, read from its name's ending (units in names: `latency_max_s`, `body_bytes`).
+_UNIT_SUFFIXES = (
+    ("_bytes", "B"),
+    ("_mj", "mJ"),
+    ("_mw", "mW"),
+    ("_ms", "ms"),
+    ("_s", "s"),
+    ("_pct", "%"),
+    ("_hz", "Hz"),
+    ("_rps", "1/s"),
+)
+
+
+def unit_of(name: str) -> str:
+    return next((unit for suffix, unit in _UNIT_SUFFIXES if name.endswith(suffix)), "")
+
+
+def metric_of(name: str) -> Metric:
+    """The metric a column is: one of the common ones, or a workload's own (labelled by its
+    name, in the unit its name ends with)."""
+    known = METRIC_BY_NAME.get(name)
+    if known is not None:
+        return known
+    unit = unit_of(name)
+    if unit == "B":
+        return Metric(name, name.replace("_", " "), unit, "KiB", 1 / 2**10)
+    return Metric(name, name.replace("_", " "), unit, unit, 1.0)

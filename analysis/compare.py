@@ -32,7 +32,7 @@ from analysis.figures import (
     save,
 )
 from analysis.load import Run, require_results
-from analysis.points import metric_rows, per_emulated_core
+from analysis.points import metric_rows, per_emulated_core, plain
 from analysis.report import FIGURES_DIR, REPORT_DIR, emulated_cores_caption, number
 from analysis.stats import Summary, welch_difference
 from analysis.study import Check, study_checks
@@ -115,9 +115,9 @@ def compare_summaries(
 
 def unmatched_points(
     base_summary: pd.DataFrame, other_summary: pd.DataFrame, axes: Sequence[str]
-) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
-    def points(summary: pd.DataFrame) -> set[tuple[int, ...]]:
-        return {tuple(int(v) for v in p) for p in summary[list(axes)].itertuples(index=False)}
+) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    def points(summary: pd.DataFrame) -> set[tuple[object, ...]]:
+        return {tuple(plain(v) for v in p) for p in summary[list(axes)].itertuples(index=False)}
 
     base, other = points(base_summary), points(other_summary)
     return sorted(base - other), sorted(other - base)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from analysis.columns import WINDOW_AXIS
 from analysis.load import Run, config_value, read_events
+from analysis.points import plain, x_axis_of
 
 _CONFIG_FACTS = (
     ("run name", "run.name"),
@@ -64,10 +65,11 @@ def manifest_facts(run: Run) -> list[tuple[str, str]]:
     facts = [
         ("run folder", run.name),
         ("format version", text_of(run.manifest.get("format_version"))),
-        ("swept settings", ", ".join(run.axes)),
+        ("workload", run.workload),
+        ("swept", ", ".join(run.axes)),
     ]
     for axis in run.axes:
-        values = sorted(int(v) for v in run.ok[axis].unique()) if not run.ok.empty else []
+        values = sorted(plain(v) for v in run.ok[axis].unique()) if not run.ok.empty else []
         facts.append((f"{axis} (ok rows)", ", ".join(map(str, values))))
     facts.append(("confidence", f"{run.confidence:g}"))
     for label, dotted in _CONFIG_FACTS:
@@ -215,16 +217,17 @@ def representative_trials(run: Run, wanted: tuple[int, ...] = (4096,)) -> list[t
     ok = run.ok
     if ok.empty:
         return []
-    x_axis = WINDOW_AXIS if WINDOW_AXIS in run.axes else run.axes[0]
+    x_axis = x_axis_of(ok, run.axes)
     others = [a for a in run.axes if a != x_axis]
     if others:
         first = ok[others].drop_duplicates().sort_values(others).iloc[0]
         ok = ok[(ok[others] == first).all(axis=1)]
-    values = sorted(int(v) for v in ok[x_axis].unique())
+    values = sorted(plain(v) for v in ok[x_axis].unique())
     chosen = [values[0]]
-    for target in wanted:
-        nearest = min(values, key=lambda v: abs(math.log2(v / target)) if v > 0 else math.inf)
-        chosen.append(nearest)
+    if x_axis == WINDOW_AXIS:
+        for target in wanted:
+            nearest = min(values, key=lambda v: abs(math.log2(v / target)) if v > 0 else math.inf)
+            chosen.append(nearest)
     chosen.append(values[-1])
     picks: list[tuple[str, str]] = []
     for value in dict.fromkeys(chosen):

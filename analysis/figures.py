@@ -23,8 +23,8 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from analysis.bounds import Bounds
-from analysis.columns import METRIC_BY_NAME, WINDOW_AXIS
-from analysis.points import metric_rows
+from analysis.columns import WINDOW_AXIS, metric_of
+from analysis.points import metric_rows, plain, x_axis_of
 
 PNG_DPI = 110
 _LOG_RANGE = 30.0
@@ -45,7 +45,7 @@ class Source:
 
     @property
     def x_axis(self) -> str:
-        return WINDOW_AXIS if WINDOW_AXIS in self.axes else self.axes[0]
+        return x_axis_of(self.summary, self.axes)
 
     def lines(self, metric: str) -> list[tuple[str, pd.DataFrame]]:
         """(series label, rows sorted by x) per combination of the other swept settings."""
@@ -57,7 +57,7 @@ class Source:
         lines = []
         for key, group in rows.groupby(others, sort=True):
             values = key if isinstance(key, tuple) else (key,)
-            label = ", ".join(f"{a} = {v}" for a, v in zip(others, values, strict=True))
+            label = ", ".join(f"{a} = {plain(v)}" for a, v in zip(others, values, strict=True))
             lines.append((label, group.sort_values(self.x_axis)))
         return lines
 
@@ -90,15 +90,29 @@ def save(figure: Figure, directory: Path, stem: str) -> tuple[Path, Path]:
     return png, svg
 
 
-def _x_axis(ax: Axes, name: str, values: Sequence[int]) -> None:
-    ticks = sorted(set(values))
-    if ticks and min(ticks) > 0:
+def _powers_of_two(values: Sequence[float]) -> bool:
+    return all(v > 0 and float(v).is_integer() and int(v) & (int(v) - 1) == 0 for v in values)
+
+
+def _x_axis(ax: Axes, name: str, values: Sequence[object]) -> None:
+    """A numeric axis gets a tick per value, on log2 where they are powers of two (the window's
+    65535 counts as 2^16); a categorical one keeps matplotlib's category ticks."""
+    numbers = [float(v) for v in values if isinstance(v, int | float)]
+    if len(numbers) != len(values):
+        ax.set_xlabel(name)
+        return
+    ticks = sorted(set(numbers))
+    log2 = bool(ticks) and ((name == WINDOW_AXIS and min(ticks) > 0) or _powers_of_two(ticks))
+    if log2:
         ax.set_xscale("log", base=2)
+    if ticks:
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticklabels([str(t) for t in ticks], rotation=45, ha="right", fontsize=8)
-    label = "SETTINGS_INITIAL_WINDOW_SIZE (B, log2)" if name == WINDOW_AXIS else name
-    ax.set_xlabel(label)
+        ax.set_xticklabels([f"{t:g}" for t in ticks], rotation=45, ha="right", fontsize=8)
+    if name == WINDOW_AXIS:
+        ax.set_xlabel("SETTINGS_INITIAL_WINDOW_SIZE (B, log2)")
+    else:
+        ax.set_xlabel(f"{name} (log2)" if log2 else name)
 
 
 def _y_scale(ax: Axes, values: Sequence[float]) -> None:
@@ -120,14 +134,14 @@ def _label(*parts: str) -> str:
 
 def _errorbars(
     ax: Axes, sources: Sequence[Source], metrics: Sequence[str]
-) -> tuple[list[int], list[float]]:
+) -> tuple[list[object], list[float]]:
     """Draws every source x metric x series; returns the x values and y extremes drawn."""
-    xs: list[int] = []
+    xs: list[object] = []
     ys: list[float] = []
     line = 0
     for source_index, source in enumerate(sources):
         for metric_index, metric in enumerate(metrics):
-            info = METRIC_BY_NAME[metric]
+            info = metric_of(metric)
             for series_index, (series, rows) in enumerate(source.lines(metric)):
                 # Several runs: a colour per run, a line style per metric, a marker per series.
                 if len(sources) > 1:
@@ -137,7 +151,7 @@ def _errorbars(
                 else:
                     color, style, marker = f"C{line}", "-", _MARKERS[line % len(_MARKERS)]
                 line += 1
-                x = rows[source.x_axis].to_numpy(dtype=np.float64)
+                x = [plain(v) for v in rows[source.x_axis]]
                 mean = rows["mean"].to_numpy(dtype=np.float64) * info.scale
                 low = rows["ci_low"].to_numpy(dtype=np.float64) * info.scale
                 high = rows["ci_high"].to_numpy(dtype=np.float64) * info.scale
@@ -155,7 +169,7 @@ def _errorbars(
                     linewidth=1.2,
                     label=name or info.label,
                 )
-                xs.extend(int(v) for v in x)
+                xs.extend(x)
                 ys.extend([*np.nan_to_num(low, nan=mean).tolist(), *high.tolist()])
     return xs, ys
 
@@ -164,7 +178,7 @@ _BOUND_COLORS = ("black", "0.55", "tab:brown", "tab:olive")
 
 
 def _draw_bounds(
-    ax: Axes, bounds: Bounds, xs: Sequence[int], label: str, index: int
+    ax: Axes, bounds: Bounds, xs: Sequence[float], label: str, index: int
 ) -> list[float]:
     if not xs:
         return []
@@ -196,12 +210,13 @@ def _panel(
         measured = [y for y in ys if math.isfinite(y)]
         drawn: list[float] = []
         for index, (source, bound) in enumerate(zip(sources, bounds, strict=True)):
-            drawn += _draw_bounds(ax, bound, xs, source.label, index)
+            windows = [float(x) for x in xs if isinstance(x, int | float)]
+            drawn += _draw_bounds(ax, bound, windows, source.label, index)
         # A bound far below every point would flatten the data; clip the view, not the line.
         if measured and drawn:
             ax.set_ylim(bottom=max(min(drawn + measured) * 0.8, min(measured) / 50))
         ys = ys + drawn
-    info = METRIC_BY_NAME[metrics[0]]
+    info = metric_of(metrics[0])
     ax.set_ylabel(info.display_unit)
     ax.set_title(title, fontsize=10)
     if not xs:
@@ -287,6 +302,23 @@ def figure_frames(sources: Sequence[Source]) -> Figure | None:
     ax.set_ylabel("frames / B")
     _log_y(ax)
     _suptitle(figure, "Frames per byte (client)", sources)
+    return figure
+
+
+def figure_workload(sources: Sequence[Source], kind: str, columns: Sequence[str]) -> Figure | None:
+    """One panel per column the workload adds (its own metrics), beside the study's figures."""
+    drawn = [c for c in columns if any(source.lines(c) for source in sources)]
+    if not drawn:
+        return None
+    width = min(len(drawn), 3)
+    height = math.ceil(len(drawn) / width)
+    figure = _new_figure(4.5 * width, 4.0 * height)
+    axes = figure.subplots(height, width, squeeze=False).ravel()
+    for ax, column in zip(axes, drawn, strict=False):
+        _panel(ax, sources, [column], metric_of(column).label)
+    for ax in axes[len(drawn) :]:
+        ax.set_visible(False)
+    _suptitle(figure, f"Workload {kind}: its own metrics", sources)
     return figure
 
 

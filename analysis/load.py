@@ -1,4 +1,4 @@
-"""Reads a run folder (format version 1) into a `Run`: its manifest and the ok rows of trials.csv.
+"""Reads a run folder (format 1 or 2) into a `Run`: its manifest and the ok rows of trials.csv.
 
 Only `status == ok` rows are results; failed attempts are counted, never mixed in. A last line
 without its newline (a kill in mid-write) is cut off and reported as `torn_tail`. Anything else
@@ -12,10 +12,10 @@ import csv
 import io
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -36,12 +36,15 @@ from analysis.stats import DEFAULT_CONFIDENCE
 STATUSES = ("ok", "failed")
 
 
+AxisKind = Literal["int", "float", "category"]
+
+
 @dataclass(frozen=True, eq=False)
 class Run:
     path: Path
     manifest: Mapping[str, Any]
     axes: tuple[str, ...]
-    ok: pd.DataFrame  # ok rows, numeric columns as float, axes as int
+    ok: pd.DataFrame  # ok rows, numeric columns as float, axes as their kind says
     attempts: int  # rows in trials.csv, ok or not
     failed: pd.DataFrame = field(repr=False)  # trial_id, attempt, error of failed attempts
     torn_tail: bool = False
@@ -49,6 +52,21 @@ class Run:
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def axis_kinds(self) -> dict[str, AxisKind]:
+        return axis_kinds(self.manifest, self.axes)
+
+    @property
+    def numeric_axes(self) -> tuple[str, ...]:
+        return tuple(a for a, kind in self.axis_kinds.items() if kind != "category")
+
+    @property
+    def workload(self) -> str:
+        """The run's workload kind (runs before workloads existed fetched the page)."""
+        workload = self.manifest.get("workload")
+        kind = workload.get("kind") if isinstance(workload, Mapping) else None
+        return kind if isinstance(kind, str) else "page"
 
     @property
     def config(self) -> Mapping[str, Any]:
@@ -68,6 +86,25 @@ def config_value(manifest: Mapping[str, Any], dotted: str) -> Any:
             return None
         node = node[part]
     return node
+
+
+def axis_kinds(manifest: Mapping[str, Any], axes: Sequence[str]) -> dict[str, AxisKind]:
+    """Per axis: integers (every HTTP/2 setting), other numbers, or categories (strings and
+    booleans), from the values the config swept; integers where the manifest does not say."""
+    kinds: dict[str, AxisKind] = {}
+    for axis in axes:
+        values = config_value(manifest, f"sweep.{axis}")
+        if (
+            not isinstance(values, list)
+            or not values
+            or all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+        ):
+            kinds[axis] = "int"
+        elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            kinds[axis] = "float"
+        else:
+            kinds[axis] = "category"
+    return kinds
 
 
 def confidence_of(manifest: Mapping[str, Any], path: Path) -> float:
@@ -103,6 +140,19 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
         )
     confidence_of(document, path)
     return document
+
+
+def workload_columns(manifest: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of the columns the run's workload added (manifest `workload.columns`)."""
+    workload = manifest.get("workload")
+    columns = workload.get("columns") if isinstance(workload, Mapping) else None
+    if not isinstance(columns, list):
+        return ()
+    return tuple(
+        str(column["name"])
+        for column in columns
+        if isinstance(column, Mapping) and isinstance(column.get("name"), str)
+    )
 
 
 def _axes(manifest: Mapping[str, Any], path: Path) -> tuple[str, ...]:
@@ -156,8 +206,24 @@ def _integer(text: str, path: Path, line: int, column: str) -> int:
     return int(value)
 
 
-def read_trials(path: Path, axes: tuple[str, ...]) -> tuple[pd.DataFrame, pd.DataFrame, int, bool]:
-    """(ok rows, failed attempts, number of attempts, torn tail) of one trials.csv."""
+def _axis_value(text: str, kind: AxisKind, path: Path, line: int, axis: str) -> object:
+    if kind == "int":
+        return _integer(text, path, line, axis)
+    if kind == "float":
+        return _number(text, path, line, axis)
+    return text
+
+
+def read_trials(
+    path: Path,
+    axes: tuple[str, ...],
+    kinds: Mapping[str, AxisKind] | None = None,
+    extra_numeric: Sequence[str] = (),
+) -> tuple[pd.DataFrame, pd.DataFrame, int, bool]:
+    """(ok rows, failed attempts, number of attempts, torn tail) of one trials.csv; `kinds`
+    says how to read each axis (integers by default), `extra_numeric` names the workload's
+    columns, read as numbers like the common metrics."""
+    kinds = kinds or {}
     text, torn = _trial_lines(path)
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
@@ -168,7 +234,7 @@ def read_trials(path: Path, axes: tuple[str, ...]) -> tuple[pd.DataFrame, pd.Dat
         raise RunFormatError(f"{path}: column {missing[0]}: missing from the header")
     if len(set(header)) != len(header):
         raise RunFormatError(f"{path}: header names a column twice")
-    numeric = [c for c in NUMERIC_COLUMNS if c in header and c not in axes]
+    numeric = [c for c in (*NUMERIC_COLUMNS, *extra_numeric) if c in header and c not in axes]
     ok_rows: list[dict[str, Any]] = []
     failed_rows: list[dict[str, Any]] = []
     seen_ok: dict[str, int] = {}
@@ -205,13 +271,16 @@ def read_trials(path: Path, axes: tuple[str, ...]) -> tuple[pd.DataFrame, pd.Dat
         seen_ok[row["trial_id"]] = line
         parsed: dict[str, Any] = dict(row)
         for axis in axes:
-            parsed[axis] = _integer(row[axis], path, line, axis)
+            parsed[axis] = _axis_value(row[axis], kinds.get(axis, "int"), path, line, axis)
         for column in numeric:
             parsed[column] = _number(row[column], path, line, column)
         ok_rows.append(parsed)
     ok = pd.DataFrame(ok_rows, columns=header)
     if not ok.empty:
-        ok = ok.astype({c: "float64" for c in numeric} | {a: "int64" for a in axes})
+        types = {"int": "int64", "float": "float64", "category": "object"}
+        ok = ok.astype(
+            {c: "float64" for c in numeric} | {a: types[kinds.get(a, "int")] for a in axes}
+        )
     failed = pd.DataFrame(failed_rows, columns=["trial_id", "attempt", "error"])
     return ok, failed, attempts, torn
 
@@ -220,7 +289,9 @@ def load_run(run_dir: Path) -> Run:
     """The run at `run_dir`; RunFormatError (one line naming the file) when it is malformed."""
     manifest = read_manifest(run_dir)
     axes = _axes(manifest, run_dir / MANIFEST)
-    ok, failed, attempts, torn = read_trials(run_dir / TRIALS, axes)
+    ok, failed, attempts, torn = read_trials(
+        run_dir / TRIALS, axes, axis_kinds(manifest, axes), workload_columns(manifest)
+    )
     return Run(run_dir, manifest, axes, ok, attempts, failed, torn)
 
 

@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from analysis.columns import BYTES_RECEIVED, FRAME_METRICS, FRAME_SOURCES, METRICS, Metric
-from analysis.load import Run
+from analysis.columns import (
+    BYTES_RECEIVED,
+    FRAME_METRICS,
+    FRAME_SOURCES,
+    METRICS,
+    WINDOW_AXIS,
+    Metric,
+    metric_of,
+)
+from analysis.load import Run, workload_columns
 from analysis.stats import repetitions_for_relative_half_width, summarize
 
 DEFAULT_TARGET_RELATIVE_HALF_WIDTH = 0.05
@@ -48,10 +57,28 @@ def tukey_outliers(values: Sequence[float] | np.ndarray) -> int:
     return int(np.count_nonzero((data < low) | (data > high)))
 
 
-def metrics_present(table: pd.DataFrame) -> tuple[Metric, ...]:
-    """The report's metrics, plus the frame metrics this run has values for."""
+def plain(value: object) -> Any:
+    """A numpy scalar as the Python value it holds (an axis value as the config wrote it)."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value
+
+
+def x_axis_of(table: pd.DataFrame, axes: Sequence[str]) -> str:
+    """The axis figures put on x: the study's window when swept, else the first numeric axis,
+    else the first; every other axis becomes one series per value."""
+    if WINDOW_AXIS in axes:
+        return WINDOW_AXIS
+    numeric = [a for a in axes if a in table and pd.api.types.is_numeric_dtype(table[a])]
+    return numeric[0] if numeric else axes[0]
+
+
+def metrics_present(
+    table: pd.DataFrame, workload_columns: Sequence[str] = ()
+) -> tuple[Metric, ...]:
+    """The report's metrics, the frame metrics this run has values for, and the workload's."""
     derived = tuple(m for m in FRAME_METRICS if m.name in table and table[m.name].notna().any())
-    return METRICS + derived
+    own = tuple(metric_of(name) for name in workload_columns if name in table)
+    return METRICS + derived + own
 
 
 def summarize_points(
@@ -63,10 +90,10 @@ def summarize_points(
     confidence = run.confidence
     rows: list[dict[str, object]] = []
     groups = {
-        tuple(int(v) for v in (key if isinstance(key, tuple) else (key,))): group
+        tuple(plain(v) for v in (key if isinstance(key, tuple) else (key,))): group
         for key, group in table.groupby(axes, sort=True)
     }
-    for metric in metrics_present(table):
+    for metric in metrics_present(table, workload_columns(run.manifest)):
         for point, group in groups.items():
             column = group[metric.name]
             values = column.dropna().to_numpy(dtype=np.float64)

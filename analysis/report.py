@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.bounds import Bounds, bounds_of
-from analysis.columns import METRIC_BY_NAME
+from analysis.columns import metric_of
 from analysis.document import (
     Block,
     Bullets,
@@ -49,13 +49,15 @@ from analysis.figures import (
     figure_memory,
     figure_power,
     figure_server,
+    figure_workload,
     save,
 )
-from analysis.load import Run, load_power, require_results
+from analysis.load import Run, load_power, require_results, workload_columns
 from analysis.points import (
     DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
     metric_rows,
     per_emulated_core,
+    plain,
     summarize_points,
 )
 from analysis.stats import cochran_sample_size
@@ -90,12 +92,18 @@ def write_summary_csv(summary: pd.DataFrame, path: Path) -> None:
     summary.to_csv(path, index=False, lineterminator="\n")
 
 
+def value_text(value: object) -> str:
+    """An axis value as the config wrote it (8192, 0.5, concurrent)."""
+    value = plain(value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def point_text(row: pd.Series, axes: Sequence[str]) -> str:
-    return ", ".join(f"{axis} = {int(row[axis])}" for axis in axes)
+    return ", ".join(f"{axis} = {value_text(row[axis])}" for axis in axes)
 
 
 def metric_table(summary: pd.DataFrame, axes: Sequence[str], metric: str, target: float) -> Table:
-    info = METRIC_BY_NAME[metric]
+    info = metric_of(metric)
     rows = metric_rows(summary, metric)
     unit = f" ({info.display_unit})" if info.display_unit else ""
     header = (
@@ -113,7 +121,7 @@ def metric_table(summary: pd.DataFrame, axes: Sequence[str], metric: str, target
     )
     body = tuple(
         (
-            *(str(int(row[a])) for a in axes),
+            *(value_text(row[a]) for a in axes),
             str(int(row["n"])),
             number(row["mean"], info.scale),
             number(row["sd"], info.scale),
@@ -265,7 +273,44 @@ def _figures(
     figures.append(
         ("memory", figure_memory([source]), "Peak resident set size, client and server.")
     )
+    own = figure_workload([source], run.workload, workload_columns(run.manifest))
+    if own is not None:
+        figures.append(
+            (
+                f"workload_{run.workload}",
+                own,
+                f"The {run.workload} workload's own metrics (trials.csv columns "
+                f"{run.workload}_*), per point.",
+            )
+        )
     return figures, notes
+
+
+def study_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
+    """The comparison with the study's findings, which are about its page fetch."""
+    if run.workload != "page":
+        return [
+            Heading("Against the study's findings"),
+            Paragraph(
+                f"Not compared: the study measured the page workload, this run the "
+                f"{run.workload} workload."
+            ),
+            Paragraph("What the nodes of this run were:"),
+            Bullets(tuple(node_hardware(run))),
+        ]
+    checks = study_checks(summary, run.axes, run.confidence, emulated_core_fractions(run))
+    return [
+        Heading("Against the study's findings"),
+        Paragraph(
+            "The study's numbers come from two Raspberry Pi 3B; the verdicts judge shape and "
+            f"direction. Knee: the smallest window from which every mean stays within "
+            f"{SETTLE_TOLERANCE * 100:g} % of the mean at the largest window. Increases carry an "
+            "approximate CI (delta method); one 'holds' when its CI excludes zero."
+        ),
+        Paragraph("What the nodes of this run were:"),
+        Bullets(tuple(node_hardware(run))),
+        check_table(checks),
+    ]
 
 
 def build_blocks(
@@ -277,7 +322,6 @@ def build_blocks(
     target: float,
     comparisons: Sequence[tuple[str, str]],
 ) -> list[Block]:
-    checks = study_checks(summary, run.axes, run.confidence, emulated_core_fractions(run))
     blocks: list[Block] = [
         Heading(f"Run report: {run.name}", 1),
         Paragraph(
@@ -310,17 +354,8 @@ def build_blocks(
         ]
     if comparisons:
         blocks += [Heading("Comparisons"), Links(tuple(comparisons))]
+    blocks += study_blocks(run, summary)
     blocks += [
-        Heading("Against the study's findings"),
-        Paragraph(
-            "The study's numbers come from two Raspberry Pi 3B; the verdicts judge shape and "
-            f"direction. Knee: the smallest window from which every mean stays within "
-            f"{SETTLE_TOLERANCE * 100:g} % of the mean at the largest window. Increases carry an "
-            "approximate CI (delta method); one 'holds' when its CI excludes zero."
-        ),
-        Paragraph("What the nodes of this run were:"),
-        Bullets(tuple(node_hardware(run))),
-        check_table(checks),
         Heading("Figures"),
         *(
             Image(f"{FIGURES_DIR}/{stem}.png", f"{FIGURES_DIR}/{stem}.svg", caption)

@@ -99,9 +99,9 @@ class Param:
     def range_text(self) -> str:
         """The allowed values in words, for errors and the documentation."""
         if self.kind == "choice":
-            return " | ".join(json.dumps(choice) for choice in self.choices)
+            return ", ".join(json.dumps(choice) for choice in self.choices)
         if self.kind == "bool":
-            return "true | false"
+            return "true, false"
 
         def bound(value: float | None) -> str:
             if value is None:

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from controller.config import DEFAULT_CONFIG_PATH, Config, load_config
 from controller.dashboard.live import LiveDashboard, MeterWatch, PlainLines, Sink
 from controller.dashboard.state import Notice, SweepStarted
 from controller.errors import ConfigError, ControllerError
+from controller.run.columns import workload_columns
 from controller.run.recorder import RunRecorder, read_manifest, read_trials
 from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
 from controller.sweep.interfaces import MeterLost, NodeLost
@@ -34,7 +35,13 @@ from controller.sweep.setup import open_sweep
 EXIT_FAILED_TRIALS = 1
 EXIT_PAUSED = 3
 # What must match between a run's manifest and the config it is resumed with.
-_PLAN_KEYS = (("run", "seed"), ("run", "repetitions"), ("run", "order"), ("sweep",))
+_PLAN_KEYS = (
+    ("run", "seed"),
+    ("run", "repetitions"),
+    ("run", "order"),
+    ("sweep",),
+    ("workload",),
+)
 
 
 @dataclass(frozen=True)
@@ -158,15 +165,20 @@ def _measure(
 ) -> SweepOutcome:
     config, plan = sweep.config, sweep.plan
     if sweep.resumed is None:
-        recorder = RunRecorder.create(sweep.run_dir, sweep.axes, {"axes": list(sweep.axes)})
+        recorder = RunRecorder.create(
+            sweep.run_dir,
+            sweep.axes,
+            {"axes": list(sweep.axes), "workload": _workload_facts(config)},
+            config.workload.kind,
+        )
     else:
-        recorder = RunRecorder(sweep.run_dir, sweep.axes)
+        recorder = RunRecorder(sweep.run_dir, sweep.axes, config.workload.kind)
     done = sum(1 for row in recorder.rows() if row["status"] == "ok")
     try:
         with open_sweep(config, sweep.run_dir, accept_new_host_key=accept_new_host_key) as opened:
             nodes, meter, facts = opened
             if sweep.resumed is None:
-                nodes.ensure_server(plan[0].settings)
+                nodes.ensure_server(plan[0].values)
                 rtt_s = nodes.measure_rtt_s()
                 sink.post(Notice(f"measuring idle power for {config.run.idle_baseline_s:g} s"))
                 idle_mw = meter.idle_baseline_mw(config.run.idle_baseline_s)
@@ -174,6 +186,7 @@ def _measure(
                     "run_id": sweep.run_dir.name,
                     "created_wall_ns": time.time_ns(),
                     "axes": list(sweep.axes),
+                    "workload": _workload_facts(config),
                     "config": config.to_dict(),
                     "software": _software(),
                     **facts,
@@ -209,6 +222,15 @@ def _measure(
         return SweepOutcome(done, (), len(plan) - done, reason)
     finally:
         recorder.close()
+
+
+def _workload_facts(config: Config) -> dict[str, Any]:
+    """The manifest's `workload`: the kind and the columns it adds, with units (the report
+    summarises them beside the common metrics)."""
+    return {
+        "kind": config.workload.kind,
+        "columns": [asdict(column) for column in workload_columns(config.workload.kind)],
+    }
 
 
 def _stop_rule(config: Config) -> StopRule | None:

@@ -11,10 +11,13 @@ from typing import Any
 
 from agent.nghttp2.options import NGHTTP_SETTINGS, NGHTTPD_SETTINGS
 from agent.nghttp2.windows import is_representable, nearest_bits
+from agent.settings import SETTING_SPECS
+from agent.workloads import SPECS, ParamError
 from controller.config.layers import KeyPath, Stack
 from controller.config.model import (
     LOCAL_HOST,
     ROLES,
+    AxisValue,
     Config,
     LinkConfig,
     MeterConfig,
@@ -24,6 +27,7 @@ from controller.config.model import (
     SweepConfig,
     WorkloadConfig,
 )
+from controller.config.schema import FLOW_READERS, PARAM_NAMES
 from controller.device.profile import DeviceProfile, not_applied_message, resolve
 from controller.errors import ConfigError
 
@@ -39,7 +43,11 @@ def default_values() -> list[tuple[KeyPath, Any]]:
     sections: dict[str, Any] = {
         "run": asdict(RunConfig()),
         "sweep": dict(SweepConfig().axes),
-        "workload": asdict(WorkloadConfig()),
+        "workload": {
+            key: value
+            for key, value in asdict(WorkloadConfig()).items()
+            if key != "params"  # filled from the kind's declaration once the kind is known
+        },
         "nodes": {role: {"host": LOCAL_HOST} for role in ROLES},
         "meter": {**asdict(MeterConfig()), "channels": dict(MeterConfig().channels)},
         "link": asdict(LinkConfig()),
@@ -131,18 +139,68 @@ def _meter(stack: Stack) -> MeterConfig:
     return meter
 
 
-def build(stack: Stack, source: str) -> Config:
-    """The validated `Config` for a merged stack of layers."""
+def _workload(stack: Stack) -> WorkloadConfig:
+    """[workload]: the kind, its parameters (each checked against the kind's declaration,
+    defaults filled in) and the client's flow-control keys."""
+    given: dict[str, Any] = dict(stack.tree["workload"])
+    spec = SPECS[given.pop("kind")]
+    params = spec.defaults()
+    for name in PARAM_NAMES:
+        if name not in given:
+            continue
+        value = given.pop(name)
+        key = f"workload.{name}"
+        if name not in params:
+            raise ConfigError(
+                f"{stack.origin(key)}: {key}: not a parameter of workload {spec.kind!r} "
+                f"(its parameters: {', '.join(spec.param_names) or 'none'})"
+            )
+        try:
+            params[name] = spec.param(name).check(value)
+        except ParamError as exc:
+            raise ConfigError(f"{stack.origin(key)}: {key}: {exc.reason}") from None
+    return WorkloadConfig(kind=spec.kind, params=tuple(params.items()), **given)
+
+
+def _axes(stack: Stack, workload: WorkloadConfig) -> tuple[tuple[str, tuple[AxisValue, ...]], ...]:
+    """[sweep]: settings and flow-control keys were checked with their layer; a workload
+    parameter's values are checked here, against the kind's declaration."""
     axes = tuple(stack.tree["sweep"].items())
     if not axes:
         raise ConfigError(
-            f"{stack.origin('sweep')}: sweep: no axis; give at least one setting with an "
-            "array of values, e.g. initial_window_size = [4096, 65535]"
+            f"{stack.origin('sweep')}: sweep: no axis; give at least one setting or workload "
+            "parameter with an array of values, e.g. initial_window_size = [4096, 65535]"
         )
+    spec = SPECS[workload.kind]
+    checked = []
+    for name, values in axes:
+        if name in SETTING_SPECS or name in FLOW_READERS:
+            checked.append((name, values))
+            continue
+        key = f"sweep.{name}"
+        if name not in spec.param_names:
+            raise ConfigError(
+                f"{stack.origin(key)}: {key}: not a parameter of workload {spec.kind!r} "
+                f"(its parameters: {', '.join(spec.param_names) or 'none'})"
+            )
+        param = spec.param(name)
+        canonical = []
+        for index, value in enumerate(values):
+            try:
+                canonical.append(param.check(value))
+            except ParamError as exc:
+                raise ConfigError(f"{stack.origin(key)}: {key}[{index}]: {exc.reason}") from None
+        checked.append((name, tuple(canonical)))
+    return tuple(checked)
+
+
+def build(stack: Stack, source: str) -> Config:
+    """The validated `Config` for a merged stack of layers."""
+    workload = _workload(stack)
     config = Config(
         run=RunConfig(**stack.tree["run"]),
-        sweep=SweepConfig(axes=axes),
-        workload=WorkloadConfig(**stack.tree["workload"]),
+        sweep=SweepConfig(axes=_axes(stack, workload)),
+        workload=workload,
         client=_node(stack, "client"),
         server=_node(stack, "server"),
         meter=_meter(stack),
@@ -157,8 +215,20 @@ def build(stack: Stack, source: str) -> Config:
     return config
 
 
+def _check_kind_engine(stack: Stack, config: Config) -> None:
+    spec = SPECS[config.workload.kind]
+    for node in (config.client, config.server):
+        if node.engine not in spec.engines:
+            key = f"nodes.{node.role}.engine"
+            raise ConfigError(
+                f"{stack.origin(key)}: {key}: workload {spec.kind!r} runs on "
+                f"{' or '.join(repr(e) for e in spec.engines)}, not {node.engine!r}"
+            )
+
+
 def _check_engines(stack: Stack, config: Config) -> None:
     """What nghttp / nghttpd cannot run is refused before the sweep starts, naming the node."""
+    _check_kind_engine(stack, config)
     for node in (config.client, config.server):
         if node.engine != "nghttp2":
             continue
@@ -167,19 +237,26 @@ def _check_engines(stack: Stack, config: Config) -> None:
             ("nghttp", NGHTTP_SETTINGS) if node.role == "client" else ("nghttpd", NGHTTPD_SETTINGS)
         )
         for name in config.sweep.names:
-            if name not in supported:
+            if name in SETTING_SPECS and name not in supported:
                 key = f"sweep.{name}"
                 raise ConfigError(
                     f"{stack.origin(key)}: {key}: {tool} has no option to announce it ({engine}); "
                     'sweep it with engine "h2"'
                 )
-        policy = config.workload.window_update_policy
-        if node.role == "client" and policy != "half":
-            key = "workload.window_update_policy"
-            raise ConfigError(
-                f"{stack.origin(key)}: {key}: nghttp2 updates windows once half is consumed "
-                f'("half"), not "{policy}" ({engine})'
-            )
+        policies = dict(config.sweep.axes).get(
+            "window_update_policy", (config.workload.window_update_policy,)
+        )
+        for policy in policies:
+            if node.role == "client" and policy != "half":
+                key = (
+                    "sweep.window_update_policy"
+                    if "window_update_policy" in config.sweep.names
+                    else "workload.window_update_policy"
+                )
+                raise ConfigError(
+                    f"{stack.origin(key)}: {key}: nghttp2 updates windows once half is consumed "
+                    f'("half"), not "{policy}" ({engine})'
+                )
         if config.workload.unrepresentable_window == "reject":
             _check_windows(stack, config, engine, node.role == "client")
 
@@ -187,8 +264,15 @@ def _check_engines(stack: Stack, config: Config) -> None:
 def _check_windows(stack: Stack, config: Config, engine: str, client: bool) -> None:
     windows = dict(config.sweep.axes).get("initial_window_size", ())
     for index, window in enumerate(windows):
-        _check_window(stack, f"sweep.initial_window_size[{index}]", window, engine)
-    if client and config.workload.connection_window is not None:
+        _check_window(stack, f"sweep.initial_window_size[{index}]", int(window), engine)
+    if not client:
+        return
+    swept = dict(config.sweep.axes).get("connection_window")
+    if swept is not None:
+        for index, window in enumerate(swept):
+            if window is not None:
+                _check_window(stack, f"sweep.connection_window[{index}]", int(window), engine)
+    elif config.workload.connection_window is not None:
         _check_window(
             stack, "workload.connection_window", config.workload.connection_window, engine
         )

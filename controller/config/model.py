@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from agent.settings import SETTING_SPECS
+from agent.workloads import DEFAULT_KIND, ParamValue
 from controller.device.profile import DeviceProfile
 
 Order = Literal["randomized-blocked", "sequential"]
@@ -52,10 +55,18 @@ class RunConfig:
     stop_min_n: int = 5
 
 
+AxisValue = ParamValue
+"""A swept value: an HTTP/2 setting's integer, or a workload parameter of any of its kinds."""
+
+FLOW_KEYS = ("connection_window", "window_update_policy")
+"""The client's flow-control keys of [workload]: sweepable beside the settings and parameters."""
+
+
 @dataclass(frozen=True)
 class SweepConfig:
-    # Ordered (canonical agent setting name, values); the grid is their product in this order.
-    axes: tuple[tuple[str, tuple[int, ...]], ...] = (
+    # Ordered (name, values): canonical HTTP/2 setting names, flow-control keys and workload
+    # parameters alike; the grid is their product in this order.
+    axes: tuple[tuple[str, tuple[AxisValue, ...]], ...] = (
         ("initial_window_size", (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65535)),
     )
 
@@ -63,8 +74,8 @@ class SweepConfig:
     def names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.axes)
 
-    def points(self) -> list[dict[str, int]]:
-        """Every grid point as {setting: value}, the last axis varying fastest."""
+    def points(self) -> list[dict[str, AxisValue]]:
+        """Every grid point as {axis: value}, the last axis varying fastest."""
         names = self.names
         return [
             dict(zip(names, values, strict=True))
@@ -74,12 +85,30 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class WorkloadConfig:
-    site_seed: int = 0
-    total_bytes: int = 7_000_000
+    kind: str = DEFAULT_KIND
+    # Every parameter of the kind, canonical, defaults filled in (agent.workloads declares them).
+    params: tuple[tuple[str, ParamValue], ...] = (("site_seed", 0), ("total_bytes", 7_000_000))
     connection_window: int | None = None  # None: the same as the stream window, as the study did
     window_update_policy: str = "half"
     # nghttp2 takes windows as 2^N - 1 bytes: map other values to the nearest, or refuse them.
     unrepresentable_window: UnrepresentableWindow = "map"
+
+    def param(self, name: str) -> ParamValue:
+        return dict(self.params)[name]
+
+
+@dataclass(frozen=True)
+class TrialPoint:
+    """Everything one grid point decides, each value in the one form it keeps up to the wire:
+    the SETTINGS both agents announce, the client's flow control, the workload's parameters."""
+
+    settings: tuple[tuple[str, int], ...]
+    connection_window: int | None  # None: the agent's default (65535)
+    window_update_policy: str
+    params: tuple[tuple[str, ParamValue], ...]
+
+    def param(self, name: str) -> ParamValue:
+        return dict(self.params)[name]
 
 
 @dataclass(frozen=True)
@@ -183,12 +212,35 @@ class Config:
     def node(self, role: Role) -> NodeConfig:
         return self.client if role == "client" else self.server
 
+    def point(self, axes: Mapping[str, AxisValue]) -> TrialPoint:
+        """The grid point `axes` (axis name -> value) over this config's other values."""
+        settings = {name: int(value) for name, value in axes.items() if name in SETTING_SPECS}
+        flow = {name: axes[name] for name in FLOW_KEYS if name in axes}
+        params = dict(self.workload.params)
+        params.update((name, value) for name, value in axes.items() if name in params)
+        connection_window = flow.get("connection_window", self.workload.connection_window)
+        if connection_window is None:
+            # As the study passed the same N to nghttp's -w and -W.
+            connection_window = settings.get("initial_window_size")
+        return TrialPoint(
+            settings=tuple(settings.items()),
+            connection_window=None if connection_window is None else int(connection_window),
+            window_update_policy=str(
+                flow.get("window_update_policy", self.workload.window_update_policy)
+            ),
+            params=tuple(params.items()),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, nested like the TOML file; None stands for an unset optional key."""
         return {
             "run": _section(self.run),
             "sweep": {name: list(values) for name, values in self.sweep.axes},
-            "workload": _section(self.workload),
+            "workload": {
+                "kind": self.workload.kind,
+                **dict(self.workload.params),
+                **_section(self.workload, skip=("kind", "params")),
+            },
             "nodes": {
                 "client": _section(self.client, skip=("role", "http_port")),
                 "server": _section(self.server, skip=("role",)),

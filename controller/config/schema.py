@@ -20,7 +20,7 @@ from typing import Any
 from agent.errors import SettingsError
 from agent.flow import WINDOW_UPDATE_POLICIES
 from agent.settings import SETTING_SPECS, canonical_name, check_value
-from agent.site.limits import MAX_TOTAL_BYTES, MIN_TOTAL_BYTES
+from agent.workloads import SPECS
 from controller.config.model import (
     DELAY_METHODS,
     ENGINES,
@@ -193,21 +193,58 @@ def _axis(name: str, value: Any) -> tuple[int, ...]:
     return tuple(value)
 
 
-def sweep(value: Any) -> dict[str, tuple[int, ...] | None]:
-    """[sweep]: setting name (any spelling agent.settings accepts) -> array of values."""
+def _values(value: Any, reader: Reader | None) -> tuple[Any, ...]:
+    """The array of a flow-control key's axis (each value read by `reader`) or of a workload
+    parameter's (checked against its declaration once the layers are merged and the workload's
+    kind is known: build.py)."""
+    if not isinstance(value, list):
+        raise _Invalid(f"expected an array of values, got {describe(value)}")
+    if not value:
+        raise _Invalid("is empty; an axis needs at least one value")
+    read: list[Any] = []
+    for index, item in enumerate(value):
+        try:
+            if isinstance(item, list | dict):
+                raise _Invalid(f"expected a single value, got {describe(item)}")
+            read.append(item if reader is None else reader(item))
+        except _Invalid as exc:
+            raise _Invalid(str(exc), f"[{index}]") from None
+        if any(item == seen and type(item) is type(seen) for seen in value[:index]):
+            raise _Invalid(f"{describe(item)} repeats an earlier value", f"[{index}]")
+    return tuple(read)
+
+
+def _axis_name(raw: str) -> str:
+    try:
+        return canonical_name(raw)
+    except SettingsError:
+        pass
+    if raw in SWEEPABLE_KEYS:
+        return raw
+    known = ", ".join((*SETTING_SPECS, *SWEEPABLE_KEYS))
+    raise _Invalid(
+        f"not an HTTP/2 setting, flow-control key or workload parameter (known: {known})"
+    )
+
+
+def sweep(value: Any) -> dict[str, tuple[Any, ...] | None]:
+    """[sweep]: axis name -> array of values. An axis is an HTTP/2 setting (any spelling
+    agent.settings accepts), a flow-control key of [workload], or a parameter of a workload."""
     if not isinstance(value, dict):
-        raise _Invalid(f"expected a table of setting = [values], got {describe(value)}")
-    axes: dict[str, tuple[int, ...] | None] = {}
+        raise _Invalid(f"expected a table of axis = [values], got {describe(value)}")
+    axes: dict[str, tuple[Any, ...] | None] = {}
     for raw, values in value.items():
         at = f".{key_text(raw)}"
         try:
-            name = canonical_name(raw)
-        except SettingsError as exc:
-            raise _Invalid(str(exc), at) from None
-        if name in axes:
-            raise _Invalid(f"names the axis {name} a second time", at)
-        try:
-            axes[name] = None if values == NONE else _axis(name, values)
+            name = _axis_name(raw)
+            if name in axes:
+                raise _Invalid(f"names the axis {name} a second time")
+            if values == NONE:
+                axes[name] = None
+            elif name in SETTING_SPECS:
+                axes[name] = _axis(name, values)
+            else:
+                axes[name] = _values(values, FLOW_READERS.get(name))
         except _Invalid as exc:
             raise _Invalid(str(exc), at + exc.at) from None
     return axes
@@ -297,6 +334,21 @@ _NODE: dict[str, Reader] = {
     "remote_device": boolean,
 }
 
+
+def _single(value: Any) -> Any:
+    if isinstance(value, list | dict):
+        raise _Invalid(f"expected a single value, got {describe(value)}")
+    return value
+
+
+FLOW_READERS: dict[str, Reader] = {
+    "connection_window": optional(integer(0, MAX_WINDOW)),
+    "window_update_policy": choice(WINDOW_UPDATE_POLICIES),
+}
+PARAM_NAMES = tuple(dict.fromkeys(p.name for spec in SPECS.values() for p in spec.params))
+SWEEPABLE_KEYS = (*FLOW_READERS, *PARAM_NAMES)
+
+
 SCHEMA: Schema = {
     "run": {
         "name": text(_NAME, "a name of letters, digits, '.', '_' or '-' (at most 64)"),
@@ -313,11 +365,11 @@ SCHEMA: Schema = {
     },
     "sweep": sweep,
     "workload": {
-        "site_seed": integer(0, 2**63 - 1),
-        "total_bytes": integer(MIN_TOTAL_BYTES, MAX_TOTAL_BYTES),
-        "connection_window": optional(integer(0, MAX_WINDOW)),
-        "window_update_policy": choice(WINDOW_UPDATE_POLICIES),
+        "kind": choice(tuple(SPECS)),
+        **FLOW_READERS,
         "unrepresentable_window": choice(UNREPRESENTABLE_WINDOW),
+        # Checked against the kind's declaration once the layers are merged (build.py).
+        **dict.fromkeys(PARAM_NAMES, _single),
     },
     "nodes": {
         "client": _NODE,

@@ -74,7 +74,7 @@ class PlainLines:
 
     def post(self, event: DashboardEvent) -> None:
         if isinstance(event, TrialFinished):
-            settings = " ".join(f"{name}={value}" for name, value in event.settings)
+            settings = " ".join(f"{name}={value}" for name, value in event.point)
             if event.ok:
                 self.console.print(
                     f"{event.trial_id} {settings} ok response {_ms(event.response_s)} "

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+Point = tuple[tuple[str, int | float | str | bool], ...]
+"""A grid point: (axis, value) per swept setting or workload parameter, in axis order."""
+
 POWER_WINDOW_S = 10.0
 
 
@@ -26,7 +29,7 @@ class SweepStarted:
 @dataclass(frozen=True)
 class TrialStarted:
     trial_id: str
-    settings: tuple[tuple[str, int], ...]
+    point: Point
     repetition: int
     attempt: int
 
@@ -34,7 +37,7 @@ class TrialStarted:
 @dataclass(frozen=True)
 class TrialFinished:
     trial_id: str
-    settings: tuple[tuple[str, int], ...]
+    point: Point
     ok: bool
     error: str | None
     response_s: float | None
@@ -97,7 +100,7 @@ class SweepState:
     meter: MeterHealth | None = None
     nodes: dict[str, str] = field(default_factory=dict)
     power: deque[tuple[float, float]] = field(default_factory=deque)
-    points: dict[tuple[tuple[str, int], ...], PointResults] = field(default_factory=dict)
+    points: dict[Point, PointResults] = field(default_factory=dict)
     notice: str = ""
 
     @property
@@ -137,7 +140,7 @@ def apply(state: SweepState, event: DashboardEvent) -> None:
 
 
 def _finish(state: SweepState, event: TrialFinished) -> None:
-    results = state.points.setdefault(event.settings, PointResults())
+    results = state.points.setdefault(event.point, PointResults())
     state.current = None
     if not event.ok:
         results.failed += 1

@@ -81,7 +81,7 @@ def _status(state: SweepState) -> Table:
     )
     current = state.current
     if current is not None:
-        settings = ", ".join(f"{name}={value}" for name, value in current.settings)
+        settings = ", ".join(f"{name}={value}" for name, value in current.point)
         attempt = f", attempt {current.attempt}" if current.attempt > 1 else ""
         grid.add_row(
             "trial", f"{current.trial_id}: {settings}, repetition {current.repetition}{attempt}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from controller.config.model import Role
+from controller.config.model import AxisValue, Role
 from controller.device.profile import DeviceProfile
 from controller.sweep.agent_pair import AgentPair
 from controller.sweep.interfaces import NodeLost
@@ -61,23 +61,25 @@ class MemoryWatchedPair(AgentPair):
     def _reason(self, before: Mapping[Role, int]) -> str | None:
         return oom_reason(self._cgroups, before)
 
-    def ensure_server(self, settings: Mapping[str, int]) -> None:
+    def ensure_server(self, point: Mapping[str, AxisValue]) -> None:
         before = self._kills()
         try:
-            super().ensure_server(settings)
+            super().ensure_server(point)
         except NodeLost as exc:
             reason = self._reason(before)
             if reason is None:
                 raise
             self._pending = f"{reason} (server agent: {exc})"
 
-    def fetch(self, trial_id: str, settings: Mapping[str, int], timeout_s: float) -> dict[str, Any]:
+    def run_trial(
+        self, trial_id: str, point: Mapping[str, AxisValue], timeout_s: float
+    ) -> dict[str, Any]:
         pending = self._pending
         if pending is not None:
             self._pending = None
             return {"ok": False, "error": pending}
         before = self._kills()
-        result = super().fetch(trial_id, settings, timeout_s)
+        result = super().run_trial(trial_id, point, timeout_s)
         if not result.get("ok"):
             reason = self._reason(before)
             if reason is not None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent.workloads import ParamValue
 from controller.config.model import NodeConfig
 from controller.nodes.errors import CommandFailedError, NodeError
 from controller.nodes.node import Node
@@ -27,12 +28,23 @@ FETCH_MARGIN_S = 15.0  # beyond the agent's own --timeout: start-up and connecti
 
 
 @dataclass(frozen=True)
+class ServerMount:
+    """What a server agent serves: a workload (its kind and server-side parameters), the
+    SETTINGS it announces and, for the page workload, the site's directory."""
+
+    workload: str = "page"
+    settings: tuple[tuple[str, int], ...] = ()
+    params: tuple[tuple[str, ParamValue], ...] = ()
+    root: str | None = None
+
+
+@dataclass(frozen=True)
 class ServerProcess:
-    """A running server agent: its process, the port it listens on and the settings it has."""
+    """A running server agent: its process, the port it listens on and what it serves."""
 
     process: BackgroundProcess
     port: int
-    settings: tuple[tuple[str, int], ...]
+    mount: ServerMount
     # The nghttp2 engine's server agent takes trial-control messages here (agent/README.md).
     control_port: int | None = None
 
@@ -96,10 +108,9 @@ class AgentNode:
     def start_server(
         self,
         *,
-        root: str,
+        mount: ServerMount,
         host: str,
         port: int,
-        settings: Mapping[str, int] = {},
         timeout_s: float = SERVER_START_TIMEOUT_S,
         engine: str | None = None,
         unrepresentable_window: str | None = None,
@@ -110,9 +121,10 @@ class AgentNode:
         """
         self.node.makedirs(self.state_dir)
         self.node.makedirs(self.trial_log.rsplit("/", 1)[0] or "/")
-        argv = ["serve", "--root", self.node.path(root), "--host", host, "--port", str(port)]
-        for name, value in settings.items():
-            argv += ["--setting", f"{name}={value}"]
+        argv = ["serve", "--workload", mount.workload, "--host", host, "--port", str(port)]
+        if mount.root is not None:
+            argv += ["--root", self.node.path(mount.root)]
+        argv += _pairs("--setting", mount.settings) + _pairs("--param", mount.params)
         argv += ["--trial-log", self.trial_log, *self._cpu_args()]
         argv += _engine_args(engine, unrepresentable_window)
         log_offset = 0
@@ -130,7 +142,7 @@ class AgentNode:
                     return ServerProcess(
                         process,
                         int(event["port"]),
-                        tuple(settings.items()),
+                        mount,
                         None if control is None else int(control),
                     )
             if self.server_pid() is None:
@@ -157,14 +169,15 @@ class AgentNode:
         """TERM the server agent (it drains its streams), KILL it after grace_s."""
         return self.node.stop_background(self.pidfile, grace_s=grace_s)
 
-    def fetch(
+    def run_trial(
         self,
         url: str,
         *,
-        initial_window_size: int | None = None,
+        workload: str = "page",
+        params: Sequence[tuple[str, ParamValue]] = (),
+        settings: Sequence[tuple[str, int]] = (),
         connection_window: int | None = None,
         window_update_policy: str | None = None,
-        settings: Mapping[str, int] = {},
         trial_id: str | None = None,
         manifest: str | None = None,
         marker: str | None = None,
@@ -173,12 +186,13 @@ class AgentNode:
         unrepresentable_window: str | None = None,
         trial_control: str | None = None,
     ) -> dict[str, Any]:
-        """One page fetch by the client agent; its JSON record (agent/README.md), also when
-        the fetch failed (`ok` false, e.g. a body mismatch). A failure before any record (a
-        usage error, a refused connection) raises CommandFailedError with the agent's error."""
-        argv = ["fetch", url, "--json", "--timeout", f"{timeout_s:g}", *self._cpu_args()]
+        """One trial of the workload by the client agent (`h2iot-agent trial`); its JSON record
+        (agent/README.md), also when the trial failed (`ok` false, e.g. a body mismatch). A
+        failure before any record (a usage error, a refused connection) raises
+        CommandFailedError with the agent's error."""
+        argv = ["trial", url, "--workload", workload, "--json", "--timeout", f"{timeout_s:g}"]
+        argv += self._cpu_args()
         options: Sequence[tuple[str, object]] = (
-            ("--initial-window-size", initial_window_size),
             ("--connection-window", connection_window),
             ("--window-update", window_update_policy),
             ("--trial-id", trial_id),
@@ -189,8 +203,7 @@ class AgentNode:
         for flag, value in options:
             if value is not None:
                 argv += [flag, str(value)]
-        for name, value in settings.items():
-            argv += ["--setting", f"{name}={value}"]
+        argv += _pairs("--setting", settings) + _pairs("--param", params)
         argv += _engine_args(engine, unrepresentable_window)
         result = self.node.run(
             self.command(*argv), timeout_s=timeout_s + FETCH_MARGIN_S, check=False
@@ -200,7 +213,7 @@ class AgentNode:
         if result.exit_status in (0, 1) and found:
             return found[-1]
         raise CommandFailedError(
-            f"{self.node.label}: fetch {url} exited {result.exit_status} without a record: "
+            f"{self.node.label}: trial {url} exited {result.exit_status} without a record: "
             f"{_last_line(result.stderr or result.stdout)}"
         )
 
@@ -234,6 +247,15 @@ class AgentNode:
 
     def _cpu_args(self) -> list[str]:
         return [] if self.cpu is None else ["--cpu", str(self.cpu)]
+
+
+def _pairs(flag: str, pairs: Sequence[tuple[str, object]]) -> list[str]:
+    """`--setting NAME=VALUE` / `--param NAME=VALUE` for each pair (booleans as true/false)."""
+    argv: list[str] = []
+    for name, value in pairs:
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        argv += [flag, f"{name}={text}"]
+    return argv
 
 
 def _engine_args(engine: str | None, unrepresentable_window: str | None) -> list[str]:

@@ -1,13 +1,19 @@
 """The columns of trials.csv: the one table the run format's documentation is checked against.
 
-Swept settings get one column each, named as in the config, between `repetition` and the metrics.
+After the leading columns comes `workload` (its kind), then one column per sweep axis, named as
+in the config (settings and workload parameters alike), then the common metrics, then the
+workload's own: `<kind>_<field>` for each field its declaration lists (agent.workloads).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-FORMAT_VERSION = 1
+from agent.settings import SETTING_SPECS
+from agent.workloads import SPECS
+from analysis.columns import unit_of
+
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,7 @@ LEADING_COLUMNS: tuple[Column, ...] = (
     Column("order_index", "", "position of the trial in the planned order, from 0"),
     Column("block", "", "randomization block (randomized-blocked) or grid point (sequential)"),
     Column("repetition", "", "repetition of this grid point, from 1"),
+    Column("workload", "", "the workload's kind ([workload] kind): page, blob"),
 )
 
 METRIC_COLUMNS: tuple[Column, ...] = (
@@ -58,12 +65,24 @@ METRIC_COLUMNS: tuple[Column, ...] = (
 )
 
 
-def trial_columns(axes: tuple[str, ...]) -> tuple[Column, ...]:
-    swept = tuple(
-        Column(name, "", f"swept HTTP/2 setting {name} (bytes or count)") for name in axes
+def workload_columns(kind: str) -> tuple[Column, ...]:
+    """The columns a workload adds, from its declaration's fields."""
+    return tuple(
+        Column(f"{kind}_{field.name}", unit_of(field.name), field.doc)
+        for field in SPECS[kind].fields
     )
-    return LEADING_COLUMNS + swept + METRIC_COLUMNS
 
 
-def header(axes: tuple[str, ...]) -> list[str]:
-    return [column.name for column in trial_columns(axes)]
+def _axis_column(name: str) -> Column:
+    if name in SETTING_SPECS:
+        return Column(name, "", f"swept HTTP/2 setting {name} (bytes or count)")
+    return Column(name, unit_of(name), f"swept workload or flow-control value {name}")
+
+
+def trial_columns(axes: tuple[str, ...], workload: str = "page") -> tuple[Column, ...]:
+    swept = tuple(_axis_column(name) for name in axes)
+    return LEADING_COLUMNS + swept + METRIC_COLUMNS + workload_columns(workload)
+
+
+def header(axes: tuple[str, ...], workload: str = "page") -> list[str]:
+    return [column.name for column in trial_columns(axes, workload)]

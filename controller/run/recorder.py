@@ -42,24 +42,29 @@ def _write_atomically(path: Path, text: str) -> None:
 class RunRecorder:
     """One run directory, new or resumed. Not thread-safe: the sweep engine owns it."""
 
-    def __init__(self, run_dir: Path, axes: tuple[str, ...]) -> None:
+    def __init__(self, run_dir: Path, axes: tuple[str, ...], workload: str = "page") -> None:
         self.run_dir = run_dir
         self.axes = axes
-        self.columns = header(axes)
+        self.workload = workload
+        self.columns = header(axes, workload)
         (run_dir / POWER_DIR).mkdir(parents=True, exist_ok=True)
         self._trials = self._open_trials()
         self._events = (run_dir / EVENTS).open("a", encoding="utf-8")
 
     @classmethod
     def create(
-        cls, run_dir: Path, axes: tuple[str, ...], manifest: Mapping[str, Any]
+        cls,
+        run_dir: Path,
+        axes: tuple[str, ...],
+        manifest: Mapping[str, Any],
+        workload: str = "page",
     ) -> RunRecorder:
         if run_dir.exists() and any(run_dir.iterdir()):
             raise ConfigError(f"{run_dir}: run directory exists and is not empty (use --resume)")
         run_dir.mkdir(parents=True, exist_ok=True)
         document = {"format_version": FORMAT_VERSION, **manifest}
         _write_atomically(run_dir / MANIFEST, json.dumps(document, indent=2, default=str) + "\n")
-        return cls(run_dir, axes)
+        return cls(run_dir, axes, workload)
 
     def write_manifest(self, manifest: Mapping[str, Any]) -> None:
         """Complete the manifest once the nodes and meter are known (whole, through a rename)."""
@@ -72,7 +77,8 @@ class RunRecorder:
     def resume(cls, run_dir: Path) -> tuple[RunRecorder, dict[str, Any]]:
         manifest = read_manifest(run_dir)
         axes = tuple(manifest.get("axes", ()))
-        return cls(run_dir, axes), manifest
+        workload = manifest.get("workload", {}).get("kind", "page")
+        return cls(run_dir, axes, workload), manifest
 
     def _open_trials(self) -> io.TextIOWrapper:
         path = self.run_dir / TRIALS
@@ -81,7 +87,10 @@ class RunRecorder:
             with path.open(encoding="utf-8", newline="") as handle:
                 existing = next(csv.reader(handle), None)
             if existing is not None and existing != self.columns:
-                raise ConfigError(f"{path}: header does not match this run's columns")
+                raise ConfigError(
+                    f"{path}: header does not match this run's columns (a run recorded by "
+                    "another version of h2iot is resumed by that version)"
+                )
             handle_out = path.open("a", encoding="utf-8", newline="")
             if existing is None:
                 self._write_row(handle_out, self.columns)

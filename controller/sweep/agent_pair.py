@@ -1,21 +1,23 @@
 """The client and server agents of one sweep as the engine uses them (`TrialNodes`).
 
-The swept SETTINGS are announced by both agents: the client's govern what the server may send
-(the study's SETTINGS_INITIAL_WINDOW_SIZE), the server's what the client may send. The server is
-restarted only when the trial's settings differ from those it runs with.
+Each trial's grid point becomes one `TrialPoint` (`Config.point`): its SETTINGS are announced by
+both agents (the client's govern what the server may send, the study's
+SETTINGS_INITIAL_WINDOW_SIZE; the server's what the client may send), its workload parameters go
+where their declaration says (client, server, or the server node's set-up). The server is
+restarted only when what it serves changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.config.model import Config
-from controller.nodes.agent import AgentNode, ServerProcess
+from agent.workloads import SPECS, ParamValue
+from controller.config.model import AxisValue, Config, TrialPoint
+from controller.nodes.agent import AgentNode, ServerMount, ServerProcess
 from controller.nodes.errors import CommandFailedError, NodeError, NodeUnreachableError
 from controller.sweep.interfaces import NodeLost
-
-WINDOW = "initial_window_size"
+from controller.workloads import Served
 
 
 class AgentPair:
@@ -25,8 +27,7 @@ class AgentPair:
         client: AgentNode,
         server: AgentNode,
         *,
-        site_dir: str,
-        manifest: str | None,
+        prepare: Callable[[Mapping[str, ParamValue]], Served],
         marker: str | None,
         client_offset_ns: int,
         facts: Mapping[str, Any],
@@ -34,62 +35,72 @@ class AgentPair:
         self.config = config
         self.client = client
         self.server = server
-        self.site_dir = site_dir
-        self.manifest = manifest
+        self.prepare = prepare
         self.marker = marker
         self._client_offset_ns = client_offset_ns
         self._facts = dict(facts)
         self._running: ServerProcess | None = None
+        self._served = Served()
+        spec = SPECS[config.workload.kind]
+        self._sides = {param.name: param.side for param in spec.params}
 
     def facts(self) -> Mapping[str, Any]:
         return self._facts
 
-    def ensure_server(self, settings: Mapping[str, int]) -> None:
-        wanted = tuple(settings.items())
-        running = self._running
+    def _side(self, point: TrialPoint, side: str) -> tuple[tuple[str, ParamValue], ...]:
+        return tuple((name, value) for name, value in point.params if self._sides[name] == side)
+
+    def ensure_server(self, axes: Mapping[str, AxisValue]) -> None:
+        point = self.config.point(axes)
         try:
-            if running is not None and running.settings == wanted and self.server.server_pid():
+            served = self.prepare(dict(self._side(point, "setup")))
+            mount = ServerMount(
+                workload=self.config.workload.kind,
+                settings=point.settings,
+                params=self._side(point, "server"),
+                root=served.root,
+            )
+            running = self._running
+            if running is not None and running.mount == mount and self.server.server_pid():
                 return
             self.server.stop_server()
             self._running = self.server.start_server(
-                root=self.site_dir,
+                mount=mount,
                 host=self.config.server.address,
                 # Local nodes take a free port: several local sweeps may run side by side.
                 port=0 if self.config.server.is_local else self.config.server.http_port,
-                settings=settings,
                 engine=self.config.server.engine,
                 unrepresentable_window=self.config.workload.unrepresentable_window,
             )
+            self._served = served
         except NodeUnreachableError as exc:
             raise NodeLost(str(exc)) from None
         except NodeError as exc:
             raise NodeLost(f"server agent: {exc}") from None
 
-    def fetch(self, trial_id: str, settings: Mapping[str, int], timeout_s: float) -> dict[str, Any]:
+    def run_trial(
+        self, trial_id: str, axes: Mapping[str, AxisValue], timeout_s: float
+    ) -> dict[str, Any]:
         assert self._running is not None, "ensure_server first"
-        workload = self.config.workload
-        others = {name: value for name, value in settings.items() if name != WINDOW}
-        window = settings.get(WINDOW)
-        connection_window = workload.connection_window
-        if connection_window is None and window is not None:
-            connection_window = window  # as the study passed the same N to nghttp's -w and -W
+        point = self.config.point(axes)
         url = f"http://{self.config.client.address}:{self._running.port}/"
         control = self._running.control_port
         # nghttpd's agent counts trials by the client's trial-control messages, not the header.
         trial_control = None if control is None else f"{self.config.client.address}:{control}"
         try:
-            return self.client.fetch(
+            return self.client.run_trial(
                 url,
-                initial_window_size=window,
-                connection_window=connection_window,
-                window_update_policy=workload.window_update_policy,
-                settings=others,
+                workload=self.config.workload.kind,
+                params=self._side(point, "client"),
+                settings=point.settings,
+                connection_window=point.connection_window,
+                window_update_policy=point.window_update_policy,
                 trial_id=trial_id,
-                manifest=self.manifest,
+                manifest=self._served.manifest,
                 marker=self.marker,
                 timeout_s=timeout_s,
                 engine=self.config.client.engine,
-                unrepresentable_window=workload.unrepresentable_window,
+                unrepresentable_window=self.config.workload.unrepresentable_window,
                 trial_control=trial_control,
             )
         except NodeUnreachableError as exc:

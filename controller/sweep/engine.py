@@ -1,10 +1,11 @@
 """The sweep engine: runs planned trials one at a time and records each before the next.
 
-Per trial: the server agent runs with the trial's settings, the meter is told a trial begins,
-the client agent fetches the page, the trial's power window is cut out (marker edges, else the
-client's clock mapped onto the controller's), energy is integrated, the server's own record is
-fetched, and one row is appended (fsynced). A failed trial (body mismatch, timeout, agent error)
-is recorded with its reason and retried; a lost node or meter pauses the sweep, resumable.
+Per trial: the server agent serves the trial's grid point, the meter is told a trial begins,
+the client agent runs one unit of the workload (a page fetch by default), the trial's power
+window is cut out (marker edges, else the client's clock mapped onto the controller's), energy
+is integrated, the server's own record is fetched, and one row is appended (fsynced). A failed
+trial (body mismatch, timeout, agent error) is recorded with its reason and retried; a lost node
+or meter pauses the sweep, resumable.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from controller.dashboard.state import DashboardEvent, Notice, TrialFinished, Tr
 from controller.energy import WindowEnergy, energy_in_window
 from controller.run.recorder import RunRecorder
 from controller.sweep.interfaces import MeterLost, NodeLost, PowerMeter, PowerWindow, TrialNodes
-from controller.sweep.plan import PlannedTrial
+from controller.sweep.plan import PlannedTrial, Point
 from controller.sweep.rows import trial_row
 
 # How long the server's record may lag behind the client's last byte.
@@ -91,13 +92,13 @@ class SweepEngine:
         done = {row["trial_id"] for row in rows if row["status"] == "ok"}
         attempts = Counter(row["trial_id"] for row in rows)
         metric = self.stop_rule.metric if self.stop_rule else None
-        values: dict[tuple[tuple[str, int], ...], list[float]] = {}
+        values: dict[Point, list[float]] = {}
         point_of = {trial.trial_id: trial.point for trial in plan}
         for row in rows:
             if metric and row["status"] == "ok" and row.get(metric) and row["trial_id"] in point_of:
                 values.setdefault(point_of[row["trial_id"]], []).append(float(row[metric]))
         failed: list[str] = []
-        settled: set[tuple[tuple[str, int], ...]] = set()
+        settled: set[Point] = set()
         skipped = 0
         paused: str | None = None
         try:
@@ -128,7 +129,7 @@ class SweepEngine:
         self,
         trial: PlannedTrial,
         values: list[float],
-        settled: set[tuple[tuple[str, int], ...]],
+        settled: set[Point],
     ) -> bool:
         rule = self.stop_rule
         if rule is None:
@@ -157,6 +158,7 @@ class SweepEngine:
                 server=result.server,
                 power=result.power,
                 energy=result.energy,
+                workload=self.recorder.workload,
             )
             self.recorder.append_trial(row)
             if result.error is None and result.power is not None:
@@ -187,10 +189,10 @@ class SweepEngine:
         return False
 
     def _attempt(self, trial: PlannedTrial) -> _Attempt:
-        settings = trial.settings
-        self.nodes.ensure_server(settings)
+        point = trial.values
+        self.nodes.ensure_server(point)
         self.meter.begin_trial()
-        client = self.nodes.fetch(trial.trial_id, settings, self.trial_timeout_s)
+        client = self.nodes.run_trial(trial.trial_id, point, self.trial_timeout_s)
         if not client.get("ok"):
             error = str(client.get("error") or "client agent reported a failure")
             return _Attempt(error, client, None, None, None)

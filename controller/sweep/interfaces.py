@@ -13,6 +13,8 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from controller.sweep.plan import AxisValue
+
 
 @dataclass(frozen=True)
 class PowerWindow:
@@ -33,12 +35,15 @@ class TrialNodes(Protocol):
         """Per node: host, Python, agent version, CPU model, pinning, clock offset."""
         ...
 
-    def ensure_server(self, settings: Mapping[str, int]) -> None:
-        """Make sure the server agent runs with these settings (restart only on change)."""
+    def ensure_server(self, point: Mapping[str, AxisValue]) -> None:
+        """Make sure the server agent serves this grid point (restart only on change)."""
         ...
 
-    def fetch(self, trial_id: str, settings: Mapping[str, int], timeout_s: float) -> dict[str, Any]:
-        """Run one page fetch on the client; its JSON record (`ok` false on failure)."""
+    def run_trial(
+        self, trial_id: str, point: Mapping[str, AxisValue], timeout_s: float
+    ) -> dict[str, Any]:
+        """Run one trial of the workload on the client; its JSON record (`ok` false on
+        failure)."""
         ...
 
     def server_trial(self, trial_id: str, timeout_s: float) -> dict[str, Any] | None:

@@ -9,11 +9,13 @@ the setting; `sequential` runs each point's repetitions back to back, as the stu
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 Order = Literal["randomized-blocked", "sequential"]
+AxisValue = int | float | str | bool
+Point = tuple[tuple[str, AxisValue], ...]
 
 
 @dataclass(frozen=True)
@@ -22,21 +24,21 @@ class PlannedTrial:
     index: int  # position in the run, from 0
     block: int  # randomized-blocked: the repetition's block; sequential: the point's index
     repetition: int  # from 1
-    point: tuple[tuple[str, int], ...]  # (setting name, value) in axis order
+    point: Point  # (axis name, value) in axis order: settings and workload parameters alike
 
     @property
-    def settings(self) -> dict[str, int]:
+    def values(self) -> dict[str, AxisValue]:
         return dict(self.point)
 
 
 def plan_trials(
-    points: Sequence[dict[str, int]], repetitions: int, order: Order, seed: int
+    points: Sequence[Mapping[str, AxisValue]], repetitions: int, order: Order, seed: int
 ) -> list[PlannedTrial]:
     if repetitions < 1:
         raise ValueError(f"repetitions must be at least 1, not {repetitions}")
     frozen = [tuple(point.items()) for point in points]
     width = len(str(len(frozen) * repetitions))
-    sequence: list[tuple[int, int, tuple[tuple[str, int], ...]]] = []
+    sequence: list[tuple[int, int, Point]] = []
     if order == "sequential":
         for point_index, point in enumerate(frozen):
             sequence.extend((point_index, rep, point) for rep in range(1, repetitions + 1))

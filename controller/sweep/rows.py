@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agent.workloads import SPECS
 from controller.energy import WindowEnergy
 from controller.sweep.interfaces import PowerWindow
 from controller.sweep.plan import PlannedTrial
@@ -32,6 +33,7 @@ def trial_row(
     server: Mapping[str, Any] | None,
     power: PowerWindow | None,
     energy: WindowEnergy | None,
+    workload: str = "page",
 ) -> dict[str, object]:
     row: dict[str, object] = {
         "trial_id": trial.trial_id,
@@ -41,7 +43,8 @@ def trial_row(
         "order_index": trial.index,
         "block": trial.block,
         "repetition": trial.repetition,
-        **trial.settings,
+        "workload": workload,
+        **trial.values,
     }
     if client is not None:
         flow = client.get("flow_control")
@@ -61,6 +64,11 @@ def trial_row(
             client_data_frames=_frames(client, "received", "DATA"),
             client_window_update_frames=_frames(client, "sent", "WINDOW_UPDATE"),
         )
+        metrics = client.get("metrics")
+        if isinstance(metrics, Mapping):
+            # The declared fields only: the columns were fixed when the run was created.
+            for field in SPECS[workload].fields:
+                row[f"{workload}_{field.name}"] = metrics.get(field.name)
     if server is not None:
         row.update(
             server_serve_s=server.get("serve_s"),

@@ -34,6 +34,7 @@ from controller.nodes.facts import inspect_node
 from controller.nodes.node import Node
 from controller.sweep.agent_pair import AgentPair
 from controller.sweep.meter_tap import MeterTap
+from controller.workloads import preparer
 
 MARKER_FIFO = "marker.fifo"
 TRUTH = "meter-truth.csv"
@@ -103,8 +104,8 @@ def _device(
 def open_sweep(
     config: Config, run_dir: Path, *, accept_new_host_key: bool = False
 ) -> Iterator[tuple[AgentPair, MeterTap, dict[str, Any]]]:
-    """Nodes (with the site built on the server) and the meter, closed on exit; plus the facts
-    a run's manifest records about them."""
+    """Nodes (the server prepared for the workload when its first trial needs it) and the meter,
+    closed on exit; plus the facts a run's manifest records about them."""
     with ExitStack() as stack:
         devices = stack.enter_context(emulated_devices(config, run_dir))
         config = devices.config  # on the emulated devices' own data link, if they have one
@@ -149,11 +150,6 @@ def open_sweep(
             config.server.cpu,
             trial_log=trial_log,
         )
-        site = server.build_site(
-            f"{_state_dir(config.server, run_dir)}/site",
-            seed=config.workload.site_seed,
-            total_bytes=config.workload.total_bytes,
-        )
         modelled = config.meter.source != "serial"
         marker_path = (
             (run_dir / MARKER_FIFO).resolve() if modelled and config.client.is_local else None
@@ -167,8 +163,12 @@ def open_sweep(
             config,
             client,
             server,
-            site_dir=site,
-            manifest=f"{site}/manifest.json" if config.client.host == config.server.host else None,
+            prepare=preparer(
+                config.workload.kind,
+                server,
+                _state_dir(config.server, run_dir),
+                client_shares_host=config.client.host == config.server.host,
+            ),
             marker=f"fifo:{marker_path}" if marker_path is not None else None,
             client_offset_ns=int(offset),
             facts=facts,

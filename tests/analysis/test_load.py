@@ -85,7 +85,7 @@ def _no_manifest(run: Path) -> None:
 
 
 def _newer_format(run: Path) -> None:
-    _edit_manifest(run, {"format_version": 2})
+    _edit_manifest(run, {"format_version": 3})
 
 
 def _no_format(run: Path) -> None:
@@ -162,7 +162,7 @@ BROKEN = [
     (_no_manifest, r"manifest\.json: no such file"),
     (_break_manifest_json, r"manifest\.json: not valid JSON"),
     (_manifest_not_object, r"manifest\.json: expected a JSON object"),
-    (_newer_format, r"manifest\.json: format_version: 2 is not supported"),
+    (_newer_format, r"manifest\.json: format_version: 3 is not supported"),
     (_no_format, r"manifest\.json: format_version: missing"),
     (_bad_axes, r"manifest\.json: axes: expected a list"),
     (_no_axes_and_no_sweep, r"manifest\.json: axes: missing"),

@@ -210,5 +210,5 @@ def test_the_h2iot_command_finds_report(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"h2iot: error: {tmp_path / 'manifest.json'}: format_version: 7 is not supported "
-        "(this reader knows 1..1)"
+        "(this reader knows 1..2)"
     ]

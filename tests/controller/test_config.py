@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.workloads import SPECS, Param
 from controller.config import (
     DEFAULT_CONFIG_PATH,
     Config,
@@ -79,7 +80,7 @@ def test_the_study_config_is_the_study_grid() -> None:
     assert study.sweep.points() == [{"initial_window_size": w} for w in STUDY_WINDOWS]
     assert study.run.repetitions == 68
     assert study.run.confidence == 0.90
-    assert study.workload.total_bytes == 7_000_000
+    assert study.workload.param("total_bytes") == 7_000_000
     for node in (study.client, study.server):
         assert not node.is_local
         assert node.user == "pi"
@@ -119,6 +120,32 @@ def test_the_readme_documents_every_key() -> None:
     expected["nodes.client"] = set(SCHEMA["nodes"]["server"])  # one table documents both nodes
     assert rows.pop("sweep") == set()
     assert rows == expected
+
+
+_KIND_WORDS = {"int": "integer", "float": "number", "choice": "one of", "bool": "boolean"}
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_the_readme_documents_each_workloads_keys_as_declared(kind: str) -> None:
+    """Type, range, default, unit and where it goes, as agent/workloads/<kind>/spec.py says."""
+    readme = (CONFIGS / "README.md").read_text(encoding="utf-8")
+    section = readme.split(f'### `kind = "{kind}"`', 1)[1].split("\n#", 1)[0]
+    rows = {
+        match[0]: [cell.strip() for cell in match[1].split("|")]
+        for match in re.findall(r"^\| `(\w+)` \|(.*)\|$", section, re.M)
+    }
+    spec = SPECS[kind]
+    assert list(rows) == list(spec.param_names)
+    for param in spec.params:
+        kind_text, default, unit, given_to, _meaning = rows[param.name]
+        assert kind_text == f"{_KIND_WORDS[param.kind]} {param.range_text()}"
+        assert default == f"`{json.dumps(param.default)}`"
+        assert unit == param.unit
+        assert given_to.startswith(
+            {"client": "client", "server": "server", "setup": "set-up"}[param.side]
+        )
+    for field in spec.fields:
+        assert f"`{kind}_{field.name}`" in section
 
 
 # ---------------------------------------------------------------- model
@@ -278,6 +305,47 @@ def test_toml_syntax_error_names_line_and_column(tmp_path: Path, text: str, wher
 # ---------------------------------------------------------------- key errors
 
 KEY_ERRORS = [
+    (
+        '[workload]\nkind = "stream"',
+        'workload.kind: expected one of "page", "blob", got a string ("stream")',
+    ),
+    (
+        '[workload]\nkind = "blob"\nsite_seed = 3',
+        "workload.site_seed: not a parameter of workload 'blob' "
+        "(its parameters: size_bytes, requests, mode)",
+    ),
+    (
+        '[workload]\nkind = "blob"\nsize_bytes = 70000000',
+        "workload.size_bytes: 70000000 is outside 0..67108864",
+    ),
+    ("[workload]\nsize_bytes = [1]", "workload.size_bytes: expected a single value, got an array"),
+    (
+        '[workload]\nkind = "blob"\n[sweep]\nmode = ["sequential", "x"]',
+        'sweep.mode[1]: expected one of "sequential", "concurrent", got "x"',
+    ),
+    (
+        '[workload]\nkind = "blob"\n[sweep]\nmode = ["sequential", "sequential"]',
+        'sweep.mode[1]: a string ("sequential") repeats an earlier value',
+    ),
+    (
+        "[sweep]\nsize_bytes = [1024, 2048]",
+        "sweep.size_bytes: not a parameter of workload 'page' "
+        "(its parameters: site_seed, total_bytes)",
+    ),
+    (
+        '[sweep]\nwindow_update_policy = ["half", "sometimes"]',
+        'sweep.window_update_policy[1]: expected one of "half", "every-frame", "exhausted", '
+        'got a string ("sometimes")',
+    ),
+    (
+        '[workload]\nkind = "blob"\n[nodes.server]\nengine = "nghttp2"',
+        "nodes.server.engine: workload 'blob' runs on 'h2', not 'nghttp2'",
+    ),
+    (
+        '[sweep]\nwindow_update_policy = ["half", "exhausted"]\n[nodes.client]\nengine = "nghttp2"',
+        'sweep.window_update_policy: nghttp2 updates windows once half is consumed ("half"), '
+        'not "exhausted" (nodes.client.engine = "nghttp2")',
+    ),
     ("colour = 1", "colour: unknown key (known: run, sweep, workload, nodes, meter, link)"),
     (
         "[run]\nrepetition = 1",
@@ -342,9 +410,10 @@ KEY_ERRORS = [
     ),
     (
         "[sweep]\nwindow = [1]",
-        "sweep.window: unknown HTTP/2 setting 'window' (known: "
+        "sweep.window: not an HTTP/2 setting, flow-control key or workload parameter (known: "
         "header_table_size, enable_push, max_concurrent_streams, initial_window_size, "
-        "max_frame_size, max_header_list_size)",
+        "max_frame_size, max_header_list_size, connection_window, window_update_policy, "
+        "site_seed, total_bytes, size_bytes, requests, mode)",
     ),
     (
         "[sweep]\ninitial_window_size = [1]\nSETTINGS_INITIAL_WINDOW_SIZE = [2]",
@@ -356,7 +425,8 @@ KEY_ERRORS = [
     ),
     (
         "[sweep]",
-        "sweep: no axis; give at least one setting with an array of values, "
+        "sweep: no axis; give at least one setting or workload parameter with an array of "
+        "values, "
         "e.g. initial_window_size = [4096, 65535]",
     ),
     (
@@ -440,6 +510,48 @@ def test_each_kind_of_key_error_is_one_line_naming_file_and_key(
 ) -> None:
     path = write(tmp_path, text + "\n")
     assert error_of(path) == f"{path}: {expected}"
+
+
+def test_a_workload_parameter_is_checked_against_the_kind_set_in_another_layer(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, '[workload]\nkind = "blob"\n')
+    assert error_of(path, ("sweep.requests=[0, 2]",)) == (
+        "--set: sweep.requests[0]: 0 is outside 1..1000"
+    )
+    config = load_config(path, ('sweep.mode=["sequential", "concurrent"]',))
+    assert config.sweep.points()[-1] == {"initial_window_size": 65535, "mode": "concurrent"}
+    assert config.workload.params == (
+        ("size_bytes", 65536),
+        ("requests", 4),
+        ("mode", "sequential"),
+    )
+
+
+def test_a_point_is_one_record_from_the_config_to_the_agents() -> None:
+    """The settings, flow control and parameters of one grid point, each resolved once."""
+    config = load_config(
+        None,
+        (
+            'workload.kind="blob"',
+            "workload.requests=2",
+            "sweep.initial_window_size=[256]",
+            "sweep.max_concurrent_streams=[8]",
+            "sweep.size_bytes=[1000]",
+        ),
+    )
+    (axes,) = config.sweep.points()
+    point = config.point(axes)
+    assert point.settings == (("initial_window_size", 256), ("max_concurrent_streams", 8))
+    assert point.connection_window == 256  # unset: the stream window, as the study did
+    assert point.window_update_policy == "half"
+    assert point.params == (("size_bytes", 1000), ("requests", 2), ("mode", "sequential"))
+    swept = load_config(
+        None, ("sweep.connection_window=[1024]", 'sweep.window_update_policy=["exhausted"]')
+    )
+    point = swept.point(swept.sweep.points()[0])
+    assert (point.settings, point.connection_window) == ((("initial_window_size", 256),), 1024)
+    assert point.window_update_policy == "exhausted"
 
 
 def test_errors_in_overrides_name_set() -> None:
@@ -550,8 +662,21 @@ def nodes(draw: st.DrawFn, role: str, server_host: str | None = None) -> NodeCon
     return NodeConfig(**fields)
 
 
+def param_values(param: Param) -> st.SearchStrategy[Any]:
+    """Every value a workload parameter's declaration accepts."""
+    if param.kind == "int":
+        return st.integers(int(param.minimum or 0), int(param.maximum or 2**31))
+    if param.kind == "float":
+        return st.floats(param.minimum, param.maximum, **FINITE)
+    if param.kind == "bool":
+        return st.booleans()
+    return st.sampled_from(param.choices)
+
+
 @st.composite
 def configs(draw: st.DrawFn) -> Config:
+    spec = SPECS[draw(st.sampled_from(sorted(SPECS)))]
+    swept_params = draw(st.lists(st.sampled_from(spec.params), max_size=2, unique=True))
     names = draw(
         st.lists(
             st.sampled_from(
@@ -582,6 +707,12 @@ def configs(draw: st.DrawFn) -> Config:
             ),
         )
         for name in names
+    ) + tuple(
+        (
+            param.name,
+            tuple(draw(st.lists(param_values(param), min_size=1, max_size=3, unique=True))),
+        )
+        for param in swept_params
     )
     roles = draw(
         st.lists(st.sampled_from(["client", "server"]), min_size=1, max_size=2, unique=True)
@@ -615,8 +746,8 @@ def configs(draw: st.DrawFn) -> Config:
         ),
         sweep=SweepConfig(axes=axes),
         workload=WorkloadConfig(
-            site_seed=draw(st.integers(0, 2**63 - 1)),
-            total_bytes=draw(st.integers(65536, 1 << 30)),
+            kind=spec.kind,
+            params=tuple((param.name, draw(param_values(param))) for param in spec.params),
             connection_window=draw(st.none() | st.integers(0, 2**31 - 1)),
             window_update_policy=draw(st.sampled_from(["half", "every-frame", "exhausted"])),
         ),

@@ -34,7 +34,7 @@ class StandInNodes:
     def ensure_server(self, settings: Mapping[str, int]) -> None:
         self.server_settings.append(dict(settings))
 
-    def fetch(self, trial_id: str, settings: Mapping[str, int], timeout_s: float) -> dict[str, Any]:
+    def run_trial(self, trial_id: str, settings: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
         if trial_id == self.lose_at:
             raise NodeLost("client: ssh connection reset")
         start = self.clock_ns
@@ -154,14 +154,14 @@ def test_lost_node_pauses_and_resume_finishes_without_duplicates(tmp_path: Path)
 def test_a_trial_that_always_fails_uses_its_attempts_and_the_sweep_goes_on(tmp_path: Path) -> None:
     plan = plan_trials([{"initial_window_size": 256}], 2, "sequential", seed=1)
     nodes = StandInNodes(set())
-    original = nodes.fetch
+    original = nodes.run_trial
 
     def always_fail_first(trial_id: str, settings: Mapping[str, int], timeout_s: float):
         if trial_id == plan[0].trial_id:
             return {"ok": False, "error": "timeout"}
         return original(trial_id, settings, timeout_s)
 
-    nodes.fetch = always_fail_first  # type: ignore[method-assign]
+    nodes.run_trial = always_fail_first  # type: ignore[method-assign]
     outcome = _engine(tmp_path / "run", nodes).run(plan)
     assert outcome.failed_trials == (plan[0].trial_id,)
     assert outcome.remaining == 1

@@ -49,5 +49,5 @@ def test_seed_changes_the_order_and_sequential_keeps_points_together() -> None:
     b = plan_trials(points, 3, "randomized-blocked", 2)
     assert [t.point for t in a] != [t.point for t in b]
     sequential = plan_trials(points, 3, "sequential", 1)
-    assert [t.settings["initial_window_size"] for t in sequential[:3]] == [256] * 3
+    assert [t.values["initial_window_size"] for t in sequential[:3]] == [256] * 3
     assert sequential[0].trial_id == "t01"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from controller.errors import ConfigError
-from controller.run.columns import header
+from controller.run.columns import FORMAT_VERSION, header
 from controller.run.recorder import RunRecorder, read_trials
 
 AXES = ("initial_window_size",)
@@ -34,7 +34,7 @@ def test_rows_survive_a_torn_write_and_are_never_rewritten(tmp_path: Path) -> No
     with (run / "trials.csv").open("a") as handle:
         handle.write("t3,1,ok,,0,0,1,256,17")
     resumed, manifest = RunRecorder.resume(run)
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == FORMAT_VERSION
     resumed.append_trial(_row("t3"))
     resumed.close()
     rows = read_trials(run)

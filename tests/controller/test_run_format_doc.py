@@ -2,7 +2,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.run.columns import FORMAT_VERSION, LEADING_COLUMNS, METRIC_COLUMNS
+from agent.workloads import SPECS
+from controller.run.columns import (
+    FORMAT_VERSION,
+    LEADING_COLUMNS,
+    METRIC_COLUMNS,
+    workload_columns,
+)
 
 DOC = Path(__file__).resolve().parents[2] / "data" / "README.md"
 
@@ -10,5 +16,6 @@ DOC = Path(__file__).resolve().parents[2] / "data" / "README.md"
 def test_every_trials_csv_column_is_documented_with_its_unit() -> None:
     text = DOC.read_text()
     assert f"format version {FORMAT_VERSION}" in text
-    for column in LEADING_COLUMNS + METRIC_COLUMNS:
+    own = tuple(column for kind in SPECS for column in workload_columns(kind))
+    for column in LEADING_COLUMNS + METRIC_COLUMNS + own:
         assert f"| `{column.name}` | {column.unit} | {column.meaning} |" in text, column.name

@@ -122,7 +122,7 @@ def test_the_nghttp2_study_is_the_study_on_nghttp2() -> None:
     assert nghttp2.workload.unrepresentable_window == "map"
     assert nghttp2.sweep == study.sweep and nghttp2.meter == study.meter
     assert nghttp2.run.repetitions == study.run.repetitions
-    assert nghttp2.workload.total_bytes == study.workload.total_bytes
+    assert nghttp2.workload.param("total_bytes") == study.workload.param("total_bytes")
 
 
 @pytest.mark.parametrize(
