@@ -34,7 +34,9 @@ class StandInNodes:
     def ensure_server(self, settings: Mapping[str, int]) -> None:
         self.server_settings.append(dict(settings))
 
-    def run_trial(self, trial_id: str, settings: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
+    def run_trial(
+        self, trial_id: str, settings: Mapping[str, Any], timeout_s: float
+    ) -> dict[str, Any]:
         if trial_id == self.lose_at:
             raise NodeLost("client: ssh connection reset")
         start = self.clock_ns
