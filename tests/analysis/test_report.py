@@ -149,6 +149,26 @@ def test_a_grid_run_without_power_traces_still_reports(tmp_path: Path) -> None:
     assert len(summary) == 6 * summary["metric"].nunique()
 
 
+def test_a_categorical_axis_becomes_one_series_per_value(tmp_path: Path) -> None:
+    """window_update_policy swept beside the window: a series per policy, text in the tables."""
+    run_dir = record_run(
+        tmp_path / "policies",
+        windows=(1024, 4096, 65535),
+        extra_axis=("window_update_policy", ("half", "every-frame")),  # type: ignore[arg-type]
+        repetitions=3,
+    )
+    run = load_run(run_dir)
+    assert run.axis_kinds == {"initial_window_size": "int", "window_update_policy": "category"}
+    files = write_report(run)
+    markdown = files.markdown.read_text()
+    assert "window_update_policy = every-frame" in markdown
+    assert "| 4096 | every-frame |" in markdown
+    summary = pd.read_csv(files.summary_csv)
+    assert set(summary["window_update_policy"]) == {"half", "every-frame"}
+    assert len(summary) == 6 * summary["metric"].nunique()
+    assert (files.directory / "figures" / "figure1_client.png").exists()
+
+
 def test_the_report_says_which_nodes_were_emulated_and_what_that_reproduces(
     tmp_path: Path,
 ) -> None:
