@@ -54,9 +54,12 @@ def _results_table(state: SweepState) -> Table:
     confidence = f"{state.confidence:.0%}"
     table = Table(title=f"results so far (mean ± {confidence} CI)", expand=False)
     # Headings may wrap at their spaces; numbers never do.
-    for axis in state.axes:
-        table.add_column(axis.replace("_", " "), justify="right")
-    for heading in ("n", "failed", "response ms", "client CPU ms", "energy mJ"):
+    for index, axis in enumerate(state.axes):
+        # A value is never cut short (a category reads "concur…" otherwise); headings wrap.
+        widest = max((len(str(point[index][1])) for point in state.points), default=1)
+        table.add_column(axis.replace("_", " "), justify="right", min_width=widest)
+    # Two-line headings: the numbers, not their names, set the widths.
+    for heading in ("n", "failed", "response\nms", "client\nCPU ms", "energy\nmJ"):
         table.add_column(heading, justify="right", no_wrap=True)
     for point in sorted(state.points):
         results: PointResults = state.points[point]

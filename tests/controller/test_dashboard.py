@@ -111,3 +111,20 @@ def test_a_full_window_sweep_fits_an_80_column_terminal() -> None:
     assert "2369 ± 299" in text
     assert "16.6 ± 2.1" in text
     assert "4025 mW (last 10 s)" in text
+
+
+def test_the_results_table_has_a_row_per_point_of_every_axis_categorical_too() -> None:
+    state = SweepState()
+    apply(state, SweepStarted("data/runs/r2", 8, 0, ("size_bytes", "mode"), 0.9, 0.0))
+    for size in (1024, 65536):
+        for mode in ("sequential", "concurrent"):
+            point = (("size_bytes", size), ("mode", mode))
+            apply(state, TrialStarted("t", point, 1, 1))
+            apply(state, TrialFinished("t", point, True, None, 0.01, 0.002, 5.0, t_mono_s=1.0))
+    text = _text(state, width=80)
+    rows = [line for line in text.splitlines() if "1024" in line or "65536" in line]
+    assert len(rows) == 4
+    assert sum("concurrent" in row for row in rows) == 2
+    assert "energy" in text and "mJ" in text  # nothing cropped at the right
+    apply(state, TrialStarted("t5", (("size_bytes", 1024), ("mode", "concurrent")), 2, 1))
+    assert "t5: size_bytes=1024, mode=concurrent, repetition 2" in _text(state, width=80)
