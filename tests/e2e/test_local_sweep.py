@@ -21,7 +21,7 @@ import pytest
 from controller.energy import energy_in_window
 from controller.meter.truth import Truth
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
-from controller.run.columns import header
+from controller.run.columns import FORMAT_VERSION, header
 
 H2IOT = [sys.executable, "-m", "controller.cli"]
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "local.toml"
@@ -65,7 +65,7 @@ def test_local_sweep_records_every_trial_with_energy_matching_the_ground_truth(
         ("initial_window_size",)
     )
     manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == FORMAT_VERSION
     assert manifest["config"]["run"]["repetitions"] == 3
     assert {"nodes", "meter", "software", "idle_baseline_mw"} <= set(manifest)
     assert 1000 < manifest["idle_baseline_mw"] < 1500  # a Pi 3B idles near 1.2 W
