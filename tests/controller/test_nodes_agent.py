@@ -17,6 +17,8 @@ from controller.nodes import (
     Node,
     NodeError,
 )
+from controller.nodes.agent import ServerMount
+from controller.workloads.page import PageSites
 
 SITE_BYTES = 150_000
 
@@ -43,22 +45,29 @@ def test_version_is_the_controllers(agent: AgentNode):
     assert agent.version() == __version__
 
 
+def _page(site: str, **settings: int) -> ServerMount:
+    return ServerMount("page", tuple(settings.items()), (), site)
+
+
 def test_server_fetch_and_trial_record(agent: AgentNode, site: str):
-    server = agent.start_server(
-        root=site, host="127.0.0.1", port=0, settings={"max_concurrent_streams": 8}
-    )
+    mount = _page(site, max_concurrent_streams=8)
+    server = agent.start_server(mount=mount, host="127.0.0.1", port=0)
     assert server.port > 0
     assert agent.server_pid() == server.process.pid
-    assert server.settings == (("max_concurrent_streams", 8),)
+    assert server.mount == mount
     with pytest.raises(NodeError, match="names running process"):
-        agent.start_server(root=site, host="127.0.0.1", port=0)
+        agent.start_server(mount=_page(site), host="127.0.0.1", port=0)
     url = f"http://127.0.0.1:{server.port}/"
-    record = agent.fetch(url, initial_window_size=4096, trial_id="t-1", timeout_s=60)
+    record = agent.run_trial(
+        url, settings=(("initial_window_size", 4096),), trial_id="t-1", timeout_s=60
+    )
     assert record["ok"], record
     assert record["trial_id"] == "t-1"
     assert record["flow_control"]["initial_window_size"] == 4096
+    assert record["settings"]["initial_window_size"] == 4096
     assert record["body_bytes"] == SITE_BYTES
-    second = agent.fetch(url, trial_id="t-2", window_update_policy="every-frame")
+    assert record["metrics"] == {"resource_count": 8, "body_bytes": SITE_BYTES}
+    second = agent.run_trial(url, trial_id="t-2", window_update_policy="every-frame")
     assert second["ok"]
     trial = agent.trial_record("t-1")
     assert trial["ok"]
@@ -73,8 +82,8 @@ def test_server_fetch_and_trial_record(agent: AgentNode, site: str):
 
 def test_a_failed_fetch_still_returns_its_record(agent: AgentNode, site: str, tmp_path: Path):
     other = agent.build_site(str(tmp_path / "other"), seed=4, total_bytes=SITE_BYTES)
-    server = agent.start_server(root=site, host="127.0.0.1", port=0)
-    record = agent.fetch(
+    server = agent.start_server(mount=_page(site), host="127.0.0.1", port=0)
+    record = agent.run_trial(
         f"http://127.0.0.1:{server.port}/", manifest=f"{other}/manifest.json", timeout_s=30
     )
     assert record["ok"] is False
@@ -86,14 +95,14 @@ def test_a_fetch_without_a_record_raises_the_agents_error(agent: AgentNode):
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     with pytest.raises(CommandFailedError, match=r"exited 1 without a record: .*cannot connect"):
-        agent.fetch(f"http://127.0.0.1:{port}/", timeout_s=5)
+        agent.run_trial(f"http://127.0.0.1:{port}/", timeout_s=5)
 
 
 def test_a_usage_error_raises_one_line(agent: AgentNode):
     with pytest.raises(CommandFailedError) as raised:
-        agent.fetch("http://127.0.0.1:1/", settings={"no_such_setting": 1})
+        agent.run_trial("http://127.0.0.1:1/", settings=(("no_such_setting", 1),))
     message = str(raised.value)
-    assert message.startswith("server (local): fetch http://127.0.0.1:1/ exited 2 without a record")
+    assert message.startswith("server (local): trial http://127.0.0.1:1/ exited 2 without a record")
     assert "\n" not in message
 
 
@@ -103,6 +112,52 @@ def test_a_server_that_cannot_listen_says_why(agent: AgentNode, site: str):
         taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(NodeError, match="server agent exited before listening: ") as raised:
-            agent.start_server(root=site, host="127.0.0.1", port=port)
+            agent.start_server(mount=_page(site), host="127.0.0.1", port=port)
     assert "\n" not in str(raised.value)
     assert agent.server_pid() is None
+
+
+def test_a_blob_server_and_client_trial(agent: AgentNode):
+    """The test workload through the same calls: its parameters reach the agents as --param."""
+    server = agent.start_server(mount=ServerMount("blob"), host="127.0.0.1", port=0)
+    record = agent.run_trial(
+        f"http://127.0.0.1:{server.port}/",
+        workload="blob",
+        params=(("size_bytes", 5000), ("requests", 2), ("mode", "concurrent")),
+        trial_id="b-1",
+        timeout_s=30,
+    )
+    assert record["ok"], record
+    assert record["workload"] == "blob"
+    assert record["params"] == {"size_bytes": 5000, "requests": 2, "mode": "concurrent"}
+    assert record["metrics"]["request_count"] == 2
+    assert record["metrics"]["body_bytes"] == 10_000
+    trial = agent.trial_record("b-1")
+    assert trial["workload"] == "blob"
+    assert trial["requests"] == 2
+
+
+def test_the_page_workloads_sites_are_built_once_per_seed_and_size(tmp_path: Path):
+    """Either page parameter can be swept: one site per distinct pair, reused after."""
+    node = AgentNode(Node(LocalTransport("server (local)")), sys.executable, str(tmp_path))
+    sites = PageSites(node, str(tmp_path), client_shares_host=True)
+    first = sites({"site_seed": 1, "total_bytes": SITE_BYTES})
+    other = sites({"site_seed": 1, "total_bytes": 2 * SITE_BYTES})
+    assert sites({"site_seed": 1, "total_bytes": SITE_BYTES}) == first
+    assert first.root != other.root
+    assert first.manifest == f"{first.root}/manifest.json"
+    sizes = [
+        sum(
+            f.stat().st_size
+            for f in Path(served.root or "").rglob("*")
+            if f.name != "manifest.json"
+        )
+        for served in (first, other)
+    ]
+    assert sizes == [SITE_BYTES, 2 * SITE_BYTES]
+    assert (
+        PageSites(node, str(tmp_path), client_shares_host=False)(
+            {"site_seed": 1, "total_bytes": SITE_BYTES}
+        ).manifest
+        is None
+    )

@@ -17,6 +17,7 @@ import pytest
 from agent import __version__
 from controller.config import load_config
 from controller.nodes import AgentNode, connect
+from controller.nodes.agent import ServerMount
 from tests.conftest import h2iot
 from tests.netns import Testbed
 
@@ -136,14 +137,13 @@ def test_agent_fetch_across_the_data_link(deployed: Deployed, netns_testbed: Tes
     try:
         site = server.build_site("~/site", seed=5, total_bytes=SITE_BYTES)
         running = server.start_server(
-            root=site,
+            mount=ServerMount("page", (("initial_window_size", 65535),), (), site),
             host=config.server.address,
             port=config.server.http_port,
-            settings={"initial_window_size": 65535},
         )
-        record = client.fetch(
+        record = client.run_trial(
             f"http://{config.client.address}:{running.port}/",
-            initial_window_size=8192,
+            settings=(("initial_window_size", 8192),),
             trial_id="netns-1",
             timeout_s=60,
         )
