@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from controller.nodes.agent import AgentNode, ServerProcess
+from controller.nodes.agent import AgentNode, ServerMount, ServerProcess
 from controller.nodes.connect import connect, node_label
 from controller.nodes.errors import (
     CommandFailedError,
@@ -51,6 +51,7 @@ __all__ = [
     "NodeFacts",
     "NodeGroupError",
     "NodeUnreachableError",
+    "ServerMount",
     "ServerProcess",
     "SshTarget",
     "SshTransport",
