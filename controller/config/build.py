@@ -24,7 +24,7 @@ from controller.config.model import (
     SweepConfig,
     WorkloadConfig,
 )
-from controller.device.profile import DeviceProfile, not_applied_message, resolve
+from controller.config.profile import DeviceProfile, not_applied_message, resolve
 from controller.errors import ConfigError
 
 DEFAULTS = "<defaults>"

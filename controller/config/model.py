@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from controller.device.profile import DeviceProfile
+from controller.config.profile import DeviceProfile
 
 Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]

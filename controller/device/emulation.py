@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from controller.config.model import ROLES, Config, NodeConfig, Role
+from controller.config.profile import PI3B_CORE_FRACTION, DeviceProfile, pinned_cores
 from controller.device.calibrate import Calibration, ProbeRun, calibrate, run_probe
 from controller.device.cgroup import NodeCgroup
 from controller.device.errors import EmulationError
 from controller.device.memory_pair import MemoryWatchedPair, oom_reason
 from controller.device.netns import DATA_INTERFACE, LocalLink, create_link, destroy_link, run_inside
-from controller.device.profile import PI3B_CORE_FRACTION, DeviceProfile, pinned_cores
 from controller.device.remote import RemoteCgroup, calibrate_on, probe_on, require_root
 from controller.device.transport import CgroupTransport
 from controller.device.wire import start_relay

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from controller.config.model import Role
-from controller.device.profile import DeviceProfile
+from controller.config.profile import DeviceProfile
 from controller.sweep.agent_pair import AgentPair
 from controller.sweep.interfaces import NodeLost
 
