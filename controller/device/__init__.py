@@ -5,5 +5,6 @@ smaller), on their own network namespaces.
   (`controller.config.profile`, part of the node's configuration) says;
 - `netns`: two namespaces joined by a veth data link;
 - `probe` and `calibrate`: the quota that makes this machine's core as fast as a Pi's;
-- `emulation`: what a sweep sets up; `memory_pair`: failed trials that name an OOM kill.
+- `emulation`: what a sweep sets up; `oom`: which node's memory limit the kernel enforced
+  (the sweep's `memory_pair` names it in failed trials).
 """
