@@ -25,7 +25,7 @@ from controller.config import DEFAULT_CONFIG_PATH, Config, load_config
 from controller.dashboard.live import LiveDashboard, MeterWatch, PlainLines, Sink
 from controller.dashboard.state import Notice, SweepStarted
 from controller.errors import ConfigError, ControllerError
-from controller.run.recorder import RunRecorder, read_manifest, read_trials
+from controller.run.recorder import RunRecorder, manifest_to_resume, read_trials
 from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
 from controller.sweep.interfaces import MeterLost, NodeLost
 from controller.sweep.plan import PlannedTrial, plan_trials
@@ -112,7 +112,7 @@ def _prepare(args: argparse.Namespace) -> _Sweep:
     if args.resume is None:
         run_dir = args.out / f"{config.run.name}-{time.strftime('%Y%m%dT%H%M%S')}"
         return _Sweep(config, plan, axes, run_dir, None)
-    manifest = read_manifest(args.resume)
+    manifest = manifest_to_resume(args.resume)
     _check_resumable(manifest, config, args.resume)
     return _Sweep(config, plan, axes, args.resume, manifest)
 

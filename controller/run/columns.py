@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FORMAT_VERSION = 1
-
 
 @dataclass(frozen=True)
 class Column:

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.run.columns import FORMAT_VERSION, LEADING_COLUMNS, METRIC_COLUMNS
+from analysis.columns import FORMAT_VERSION
+from controller.run.columns import LEADING_COLUMNS, METRIC_COLUMNS
 
 DOC = Path(__file__).resolve().parents[2] / "data" / "README.md"
 
