@@ -27,7 +27,7 @@ from controller.dashboard.state import Notice, SweepStarted
 from controller.errors import ConfigError, ControllerError
 from controller.run.recorder import RunRecorder, manifest_to_resume, read_trials
 from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
-from controller.sweep.interfaces import MeterLost, NodeLost
+from controller.sweep.errors import MeterLost, NodeLost
 from controller.sweep.plan import PlannedTrial, plan_trials
 from controller.sweep.setup import open_sweep
 

@@ -13,7 +13,7 @@ from typing import Any
 from controller.config.model import Config
 from controller.nodes.agent import AgentNode, ServerProcess
 from controller.nodes.errors import CommandFailedError, NodeError, NodeUnreachableError
-from controller.sweep.interfaces import NodeLost
+from controller.sweep.errors import NodeLost
 
 WINDOW = "initial_window_size"
 
@@ -61,9 +61,9 @@ class AgentPair:
                 unrepresentable_window=self.config.workload.unrepresentable_window,
             )
         except NodeUnreachableError as exc:
-            raise NodeLost(str(exc)) from None
+            raise NodeLost(str(exc), role="server") from None
         except NodeError as exc:
-            raise NodeLost(f"server agent: {exc}") from None
+            raise NodeLost(f"server agent: {exc}", role="server") from None
 
     def fetch(self, trial_id: str, settings: Mapping[str, int], timeout_s: float) -> dict[str, Any]:
         assert self._running is not None, "ensure_server first"
@@ -93,7 +93,7 @@ class AgentPair:
                 trial_control=trial_control,
             )
         except NodeUnreachableError as exc:
-            raise NodeLost(str(exc)) from None
+            raise NodeLost(str(exc), role="client") from None
         except CommandFailedError as exc:
             # The node answered: a failed trial, not a lost node. If the server agent died,
             # the next attempt's ensure_server starts a new one.
@@ -104,7 +104,7 @@ class AgentPair:
         try:
             return self.server.trial_record(trial_id, timeout_s=timeout_s)
         except NodeUnreachableError as exc:
-            raise NodeLost(str(exc)) from None
+            raise NodeLost(str(exc), role="server") from None
         except NodeError:
             return None
 
@@ -125,7 +125,7 @@ class AgentPair:
         try:
             result = self.client.node.run([self.client.node.path(self.client.python), "-c", probe])
         except NodeError as exc:
-            raise NodeLost(f"measuring the RTT: {exc}") from None
+            raise NodeLost(f"measuring the RTT: {exc}", role="client") from None
         return float(result.stdout.strip())
 
     def client_clock_offset_ns(self) -> int:

@@ -17,7 +17,7 @@ from controller.config.model import Role
 from controller.device.emulation import Emulation
 from controller.device.oom import LimitedNode, oom_kills, oom_reason
 from controller.sweep.agent_pair import AgentPair
-from controller.sweep.interfaces import NodeLost
+from controller.sweep.errors import NodeLost
 
 
 def make_pair(devices: Emulation, *args: Any, **kwargs: Any) -> AgentPair:
