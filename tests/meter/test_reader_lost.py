@@ -4,17 +4,14 @@ Real pseudo-terminals, real pyserial, real decoder; only the failing handler is 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
 import time
-import tty
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
 import serial
 
 from controller.meter.calibration import nominal
@@ -30,16 +27,6 @@ from controller.sweep.meter_tap import MeterTap
 from controller.sweep.plan import plan_trials
 
 AXES = ("initial_window_size",)
-
-
-@pytest.fixture
-def pty_pair():
-    master, slave = os.openpty()
-    tty.setraw(slave)
-    yield master, os.ttyname(slave)
-    for fd in (master, slave):
-        with contextlib.suppress(OSError):
-            os.close(fd)
 
 
 def test_a_raising_frame_handler_ends_the_reader_and_its_owner_learns_why(pty_pair):
