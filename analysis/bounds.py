@@ -20,7 +20,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from analysis.columns import BYTES_RECEIVED, WINDOW_AXIS
-from analysis.load import Run, config_value
+from analysis.load import Run
+from analysis.manifest import config_value
 
 PAGE_STREAMS = 7
 """Streams the study's page keeps open at once: its 1 css, 2 js and 4 jpg after the html."""

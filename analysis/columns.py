@@ -1,7 +1,10 @@
-"""The trials.csv columns the analysis reads (run format version 1, data/README.md).
+"""The run format's version and file names, and the trials.csv columns the analysis reads (run
+format version 1, data/README.md).
 
-Kept here rather than imported from the controller: analysis depends only on the files of a run.
-A test checks these names against the recorder's header so the two cannot drift apart.
+The version and file names are defined here only: the controller's recorder writes a run with
+them (the controller may import analysis, never the reverse). The columns are kept here rather
+than imported from the controller, since analysis depends only on the files of a run; a test
+checks these names against the recorder's header so the two cannot drift apart.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.columns import WINDOW_AXIS
-from analysis.load import Run, config_value, read_events
+from analysis.load import Run, read_events
+from analysis.manifest import config_value
 from analysis.points import plain, x_axis_of
 
 _CONFIG_FACTS = (

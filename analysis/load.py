@@ -23,7 +23,6 @@ import pandas as pd
 
 from analysis.columns import (
     EVENTS,
-    FORMAT_VERSION,
     MANIFEST,
     NUMERIC_COLUMNS,
     POWER_DIR,
@@ -31,7 +30,7 @@ from analysis.columns import (
     TRIALS,
 )
 from analysis.errors import RunFormatError
-from analysis.stats import DEFAULT_CONFIDENCE
+from analysis.manifest import confidence_of, config_value, read_manifest
 
 STATUSES = ("ok", "failed")
 
@@ -78,68 +77,20 @@ class Run:
         return confidence_of(self.manifest, self.path / MANIFEST)
 
 
-def config_value(manifest: Mapping[str, Any], dotted: str) -> Any:
-    """The manifest's `config.<dotted>` value, or None when any part is absent."""
-    node: Any = manifest.get("config")
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def axis_kinds(manifest: Mapping[str, Any], axes: Sequence[str]) -> dict[str, AxisKind]:
     """Per axis: integers (every HTTP/2 setting), other numbers, or categories (strings and
     booleans), from the values the config swept; integers where the manifest does not say."""
     kinds: dict[str, AxisKind] = {}
     for axis in axes:
         values = config_value(manifest, f"sweep.{axis}")
-        if (
-            not isinstance(values, list)
-            or not values
-            or all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-        ):
+        listed = values if isinstance(values, list) else []
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in listed):
             kinds[axis] = "int"
-        elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in listed):
             kinds[axis] = "float"
         else:
             kinds[axis] = "category"
     return kinds
-
-
-def confidence_of(manifest: Mapping[str, Any], path: Path) -> float:
-    value = config_value(manifest, "run.confidence")
-    if value is None:
-        return DEFAULT_CONFIDENCE
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
-        raise RunFormatError(f"{path}: config.run.confidence: {value!r} is not in (0, 1)")
-    return float(value)
-
-
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / MANIFEST
-    if not run_dir.is_dir():
-        raise RunFormatError(f"{run_dir}: not a directory (expected a run folder)")
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunFormatError(f"{path}: no such file (not a run folder)") from None
-    except UnicodeDecodeError:
-        raise RunFormatError(f"{path}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise RunFormatError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(document, dict):
-        raise RunFormatError(f"{path}: expected a JSON object, got {type(document).__name__}")
-    version = document.get("format_version")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise RunFormatError(f"{path}: format_version: missing or not an integer ({version!r})")
-    if not 1 <= version <= FORMAT_VERSION:
-        raise RunFormatError(
-            f"{path}: format_version: {version} is not supported "
-            f"(this reader knows 1..{FORMAT_VERSION})"
-        )
-    confidence_of(document, path)
-    return document
 
 
 def workload_columns(manifest: Mapping[str, Any]) -> tuple[str, ...]:

@@ -23,8 +23,8 @@ from rich.table import Table
 
 from controller.config import load_config
 from controller.config.model import ROLES, NodeConfig
+from controller.config.profile import MIN_QUOTA_US, PI3B_CORE_FRACTION, PROFILES, DeviceProfile
 from controller.device.calibrate import Calibration, calibrate
-from controller.device.profile import MIN_QUOTA_US, PI3B_CORE_FRACTION, PROFILES, DeviceProfile
 from controller.device.remote import calibrate_on, require_root
 from controller.errors import ConfigError
 from controller.nodes.connect import connect, node_label

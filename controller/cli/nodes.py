@@ -43,9 +43,9 @@ from controller.nodes import (
     node_label,
 )
 from controller.nodes.deploy import DeployReport, install, probe_platform
+from controller.nodes.errors import DeployError
 from controller.nodes.platform import PlatformFacts
 from controller.nodes.wheel import (
-    DeployError,
     Wheel,
     build_wheel,
     download_dependencies,
@@ -213,7 +213,7 @@ def _deployer(
         try:
             wheels = dependencies(platform)
         except DeployError as exc:
-            raise DeployError(f"{node.label}: {exc}") from None
+            raise DeployError(str(exc), label=node.label) from None
         return install(
             node,
             config,

@@ -26,9 +26,9 @@ from controller.dashboard.live import LiveDashboard, MeterWatch, PlainLines, Sin
 from controller.dashboard.state import Notice, SweepStarted
 from controller.errors import ConfigError, ControllerError
 from controller.run.columns import workload_columns
-from controller.run.recorder import RunRecorder, read_manifest, read_trials
+from controller.run.recorder import RunRecorder, manifest_to_resume, read_trials
 from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
-from controller.sweep.interfaces import MeterLost, NodeLost
+from controller.sweep.errors import MeterLost, NodeLost
 from controller.sweep.plan import PlannedTrial, plan_trials
 from controller.sweep.setup import open_sweep
 
@@ -119,7 +119,7 @@ def _prepare(args: argparse.Namespace) -> _Sweep:
     if args.resume is None:
         run_dir = args.out / f"{config.run.name}-{time.strftime('%Y%m%dT%H%M%S')}"
         return _Sweep(config, plan, axes, run_dir, None)
-    manifest = read_manifest(args.resume)
+    manifest = manifest_to_resume(args.resume)
     _check_resumable(manifest, config, args.resume)
     return _Sweep(config, plan, axes, args.resume, manifest)
 

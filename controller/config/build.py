@@ -27,8 +27,8 @@ from controller.config.model import (
     SweepConfig,
     WorkloadConfig,
 )
+from controller.config.profile import DeviceProfile, not_applied_message, resolve
 from controller.config.schema import FLOW_READERS, PARAM_NAMES
-from controller.device.profile import DeviceProfile, not_applied_message, resolve
 from controller.errors import ConfigError
 
 DEFAULTS = "<defaults>"

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, ParamValue
-from controller.device.profile import DeviceProfile
+from controller.config.profile import DeviceProfile
 
 Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]

@@ -30,7 +30,7 @@ from controller.config.model import (
     SENSORS,
     UNREPRESENTABLE_WINDOW,
 )
-from controller.device.profile import MAX_PERIOD_US, MIN_PERIOD_US, PROFILE_NAMES
+from controller.config.profile import MAX_PERIOD_US, MIN_PERIOD_US, PROFILE_NAMES
 from controller.errors import ConfigError
 
 NONE = "none"

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from controller.config.profile import MIN_QUOTA_US, DeviceProfile
 from controller.device.cgroup import NodeCgroup
 from controller.device.errors import EmulationError
-from controller.device.profile import MIN_QUOTA_US, DeviceProfile
 
 PROBE_TIMEOUT_S = 120.0
 CANDIDATE_SCALES = (0.75, 1.0, 1.5)

@@ -14,9 +14,9 @@ import signal
 import time
 from pathlib import Path
 
+from controller.config.profile import DeviceProfile
 from controller.device.errors import EmulationError
 from controller.device.hierarchy import V2_PARENT, Layout, LayoutError, find_layout, limit_writes
-from controller.device.profile import DeviceProfile
 
 _NAME = re.compile(r"h2iot-(\d+)-[a-z]+")
 _V2_CONTROLLERS = "+cpu +cpuset +memory"

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from controller.config.model import ROLES, Config, NodeConfig, Role
+from controller.config.profile import PI3B_CORE_FRACTION, DeviceProfile, pinned_cores
 from controller.device.calibrate import Calibration, ProbeRun, calibrate, run_probe
 from controller.device.cgroup import NodeCgroup
 from controller.device.errors import EmulationError
-from controller.device.memory_pair import MemoryWatchedPair, oom_reason
 from controller.device.netns import DATA_INTERFACE, LocalLink, create_link, destroy_link, run_inside
-from controller.device.profile import PI3B_CORE_FRACTION, DeviceProfile, pinned_cores
+from controller.device.oom import oom_reason
 from controller.device.remote import RemoteCgroup, calibrate_on, probe_on, require_root
 from controller.device.transport import CgroupTransport
 from controller.device.wire import start_relay
@@ -40,7 +40,6 @@ from controller.errors import ConfigError, DeviceError
 from controller.meter.node_power import WatchSpec
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.node import Node
-from controller.sweep.agent_pair import AgentPair
 
 LOCAL_CONFIG = "configs/local.toml"
 RELAY_STATS = "link-relay.json"
@@ -57,7 +56,7 @@ class Emulation:
     remote: dict[Role, RemoteCgroup] = field(default_factory=dict)  # SSH nodes' cgroups
     cpus: dict[Role, tuple[int, ...]] = field(default_factory=dict)
     calibrations: dict[Role, Calibration] = field(default_factory=dict)
-    ready: bool = False  # set up for trials (the pair is made): trials report their own OOMs
+    ready: bool = False  # set up for trials (`start_trials`): trials report their own OOMs
 
     def start_anchor(
         self, role: Role, label: str
@@ -108,13 +107,11 @@ class Emulation:
             cores=profile.cores,
         )
 
-    def make_pair(self, *args: Any, **kwargs: Any) -> AgentPair:
-        """The sweep's AgentPair; with memory limits, one whose failed trials name an OOM kill."""
+    def start_trials(self) -> dict[Role, NodeCgroup | RemoteCgroup]:
+        """Setup is over: from now on each trial reports its own OOM kills, through the sweep's
+        agent pair watching the cgroups returned (those with a memory limit)."""
         self.ready = True
-        limited = {role: c for role, c in self.limited().items() if c.profile.memory_mib}
-        if not limited:
-            return AgentPair(*args, **kwargs)
-        return MemoryWatchedPair(limited, *args, **kwargs)
+        return {role: c for role, c in self.limited().items() if c.profile.memory_mib}
 
     def limited(self) -> dict[Role, NodeCgroup | RemoteCgroup]:
         """Every emulated node's cgroup, local or on its SSH host."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from controller.device.profile import DeviceProfile
+from controller.config.profile import DeviceProfile
 
 Version = Literal[1, 2]
 CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory")

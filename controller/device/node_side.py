@@ -25,11 +25,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from controller.config.profile import DeviceProfile, pinned_cores
 from controller.device.calibrate import calibrate
 from controller.device.cgroup import NodeCgroup
 from controller.device.errors import EmulationError
 from controller.device.hierarchy import Layout
-from controller.device.profile import DeviceProfile, pinned_cores
 
 NEEDS_ROOT_STATUS = 2
 

@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from controller.config.model import NodeConfig
+from controller.config.profile import DeviceProfile
 from controller.device.calibrate import Calibration, ProbeRun, parse_probe
 from controller.device.cgroup import oom_kill_count
 from controller.device.errors import EmulationError
-from controller.device.profile import DeviceProfile
 from controller.errors import ConfigError
 from controller.nodes.node import Node
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from controller.firmware.boards import BOARDS, DEFAULT_BOARD, Board, board_named
-from controller.firmware.build import FIRMWARE_DIR, Build, build, read_manifest
+from controller.firmware.build import Build, build, read_manifest
 from controller.firmware.flash import avrdude_command, run_avrdude
 from controller.firmware.identify import IdentifySession, check_identity, read_identity
 
 __all__ = [
     "BOARDS",
     "DEFAULT_BOARD",
-    "FIRMWARE_DIR",
     "Board",
     "Build",
     "IdentifySession",

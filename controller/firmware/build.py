@@ -10,9 +10,7 @@ from pathlib import Path
 
 from controller.errors import FirmwareError
 from controller.firmware.boards import Board
-
-# The firmware sources sit beside the controller package in the repository checkout.
-FIRMWARE_DIR = Path(__file__).resolve().parents[2] / "firmware"
+from controller.paths import FIRMWARE_DIR
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """The current meter: wire protocol, sans-IO decoder, serial reader and session, calibration.
 
-The modelled meters live in their own modules (not imported here: they pull in psutil and the
-firmware build): `controller.meter.virtual` (VirtualMeter), `controller.meter.simulate`
-(SimulatedMeter, simavr), `controller.meter.truth` (their ground truth).
+The modelled meters live in their own modules (not imported here: they pull in psutil, and
+the simulated one builds firmware): `controller.meter.virtual` (VirtualMeter),
+`controller.meter.simulate` (SimulatedMeter, simavr), `controller.meter.truth` (their ground
+truth).
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ from controller.meter.protocol import (
     Samples,
     Status,
 )
-from controller.meter.reader import SerialReader
+from controller.meter.reader import MeterReadError, SerialReader
 from controller.meter.samples import SampleStore
 
 _F = TypeVar("_F", Info, Status)
@@ -98,7 +98,7 @@ class MeterSession:
         self.ack_timeout_s = ack_timeout_s
         self.decoder = FrameDecoder()
         self._encoder = CommandEncoder()
-        self._control: queue.Queue[Frame] = queue.Queue()
+        self._control: queue.Queue[Frame | None] = queue.Queue()  # None: the reader stopped
         self._lock = threading.Lock()
         self.samples = SampleStore()
         self._markers: list[MarkerEvent] = []
@@ -107,7 +107,9 @@ class MeterSession:
         self._run_started_ns = 0
         self.running = False
         self._stats_at_start = DecoderStats()
-        self._reader = SerialReader(port, self.decoder, self._on_frames, batch_s=batch_s)
+        self._reader = SerialReader(
+            port, self.decoder, self._on_frames, on_lost=self._on_lost, batch_s=batch_s
+        )
         self._reader.start()
 
     @classmethod
@@ -237,7 +239,8 @@ class MeterSession:
 
     @property
     def reader_error(self) -> MeterError | None:
-        """Set when the port failed (unplugged board, closed pty): the run is lost."""
+        """Set when reading stopped (unplugged board, closed pty, or the decoder or a frame
+        handler raised: the error names it): the run is lost."""
         return self._reader.error
 
     # --- internals --------------------------------------------------------------------------
@@ -255,6 +258,12 @@ class MeterSession:
                 if isinstance(frame, Status):
                     self.last_status = frame
                 self._control.put(frame)
+
+    def _on_lost(self, error: MeterReadError | None) -> None:
+        """On the reader thread as it ends: a command waiting for an answer raises `error` at
+        once rather than at its next poll (None: the session stopped the reader)."""
+        if error is not None:
+            self._control.put(None)
 
     def _unwrap_marker(self, raw: int) -> int:
         """The marker's index on SampleStore's unwrapped scale (nearest to what has arrived)."""
@@ -313,10 +322,13 @@ class MeterSession:
             if remaining <= 0:
                 return None
             try:
-                return self._control.get(timeout=min(remaining, 0.1))
+                frame = self._control.get(timeout=min(remaining, 0.1))
             except queue.Empty:
-                if self._reader.error is not None:
-                    raise self._reader.error from None
+                frame = None
+            if frame is not None:
+                return frame
+            if self._reader.error is not None:
+                raise self._reader.error  # its cause (what failed) goes with it
 
     def _no_answer(self, what: str, timeout_s: float) -> MeterError:
         if self._reader.error is not None:

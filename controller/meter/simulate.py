@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from controller.errors import MeterError
-from controller.firmware.build import FIRMWARE_DIR
 from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
+from controller.paths import FIRMWARE_DIR
 
 HARNESS = Path("build-sim") / "h2iot_sim"
 ELF = Path("build-mega2560") / "h2iot_meter.elf"

@@ -17,6 +17,7 @@ from controller.nodes.connect import connect, node_label
 from controller.nodes.errors import (
     CommandFailedError,
     CommandTimeoutError,
+    DeployError,
     HostKeyError,
     NodeError,
     NodeGroupError,
@@ -42,6 +43,7 @@ __all__ = [
     "CommandFailedError",
     "CommandResult",
     "CommandTimeoutError",
+    "DeployError",
     "GroupOutcome",
     "HostKeyError",
     "LocalTransport",

@@ -1,4 +1,5 @@
-"""Node failures, each a `DeviceError` whose one-line message starts with the node's label."""
+"""Node failures, each a `DeviceError` whose one-line message starts with the node's label
+(a deploy's, once the failure is one node's)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,13 @@ class NodeGroupError(NodeError):
         self.errors = dict(errors)
         self.results = dict(results)
         super().__init__("; ".join(str(error) for error in self.errors.values()))
+
+
+class DeployError(NodeError):
+    """Building or downloading what a deploy ships failed. `label` names the node it was for
+    once the failure is one node's (its platform's dependencies); the wheel, built once for
+    every node, names none."""
+
+    def __init__(self, message: str, *, label: str | None = None) -> None:
+        super().__init__(message if label is None else f"{label}: {message}")
+        self.label = label

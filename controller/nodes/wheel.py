@@ -22,14 +22,11 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 import controller
-from controller.errors import ConfigError, ControllerError
+from controller.errors import ConfigError
+from controller.nodes.errors import DeployError
 from controller.nodes.platform import PlatformFacts
 
 PIP_TIMEOUT_S = 600.0
-
-
-class DeployError(ControllerError):
-    """Building or downloading what a deploy ships failed."""
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,6 @@ from agent.settings import SETTING_SPECS
 from agent.workloads import SPECS
 from analysis.columns import unit_of
 
-FORMAT_VERSION = 2
-
 
 @dataclass(frozen=True)
 class Column:

@@ -21,13 +21,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from analysis.columns import EVENTS, FORMAT_VERSION, MANIFEST, POWER_DIR, TRIALS
+from analysis.errors import RunFormatError
+from analysis.manifest import read_manifest
 from controller.errors import ConfigError
-from controller.run.columns import FORMAT_VERSION, header
-
-MANIFEST = "manifest.json"
-TRIALS = "trials.csv"
-EVENTS = "events.jsonl"
-POWER_DIR = "power"
+from controller.run.columns import header
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -75,7 +73,7 @@ class RunRecorder:
 
     @classmethod
     def resume(cls, run_dir: Path) -> tuple[RunRecorder, dict[str, Any]]:
-        manifest = read_manifest(run_dir)
+        manifest = manifest_to_resume(run_dir)
         axes = tuple(manifest.get("axes", ()))
         workload = manifest.get("workload", {}).get("kind", "page")
         return cls(run_dir, axes, workload), manifest
@@ -146,22 +144,13 @@ def _cut_torn_tail(path: Path) -> None:
             handle.truncate(keep)
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / MANIFEST
+def manifest_to_resume(run_dir: Path) -> dict[str, Any]:
+    """The manifest of the run to resume, read by the analysis' one reader of the run format.
+    The run directory came from the user (`--resume`), so a malformed one is a ConfigError."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file (not a run directory)") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(document, dict):
-        raise ConfigError(f"{path}: expected a JSON object")
-    version = document.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ConfigError(
-            f"{path}: format_version {version!r} is not supported (<= {FORMAT_VERSION})"
-        )
-    return document
+        return read_manifest(run_dir)
+    except RunFormatError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def read_trials(run_dir: Path) -> list[dict[str, str]]:

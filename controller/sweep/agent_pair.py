@@ -16,7 +16,7 @@ from agent.workloads import SPECS, ParamValue
 from controller.config.model import AxisValue, Config, TrialPoint
 from controller.nodes.agent import AgentNode, ServerMount, ServerProcess
 from controller.nodes.errors import CommandFailedError, NodeError, NodeUnreachableError
-from controller.sweep.interfaces import NodeLost
+from controller.sweep.errors import NodeLost
 from controller.workloads import Served
 
 
@@ -74,9 +74,9 @@ class AgentPair:
             )
             self._served = served
         except NodeUnreachableError as exc:
-            raise NodeLost(str(exc)) from None
+            raise NodeLost(str(exc), role="server") from None
         except NodeError as exc:
-            raise NodeLost(f"server agent: {exc}") from None
+            raise NodeLost(f"server agent: {exc}", role="server") from None
 
     def run_trial(
         self, trial_id: str, axes: Mapping[str, AxisValue], timeout_s: float
@@ -104,7 +104,7 @@ class AgentPair:
                 trial_control=trial_control,
             )
         except NodeUnreachableError as exc:
-            raise NodeLost(str(exc)) from None
+            raise NodeLost(str(exc), role="client") from None
         except CommandFailedError as exc:
             # The node answered: a failed trial, not a lost node. If the server agent died,
             # the next attempt's ensure_server starts a new one.
@@ -115,7 +115,7 @@ class AgentPair:
         try:
             return self.server.trial_record(trial_id, timeout_s=timeout_s)
         except NodeUnreachableError as exc:
-            raise NodeLost(str(exc)) from None
+            raise NodeLost(str(exc), role="server") from None
         except NodeError:
             return None
 
@@ -136,7 +136,7 @@ class AgentPair:
         try:
             result = self.client.node.run([self.client.node.path(self.client.python), "-c", probe])
         except NodeError as exc:
-            raise NodeLost(f"measuring the RTT: {exc}") from None
+            raise NodeLost(f"measuring the RTT: {exc}", role="client") from None
         return float(result.stdout.strip())
 
     def client_clock_offset_ns(self) -> int:

@@ -21,7 +21,8 @@ from analysis.stopping import should_stop
 from controller.dashboard.state import DashboardEvent, Notice, TrialFinished, TrialStarted
 from controller.energy import WindowEnergy, energy_in_window
 from controller.run.recorder import RunRecorder
-from controller.sweep.interfaces import MeterLost, NodeLost, PowerMeter, PowerWindow, TrialNodes
+from controller.sweep.errors import SweepError, SweepPaused
+from controller.sweep.interfaces import PowerMeter, PowerWindow, TrialNodes
 from controller.sweep.plan import PlannedTrial, Point
 from controller.sweep.rows import trial_row
 
@@ -47,10 +48,6 @@ class SweepOutcome:
     remaining: int  # planned trials still to run (neither done nor stopped early)
     paused: str | None  # why the sweep paused, None when it ran to the end
     stopped_early: int = 0  # trials skipped because their point had settled
-
-
-class SweepPaused(Exception):
-    """The sweep stopped early (lost node or meter, or the user); the run is resumable."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +114,7 @@ class SweepEngine:
                         values.setdefault(trial.point, []).append(value)
                 else:
                     failed.append(trial.trial_id)
-        except (NodeLost, MeterLost, SweepPaused) as exc:
+        except SweepError as exc:
             paused = (
                 f"{type(exc).__name__}: {exc}" if not isinstance(exc, SweepPaused) else str(exc)
             )

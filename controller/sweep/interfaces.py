@@ -82,11 +82,3 @@ class PowerMeter(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-class NodeLost(Exception):
-    """A node stopped answering (not a failed trial): the sweep pauses, resumable."""
-
-
-class MeterLost(Exception):
-    """The meter stopped delivering samples: the sweep pauses, resumable."""

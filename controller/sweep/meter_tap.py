@@ -22,7 +22,8 @@ from controller.meter.calibration import Calibration
 from controller.meter.decoder import DecoderStats
 from controller.meter.protocol import channels_of_mask
 from controller.meter.session import MeterSession
-from controller.sweep.interfaces import MeterLost, PowerWindow
+from controller.sweep.errors import MeterLost
+from controller.sweep.interfaces import PowerWindow
 
 # Frames considered when mapping a clock span to sample indices: recent enough that the board's
 # crystal and the host's clock cannot drift apart noticeably, many enough to find a fast one.
@@ -53,17 +54,17 @@ class MeterTap:
         source: str,
         extra_facts: Mapping[str, Any],
     ) -> None:
+        self.session = session
         info = session.info
         if info is None:
-            raise MeterLost(f"meter {session.name}: no identity (IDENTIFY never answered)")
-        self.session = session
+            raise self._lost("no identity (IDENTIFY never answered)")
         self.source = source
         self.calibration = calibration
         self.analog_input = analog_input
         self.rate_hz = float(info.sample_rate_hz)
         channels = channels_of_mask(info.channel_mask)
         if analog_input not in channels:
-            raise MeterLost(f"meter {session.name}: analog input A{analog_input} is not sampled")
+            raise self._lost(f"analog input A{analog_input} is not sampled")
         self.column = channels.index(analog_input)
         self._extra_facts = dict(extra_facts)
         self._markers_seen = 0
@@ -95,7 +96,7 @@ class MeterTap:
         time.sleep(seconds)
         end = self.session.samples.next_index
         if end <= first:
-            raise MeterLost(f"meter {self.session.name}: no samples during the idle baseline")
+            raise self._lost("no samples during the idle baseline")
         return float(self._power(first, end)[1].mean())
 
     def begin_trial(self) -> None:
@@ -150,10 +151,14 @@ class MeterTap:
 
     # internals ------------------------------------------------------------------------------
 
+    def _lost(self, what: str) -> MeterLost:
+        return MeterLost(f"meter {self.session.name}: {what}", port=self.session.name)
+
     def _check(self) -> None:
         error = self.session.reader_error
         if error is not None:
-            raise MeterLost(str(error))
+            # The reader's error names the port and why reading stopped; keep it as the cause.
+            raise MeterLost(str(error), port=self.session.name) from error
 
     def _trial_edges(self) -> tuple[float, float] | None:
         markers = self.session.markers()[self._markers_seen :]
@@ -171,7 +176,7 @@ class MeterTap:
     def _indices_of(self, start_wall_ns: int, end_wall_ns: int) -> tuple[float, float]:
         last, arrival_ns = self.session.samples.arrivals()
         if last.size == 0:
-            raise MeterLost(f"meter {self.session.name}: no samples have arrived")
+            raise self._lost("no samples have arrived")
         wall_minus_mono = time.time_ns() - time.monotonic_ns()
         recent = arrival_ns >= arrival_ns[-1] - int(_MAPPING_HORIZON_S * 1e9)
         sample0_mono_ns = float(np.min(arrival_ns[recent] - last[recent] * 1e9 / self.rate_hz))
@@ -186,8 +191,8 @@ class MeterTap:
         while self.session.samples.next_index <= index:
             self._check()
             if time.monotonic() > deadline:
-                raise MeterLost(
-                    f"meter {self.session.name}: sample {index} has not arrived "
+                raise self._lost(
+                    f"sample {index} has not arrived "
                     f"{_LATE_SAMPLES_TIMEOUT_S:g} s after the trial ended"
                 )
             time.sleep(0.005)

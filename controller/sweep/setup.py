@@ -33,6 +33,7 @@ from controller.nodes.connect import connect, node_label
 from controller.nodes.facts import inspect_node
 from controller.nodes.node import Node
 from controller.sweep.agent_pair import AgentPair
+from controller.sweep.memory_pair import make_pair
 from controller.sweep.meter_tap import MeterTap
 from controller.workloads import preparer
 
@@ -159,7 +160,8 @@ def open_sweep(
         tap = _open_tap(config.meter, port, device_facts)
         stack.callback(tap.close)
         offset = facts["client"]["clock"]["wall_offset_ns"] if facts["client"]["clock"] else 0
-        pair = devices.make_pair(
+        pair = make_pair(
+            devices,
             config,
             client,
             server,

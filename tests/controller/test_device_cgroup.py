@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from controller.config.profile import DeviceProfile
 from controller.device.cgroup import NodeCgroup, system_layout
 from controller.device.netns import DATA_INTERFACE, create_link, destroy_link, run_inside
-from controller.device.profile import DeviceProfile
 from controller.device.transport import CgroupTransport
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.node import Node

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.config import load_config
+from controller.config.profile import PROFILES, DeviceProfile, pinned_cores, resolve
 from controller.device.calibrate import ProbeRun, candidate_quotas, fit_quota
 from controller.device.hierarchy import Layout, LayoutError, Write, find_layout, limit_writes
 from controller.device.probe import fnv1a, run
-from controller.device.profile import PROFILES, DeviceProfile, pinned_cores, resolve
 from controller.device.transport import JOIN_FAILED_STATUS, joined_command
 from controller.errors import ConfigError
 from controller.meter.node_power import NodePower, WatchSpec

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from controller.config.model import NodeConfig
+from controller.config.profile import PROFILES, DeviceProfile
 from controller.device import node_side
 from controller.device.errors import EmulationError
-from controller.device.profile import PROFILES, DeviceProfile
 from controller.device.remote import RemoteCgroup, calibrate_on, require_root
 from controller.device.transport import CgroupTransport
 from controller.errors import ConfigError

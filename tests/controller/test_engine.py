@@ -13,7 +13,8 @@ import pytest
 
 from controller.run.recorder import RunRecorder, read_trials
 from controller.sweep.engine import StopRule, SweepEngine
-from controller.sweep.interfaces import NodeLost, PowerWindow
+from controller.sweep.errors import NodeLost
+from controller.sweep.interfaces import PowerWindow
 from controller.sweep.plan import plan_trials
 
 AXES = ("initial_window_size",)
@@ -38,7 +39,7 @@ class StandInNodes:
         self, trial_id: str, settings: Mapping[str, Any], timeout_s: float
     ) -> dict[str, Any]:
         if trial_id == self.lose_at:
-            raise NodeLost("client: ssh connection reset")
+            raise NodeLost("client: ssh connection reset", role="client")
         start = self.clock_ns
         self.clock_ns += 500_000_000
         if trial_id in self.fail_first:

@@ -55,7 +55,7 @@ def test_new_run_refuses_an_existing_directory_and_resume_a_foreign_one(tmp_path
     with pytest.raises(ConfigError, match=r"manifest\.json: no such file"):
         RunRecorder.resume(tmp_path / "other")
     (run / "manifest.json").write_text(json.dumps({"format_version": 99}))
-    with pytest.raises(ConfigError, match="format_version 99"):
+    with pytest.raises(ConfigError, match="format_version: 99 is not supported"):
         RunRecorder.resume(run)
 
 

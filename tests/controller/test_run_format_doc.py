@@ -3,12 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.workloads import SPECS
-from controller.run.columns import (
-    FORMAT_VERSION,
-    LEADING_COLUMNS,
-    METRIC_COLUMNS,
-    workload_columns,
-)
+from analysis.columns import FORMAT_VERSION
+from controller.run.columns import LEADING_COLUMNS, METRIC_COLUMNS, workload_columns
 
 DOC = Path(__file__).resolve().parents[2] / "data" / "README.md"
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
 import time
-import tty
 from pathlib import Path
 
 import numpy as np
@@ -32,16 +30,6 @@ def virtual(tmp_path):
     meter.start()
     yield meter
     meter.close()
-
-
-@pytest.fixture
-def pty_pair():
-    master, slave = os.openpty()
-    tty.setraw(slave)
-    yield master, os.ttyname(slave)
-    for fd in (master, slave):
-        with contextlib.suppress(OSError):
-            os.close(fd)
 
 
 def test_identify_and_configure(virtual):

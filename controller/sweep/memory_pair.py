@@ -2,49 +2,31 @@
 
 When a node exceeds its cgroup's memory limit the kernel kills one of its processes: the client
 agent's fetch then fails, or the server agent dies under it (or while starting). The agents
-cannot tell why; the cgroup's OOM-kill counter can. `MemoryWatchedPair` reads it around each
-trial and puts the reason first in the failed trial's error. A server that cannot even start
-within the limit fails the trial instead of pausing the sweep as a lost node would: the next
-trial tries again, and the sweep goes on.
+cannot tell why; the cgroup's OOM-kill counter can (`controller.device.oom`).
+`MemoryWatchedPair` reads it around each trial and puts the reason first in the failed trial's
+error. A server that cannot even start within the limit fails the trial instead of pausing the
+sweep as a lost node would: the next trial tries again, and the sweep goes on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from controller.config.model import AxisValue, Role
-from controller.device.profile import DeviceProfile
+from controller.device.emulation import Emulation
+from controller.device.oom import LimitedNode, oom_kills, oom_reason
 from controller.sweep.agent_pair import AgentPair
-from controller.sweep.interfaces import NodeLost
+from controller.sweep.errors import NodeLost
 
 
-class LimitedNode(Protocol):
-    """A node's cgroup, on this machine or on an SSH node's host."""
-
-    @property
-    def profile(self) -> DeviceProfile: ...
-
-    def oom_kills(self) -> int: ...
-
-
-def oom_kills(cgroups: Mapping[Role, LimitedNode]) -> dict[Role, int]:
-    return {role: cgroup.oom_kills() for role, cgroup in cgroups.items()}
-
-
-def oom_reason(cgroups: Mapping[Role, LimitedNode], before: Mapping[Role, int]) -> str | None:
-    """What the kernel killed for lack of memory since `before` (OOM kills per node), or None."""
-    reasons = []
-    for role, kills in oom_kills(cgroups).items():
-        new = kills - before.get(role, 0)
-        if new > 0:
-            profile = cgroups[role].profile
-            reasons.append(
-                f"out of memory: the kernel killed {new} process{'es' if new > 1 else ''} "
-                f"of the {role} node, which exceeded its device's memory limit "
-                f"({profile.memory_mib} MiB, profile {profile.profile})"
-            )
-    return "; ".join(reasons) or None
+def make_pair(devices: Emulation, *args: Any, **kwargs: Any) -> AgentPair:
+    """The sweep's AgentPair (`args`, `kwargs`: AgentPair's); over emulated devices with memory
+    limits, one whose failed trials name an OOM kill."""
+    limited = devices.start_trials()
+    if not limited:
+        return AgentPair(*args, **kwargs)
+    return MemoryWatchedPair(limited, *args, **kwargs)
 
 
 class MemoryWatchedPair(AgentPair):

@@ -8,7 +8,8 @@ published figures). A throttled core loses some speed to cold caches after each 
 quota that gives that speed is measured (`controller.device.calibrate`): at the start of each
 sweep when `cpu_quota` is unset, and by `h2iot nodes calibrate` to fix it in a config.
 
-Pure data and checks only: `controller.device.cgroup` applies a profile.
+Pure data and checks only, part of the configuration (a node's `device` key): the config
+package validates it at load, `controller.device.cgroup` applies it.
 """
 
 from __future__ import annotations
