@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis.columns import FORMAT_VERSION
 from controller.errors import ConfigError
-from controller.run.columns import FORMAT_VERSION, header
+from controller.run.columns import header
 from controller.run.recorder import RunRecorder, read_trials
 
 AXES = ("initial_window_size",)
