@@ -139,6 +139,11 @@ def _meter(stack: Stack) -> MeterConfig:
     return meter
 
 
+def _earlier(stack: Stack, key: str, than: str) -> bool:
+    """Whether `key` was set by a lower layer than the one that set `than`."""
+    return stack.layers.index(stack.origin(key)) < stack.layers.index(stack.origin(than))
+
+
 def _workload(stack: Stack) -> WorkloadConfig:
     """[workload]: the kind, its parameters (each checked against the kind's declaration,
     defaults filled in) and the client's flow-control keys."""
@@ -151,6 +156,10 @@ def _workload(stack: Stack) -> WorkloadConfig:
         value = given.pop(name)
         key = f"workload.{name}"
         if name not in params:
+            if _earlier(stack, key, "workload.kind"):
+                # Set for the kind a lower layer chose (configs/local.toml's page), before a
+                # later layer (`--set workload.kind=blob`) chose another: not this run's.
+                continue
             raise ConfigError(
                 f"{stack.origin(key)}: {key}: not a parameter of workload {spec.kind!r} "
                 f"(its parameters: {', '.join(spec.param_names) or 'none'})"

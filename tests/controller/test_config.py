@@ -528,6 +528,26 @@ def test_a_workload_parameter_is_checked_against_the_kind_set_in_another_layer(
     )
 
 
+def test_another_kind_chosen_by_a_later_layer_drops_the_earlier_kinds_keys(
+    tmp_path: Path,
+) -> None:
+    """configs/local.toml sets the page's keys; `--set workload.kind=blob` runs blob with it."""
+    config = load_config(CONFIGS / "local.toml", ('workload.kind="blob"',))
+    assert config.workload.kind == "blob"
+    assert dict(config.workload.params) == {
+        "size_bytes": 65536,
+        "requests": 4,
+        "mode": "sequential",
+    }
+    assert "site_seed" not in config.to_dict()["workload"]
+    # The same layer, or a later one, giving another kind's key is still refused.
+    path = write(tmp_path, '[workload]\nkind = "blob"\n')
+    assert error_of(path, ("workload.total_bytes=100000",)) == (
+        "--set: workload.total_bytes: not a parameter of workload 'blob' "
+        "(its parameters: size_bytes, requests, mode)"
+    )
+
+
 def test_a_point_is_one_record_from_the_config_to_the_agents() -> None:
     """The settings, flow control and parameters of one grid point, each resolved once."""
     config = load_config(
