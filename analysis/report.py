@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.bounds import Bounds, bounds_of
-from analysis.columns import metric_of
+from analysis.columns import WINDOW_AXIS, metric_of
 from analysis.document import (
     Block,
     Bullets,
@@ -222,17 +222,22 @@ def _figures(
     source = Source(summary, run.axes)
     fractions = emulated_core_fractions(run)
     notes: list[str] = []
+    # The bounds are the page's window sweep's: other runs draw and caption none.
+    drawn = [bounds] if run.workload == "page" and WINDOW_AXIS in run.axes else []
+    caption = (
+        "Figure 1 (client): response time with the flow-control and link bounds, CPU time, "
+        "energy total and above idle. " + bounds.caption() + "."
+        if drawn
+        else "Figure 1 (client): response time, CPU time, energy total and above idle."
+    )
     figures: list[tuple[str, Figure, str]] = [
-        (
-            "figure1_client",
-            figure_client([source], [bounds]),
-            "Figure 1 (client): response time with the flow-control and link bounds, CPU time, "
-            "energy total and above idle. " + bounds.caption() + ".",
-        ),
+        ("figure1_client", figure_client([source], drawn), caption),
         (
             "figure2_server",
-            figure_server([source], [bounds]),
-            "Figure 2 (server): response (serve) time with the same bounds, CPU time.",
+            figure_server([source], drawn),
+            "Figure 2 (server): response (serve) time"
+            + (" with the same bounds" if drawn else "")
+            + ", CPU time.",
         ),
         (
             "figure3_cpu_pct",

@@ -64,7 +64,8 @@ def test_a_blob_sweep_over_a_size_and_a_mode_records_reports_and_draws(
     assert report.returncode == 0, report.stdout + report.stderr
     markdown = (run / "report" / "report.md").read_text()
     assert "Not compared: the study measured the page workload" in markdown
-    assert "mode = concurrent" in markdown
+    assert "| 1024 | concurrent | 2 |" in markdown  # a row per point, categories as text
+    assert "flow-control bound" not in markdown  # the page's window bound is not this run's
     assert (run / "report" / "figures" / "workload_blob.png").exists()
     summary = pd.read_csv(run / "report" / "summary.csv")
     assert list(summary.columns[:3]) == ["metric", "size_bytes", "mode"]
