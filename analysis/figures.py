@@ -240,6 +240,8 @@ def _suptitle(figure: Figure, title: str, sources: Sequence[Source]) -> None:
 
 
 def _bounds_note(sources: Sequence[Source], bounds: Sequence[Bounds]) -> str:
+    if not bounds:
+        return ""
     return "\n".join(
         f"{source.label}: {bound.caption()}" if source.label else bound.caption()
         for source, bound in zip(sources, bounds, strict=True)
