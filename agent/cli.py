@@ -17,6 +17,7 @@ import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import MappingProxyType
 
 from agent import __version__
 from agent.errors import AgentError, UsageError
@@ -109,8 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument(
         "--initial-window-size",
         type=int,
-        default=65535,
-        help="SETTINGS_INITIAL_WINDOW_SIZE in bytes, exact (default 65535)",
+        help="SETTINGS_INITIAL_WINDOW_SIZE in bytes, exact (default 65535); the same as "
+        "--setting initial_window_size=N",
     )
     fetch.add_argument(
         "--connection-window",
@@ -125,7 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_WINDOW_UPDATE_POLICY,
         help="when to send WINDOW_UPDATE (default: half, as nghttp2)",
     )
-    fetch.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE")
+    fetch.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a SETTINGS value this client announces (repeatable), the window among them",
+    )
     fetch.add_argument("--repeat", type=int, default=1, help="page fetches, one connection each")
     fetch.add_argument(
         "--trial-id",
@@ -201,37 +208,54 @@ def _serve(args: argparse.Namespace) -> int:
     return asyncio.run(serve(options))
 
 
-def _fetch(args: argparse.Namespace) -> int:
-    from agent.client.run import FetchPlan, run_fetches  # noqa: PLC0415
-
+def _client_settings(args: argparse.Namespace) -> dict[str, int]:
+    """`--setting`s, with `--initial-window-size` as one of them (an alias: both given must
+    agree). Each value is range-checked here, once."""
     settings = parse_settings(args.setting)
-    window = check_value("initial_window_size", args.initial_window_size)
-    settings.pop("initial_window_size", None)
+    if args.initial_window_size is not None:
+        window = check_value("initial_window_size", args.initial_window_size)
+        given = settings.setdefault("initial_window_size", window)
+        if given != window:
+            raise UsageError(
+                f"--initial-window-size {window} and --setting initial_window_size={given} "
+                "disagree; give the window once"
+            )
+    return settings
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from agent.client.options import RunPlan, TrialOptions  # noqa: PLC0415
+    from agent.client.run import run_fetches  # noqa: PLC0415
+
+    settings = _client_settings(args)
     if not 0 <= args.connection_window <= MAX_WINDOW:
         raise UsageError(f"--connection-window {args.connection_window} is outside 0..{MAX_WINDOW}")
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat} must be at least 1")
     _pin(args.cpu)
-    plan = FetchPlan(
+    plan = RunPlan(
         url=args.url,
-        settings=settings,
-        flow=FlowControlOptions(window, args.connection_window, args.window_update),
-        repeat=args.repeat,
+        options=TrialOptions(
+            settings=MappingProxyType(settings),
+            flow=FlowControlOptions(args.connection_window, args.window_update),
+            timeout_s=args.timeout,
+            insecure=args.insecure,
+            ca_file=args.ca_file,
+            cpu_pin=args.cpu,
+        ),
         trial_id=args.trial_id or f"{socket.gethostname()}-{os.getpid()}",
-        manifest_path=args.manifest,
-        timeout_s=args.timeout,
+        repeat=args.repeat,
         json_lines=args.json,
         marker=args.marker,
-        cpu_pin=args.cpu,
-        insecure=args.insecure,
-        ca_file=args.ca_file,
+        manifest_path=args.manifest,
+        trial_control=args.trial_control,
     )
     if args.engine == "nghttp2" or args.trial_control:
         from agent.nghttp2 import cli_support  # noqa: PLC0415
 
         if args.engine == "nghttp2":
             return cli_support.fetch(args, plan)
-        return cli_support.fetch_bracketed(plan, args.trial_control)
+        return cli_support.fetch_bracketed(plan)
     import asyncio  # noqa: PLC0415
 
     return asyncio.run(run_fetches(plan))

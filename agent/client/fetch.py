@@ -6,21 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from agent import __version__, probe
 from agent.client.connection import ClientConnection, Response
+from agent.client.options import TrialOptions
 from agent.client.record import FetchRecord, ResourceTiming
 from agent.errors import AgentError, BodyMismatchError, FetchError, UsageError
-from agent.flow import FlowControlOptions
 from agent.html_links import subresource_paths
 from agent.marker import Marker
 from agent.server.ledger import TRIAL_HEADER
-from agent.settings import to_h2
 from agent.site.manifest import MANIFEST_NAME, SiteManifest, parse_manifest
-
-DEFAULT_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -44,17 +41,7 @@ class Target:
         return cls(url, parts.scheme, parts.hostname, port, parts.path or "/")
 
 
-@dataclass(frozen=True)
-class FetchOptions:
-    settings: dict[str, int] = field(default_factory=dict)
-    flow: FlowControlOptions = field(default_factory=FlowControlOptions)
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    insecure: bool = False
-    ca_file: str | None = None
-    cpu_pin: int | None = None
-
-
-def client_tls_context(options: FetchOptions) -> ssl.SSLContext:
+def client_tls_context(options: TrialOptions) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=options.ca_file)
     if options.insecure:
         context.check_hostname = False
@@ -63,12 +50,12 @@ def client_tls_context(options: FetchOptions) -> ssl.SSLContext:
     return context
 
 
-async def open_connection(target: Target, options: FetchOptions) -> ClientConnection:
+async def open_connection(target: Target, options: TrialOptions) -> ClientConnection:
     loop = asyncio.get_running_loop()
     context = client_tls_context(options) if target.scheme == "https" else None
     try:
         transport, connection = await loop.create_connection(
-            lambda: ClientConnection(to_h2(options.settings), options.flow),
+            lambda: ClientConnection(options.settings, options.flow),
             target.host,
             target.port,
             ssl=context,
@@ -84,7 +71,7 @@ async def open_connection(target: Target, options: FetchOptions) -> ClientConnec
     return connection
 
 
-async def download_manifest(target: Target, options: FetchOptions) -> SiteManifest:
+async def download_manifest(target: Target, options: TrialOptions) -> SiteManifest:
     """The site's manifest from the server itself, outside any timed trial."""
     connection = await open_connection(target, options)
     try:
@@ -108,7 +95,7 @@ class PageFetch:
         target: Target,
         *,
         manifest: SiteManifest,
-        options: FetchOptions,
+        options: TrialOptions,
         trial_id: str,
         repetition: int,
         marker: Marker,
@@ -226,11 +213,8 @@ class PageFetch:
             engine="h2",
             agent_version=__version__,
             tls=self.target.scheme == "https",
-            settings={
-                code.name.lower(): value
-                for code, value in (connection.local_settings.items() if connection else ())
-            },
-            flow_control=self.options.flow.to_dict(),
+            settings=dict(connection.local_settings) if connection else {},
+            flow_control=self.options.flow.record(self.options.initial_window_size),
             peer_settings=connection.peer_settings() if connection else {},
             response_s=(end_ns - start_ns) / 1e9,
             ttfb_s=rel(first),

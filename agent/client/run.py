@@ -3,31 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.client.fetch import FetchOptions, PageFetch, Target, download_manifest
+from agent.client.fetch import PageFetch, Target, download_manifest
+from agent.client.options import RunPlan
 from agent.errors import SiteError
-from agent.flow import FlowControlOptions
 from agent.marker import open_marker
 from agent.site.manifest import SiteManifest, parse_manifest
-
-
-@dataclass(frozen=True)
-class FetchPlan:
-    url: str
-    settings: dict[str, int]
-    flow: FlowControlOptions
-    repeat: int
-    trial_id: str
-    manifest_path: Path | None
-    timeout_s: float
-    json_lines: bool
-    marker: str
-    cpu_pin: int | None
-    insecure: bool = False
-    ca_file: str | None = None
 
 
 def read_manifest(path: Path) -> SiteManifest:
@@ -53,11 +36,6 @@ def print_record(record: dict[str, Any], json_lines: bool) -> None:
     print(json.dumps(record, separators=(",", ":")) if json_lines else summary(record), flush=True)
 
 
-def trial_ids(trial_id: str, repeat: int) -> list[str]:
-    """The ids of `repeat` fetches: the id itself, or ID-1 .. ID-R."""
-    return [trial_id] if repeat == 1 else [f"{trial_id}-{r}" for r in range(1, repeat + 1)]
-
-
 class TrialBracket(Protocol):
     """Tells the server where each trial begins and ends, for servers that cannot see the
     trial header (nghttpd: agent.nghttp2.control.TrialControl)."""
@@ -67,16 +45,9 @@ class TrialBracket(Protocol):
     def close(self) -> None: ...
 
 
-async def run_fetches(plan: FetchPlan, bracket: TrialBracket | None = None) -> int:
+async def run_fetches(plan: RunPlan, bracket: TrialBracket | None = None) -> int:
     target = Target.parse(plan.url)
-    options = FetchOptions(
-        settings=plan.settings,
-        flow=plan.flow,
-        timeout_s=plan.timeout_s,
-        insecure=plan.insecure,
-        ca_file=plan.ca_file,
-        cpu_pin=plan.cpu_pin,
-    )
+    options = plan.options
     if plan.manifest_path is not None:
         manifest = read_manifest(plan.manifest_path)
     else:
@@ -84,7 +55,7 @@ async def run_fetches(plan: FetchPlan, bracket: TrialBracket | None = None) -> i
     marker = open_marker(plan.marker)
     failures = 0
     try:
-        for repetition, trial_id in enumerate(trial_ids(plan.trial_id, plan.repeat), 1):
+        for repetition, trial_id in enumerate(plan.trial_ids(), 1):
             if bracket is not None:
                 bracket.begin(trial_id)
             fetch = PageFetch(

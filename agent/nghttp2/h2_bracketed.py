@@ -4,9 +4,11 @@ themselves are the h2 engine's own, unchanged."""
 
 from __future__ import annotations
 
-from agent.client.run import FetchPlan, run_fetches
+from agent.client.options import RunPlan
+from agent.client.run import run_fetches
 from agent.nghttp2.control import TrialControl
 
 
-async def run_bracketed_fetches(plan: FetchPlan, control_address: str) -> int:
-    return await run_fetches(plan, bracket=TrialControl(control_address))
+async def run_bracketed_fetches(plan: RunPlan) -> int:
+    assert plan.trial_control is not None
+    return await run_fetches(plan, bracket=TrialControl(plan.trial_control))

@@ -312,8 +312,8 @@ def client_cases(draw: st.DrawFn) -> ClientCase:
 
 def run_client(case: ClientCase, fast: bool) -> tuple[object, ...]:
     async def scenario() -> tuple[object, ...]:
-        flow = FlowControlOptions(case.window, case.connection_window, case.policy)  # type: ignore[arg-type]
-        client = ClientConnection({}, flow, fast_path=fast)
+        flow = FlowControlOptions(case.connection_window, case.policy)  # type: ignore[arg-type]
+        client = ClientConnection({"initial_window_size": case.window}, flow, fast_path=fast)
         transport = FakeTransport()
         client.connection_made(transport)
         futures = [client.request("x:1", "http", f"/{name}", [], keep_body=True) for name in "ab"]
