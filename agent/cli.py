@@ -180,6 +180,7 @@ def _pin(cpu: int | None) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from agent.server.app import ServerOptions, serve  # noqa: PLC0415
+    from agent.server.content import FileHandler  # noqa: PLC0415
 
     if args.tls and (args.cert is None or args.key is None):
         raise UsageError("--tls needs --cert and --key")
@@ -194,8 +195,8 @@ def _serve(args: argparse.Namespace) -> int:
         return cli_support.serve(args, parse_settings(args.setting))
     if args.control_port is not None:
         raise UsageError("--control-port is for --engine nghttp2")
+    handler = FileHandler(args.root)
     options = ServerOptions(
-        root=args.root,
         host=args.host,
         port=args.port,
         settings=parse_settings(args.setting),
@@ -205,7 +206,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     import asyncio  # noqa: PLC0415
 
-    return asyncio.run(serve(options))
+    return asyncio.run(serve(options, handler))
 
 
 def _client_settings(args: argparse.Namespace) -> dict[str, int]:

@@ -16,8 +16,8 @@ from agent.client.record import FetchRecord, ResourceTiming
 from agent.errors import AgentError, BodyMismatchError, FetchError, UsageError
 from agent.html_links import subresource_paths
 from agent.marker import Marker
-from agent.server.ledger import TRIAL_HEADER
 from agent.site.manifest import MANIFEST_NAME, SiteManifest, parse_manifest
+from agent.trial_header import TRIAL_HEADER
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from agent.nghttp2.errors import UnsupportedSettingError
 from agent.nghttp2.windows import UnrepresentablePolicy, WindowMapping, map_window
 from agent.settings import initial_window_size
+from agent.trial_header import TRIAL_HEADER
 
-TRIAL_HEADER = "h2iot-trial-id"
 NGHTTP_DEFAULT_MAX_CONCURRENT_STREAMS = 100
 # The study's command: null output, all assets, statistics; no push, no dependency priorities.
 STUDY_FLAGS = ("-n", "-a", "-s", "--no-dep")

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from agent.frames import FrameCounts
 from agent.probe import ProbeSample, ProbeSpan
 
-TRIAL_HEADER = "h2iot-trial-id"
-
 
 @dataclass(frozen=True)
 class TrialRecord:
