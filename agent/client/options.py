@@ -45,6 +45,12 @@ class RunPlan:
     url: str
     options: TrialOptions
     trial_id: str
+    workload: str = "page"
+    # The workload's client params, every one, canonical (checked where they were parsed);
+    # values as agent.workloads.spec.ParamValue.
+    params: Mapping[str, int | float | str | bool] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
     repeat: int = 1
     json_lines: bool = False
     marker: str = "none"

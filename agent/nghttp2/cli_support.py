@@ -10,7 +10,6 @@ import sys
 from agent.client.options import RunPlan
 from agent.errors import UsageError
 from agent.nghttp2.client import NghttpPlan, run_nghttp_fetches
-from agent.nghttp2.h2_bracketed import run_bracketed_fetches
 from agent.nghttp2.options import NghttpdOptions, NghttpOptions
 from agent.nghttp2.server import NghttpdServeOptions, serve_nghttpd
 from agent.nghttp2.windows import WindowMapping, describe
@@ -54,7 +53,3 @@ def fetch(args: argparse.Namespace, plan: RunPlan) -> int:
     _warn_mapped("initial_window_size", nghttp.stream_window)
     _warn_mapped("--connection-window", nghttp.connection_window)
     return run_nghttp_fetches(NghttpPlan(plan, nghttp))
-
-
-def fetch_bracketed(plan: RunPlan) -> int:
-    return asyncio.run(run_bracketed_fetches(plan))

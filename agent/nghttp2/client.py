@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.client.fetch import Target, download_manifest
+from agent.client.connect import Target
 from agent.client.options import RunPlan, TrialOptions
-from agent.client.record import FetchRecord
-from agent.client.run import print_record, read_manifest
+from agent.client.record import ClientRecord
+from agent.client.run import print_record
 from agent.errors import AgentError
 from agent.marker import Marker, open_marker
 from agent.nghttp2.control import TrialControl
@@ -32,6 +32,7 @@ from agent.nghttp2.stats import parse_stats
 from agent.nghttp2.timing import ResourceTimes, resource_times
 from agent.nghttp2.tools import find_tool
 from agent.site.manifest import SiteManifest
+from agent.workloads.page.client import download_manifest, read_manifest
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ class NghttpFetcher:
         self.marker = marker
         self.page_path = Target.parse(plan.run.url).path
 
-    def fetch(self, trial_id: str, repetition: int, workdir: Path) -> FetchRecord:
+    def fetch(self, trial_id: str, repetition: int, workdir: Path) -> tuple[ClientRecord, int]:
+        """The trial's record, and how many responses nghttp received."""
         har_path = workdir / f"{repetition}.har"
         argv = self.options.argv(self.nghttp, self.run.url, trial_id, str(har_path))
         self.marker.raise_line()
@@ -80,7 +82,7 @@ class NghttpFetcher:
             failure = exc
         finally:
             har_path.unlink(missing_ok=True)
-        return build_record(
+        record = build_record(
             trial_id=trial_id,
             repetition=repetition,
             url=self.run.url,
@@ -97,6 +99,7 @@ class NghttpFetcher:
             probe_overhead_s=time.perf_counter() - started,
             timeout_s=self.run.options.timeout_s,
         )
+        return record, len(times)
 
 
 def _manifest(run: RunPlan) -> SiteManifest:
@@ -120,17 +123,12 @@ def run_nghttp_fetches(plan: NghttpPlan) -> int:
             for repetition, trial_id in enumerate(run.trial_ids(), 1):
                 if control is not None:
                     control.begin(trial_id)
-                record = fetcher.fetch(trial_id, repetition, Path(workdir))
+                record, done = fetcher.fetch(trial_id, repetition, Path(workdir))
                 failures += not record.ok
                 # Printed first: a failed `end` must not lose the client's own record.
                 print_record(record.to_dict(), run.json_lines)
                 if control is not None:
-                    control.end(
-                        trial_id,
-                        ok=record.ok,
-                        requests=len(record.resources),
-                        responses_completed=len(record.resources),
-                    )
+                    control.end(trial_id, ok=record.ok, requests=done, responses_completed=done)
     finally:
         marker.close()
         if control is not None:

@@ -38,6 +38,7 @@ class ServerOptions:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     trial_log: Path | None = None
+    workload: str = "page"  # the kind whose handler is mounted, named in every trial record
 
 
 class ServerApp:
@@ -47,7 +48,7 @@ class ServerApp:
     def __init__(self, options: ServerOptions, trial_sink: IO[str], handler: Handler) -> None:
         self.options = options
         self.handler = handler
-        self.ledger = TrialLedger()
+        self.ledger = TrialLedger(options.workload)
         self.h2_settings: dict[SettingCodes, int] = {
             # h2's own defaults for a server, made explicit so they are what we report.
             SettingCodes.MAX_CONCURRENT_STREAMS: 100,

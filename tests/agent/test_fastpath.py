@@ -42,7 +42,7 @@ from agent.frames import CLIENT_PREFACE, FrameTally
 from agent.h2setup import h2_connection
 from agent.server.app import ServerApp, ServerOptions
 from agent.server.connection import ServerConnection
-from agent.server.content import FileHandler
+from agent.workloads.page.files import FileHandler
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
