@@ -35,14 +35,19 @@ def _read_exactly(conn: socket.socket, size: int) -> bytes:
     return data
 
 
-def first_settings_frame(site: Path, *options: str) -> tuple[dict[int, int], dict[str, object]]:
+def first_settings_frame(
+    site: Path, *options: str, verb: str = "fetch"
+) -> tuple[dict[int, int], dict[str, object]]:
     """The client's first SETTINGS frame as its peer receives it, and the client's record (a
-    failed one: this peer hangs up after reading the frame)."""
+    failed one: this peer hangs up after reading the frame). `verb`: fetch, or a blob trial."""
     with socket.create_server(("127.0.0.1", 0)) as listener:
         listener.settimeout(20)
         port = listener.getsockname()[1]
-        manifest = str(site / "manifest.json")
-        argv = [*AGENT, "fetch", f"http://127.0.0.1:{port}/", "--manifest", manifest, "--json"]
+        argv = [*AGENT, verb, f"http://127.0.0.1:{port}/", "--json"]
+        if verb == "fetch":
+            argv += ["--manifest", str(site / "manifest.json")]
+        else:
+            argv += ["--workload", "blob"]
         client = subprocess.Popen([*argv, *options], stdout=subprocess.PIPE, text=True)
         conn, _ = listener.accept()
         with conn:
@@ -66,6 +71,7 @@ def first_settings_frame(site: Path, *options: str) -> tuple[dict[int, int], dic
 )
 def test_the_window_reaches_the_settings_frame(site: Path, options: tuple[str, ...], window: int):
     on_wire, record = first_settings_frame(site, *options)
+    assert record["workload"] == "page"
     assert on_wire[SettingsFrame.INITIAL_WINDOW_SIZE] == window
     assert record["settings"]["initial_window_size"] == window  # type: ignore[index]
     assert record["flow_control"]["initial_window_size"] == window  # type: ignore[index]
@@ -102,3 +108,12 @@ def test_the_alias_and_the_setting_must_agree():
     assert len(lines) == 1
     assert "--initial-window-size 1000" in lines[0]
     assert "initial_window_size=2000" in lines[0]
+
+
+@pytest.mark.parametrize("window", [256, 0, 2**31 - 1])
+def test_a_trial_of_any_workload_announces_the_window(site: Path, window: int):
+    setting = f"initial_window_size={window}"
+    on_wire, record = first_settings_frame(site, "--setting", setting, verb="trial")
+    assert record["workload"] == "blob"
+    assert on_wire[SettingsFrame.INITIAL_WINDOW_SIZE] == window
+    assert record["flow_control"]["initial_window_size"] == window  # type: ignore[index]

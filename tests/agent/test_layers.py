@@ -27,6 +27,21 @@ def loaded_by(module: str) -> set[str]:
         ("agent.client.run", ("agent.server",)),
         ("agent.client.connection", ("agent.server",)),
         ("agent.trial_header", ("agent.server", "agent.client", "h2", "asyncio")),
+        # The registry is declarations only: the controller imports it at config load.
+        (
+            "agent.workloads",
+            (
+                "asyncio",
+                "h2",
+                "hpack",
+                "psutil",
+                "agent.server",
+                "agent.client",
+                "agent.site.builder",
+            ),
+        ),
+        # Parsing the command line (`--version`) loads no HTTP/2 machinery and no workload side.
+        ("agent.cli", ("asyncio", "agent.server", "agent.client", "agent.workloads.page.client")),
     ],
 )
 def test_module_does_not_load(module: str, forbidden_prefixes: tuple[str, ...]) -> None:
