@@ -1,4 +1,5 @@
-"""h2iot node agent: HTTP/2 page-fetch server and client with per-trial probes.
+"""h2iot node agent: an HTTP/2 server and client running workloads (the page fetch, ...) with
+per-trial probes.
 
 Deployable alone onto a node: imports only the standard library, h2/hyperframe/hpack and psutil.
 """

@@ -42,3 +42,13 @@ class FetchError(AgentError):
 
 class BodyMismatchError(FetchError):
     """A response body differs from the site manifest in size or sha256."""
+
+
+class LifecycleError(AgentError):
+    """A lifecycle was given an input its state does not take: a bug in the agent, never a
+    peer's doing. Carries the state and the input."""
+
+    def __init__(self, state: str, event: str) -> None:
+        super().__init__(f"input {event!r} is not allowed in state {state!r}")
+        self.state = state
+        self.event = event

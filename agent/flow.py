@@ -29,8 +29,7 @@ class ReceiveWindow:
     __slots__ = ("_threshold", "allowance", "target")
 
     def __init__(self, target: int, initial_allowance: int, policy: WindowUpdatePolicyName) -> None:
-        if not 0 <= target <= MAX_WINDOW:
-            raise ValueError(f"window {target} outside 0..{MAX_WINDOW}")
+        # `target` was range-checked where it entered (the command line): not again here.
         self.target = target
         # The peer's credit starts where the protocol puts it (65535 for the connection, the
         # SETTINGS value for streams); a smaller target is then reached by withholding updates.
@@ -62,15 +61,17 @@ class ReceiveWindow:
 
 @dataclass(frozen=True)
 class FlowControlOptions:
-    """The receive-side flow-control choices a client makes; recorded with every fetch."""
+    """The receive-side flow-control choices a client makes beyond its SETTINGS; recorded with
+    every trial. The stream window is not here: it is SETTINGS_INITIAL_WINDOW_SIZE, one entry of
+    the settings the client announces, and is read from there."""
 
-    initial_window_size: int = 65535
     connection_window: int = 65535
     window_update_policy: WindowUpdatePolicyName = DEFAULT_WINDOW_UPDATE_POLICY
 
-    def to_dict(self) -> dict[str, object]:
+    def record(self, initial_window_size: int) -> dict[str, object]:
+        """The record's `flow_control` object: the announced stream window beside these."""
         return {
-            "initial_window_size": self.initial_window_size,
+            "initial_window_size": initial_window_size,
             "connection_window": self.connection_window,
             "window_update_policy": self.window_update_policy,
         }

@@ -10,11 +10,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from h2.settings import SettingCodes
+from h2.settings import SettingCodes, Settings
 
 from agent.errors import SettingsError
 
 _U32_MAX = 2**32 - 1
+# RFC 9113 section 6.5.2: a stream's window while SETTINGS_INITIAL_WINDOW_SIZE is not announced.
+DEFAULT_INITIAL_WINDOW_SIZE = 65535
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,17 @@ def parse_settings(texts: Iterable[str]) -> dict[str, int]:
     return dict(parse_setting(text) for text in texts)
 
 
+def initial_window_size(settings: Mapping[str, int]) -> int:
+    """The stream window these settings give a peer: their own entry, else the protocol's."""
+    return settings.get("initial_window_size", DEFAULT_INITIAL_WINDOW_SIZE)
+
+
 def to_h2(settings: Mapping[str, int]) -> dict[SettingCodes, int]:
     """Map canonical names to h2's setting codes."""
     return {SETTING_SPECS[name].code: value for name, value in settings.items()}
+
+
+def from_h2(settings: Settings) -> dict[str, int]:
+    """h2's settings (ours as the SETTINGS frame carries them, or the peer's) by lower-case name;
+    the names are RFC 9113's and the extensions h2 knows (`enable_connect_protocol`)."""
+    return {code.name.lower(): int(settings[code]) for code in SettingCodes if code in settings}

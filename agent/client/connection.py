@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import h2.events as ev
 from h2.errors import ErrorCodes
 from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError
-from h2.settings import SettingCodes
 
 from agent.errors import PeerProtocolError
 from agent.fastpath import (
@@ -40,9 +40,18 @@ from agent.fastpath import (
 )
 from agent.flow import FlowControlOptions, ReceiveWindow
 from agent.h2setup import h2_connection
+from agent.settings import DEFAULT_INITIAL_WINDOW_SIZE, from_h2, to_h2
 
 # Protocol default for the connection window (RFC 9113 section 6.9.2): the peer's first credit.
 INITIAL_CONNECTION_WINDOW = 65535
+# What this client announces for names it is not given: no push (it never accepts one), h2's own
+# client defaults made explicit so the record shows them, and the protocol's stream window.
+DEFAULT_SETTINGS: Mapping[str, int] = {
+    "enable_push": 0,
+    "max_concurrent_streams": 100,
+    "max_header_list_size": 65536,
+    "initial_window_size": DEFAULT_INITIAL_WINDOW_SIZE,
+}
 
 
 @dataclass
@@ -74,17 +83,17 @@ class _FastStream:
 
 class ClientConnection(asyncio.BufferedProtocol):
     def __init__(
-        self, settings: dict[SettingCodes, int], flow: FlowControlOptions, fast_path: bool = True
+        self, settings: Mapping[str, int], flow: FlowControlOptions, fast_path: bool = True
     ) -> None:
+        """`settings`: canonical names (agent.settings), checked values; announced as given,
+        the defaults filling in only names absent from them."""
         self.flow = flow
-        self.local_settings = {
-            SettingCodes.ENABLE_PUSH: 0,
-            SettingCodes.MAX_CONCURRENT_STREAMS: 100,
-            SettingCodes.MAX_HEADER_LIST_SIZE: 65536,
-            **settings,
-            SettingCodes.INITIAL_WINDOW_SIZE: flow.initial_window_size,
-        }
-        self.conn = h2_connection(client_side=True, settings=self.local_settings)
+        asked = to_h2({**DEFAULT_SETTINGS, **settings})
+        self.conn = h2_connection(client_side=True, settings=asked)
+        # The first SETTINGS frame exactly: the above and h2's values for the names it sends
+        # unasked (header_table_size, enable_connect_protocol). Streams get its window.
+        self.local_settings: Mapping[str, int] = from_h2(self.conn.local_settings)
+        self.initial_window_size = self.local_settings["initial_window_size"]
         self.tally_in = SplitTally()
         self.tally_out = SplitTally(expect_preface=True)
         self.transport: asyncio.Transport | None = None
@@ -341,9 +350,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._responses[stream_id] = (response, future)
         self._stream_windows[stream_id] = ReceiveWindow(
-            self.flow.initial_window_size,
-            self.flow.initial_window_size,
-            self.flow.window_update_policy,
+            self.initial_window_size, self.initial_window_size, self.flow.window_update_policy
         )
         self.conn.send_headers(stream_id, headers, end_stream=True)
         self._flush()
@@ -357,8 +364,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         return int(self.conn.remote_settings.max_concurrent_streams)
 
     def peer_settings(self) -> dict[str, int]:
-        remote = self.conn.remote_settings
-        return {code.name.lower(): int(remote[code]) for code in SettingCodes if code in remote}
+        return from_h2(self.conn.remote_settings)
 
     async def close(self) -> None:
         if self.transport is None or self.transport.is_closing():

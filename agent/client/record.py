@@ -1,49 +1,40 @@
-"""The JSON record of one page fetch, the agent's output contract with the controller."""
+"""The JSON record of one client trial, the agent's output contract with the controller: the
+fields every workload shares, the workload's `params` and `metrics`, and the workload's own
+top-level fields (`extra`; the page keeps its `resources` and `body_bytes` there)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
-class ResourceTiming:
-    path: str
-    status: int
-    size_bytes: int
-    start_s: float
-    ttfb_s: float
-    end_s: float
-    verified: bool
-
-
-@dataclass(frozen=True)
-class FetchRecord:
-    """One page fetch, by either engine. Times relative to the fetch start are in seconds;
-    clocks in ns."""
+class ClientRecord:
+    """One trial, by either engine. Times relative to the trial's start are in seconds; clocks
+    in ns."""
 
     ok: bool
     error: str | None
     trial_id: str
     repetition: int
     url: str
+    workload: str
     engine: str
     agent_version: str
     tls: bool
-    settings: dict[str, int]
-    flow_control: dict[str, object]
-    peer_settings: dict[str, int]
-    response_s: float
-    ttfb_s: float
-    resources: tuple[ResourceTiming, ...]
-    body_bytes: int
+    settings: Mapping[str, int]  # what the client announced
+    flow_control: Mapping[str, object]
+    peer_settings: Mapping[str, int]
+    response_s: float  # connect start -> the trial's last byte
+    ttfb_s: float | None  # connect start -> the first response's headers; None without any
     cpu_user_s: float
     cpu_sys_s: float
     cpu_s: float
     cpu_pct: float
     rss_peak_bytes: int
-    rss_peak_is_fetch: bool
-    sent: dict[str, object] | None  # None where the engine cannot count (nghttp2: no frames)
-    received: dict[str, object] | None
+    rss_peak_is_fetch: bool  # the peak is this trial's own (its mark was reset at the start)
+    sent: Mapping[str, object] | None  # None where the engine cannot count (nghttp2: no frames)
+    received: Mapping[str, object] | None
     window_updates_sent: int | None
     t_wall_start_ns: int
     t_wall_end_ns: int
@@ -52,9 +43,15 @@ class FetchRecord:
     probe_overhead_s: float
     cpu_pin: int | None
     marker: str
-    verification: str = "sha256"  # how bodies were checked: sha256, or size (nghttp2)
-    process_wall_s: float | None = None  # nghttp2: the nghttp process's whole life
-    command: tuple[str, ...] | None = None  # nghttp2: the command line that ran
+    params: Mapping[str, object]  # the workload's params the trial ran with, canonical
+    metrics: Mapping[str, object]  # exactly the workload spec's fields
+    extra: Mapping[str, object]  # the workload's own top-level fields
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        for name in ("settings", "flow_control", "peer_settings", "params", "metrics"):
+            record[name] = dict(record[name])
+        for name in ("sent", "received"):
+            if record[name] is not None:
+                record[name] = dict(record[name])
+        return {**record, **self.extra}

@@ -1,61 +1,45 @@
-"""`h2iot-agent fetch`: repeated page fetches and their output lines."""
+"""`h2iot-agent trial` and `fetch`: the run of trials, one output line per trial."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
-from agent.client.fetch import FetchOptions, PageFetch, Target, download_manifest
-from agent.errors import SiteError
-from agent.flow import FlowControlOptions
+from agent.client.connect import Target
+from agent.client.options import RunPlan
+from agent.client.trial import Driver, run_trial
 from agent.marker import open_marker
-from agent.site.manifest import SiteManifest, parse_manifest
 
 
 @dataclass(frozen=True)
-class FetchPlan:
-    url: str
-    settings: dict[str, int]
-    flow: FlowControlOptions
-    repeat: int
-    trial_id: str
-    manifest_path: Path | None
-    timeout_s: float
-    json_lines: bool
-    marker: str
-    cpu_pin: int | None
-    insecure: bool = False
-    ca_file: str | None = None
+class Prepared:
+    """A workload ready to run trials: what it needed fetched or computed beforehand (outside
+    any timed trial) is inside `new_driver`."""
+
+    params: Mapping[str, object]  # the params its trials run with, canonical
+    new_driver: Callable[[], Driver]
 
 
-def read_manifest(path: Path) -> SiteManifest:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SiteError(f"--manifest {path}: {exc.strerror}") from None
-    return parse_manifest(text, source=str(path))
+# A workload's client side: agent.workloads.<kind>.client.prepare
+Prepare = Callable[[RunPlan, Target], Awaitable[Prepared]]
 
 
 def summary(record: dict[str, Any]) -> str:
-    """The human line for one fetch record, of either engine."""
+    """The human line for one trial record, of either engine."""
     if not record["ok"]:
         return f"{record['trial_id']}: FAILED: {record['error']}"
+    metrics = ", ".join(f"{name} {value}" for name, value in record["metrics"].items())
     return (
-        f"{record['trial_id']}: {len(record['resources'])} resources, {record['body_bytes']} "
-        f"bytes in {record['response_s'] * 1000:.1f} ms, CPU {record['cpu_s'] * 1000:.1f} ms "
+        f"{record['trial_id']}: {record['workload']} ({metrics}) in "
+        f"{record['response_s'] * 1000:.1f} ms, CPU {record['cpu_s'] * 1000:.1f} ms "
         f"({record['cpu_pct']:.0f} %), peak RSS {record['rss_peak_bytes'] / 2**20:.1f} MiB"
     )
 
 
 def print_record(record: dict[str, Any], json_lines: bool) -> None:
     print(json.dumps(record, separators=(",", ":")) if json_lines else summary(record), flush=True)
-
-
-def trial_ids(trial_id: str, repeat: int) -> list[str]:
-    """The ids of `repeat` fetches: the id itself, or ID-1 .. ID-R."""
-    return [trial_id] if repeat == 1 else [f"{trial_id}-{r}" for r in range(1, repeat + 1)]
 
 
 class TrialBracket(Protocol):
@@ -67,40 +51,32 @@ class TrialBracket(Protocol):
     def close(self) -> None: ...
 
 
-async def run_fetches(plan: FetchPlan, bracket: TrialBracket | None = None) -> int:
+async def run_trials(plan: RunPlan, prepare: Prepare, bracket: TrialBracket | None = None) -> int:
+    """Every trial of the plan, one output line each; exit status 1 if any failed."""
     target = Target.parse(plan.url)
-    options = FetchOptions(
-        settings=plan.settings,
-        flow=plan.flow,
-        timeout_s=plan.timeout_s,
-        insecure=plan.insecure,
-        ca_file=plan.ca_file,
-        cpu_pin=plan.cpu_pin,
-    )
-    if plan.manifest_path is not None:
-        manifest = read_manifest(plan.manifest_path)
-    else:
-        manifest = await download_manifest(target, options)
+    prepared = await prepare(plan, target)
     marker = open_marker(plan.marker)
     failures = 0
     try:
-        for repetition, trial_id in enumerate(trial_ids(plan.trial_id, plan.repeat), 1):
+        for repetition, trial_id in enumerate(plan.trial_ids(), 1):
             if bracket is not None:
                 bracket.begin(trial_id)
-            fetch = PageFetch(
+            driver = prepared.new_driver()
+            record = await run_trial(
                 target,
-                manifest=manifest,
-                options=options,
+                plan.options,
+                driver,
+                workload=plan.workload,
+                params=prepared.params,
                 trial_id=trial_id,
                 repetition=repetition,
                 marker=marker,
             )
-            record = await fetch.run()
             failures += not record.ok
             # Printed first: a failed `end` must not lose the client's own record.
             print_record(record.to_dict(), plan.json_lines)
             if bracket is not None:
-                done = len(record.resources)
+                done = len(driver.responses)
                 bracket.end(trial_id, ok=record.ok, requests=done, responses_completed=done)
     finally:
         marker.close()

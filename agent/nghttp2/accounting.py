@@ -98,6 +98,7 @@ class NghttpdTrialRecord:
             "t_mono_end_ns": self.t_mono_end_ns,
             "overlapping_trials": [],
             "engine": "nghttp2",
+            "workload": "page",  # nghttpd serves files only: the page workload's
             "counts_from": "client",
             "cpu_source": self.cpu_source,
             "serve_resolution_s": self.poll_s,

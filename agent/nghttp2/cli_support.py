@@ -7,10 +7,9 @@ import argparse
 import asyncio
 import sys
 
-from agent.client.run import FetchPlan
+from agent.client.options import RunPlan
 from agent.errors import UsageError
 from agent.nghttp2.client import NghttpPlan, run_nghttp_fetches
-from agent.nghttp2.h2_bracketed import run_bracketed_fetches
 from agent.nghttp2.options import NghttpdOptions, NghttpOptions
 from agent.nghttp2.server import NghttpdServeOptions, serve_nghttpd
 from agent.nghttp2.windows import WindowMapping, describe
@@ -39,37 +38,18 @@ def serve(args: argparse.Namespace, settings: dict[str, int]) -> int:
     )
 
 
-def fetch(args: argparse.Namespace, plan: FetchPlan) -> int:
-    if plan.flow.window_update_policy != "half":
+def fetch(args: argparse.Namespace, plan: RunPlan) -> int:
+    options = plan.options
+    if options.flow.window_update_policy != "half":
         raise UsageError(
-            f"--window-update {plan.flow.window_update_policy}: nghttp2 updates windows once "
+            f"--window-update {options.flow.window_update_policy}: nghttp2 updates windows once "
             "half is consumed (half); other policies need --engine h2"
         )
-    if plan.ca_file is not None:
+    if options.ca_file is not None:
         raise UsageError("--ca-file: nghttp does not verify certificates; use --engine h2")
-    options = NghttpOptions.create(
-        plan.flow.initial_window_size,
-        plan.flow.connection_window,
-        plan.settings,
-        args.unrepresentable_window,
+    nghttp = NghttpOptions.create(
+        options.settings, options.flow.connection_window, args.unrepresentable_window
     )
-    _warn_mapped("--initial-window-size", options.stream_window)
-    _warn_mapped("--connection-window", options.connection_window)
-    return run_nghttp_fetches(
-        NghttpPlan(
-            url=plan.url,
-            options=options,
-            repeat=plan.repeat,
-            trial_id=plan.trial_id,
-            manifest_path=plan.manifest_path,
-            timeout_s=plan.timeout_s,
-            json_lines=plan.json_lines,
-            marker=plan.marker,
-            cpu_pin=plan.cpu_pin,
-            trial_control=args.trial_control,
-        )
-    )
-
-
-def fetch_bracketed(plan: FetchPlan, control: str) -> int:
-    return asyncio.run(run_bracketed_fetches(plan, control))
+    _warn_mapped("initial_window_size", nghttp.stream_window)
+    _warn_mapped("--connection-window", nghttp.connection_window)
+    return run_nghttp_fetches(NghttpPlan(plan, nghttp))

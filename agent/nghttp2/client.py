@@ -16,9 +16,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.client.fetch import FetchOptions, Target, download_manifest
-from agent.client.record import FetchRecord
-from agent.client.run import print_record, read_manifest, trial_ids
+from agent.client.connect import Target
+from agent.client.options import RunPlan, TrialOptions
+from agent.client.record import ClientRecord
+from agent.client.run import print_record
 from agent.errors import AgentError
 from agent.marker import Marker, open_marker
 from agent.nghttp2.control import TrialControl
@@ -31,20 +32,15 @@ from agent.nghttp2.stats import parse_stats
 from agent.nghttp2.timing import ResourceTimes, resource_times
 from agent.nghttp2.tools import find_tool
 from agent.site.manifest import SiteManifest
+from agent.workloads.page.client import download_manifest, read_manifest
 
 
 @dataclass(frozen=True)
 class NghttpPlan:
-    url: str
-    options: NghttpOptions
-    repeat: int
-    trial_id: str
-    manifest_path: Path | None
-    timeout_s: float
-    json_lines: bool
-    marker: str
-    cpu_pin: int | None
-    trial_control: str | None = None
+    """The run as any engine has it, and what its options mean for nghttp."""
+
+    run: RunPlan
+    nghttp: NghttpOptions
 
 
 def _parse_output(stdout: bytes, har_path: Path) -> tuple[tuple[ResourceTimes, ...], int]:
@@ -62,17 +58,19 @@ class NghttpFetcher:
     def __init__(
         self, plan: NghttpPlan, nghttp: str, manifest: SiteManifest, marker: Marker
     ) -> None:
-        self.plan = plan
+        self.run = plan.run
+        self.options = plan.nghttp
         self.nghttp = nghttp
         self.manifest = manifest
         self.marker = marker
-        self.page_path = Target.parse(plan.url).path
+        self.page_path = Target.parse(plan.run.url).path
 
-    def fetch(self, trial_id: str, repetition: int, workdir: Path) -> FetchRecord:
+    def fetch(self, trial_id: str, repetition: int, workdir: Path) -> tuple[ClientRecord, int]:
+        """The trial's record, and how many responses nghttp received."""
         har_path = workdir / f"{repetition}.har"
-        argv = self.plan.options.argv(self.nghttp, self.plan.url, trial_id, str(har_path))
+        argv = self.options.argv(self.nghttp, self.run.url, trial_id, str(har_path))
         self.marker.raise_line()
-        child = run_child(argv, self.plan.timeout_s)
+        child = run_child(argv, self.run.options.timeout_s)
         self.marker.lower_line()
         started = time.perf_counter()
         times: tuple[ResourceTimes, ...] = ()
@@ -84,11 +82,11 @@ class NghttpFetcher:
             failure = exc
         finally:
             har_path.unlink(missing_ok=True)
-        return build_record(
+        record = build_record(
             trial_id=trial_id,
             repetition=repetition,
-            url=self.plan.url,
-            options=self.plan.options,
+            url=self.run.url,
+            options=self.options,
             child=child,
             times=times,
             failure=failure,
@@ -97,43 +95,40 @@ class NghttpFetcher:
             har_bytes=har_bytes,
             command=tuple(argv),
             marker=self.marker.describe(),
-            cpu_pin=self.plan.cpu_pin,
+            cpu_pin=self.run.options.cpu_pin,
             probe_overhead_s=time.perf_counter() - started,
-            timeout_s=self.plan.timeout_s,
+            timeout_s=self.run.options.timeout_s,
         )
+        return record, len(times)
 
 
-def _manifest(plan: NghttpPlan) -> SiteManifest:
-    if plan.manifest_path is not None:
-        return read_manifest(plan.manifest_path)
-    options = FetchOptions(timeout_s=plan.timeout_s, insecure=True)
-    return asyncio.run(download_manifest(Target.parse(plan.url), options))
+def _manifest(run: RunPlan) -> SiteManifest:
+    if run.manifest_path is not None:
+        return read_manifest(run.manifest_path)
+    options = TrialOptions(timeout_s=run.options.timeout_s, insecure=True)
+    return asyncio.run(download_manifest(Target.parse(run.url), options))
 
 
 def run_nghttp_fetches(plan: NghttpPlan) -> int:
     """Every fetch of the plan, one output line each; exit status 1 if any failed."""
+    run = plan.run
     nghttp = find_tool("nghttp")
-    manifest = _manifest(plan)  # before any trial: never inside a timed fetch
-    control = TrialControl(plan.trial_control) if plan.trial_control else None
-    marker = open_marker(plan.marker)
+    manifest = _manifest(run)  # before any trial: never inside a timed fetch
+    control = TrialControl(run.trial_control) if run.trial_control else None
+    marker = open_marker(run.marker)
     failures = 0
     try:
         fetcher = NghttpFetcher(plan, nghttp, manifest, marker)
         with tempfile.TemporaryDirectory(prefix="h2iot-nghttp-") as workdir:
-            for repetition, trial_id in enumerate(trial_ids(plan.trial_id, plan.repeat), 1):
+            for repetition, trial_id in enumerate(run.trial_ids(), 1):
                 if control is not None:
                     control.begin(trial_id)
-                record = fetcher.fetch(trial_id, repetition, Path(workdir))
+                record, done = fetcher.fetch(trial_id, repetition, Path(workdir))
                 failures += not record.ok
                 # Printed first: a failed `end` must not lose the client's own record.
-                print_record(record.to_dict(), plan.json_lines)
+                print_record(record.to_dict(), run.json_lines)
                 if control is not None:
-                    control.end(
-                        trial_id,
-                        ok=record.ok,
-                        requests=len(record.resources),
-                        responses_completed=len(record.resources),
-                    )
+                    control.end(trial_id, ok=record.ok, requests=done, responses_completed=done)
     finally:
         marker.close()
         if control is not None:

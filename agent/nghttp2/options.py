@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from agent.nghttp2.errors import UnsupportedSettingError
 from agent.nghttp2.windows import UnrepresentablePolicy, WindowMapping, map_window
+from agent.settings import initial_window_size
+from agent.trial_header import TRIAL_HEADER
 
-TRIAL_HEADER = "h2iot-trial-id"
 NGHTTP_DEFAULT_MAX_CONCURRENT_STREAMS = 100
 # The study's command: null output, all assets, statistics; no push, no dependency priorities.
 STUDY_FLAGS = ("-n", "-a", "-s", "--no-dep")
@@ -49,16 +50,16 @@ class NghttpOptions:
 
     @classmethod
     def create(
-        cls,
-        initial_window_size: int,
-        connection_window: int,
-        settings: Mapping[str, int],
-        policy: UnrepresentablePolicy,
+        cls, settings: Mapping[str, int], connection_window: int, policy: UnrepresentablePolicy
     ) -> NghttpOptions:
+        """`settings`: what the client asks to announce; its stream window (the protocol's
+        65535 when absent) becomes `-w`, the others their own options."""
+        _check_supported(settings, NGHTTP_SETTINGS, "nghttp")
+        # nghttp announces -w's window whether asked or not: it is kept apart from the settings
+        # that have options only when given.
         others = {name: value for name, value in settings.items() if name != "initial_window_size"}
-        _check_supported(others, NGHTTP_SETTINGS, "nghttp")
         return cls(
-            map_window("--initial-window-size", initial_window_size, policy),
+            map_window("initial_window_size", initial_window_size(settings), policy),
             map_window("--connection-window", connection_window, policy),
             others,
         )

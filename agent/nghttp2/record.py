@@ -11,12 +11,18 @@ nghttp CPU); `sent.bytes` is what nghttp wrote to its socket (its write(2) total
 from __future__ import annotations
 
 from agent import __version__
-from agent.client.record import FetchRecord, ResourceTiming
+from agent.client.record import ClientRecord
 from agent.errors import AgentError
 from agent.nghttp2.options import NghttpOptions
 from agent.nghttp2.process import ChildOutcome
 from agent.nghttp2.timing import ResourceTimes
 from agent.site.manifest import SiteManifest
+from agent.workloads.page.record import (
+    ResourceTiming,
+    page_extra,
+    page_metrics,
+    page_params,
+)
 
 ENGINE = "nghttp2"
 VERIFICATION = "size"
@@ -85,7 +91,7 @@ def build_record(
     cpu_pin: int | None,
     probe_overhead_s: float,
     timeout_s: float,
-) -> FetchRecord:
+) -> ClientRecord:
     resources, error = verify(times, manifest, page_path)
     if child.timed_out:
         error = f"timeout: page fetch took longer than {timeout_s:g} s (nghttp killed)"
@@ -101,12 +107,13 @@ def build_record(
     wall_s = child.wall_s
     first = next((r for r in times if r.stream_id == 1), None)
     written = socket_bytes_written(child, har_bytes)
-    return FetchRecord(
+    return ClientRecord(
         ok=error is None,
         error=error,
         trial_id=trial_id,
         repetition=repetition,
         url=url,
+        workload="page",
         engine=ENGINE,
         agent_version=__version__,
         tls=url.startswith("https:"),
@@ -114,9 +121,7 @@ def build_record(
         flow_control=options.flow_control(),
         peer_settings={},
         response_s=max((r.end_s for r in times), default=wall_s),
-        ttfb_s=first.ttfb_s if first else 0.0,
-        resources=resources,
-        body_bytes=sum(r.size_bytes for r in times),
+        ttfb_s=first.ttfb_s if first else None,
         cpu_user_s=child.cpu_user_s,
         cpu_sys_s=child.cpu_sys_s,
         cpu_s=cpu_s,
@@ -133,7 +138,7 @@ def build_record(
         probe_overhead_s=probe_overhead_s,
         cpu_pin=cpu_pin,
         marker=marker,
-        verification=VERIFICATION,
-        process_wall_s=wall_s,
-        command=command,
+        params=page_params(manifest),
+        metrics=page_metrics(resources),
+        extra=page_extra(resources, VERIFICATION, wall_s, command),
     )

@@ -8,17 +8,19 @@ import logging
 import signal
 import ssl
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from h2.settings import SettingCodes
 
-from agent import __version__, probe
+from agent import probe
 from agent.errors import UsageError
 from agent.frames import FrameCounts
 from agent.server.connection import ServerConnection
-from agent.server.content import ContentStore
+from agent.server.handler import Handler, Reply, Request
+from agent.server.host import HostedConnection
 from agent.server.ledger import TrialLedger, TrialRecord
 from agent.settings import to_h2
 
@@ -30,28 +32,30 @@ SHUTDOWN_GRACE_S = 30.0
 
 @dataclass(frozen=True)
 class ServerOptions:
-    root: Path
     host: str = "127.0.0.1"
     port: int = 8443
     settings: dict[str, int] = field(default_factory=dict)
     tls_cert: Path | None = None
     tls_key: Path | None = None
     trial_log: Path | None = None
+    workload: str = "page"  # the kind whose handler is mounted, named in every trial record
 
 
 class ServerApp:
-    def __init__(self, options: ServerOptions, trial_sink: IO[str]) -> None:
+    """The server's shared state: the workload's handler, the connections, the trial ledger and
+    its log. Each connection sees it as its `ConnectionHost` (agent.server.host)."""
+
+    def __init__(self, options: ServerOptions, trial_sink: IO[str], handler: Handler) -> None:
         self.options = options
-        self.content = ContentStore(options.root)
-        self.ledger = TrialLedger()
+        self.handler = handler
+        self.ledger = TrialLedger(options.workload)
         self.h2_settings: dict[SettingCodes, int] = {
             # h2's own defaults for a server, made explicit so they are what we report.
             SettingCodes.MAX_CONCURRENT_STREAMS: 100,
             SettingCodes.MAX_HEADER_LIST_SIZE: 65536,
             **to_h2(options.settings),
         }
-        self.server_header = f"h2iot-agent/{__version__}".encode()
-        self.connections: set[ServerConnection] = set()
+        self.connections: set[HostedConnection] = set()
         self.hostile_connections = 0
         self._next_id = 0
         self._trial_sink = trial_sink
@@ -62,12 +66,21 @@ class ServerApp:
         self._next_id += 1
         return self._next_id
 
-    def connection_opened(self, connection: ServerConnection) -> None:
+    def new_connection(self) -> ServerConnection:
+        return ServerConnection(self, self.next_connection_id())
+
+    # ConnectionHost ----------------------------------------------------------------------------
+
+    def handle(self, request: Request) -> Reply:
+        return self.handler.handle(request)
+
+    def connection_opened(self, connection: HostedConnection) -> None:
         self.connections.add(connection)
         self._idle.clear()
 
-    def connection_closed(self, connection: ServerConnection) -> None:
+    def connection_closed(self, connection: HostedConnection, failed: bool) -> None:
         self.connections.discard(connection)
+        self.hostile_connections += failed
         if not self.connections:
             self._idle.set()
 
@@ -77,6 +90,14 @@ class ServerApp:
             # Only a trial that runs alone may reset the process's peak-RSS mark.
             reset = probe.reset_peak_rss()
         self.ledger.request(trial_id, connection_id, probe.sample(), rss_reset=reset)
+
+    def trial_responses_done(self, trial_ids: Sequence[str]) -> None:
+        now = probe.sample()
+        for trial_id in trial_ids:
+            self.ledger.response_done(trial_id, now)
+
+    def trial_stream_reset(self, trial_id: str) -> None:
+        self.ledger.stream_reset(trial_id)
 
     def trial_detach(
         self, trial_id: str, connection_id: int, sent: FrameCounts, received: FrameCounts
@@ -113,10 +134,8 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     return context
 
 
-async def serve(options: ServerOptions, ready: asyncio.Event | None = None) -> int:
+async def serve(options: ServerOptions, handler: Handler) -> int:
     """Serve until SIGTERM/SIGINT, then GOAWAY every connection and finish in-flight streams."""
-    if not options.root.is_dir():
-        raise UsageError(f"--root {options.root} is not a directory")
     context = None
     if options.tls_cert is not None or options.tls_key is not None:
         if options.tls_cert is None or options.tls_key is None:
@@ -124,11 +143,11 @@ async def serve(options: ServerOptions, ready: asyncio.Event | None = None) -> i
         context = tls_context(options.tls_cert, options.tls_key)
     sink: IO[str]
     sink = options.trial_log.open("a", encoding="utf-8") if options.trial_log else sys.stdout
-    app = ServerApp(options, sink)
+    app = ServerApp(options, sink, handler)
     loop = asyncio.get_running_loop()
     try:
         server = await loop.create_server(
-            lambda: ServerConnection(app),
+            app.new_connection,
             options.host,
             options.port,
             ssl=context,
@@ -143,7 +162,7 @@ async def serve(options: ServerOptions, ready: asyncio.Event | None = None) -> i
         loop.add_signal_handler(signum, stop.set)
     bound = ", ".join(f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in server.sockets)
     scheme = "https" if context else "http"
-    log.info("serving %s on %s (%s)", options.root, bound, scheme)
+    log.info("serving on %s (%s)", bound, scheme)
     print(
         json.dumps(
             {
@@ -156,8 +175,6 @@ async def serve(options: ServerOptions, ready: asyncio.Event | None = None) -> i
         file=sys.stderr,
         flush=True,
     )
-    if ready is not None:
-        ready.set()
     try:
         await stop.wait()
     finally:

@@ -8,6 +8,11 @@ its per-frame machinery is skipped. Everything else (and any WINDOW_UPDATE h2 mu
 increment, overflow, odd length, unknown stream) goes to h2 unchanged, in order, and a body's
 last frame goes through h2 so it closes the stream. Every stream with credit gets one frame per
 round (fair, like nghttp2), and all frames produced by one read leave in one transport.write.
+
+The connection knows its server only as a `ConnectionHost` (agent.server.host): what to
+announce, who answers requests, where trial accounting goes. Its lifecycle is one state
+(agent.server.lifecycle); the one flag beside it, `_paused`, is the transport's write
+back-pressure, which comes and goes in any state.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import h2.events as ev
 from h2.connection import ConnectionState
@@ -24,7 +29,6 @@ from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 from hyperframe.frame import GoAwayFrame
 
-from agent import probe
 from agent.fastpath import (
     FRAME_HEADER_BYTES,
     MAX_WINDOW,
@@ -41,14 +45,13 @@ from agent.fastpath import (
 from agent.frames import CLIENT_PREFACE, FrameCounts
 from agent.h2setup import h2_connection
 from agent.server.guard import ResetRateGuard
-from agent.server.ledger import TRIAL_HEADER
-
-if TYPE_CHECKING:
-    from agent.server.app import ServerApp
+from agent.server.handler import Reply, Request
+from agent.server.host import ConnectionHost
+from agent.server.lifecycle import ENDED, Input, Lifecycle, State
+from agent.trial_header import TRIAL_HEADER
 
 log = logging.getLogger("h2iot.server")
 
-_ALLOWED_METHODS = (b"GET", b"HEAD")
 _TRIAL_HEADER = TRIAL_HEADER.encode()
 # How long a connection may take to send its preface and first SETTINGS.
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -59,17 +62,17 @@ _FLUSH_BYTES = 256 * 1024
 class _OutStream:
     body: memoryview
     offset: int
-    trial_id: str | None
     h2_stream: Any  # h2's stream, whose window the fast path keeps; None with the fast path off
 
 
 class ServerConnection(asyncio.BufferedProtocol):
-    def __init__(self, app: ServerApp, fast_path: bool = True) -> None:
-        self.app = app
-        self.id = app.next_connection_id()
+    def __init__(self, host: ConnectionHost, connection_id: int, fast_path: bool = True) -> None:
+        self.host = host
+        self.id = connection_id
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.conn = h2_connection(client_side=False, settings=app.h2_settings)
+        self.lifecycle = Lifecycle()
+        self.conn = h2_connection(client_side=False, settings=dict(host.h2_settings))
         self.tally_in = SplitTally(expect_preface=True)
         self._reader = FrameReader(self.conn.max_inbound_frame_size, len(CLIENT_PREFACE))
         self._fast_enabled = fast_path and H2Internals.available()
@@ -82,10 +85,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._trial_marks = (self.tally_out.counts(), self.tally_in.counts())
         self._done_trials: list[str] = []
         self._paused = False
-        self._last_byte_poll = False
-        self._draining = False
-        self._failed = False
-        self._closed = False
+        self._last_byte_timer: asyncio.TimerHandle | None = None
         self._handshake_timer: asyncio.TimerHandle | None = None
 
     # asyncio callbacks -------------------------------------------------------------------------
@@ -96,11 +96,20 @@ class ServerConnection(asyncio.BufferedProtocol):
         peername = transport.get_extra_info("peername")
         if peername:
             self.peer = f"{peername[0]}:{peername[1]}"
-        self.app.connection_opened(self)
+        self.lifecycle.advance(Input.MADE)
+        self.host.connection_opened(self)
         self.conn.initiate_connection()
         self._flush()
         loop = asyncio.get_running_loop()
         self._handshake_timer = loop.call_later(HANDSHAKE_TIMEOUT_S, self._handshake_expired)
+
+    def _advance(self, event: Input) -> bool:
+        """The lifecycle's step; leaving the handshake stops its timer, whichever way."""
+        changed = self.lifecycle.advance(event)
+        if changed and self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
+        return changed
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer()
@@ -108,6 +117,9 @@ class ServerConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         reader = self._reader
         reader.commit(nbytes)
+        if self.lifecycle.state in ENDED:
+            # Bytes a TLS transport still hands over after we closed it: nothing reads them.
+            return
         tally = self.tally_in
         if reader.preface_left:
             preface = reader.take_preface()
@@ -180,9 +192,8 @@ class ServerConnection(asyncio.BufferedProtocol):
             self._fail(f"{type(exc).__name__}: {exc}")
             return False
         self._reader.max_frame_size = self.conn.max_inbound_frame_size
-        if self._handshake_timer is not None:
-            self._handshake_timer.cancel()
-            self._handshake_timer = None
+        if self.lifecycle.state is State.HANDSHAKE:
+            self._advance(Input.PREFACE)
         for event in events:
             kind = type(event)
             if kind is ev.WindowUpdated or kind is ev.RemoteSettingsChanged:
@@ -191,11 +202,12 @@ class ServerConnection(asyncio.BufferedProtocol):
                 self._on_request(event)  # type: ignore[arg-type]
             elif kind is ev.StreamReset:
                 self._on_reset(event)  # type: ignore[arg-type]
-                if self._failed:
+                if self.lifecycle.state is State.FAILED:
                     return False
             elif kind is ev.DataReceived:
                 self._on_data(event)  # type: ignore[arg-type]
             elif kind is ev.ConnectionTerminated:
+                self._advance(Input.PEER_GOAWAY)
                 self._flush()
                 self._close_transport()
                 return False
@@ -213,11 +225,13 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
-        if self._handshake_timer is not None:
-            self._handshake_timer.cancel()
+        failed = self.lifecycle.state is State.FAILED
+        self._advance(Input.LOST)
+        if self._last_byte_timer is not None:
+            self._last_byte_timer.cancel()
+            self._last_byte_timer = None
         self._finish_trial()
-        self.app.connection_closed(self)
+        self.host.connection_closed(self, failed)
 
     # requests ----------------------------------------------------------------------------------
 
@@ -227,7 +241,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         if stream is None or stream.closed:
             # Reset (or refused) later in the same read, before we could answer.
             return
-        if self._draining:
+        if self.lifecycle.state is State.DRAINING:
             self.conn.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
             return
         headers = dict(event.headers or ())
@@ -237,34 +251,22 @@ class ServerConnection(asyncio.BufferedProtocol):
             self.stream_trials[stream_id] = trial_id
         method = headers.get(b":method", b"")
         path = _decode(headers.get(b":path")) or ""
-        if method not in _ALLOWED_METHODS:
-            self._respond_empty(stream_id, 405, extra=[(b"allow", b"GET, HEAD")])
-            return
-        resource = self.app.content.lookup(path)
-        if resource is None:
-            self._respond_empty(stream_id, 404)
-            return
-        body = resource.body
-        response_headers = [
-            (b":status", b"200"),
+        self._respond(stream_id, method, self.host.handle(Request(method, path, headers)))
+
+    def _respond(self, stream_id: int, method: bytes, reply: Reply) -> None:
+        body = reply.body
+        headers = [
+            (b":status", str(reply.status).encode()),
             (b"content-length", str(len(body)).encode()),
-            (b"content-type", resource.content_type.encode()),
-            (b"server", self.app.server_header),
+            *reply.headers,
         ]
         if method == b"HEAD" or not body:
-            self.conn.send_headers(stream_id, response_headers, end_stream=True)
+            self.conn.send_headers(stream_id, headers, end_stream=True)
             self._response_done(stream_id)
             return
-        self.conn.send_headers(stream_id, response_headers)
+        self.conn.send_headers(stream_id, headers)
         h2_stream = self.conn.streams[stream_id] if self._fast_enabled else None
-        self.pending[stream_id] = _OutStream(body, 0, trial_id, h2_stream)
-
-    def _respond_empty(
-        self, stream_id: int, status: int, extra: list[tuple[bytes, bytes]] | None = None
-    ) -> None:
-        headers = [(b":status", str(status).encode()), (b"content-length", b"0")]
-        self.conn.send_headers(stream_id, headers + (extra or []), end_stream=True)
-        self._response_done(stream_id)
+        self.pending[stream_id] = _OutStream(body, 0, h2_stream)
 
     def _on_data(self, event: ev.DataReceived) -> None:
         # Request bodies are not used; give the credit back so a sender is never stuck.
@@ -275,7 +277,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.pending.pop(event.stream_id, None)
         trial_id = self.stream_trials.pop(event.stream_id, None)
         if trial_id is not None:
-            self.app.ledger.stream_reset(trial_id)
+            self.host.trial_stream_reset(trial_id)
         if event.remote_reset and self.guard.reset_received(time.monotonic_ns()):
             self.conn.close_connection(ErrorCodes.ENHANCE_YOUR_CALM)
             limit, window_s = self.guard.limit, self.guard.window_ns / 1e9
@@ -354,18 +356,18 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def _flush(self) -> None:
         self._write_out()
-        if self._done_trials and not self._last_byte_poll:
+        if self._done_trials and self._last_byte_timer is None:
             self._note_last_bytes()
-        if self._draining and not self.pending:
+        if self.lifecycle.state is State.DRAINING and not self.pending:
             self._close_gracefully()
 
     def _note_last_bytes(self) -> None:
-        self._last_byte_poll = False
+        self._last_byte_timer = None
         transport = self.transport
-        if transport is not None and transport.get_write_buffer_size() and not self._closed:
+        if transport is not None and transport.get_write_buffer_size():
             # The bytes are still in user space; the trial's last byte leaves when they drain.
-            self._last_byte_poll = True
-            asyncio.get_running_loop().call_later(0.001, self._note_last_bytes)
+            loop = asyncio.get_running_loop()
+            self._last_byte_timer = loop.call_later(0.001, self._note_last_bytes)
             return
         self._note_last_bytes_now()
 
@@ -373,7 +375,7 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def _enter_trial(self, trial_id: str) -> None:
         if self.trial_id == trial_id:
-            self.app.trial_request(trial_id, self.id)
+            self.host.trial_request(trial_id, self.id)
             return
         if self.trial_id is not None:
             self._finish_trial()
@@ -381,7 +383,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             # Frames from the connection's start (preface, SETTINGS) belong to its first trial.
             self._trial_marks = (FrameCounts.empty(), FrameCounts.empty())
         self.trial_id = trial_id
-        self.app.trial_request(trial_id, self.id)
+        self.host.trial_request(trial_id, self.id)
 
     def _finish_trial(self) -> None:
         if self.trial_id is None:
@@ -390,7 +392,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             self._note_last_bytes_now()
         sent = self.tally_out.counts()
         received = self.tally_in.counts()
-        self.app.trial_detach(
+        self.host.trial_detach(
             self.trial_id,
             self.id,
             sent.minus(self._trial_marks[0]),
@@ -400,18 +402,15 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.trial_id = None
 
     def _note_last_bytes_now(self) -> None:
-        now = probe.sample()
-        for trial_id in self._done_trials:
-            self.app.ledger.response_done(trial_id, now)
+        self.host.trial_responses_done(self._done_trials)
         self._done_trials.clear()
 
     # shutdown and failures ---------------------------------------------------------------------
 
     def drain(self) -> None:
         """Graceful shutdown: GOAWAY now, finish the streams in flight, then close."""
-        if self._closed or self._draining:
-            return
-        self._draining = True
+        if not self._advance(Input.DRAIN):
+            return  # already draining or ending
         goaway = GoAwayFrame(0)
         goaway.last_stream_id = self.conn.highest_inbound_stream_id
         goaway.error_code = ErrorCodes.NO_ERROR
@@ -422,7 +421,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._flush()
 
     def _close_gracefully(self) -> None:
-        if self._closed or self.transport is None or self.transport.is_closing():
+        self._advance(Input.IDLE)
+        if self.transport is None or self.transport.is_closing():
             return
         self.conn.close_connection(ErrorCodes.NO_ERROR)
         data = self.conn.data_to_send()
@@ -431,11 +431,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._close_transport()
 
     def _fail(self, reason: str) -> None:
-        if self._failed:
-            return
-        self._failed = True
+        self._advance(Input.FAILURE)
         log.warning("peer %s: %s; sent GOAWAY and closed the connection", self.peer, reason)
-        self.app.hostile_connections += 1
         self._write_out()
         self._close_transport()
 

@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from agent.frames import FrameCounts
 from agent.probe import ProbeSample, ProbeSpan
 
-TRIAL_HEADER = "h2iot-trial-id"
-
 
 @dataclass(frozen=True)
 class TrialRecord:
     trial_id: str
+    workload: str
     ok: bool
     requests: int
     responses_completed: int
@@ -44,6 +43,7 @@ class TrialRecord:
     def to_dict(self) -> dict[str, object]:
         return {
             "trial_id": self.trial_id,
+            "workload": self.workload,
             "ok": self.ok,
             "requests": self.requests,
             "responses_completed": self.responses_completed,
@@ -90,7 +90,8 @@ class _OpenTrial:
 
 
 class TrialLedger:
-    def __init__(self) -> None:
+    def __init__(self, workload: str) -> None:
+        self.workload = workload
         self._open: dict[str, _OpenTrial] = {}
 
     @property
@@ -151,12 +152,12 @@ class TrialLedger:
         del self._open[trial_id]
         return self._record(trial, rss_peak_bytes)
 
-    @staticmethod
-    def _record(trial: _OpenTrial, rss_peak_bytes: int) -> TrialRecord:
+    def _record(self, trial: _OpenTrial, rss_peak_bytes: int) -> TrialRecord:
         end = trial.last_byte or trial.start
         span = ProbeSpan(trial.start, end, rss_peak_bytes, trial.rss_reset)
         return TrialRecord(
             trial_id=trial.trial_id,
+            workload=self.workload,
             ok=trial.reset == 0 and trial.completed == trial.requests,
             requests=trial.requests,
             responses_completed=trial.completed,

@@ -87,23 +87,18 @@ _SERVERS = itertools.count(1)
 
 
 @contextmanager
-def agent_server(root: Path, tmp: Path, *extra: str, tls: bool = False) -> Iterator[RunningServer]:
+def agent_server(
+    root: Path | None, tmp: Path, *extra: str, tls: bool = False
+) -> Iterator[RunningServer]:
+    """`serve` on a free port; `root` None: no --root (a workload other than the page)."""
     # Port 0: the server binds a free port and names it. A port picked here and bound by the
     # server later could be taken in between, and our readiness probe would find the taker.
     name = f"server-{next(_SERVERS)}"
     stderr_path = tmp / f"{name}.err"
     trial_log = tmp / f"{name}-trials.jsonl"
-    args = [
-        *AGENT,
-        "serve",
-        "--root",
-        str(root),
-        "--port",
-        "0",
-        "--trial-log",
-        str(trial_log),
-        *extra,
-    ]
+    args = [*AGENT, "serve", "--port", "0", "--trial-log", str(trial_log), *extra]
+    if root is not None:
+        args += ["--root", str(root)]
     with stderr_path.open("w") as err:
         process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, text=True)
     try:

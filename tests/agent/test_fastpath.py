@@ -42,6 +42,7 @@ from agent.frames import CLIENT_PREFACE, FrameTally
 from agent.h2setup import h2_connection
 from agent.server.app import ServerApp, ServerOptions
 from agent.server.connection import ServerConnection
+from agent.workloads.page.files import FileHandler
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -312,8 +313,8 @@ def client_cases(draw: st.DrawFn) -> ClientCase:
 
 def run_client(case: ClientCase, fast: bool) -> tuple[object, ...]:
     async def scenario() -> tuple[object, ...]:
-        flow = FlowControlOptions(case.window, case.connection_window, case.policy)  # type: ignore[arg-type]
-        client = ClientConnection({}, flow, fast_path=fast)
+        flow = FlowControlOptions(case.connection_window, case.policy)  # type: ignore[arg-type]
+        client = ClientConnection({"initial_window_size": case.window}, flow, fast_path=fast)
         transport = FakeTransport()
         client.connection_made(transport)
         futures = [client.request("x:1", "http", f"/{name}", [], keep_body=True) for name in "ab"]
@@ -453,8 +454,8 @@ def server_cases(draw: st.DrawFn) -> ServerCase:
 
 def run_server(site: Path, case: ServerCase, fast: bool) -> tuple[object, ...]:
     async def scenario() -> tuple[object, ...]:
-        app = ServerApp(ServerOptions(root=site), io.StringIO())
-        server = ServerConnection(app, fast_path=fast)
+        app = ServerApp(ServerOptions(), io.StringIO(), FileHandler(site))
+        server = ServerConnection(app, 1, fast_path=fast)
         transport = FakeTransport()
         server.connection_made(transport)
         given = feed(server, case.client_bytes, case.cuts)
@@ -484,8 +485,8 @@ def test_server_fast_path_sends_within_windows(small_site: Path) -> None:
     preamble = client.data_to_send()
 
     async def scenario() -> bytes:
-        app = ServerApp(ServerOptions(root=small_site), io.StringIO())
-        server = ServerConnection(app)
+        app = ServerApp(ServerOptions(), io.StringIO(), FileHandler(small_site))
+        server = ServerConnection(app, 1)
         transport = FakeTransport()
         server.connection_made(transport)
         feed(server, preamble, [])

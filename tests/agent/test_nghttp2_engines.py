@@ -180,7 +180,7 @@ def test_reject_is_a_usage_error(site: Path) -> None:
                        str(site / "manifest.json"), "--initial-window-size", "4096",
                        "--unrepresentable-window", "reject")  # fmt: skip
     assert result.returncode == 2
-    assert result.stderr.startswith("h2iot-agent: error: --initial-window-size 4096 is not 2^N")
+    assert result.stderr.startswith("h2iot-agent: error: initial_window_size 4096 is not 2^N")
     assert len(result.stderr.splitlines()) == 1
     served = run_agent("serve", "--engine", "nghttp2", "--root", str(site), "--setting",
                        "initial_window_size=300", "--unrepresentable-window", "reject")  # fmt: skip

@@ -9,7 +9,7 @@ from agent.nghttp2.options import NghttpdOptions, NghttpOptions
 
 
 def test_the_study_command_with_the_trial_header_and_har() -> None:
-    options = NghttpOptions.create(4096, 4096, {}, "map")
+    options = NghttpOptions.create({"initial_window_size": 4096}, 4096, "map")
     argv = options.argv("/usr/bin/nghttp", "http://s:8443/", "t3", "/tmp/x.har")
     assert argv == [
         "/usr/bin/nghttp", "-n", "-a", "-s", "--no-dep", "--no-push", "-w", "12", "-W", "12",
@@ -30,10 +30,7 @@ def test_the_study_command_with_the_trial_header_and_har() -> None:
 
 def test_other_settings_nghttp_can_announce() -> None:
     options = NghttpOptions.create(
-        65535,
-        2**20 - 1,
-        {"header_table_size": 0, "max_concurrent_streams": 8, "enable_push": 1},
-        "reject",
+        {"header_table_size": 0, "max_concurrent_streams": 8, "enable_push": 1}, 2**20 - 1, "reject"
     )
     argv = options.argv("nghttp", "http://s/", "t", "h")
     assert "--no-push" not in argv
@@ -51,12 +48,12 @@ def test_other_settings_nghttp_can_announce() -> None:
 @pytest.mark.parametrize("name", ["max_frame_size", "max_header_list_size"])
 def test_settings_nghttp_cannot_announce_are_refused(name: str) -> None:
     with pytest.raises(UsageError, match=f"setting {name}: nghttp has no option"):
-        NghttpOptions.create(65535, 65535, {name: 16384}, "map")
+        NghttpOptions.create({name: 16384}, 65535, "map")
 
 
 def test_reject_names_the_option() -> None:
     with pytest.raises(UsageError, match="--connection-window 1000 is not"):
-        NghttpOptions.create(65535, 1000, {}, "reject")
+        NghttpOptions.create({}, 1000, "reject")
 
 
 def test_nghttpd_command_and_settings() -> None:

@@ -19,7 +19,7 @@ MANIFEST = SiteManifest(
     seed=0,
     total_bytes=150,
 )  # fmt: skip
-OPTIONS = NghttpOptions.create(65535, 65535, {}, "map")
+OPTIONS = NghttpOptions.create({}, 65535, "map")
 PAGE = (
     ResourceTimes(1, "/", 200, 100, 0.001, 0.002, 0.003),
     ResourceTimes(3, "/a.css", 200, 50, 0.003, 0.004, 0.005),

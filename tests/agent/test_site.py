@@ -554,6 +554,7 @@ def test_fetch_and_serve_processes_leave_the_site_builder_unloaded():
     probe = (
         "import sys\n"
         "import agent.client.run, agent.server.app, agent.nghttp2.cli_support\n"
+        "import agent.workloads.page.client, agent.workloads.page.server\n"
         "from agent.site import MANIFEST_NAME, content_type_for, load_manifest\n"
         "print(sorted(m for m in sys.modules if m.startswith('agent.site.')))\n"
         "from agent.site import build_site\n"

@@ -1,0 +1,64 @@
+"""Where a trial connects (`Target`, from its URL) and how: cleartext h2c with prior knowledge,
+or TLS with ALPN h2."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from agent.client.connection import ClientConnection
+from agent.client.options import TrialOptions
+from agent.errors import FetchError, UsageError
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    scheme: str
+    host: str
+    port: int
+    path: str
+
+    @property
+    def authority(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @classmethod
+    def parse(cls, url: str) -> Target:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"URL {url!r} must be http://HOST:PORT/PATH or https://...")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return cls(url, parts.scheme, parts.hostname, port, parts.path or "/")
+
+
+def client_tls_context(options: TrialOptions) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=options.ca_file)
+    if options.insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    return context
+
+
+async def open_connection(target: Target, options: TrialOptions) -> ClientConnection:
+    loop = asyncio.get_running_loop()
+    context = client_tls_context(options) if target.scheme == "https" else None
+    try:
+        transport, connection = await loop.create_connection(
+            lambda: ClientConnection(options.settings, options.flow),
+            target.host,
+            target.port,
+            ssl=context,
+        )
+    except OSError as exc:
+        raise FetchError(f"cannot connect to {target.authority}: {exc.strerror or exc}") from None
+    if (
+        context is not None
+        and transport.get_extra_info("ssl_object").selected_alpn_protocol() != "h2"
+    ):
+        transport.close()
+        raise FetchError(f"{target.authority} did not negotiate h2 with ALPN")
+    return connection

@@ -1,0 +1,64 @@
+"""What a client command runs: the options every trial's connection shares (`TrialOptions`)
+and the run of trials around them (`RunPlan`), for either engine.
+
+Both are built once, where the command line is parsed and each value is range-checked; nothing
+downstream checks or reshapes them again. The SETTINGS the client asks for are one mapping,
+the stream window (`initial_window_size`) one of its entries, from the command line to the
+SETTINGS frame (the h2 engine) or to nghttp's `-w` (the nghttp2 engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from agent.flow import FlowControlOptions
+from agent.settings import initial_window_size
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    """How each trial connects and what it announces, whatever the engine and workload."""
+
+    # Canonical names (agent.settings), checked values: what the client asks to announce. Each
+    # engine adds only its own defaults for names absent here.
+    settings: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    flow: FlowControlOptions = field(default_factory=FlowControlOptions)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    insecure: bool = False  # TLS: skip certificate checks
+    ca_file: str | None = None  # TLS: trust this CA bundle
+    cpu_pin: int | None = None  # the core the process is pinned to, recorded
+
+    @property
+    def initial_window_size(self) -> int:
+        return initial_window_size(self.settings)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """`repeat` trials against `url`, each on a connection of its own, one output line each."""
+
+    url: str
+    options: TrialOptions
+    trial_id: str
+    workload: str = "page"
+    # The workload's client params, every one, canonical (checked where they were parsed);
+    # values as agent.workloads.spec.ParamValue.
+    params: Mapping[str, int | float | str | bool] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    repeat: int = 1
+    json_lines: bool = False
+    marker: str = "none"
+    manifest_path: Path | None = None  # page: the site manifest bodies are checked against
+    trial_control: str | None = None  # HOST:PORT of an nghttpd server's agent, or None
+
+    def trial_ids(self) -> list[str]:
+        """The ids of the trials: the id itself, or ID-1 .. ID-R."""
+        if self.repeat == 1:
+            return [self.trial_id]
+        return [f"{self.trial_id}-{r}" for r in range(1, self.repeat + 1)]

@@ -1,0 +1,161 @@
+"""One client trial of any workload: a new connection, the workload's requests on it (its
+`Driver`), the process's CPU, memory and frames measured over exactly that span, one record.
+
+The driver decides what to request and checks what comes back; this module does the rest the
+same way for every workload: the marker, the probes, the timeout, the trial header on every
+request, and the record's common fields (agent/client/record.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+from agent import __version__, probe
+from agent.client.connect import Target, open_connection
+from agent.client.connection import ClientConnection, Response
+from agent.client.options import TrialOptions
+from agent.client.record import ClientRecord
+from agent.errors import AgentError, BodyMismatchError, FetchError
+from agent.marker import Marker
+from agent.trial_header import TRIAL_HEADER
+
+
+class TrialSession:
+    """A trial's view of its connection: requests on the target, each tagged with the trial."""
+
+    def __init__(self, connection: ClientConnection, target: Target, trial_id: str) -> None:
+        self.connection = connection
+        self.target = target
+        self._extra = [(TRIAL_HEADER.encode(), trial_id.encode())]
+
+    def request(self, path: str, keep_body: bool = False) -> asyncio.Future[Response]:
+        """GET `path`; the future's response has its body's size and sha256 (and the body
+        itself with `keep_body`)."""
+        target = self.target
+        return self.connection.request(
+            target.authority, target.scheme, path, self._extra, keep_body=keep_body
+        )
+
+    async def concurrency_limit(self) -> int:
+        """How many streams the server lets this client open at once (its first SETTINGS)."""
+        await self.connection.settings_received()
+        return max(1, self.connection.peer_max_concurrent_streams)
+
+    async def request_all(self, paths: Sequence[str], check: Callable[[Response], None]) -> None:
+        """GET every path, as many at once as the server allows, in order; `check` each
+        response as it completes (its exception ends the trial)."""
+        limit = await self.concurrency_limit()
+        queue = list(reversed(paths))
+        running: set[asyncio.Future[Response]] = set()
+        while queue or running:
+            while queue and len(running) < limit:
+                running.add(self.request(queue.pop()))
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for future in done:
+                check(future.result())
+
+
+def check_body(response: Response, size_bytes: int, sha256: str, source: str) -> None:
+    """Status 200 and exactly the expected body, else the trial fails naming the path and what
+    the expectation came from (`source`: "manifest", "blob")."""
+    if response.status != 200:
+        raise FetchError(f"GET {response.path} answered {response.status}")
+    if response.size_bytes != size_bytes:
+        raise BodyMismatchError(
+            f"GET {response.path}: {response.size_bytes} bytes, {source} says {size_bytes}"
+        )
+    if response.digest.hexdigest() != sha256:
+        raise BodyMismatchError(f"GET {response.path}: sha256 differs from the {source}")
+
+
+class Driver(Protocol):
+    """One workload's part of one trial."""
+
+    @property
+    def responses(self) -> list[Response]:
+        """Every response it received and judged, in that order."""
+        ...
+
+    async def run(self, session: TrialSession) -> None:
+        """Make the trial's requests and check the responses; an AgentError fails the trial."""
+        ...
+
+    def metrics(self) -> dict[str, object]:
+        """Exactly the workload spec's fields, None where the trial failed before them."""
+        ...
+
+    def extra(self, start_ns: int) -> dict[str, object]:
+        """The workload's own top-level record fields (times relative to `start_ns`)."""
+        ...
+
+
+async def run_trial(
+    target: Target,
+    options: TrialOptions,
+    driver: Driver,
+    *,
+    workload: str,
+    params: Mapping[str, object],
+    trial_id: str,
+    repetition: int,
+    marker: Marker,
+) -> ClientRecord:
+    """The trial's record, failed or not."""
+    connection: ClientConnection | None = None
+    error: str | None = None
+    marker.raise_line()
+    window = probe.ProbeWindow()
+    try:
+        connection = await open_connection(target, options)
+        session = TrialSession(connection, target, trial_id)
+        await asyncio.wait_for(driver.run(session), options.timeout_s)
+    except TimeoutError:
+        error = f"timeout: the {workload} trial took longer than {options.timeout_s:g} s"
+    except AgentError as exc:
+        error = str(exc)
+    span = window.close()
+    marker.lower_line()
+    if connection is not None:
+        await connection.close()
+    start_ns = span.start.t_mono_ns
+    responses = driver.responses
+    ends = [r.t_end_ns for r in responses if r.t_end_ns]
+    end_ns = max(ends) if error is None and ends else span.end.t_mono_ns
+    firsts = [r.t_headers_ns for r in responses if r.t_headers_ns]
+    return ClientRecord(
+        ok=error is None,
+        error=error,
+        trial_id=trial_id,
+        repetition=repetition,
+        url=target.url,
+        workload=workload,
+        engine="h2",
+        agent_version=__version__,
+        tls=target.scheme == "https",
+        settings=dict(connection.local_settings) if connection else {},
+        flow_control=options.flow.record(options.initial_window_size),
+        peer_settings=connection.peer_settings() if connection else {},
+        response_s=(end_ns - start_ns) / 1e9,
+        ttfb_s=(min(firsts) - start_ns) / 1e9 if firsts else None,
+        cpu_user_s=span.cpu_user_s,
+        cpu_sys_s=span.cpu_sys_s,
+        cpu_s=span.cpu_s,
+        cpu_pct=span.cpu_pct,
+        rss_peak_bytes=span.rss_peak_bytes,
+        rss_peak_is_fetch=span.rss_peak_is_window,
+        sent=connection.tally_out.counts().to_dict() if connection else {},
+        received=connection.tally_in.counts().to_dict() if connection else {},
+        window_updates_sent=connection.window_updates_sent if connection else 0,
+        t_wall_start_ns=span.start.t_wall_ns,
+        t_wall_end_ns=span.start.t_wall_ns + (end_ns - start_ns),
+        t_mono_start_ns=start_ns,
+        t_mono_end_ns=end_ns,
+        probe_overhead_s=window.overhead_s,
+        cpu_pin=options.cpu_pin,
+        marker=marker.describe(),
+        params=params,
+        metrics=driver.metrics(),
+        extra=driver.extra(start_ns),
+    )

@@ -1,0 +1,69 @@
+"""What several subcommands share: pinning, the engine options, the workload's params."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from agent.errors import UsageError
+from agent.workloads import WorkloadSpec
+from agent.workloads.params import parse_params
+from agent.workloads.spec import ParamSide, ParamValue
+
+ENGINES = ("h2", "nghttp2")
+UNREPRESENTABLE_WINDOW = ("map", "reject")
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="h2",
+        help="HTTP/2 implementation: this agent's own (h2) or the study's nghttp2 tools "
+        "(nghttp / nghttpd); default h2",
+    )
+    parser.add_argument(
+        "--unrepresentable-window",
+        choices=UNREPRESENTABLE_WINDOW,
+        default="map",
+        help="nghttp2 engine: a window that is not 2^N - 1 bytes is mapped to the nearest "
+        "2^N - 1 (recorded, with a warning) or rejected (exit 2); default map",
+    )
+
+
+def add_workload_options(parser: argparse.ArgumentParser, default: str | None) -> None:
+    parser.add_argument(
+        "--workload",
+        metavar="KIND",
+        default=default,
+        required=default is None,
+        help="what a trial does (`h2iot-agent workloads` lists them)"
+        + (f"; default {default}" if default else ""),
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="one of the workload's parameters (repeatable)",
+    )
+
+
+def workload_params(
+    spec: WorkloadSpec, args: argparse.Namespace, side: ParamSide
+) -> dict[str, ParamValue]:
+    """The workload's `side` params from `--param`, checked; and the engine it can run on."""
+    if args.engine not in spec.engines:
+        raise UsageError(
+            f"--engine {args.engine}: the {spec.kind} workload runs on {', '.join(spec.engines)}"
+        )
+    return parse_params(spec, args.param, side)
+
+
+def pin(cpu: int | None) -> None:
+    if cpu is None:
+        return
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--cpu {cpu}: cannot pin to that core ({exc})") from None

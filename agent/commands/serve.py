@@ -1,0 +1,82 @@
+"""`h2iot-agent serve`: the HTTP/2 server, with one workload's handlers mounted."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from agent.commands.common import add_engine_options, add_workload_options, pin, workload_params
+from agent.errors import UsageError
+from agent.settings import parse_settings
+
+
+def register(commands: Any) -> None:
+    serve = commands.add_parser("serve", help="serve a workload over HTTP/2")
+    add_workload_options(serve, default="page")
+    serve.add_argument("--root", type=Path, help="page: the site's directory (required)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8443, help="0 picks a free port")
+    serve.add_argument("--tls", action="store_true", help="TLS with ALPN h2 (needs --cert, --key)")
+    serve.add_argument("--cert", type=Path)
+    serve.add_argument("--key", type=Path)
+    serve.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a SETTINGS value this server announces (repeatable)",
+    )
+    serve.add_argument(
+        "--trial-log",
+        type=Path,
+        help="append one JSON line per finished trial here (default: stdout)",
+    )
+    serve.add_argument("--cpu", type=int, help="pin the process to this core")
+    add_engine_options(serve)
+    serve.add_argument(
+        "--control-port",
+        type=int,
+        help="nghttp2 engine: the port clients send trial-control messages to (default: a free "
+        "one, announced in the listening line)",
+    )
+    serve.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.workloads import spec_of  # noqa: PLC0415
+
+    spec = spec_of(args.workload)
+    params = workload_params(spec, args, "server")
+    if args.tls and (args.cert is None or args.key is None):
+        raise UsageError("--tls needs --cert and --key")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a TCP port")
+    settings = parse_settings(args.setting)
+    pin(args.cpu)
+    if args.engine == "nghttp2":
+        from agent.nghttp2 import cli_support  # noqa: PLC0415
+
+        if args.root is None:
+            raise UsageError("--root DIR (the site) is required for the page workload")
+        if args.control_port is not None and not 0 <= args.control_port <= 65535:
+            raise UsageError(f"--control-port {args.control_port} is not a TCP port")
+        return cli_support.serve(args, settings)
+    if args.control_port is not None:
+        raise UsageError("--control-port is for --engine nghttp2")
+    from agent.server.app import ServerOptions, serve  # noqa: PLC0415
+    from agent.workloads.load import server_mount  # noqa: PLC0415
+
+    handler = server_mount(spec.kind)(args.root, params)
+    options = ServerOptions(
+        host=args.host,
+        port=args.port,
+        settings=settings,
+        tls_cert=args.cert if args.tls else None,
+        tls_key=args.key if args.tls else None,
+        trial_log=args.trial_log,
+        workload=spec.kind,
+    )
+    import asyncio  # noqa: PLC0415
+
+    return asyncio.run(serve(options, handler))

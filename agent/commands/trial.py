@@ -1,0 +1,149 @@
+"""`h2iot-agent trial URL --workload KIND` and `fetch URL` (the page workload's verb): a run of
+client trials, one record line each."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from agent.commands.common import add_engine_options, add_workload_options, pin, workload_params
+from agent.errors import UsageError
+from agent.flow import (
+    DEFAULT_WINDOW_UPDATE_POLICY,
+    MAX_WINDOW,
+    WINDOW_UPDATE_POLICIES,
+    FlowControlOptions,
+)
+from agent.settings import check_value, parse_settings
+
+
+def _add_client_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a SETTINGS value this client announces (repeatable), the window among them",
+    )
+    parser.add_argument(
+        "--connection-window",
+        type=int,
+        default=65535,
+        help="connection-level receive window in bytes (default 65535, the "
+        "protocol's; smaller values are reached by withholding updates)",
+    )
+    parser.add_argument(
+        "--window-update",
+        choices=WINDOW_UPDATE_POLICIES,
+        default=DEFAULT_WINDOW_UPDATE_POLICY,
+        help="when to send WINDOW_UPDATE (default: half, as nghttp2)",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="trials, one connection each")
+    parser.add_argument(
+        "--trial-id",
+        help="tag for the server's per-trial accounting (with --repeat R: ID-1 .. ID-R)",
+    )
+    parser.add_argument(
+        "--manifest",
+        type=Path,
+        help="page: the site manifest.json to verify bodies (default: GET it from the server)",
+    )
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per trial")
+    parser.add_argument("--json", action="store_true", help="one JSON line per trial")
+    parser.add_argument("--marker", default="none", help="none | gpio:CHIP:LINE | fifo:PATH")
+    parser.add_argument("--cpu", type=int, help="pin the process to this core")
+    parser.add_argument("--insecure", action="store_true", help="TLS: skip certificate checks")
+    parser.add_argument("--ca-file", help="TLS: trust this CA bundle")
+    add_engine_options(parser)
+    parser.add_argument(
+        "--trial-control",
+        metavar="HOST:PORT",
+        help="bracket each trial with trial-control messages to an nghttpd server's agent "
+        "(its control_port), which counts trials by them",
+    )
+
+
+def register(commands: Any) -> None:
+    fetch = commands.add_parser("fetch", help="fetch a page and its subresources over HTTP/2")
+    _add_client_options(fetch)
+    fetch.add_argument(
+        "--initial-window-size",
+        type=int,
+        help="SETTINGS_INITIAL_WINDOW_SIZE in bytes, exact (default 65535); the same as "
+        "--setting initial_window_size=N",
+    )
+    fetch.set_defaults(handler=run, workload="page", param=[])
+    trial = commands.add_parser("trial", help="run trials of a workload over HTTP/2")
+    _add_client_options(trial)
+    add_workload_options(trial, default=None)
+    trial.set_defaults(handler=run, initial_window_size=None)
+
+
+def client_settings(args: argparse.Namespace) -> dict[str, int]:
+    """`--setting`s, with `--initial-window-size` as one of them (an alias: both given must
+    agree). Each value is range-checked here, once."""
+    settings = parse_settings(args.setting)
+    if args.initial_window_size is not None:
+        window = check_value("initial_window_size", args.initial_window_size)
+        given = settings.setdefault("initial_window_size", window)
+        if given != window:
+            raise UsageError(
+                f"--initial-window-size {window} and --setting initial_window_size={given} "
+                "disagree; give the window once"
+            )
+    return settings
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.client.options import RunPlan, TrialOptions  # noqa: PLC0415
+    from agent.workloads import spec_of  # noqa: PLC0415
+
+    spec = spec_of(args.workload)
+    params = workload_params(spec, args, "client")
+    settings = client_settings(args)
+    if not 0 <= args.connection_window <= MAX_WINDOW:
+        raise UsageError(f"--connection-window {args.connection_window} is outside 0..{MAX_WINDOW}")
+    if args.repeat < 1:
+        raise UsageError(f"--repeat {args.repeat} must be at least 1")
+    if args.manifest is not None and spec.kind != "page":
+        raise UsageError(f"--manifest is for the page workload, not {spec.kind}")
+    pin(args.cpu)
+    plan = RunPlan(
+        url=args.url,
+        options=TrialOptions(
+            settings=MappingProxyType(settings),
+            flow=FlowControlOptions(args.connection_window, args.window_update),
+            timeout_s=args.timeout,
+            insecure=args.insecure,
+            ca_file=args.ca_file,
+            cpu_pin=args.cpu,
+        ),
+        trial_id=args.trial_id or f"{socket.gethostname()}-{os.getpid()}",
+        workload=spec.kind,
+        params=MappingProxyType(params),
+        repeat=args.repeat,
+        json_lines=args.json,
+        marker=args.marker,
+        manifest_path=args.manifest,
+        trial_control=args.trial_control,
+    )
+    if args.engine == "nghttp2":
+        from agent.nghttp2 import cli_support  # noqa: PLC0415
+
+        return cli_support.fetch(args, plan)
+    import asyncio  # noqa: PLC0415
+
+    from agent.client.run import TrialBracket, run_trials  # noqa: PLC0415
+    from agent.workloads.load import client_prepare  # noqa: PLC0415
+
+    bracket: TrialBracket | None = None
+    if plan.trial_control is not None:
+        from agent.nghttp2.control import TrialControl  # noqa: PLC0415
+
+        bracket = TrialControl(plan.trial_control)
+    return asyncio.run(run_trials(plan, client_prepare(spec.kind), bracket))

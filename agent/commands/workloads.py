@@ -1,0 +1,33 @@
+"""`h2iot-agent workloads [--json]`: what each workload declares (agent.workloads)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+from typing import Any
+
+
+def register(commands: Any) -> None:
+    workloads = commands.add_parser("workloads", help="list the workloads, their params and fields")
+    workloads.add_argument("--json", action="store_true", help="one JSON line: a list of specs")
+    workloads.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.workloads import SPECS  # noqa: PLC0415
+
+    if args.json:
+        print(json.dumps([asdict(spec) for spec in SPECS.values()], separators=(",", ":")))
+        return 0
+    for spec in SPECS.values():
+        print(f"{spec.kind}: {spec.doc} (engines: {', '.join(spec.engines)})")
+        for param in spec.params:
+            unit = f" {param.unit}" if param.unit else ""
+            print(
+                f"  param {param.name} ({param.side}, {param.kind} {param.range_text()}, "
+                f"default {json.dumps(param.default)}{unit}): {param.doc}"
+            )
+        for field in spec.fields:
+            print(f"  field {field.name}: {field.doc}")
+    return 0

@@ -1,0 +1,107 @@
+"""The page workload's client (the h2 engine): GET the page, then its subresources concurrently
+(bounded by the server's MAX_CONCURRENT_STREAMS, as a browser and `nghttp -a` do), each body
+checked against the site manifest by size and sha256. A wrong byte fails the trial."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agent.client.connect import Target, open_connection
+from agent.client.connection import Response
+from agent.client.options import RunPlan, TrialOptions
+from agent.client.run import Prepared
+from agent.client.trial import TrialSession, check_body
+from agent.errors import BodyMismatchError, FetchError, SiteError
+from agent.html_links import subresource_paths
+from agent.site.manifest import MANIFEST_NAME, SiteManifest, parse_manifest
+from agent.workloads.page.record import ResourceTiming, page_extra, page_metrics, page_params
+
+
+def read_manifest(path: Path) -> SiteManifest:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SiteError(f"--manifest {path}: {exc.strerror}") from None
+    return parse_manifest(text, source=str(path))
+
+
+async def download_manifest(target: Target, options: TrialOptions) -> SiteManifest:
+    """The site's manifest from the server itself, outside any timed trial."""
+    connection = await open_connection(target, options)
+    try:
+        path = target.path.rsplit("/", 1)[0] + "/" + MANIFEST_NAME
+        response = await asyncio.wait_for(
+            connection.request(target.authority, target.scheme, path, [], keep_body=True),
+            options.timeout_s,
+        )
+    finally:
+        await connection.close()
+    if response.status != 200 or response.body is None:
+        raise FetchError(f"{target.url}: GET {path} answered {response.status}; pass --manifest")
+    return parse_manifest(bytes(response.body).decode("utf-8"), source=f"{target.url}{path}")
+
+
+async def site_manifest(plan: RunPlan, target: Target) -> SiteManifest:
+    """`--manifest`, else the server's own, for either engine."""
+    if plan.manifest_path is not None:
+        return read_manifest(plan.manifest_path)
+    return await download_manifest(target, plan.options)
+
+
+async def prepare(plan: RunPlan, target: Target) -> Prepared:
+    manifest = await site_manifest(plan, target)
+    return Prepared(page_params(manifest), lambda: PageDriver(manifest, target.path))
+
+
+class PageDriver:
+    def __init__(self, manifest: SiteManifest, page_path: str) -> None:
+        self.manifest = manifest
+        self.files = manifest.by_path()
+        self.page_path = page_path
+        self.responses: list[Response] = []
+        self._verified: set[str] = set()
+
+    async def run(self, session: TrialSession) -> None:
+        index = await session.request(self.page_path, keep_body=True)
+        self._check(index)
+        assert index.body is not None
+        html = bytes(index.body).decode("utf-8", errors="replace")
+        await session.request_all(subresource_paths(html, self.page_path), self._check)
+
+    def _check(self, response: Response) -> None:
+        self.responses.append(response)
+        if response.status != 200:
+            raise FetchError(f"GET {response.path} answered {response.status}")
+        relative = response.path.split("?", 1)[0].lstrip("/")
+        if not relative or relative.endswith("/"):
+            relative += self.manifest.index
+        expected = self.files.get(relative)
+        if expected is None:
+            raise BodyMismatchError(f"GET {response.path}: not in the site manifest")
+        check_body(response, expected.size_bytes, expected.sha256, "manifest")
+        self._verified.add(response.path)
+
+    def _resources(self, start_ns: int) -> tuple[ResourceTiming, ...]:
+        def rel(t_ns: int) -> float:
+            return (t_ns - start_ns) / 1e9 if t_ns else 0.0
+
+        return tuple(
+            ResourceTiming(
+                path=r.path,
+                status=r.status,
+                size_bytes=r.size_bytes,
+                start_s=rel(r.t_request_ns),
+                ttfb_s=rel(r.t_headers_ns),
+                end_s=rel(r.t_end_ns),
+                verified=r.path in self._verified,
+            )
+            for r in self.responses
+        )
+
+    def metrics(self) -> dict[str, object]:
+        # Relative times do not matter to the counts: any start will do.
+        return page_metrics(self._resources(0))
+
+    def extra(self, start_ns: int) -> dict[str, object]:
+        return page_extra(self._resources(start_ns), "sha256")

@@ -1,0 +1,69 @@
+"""A server connection's lifecycle table, pair by pair: every pair in the table moves to its
+state, every pair not in it is refused; and random input sequences follow the table exactly."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.errors import LifecycleError
+from agent.server.lifecycle import ENDED, TRANSITIONS, Input, Lifecycle, State
+
+
+def _at(state: State) -> Lifecycle:
+    lifecycle = Lifecycle()
+    lifecycle.state = state
+    return lifecycle
+
+
+@pytest.mark.parametrize(("state", "event"), list(itertools.product(State, Input)))
+def test_every_pair_follows_the_table_or_is_refused(state: State, event: Input) -> None:
+    lifecycle = _at(state)
+    following = TRANSITIONS.get((state, event))
+    if following is None:
+        with pytest.raises(LifecycleError) as refused:
+            lifecycle.advance(event)
+        assert (refused.value.state, refused.value.event) == (state.value, event.value)
+        assert lifecycle.state is state
+    else:
+        assert lifecycle.advance(event) is (following is not state)
+        assert lifecycle.state is following
+
+
+@given(st.lists(st.sampled_from(Input), max_size=30))
+def test_input_sequences_follow_the_table(events: list[Input]) -> None:
+    lifecycle = Lifecycle()
+    for event in events:
+        before = lifecycle.state
+        following = TRANSITIONS.get((before, event))
+        if following is None:
+            with pytest.raises(LifecycleError):
+                lifecycle.advance(event)
+            assert lifecycle.state is before
+        else:
+            lifecycle.advance(event)
+            assert lifecycle.state is following
+
+
+def test_the_table_has_one_start_one_end_and_every_state_can_end() -> None:
+    reachable = {State.NEW}
+    frontier = [State.NEW]
+    while frontier:
+        state = frontier.pop()
+        for (source, _event), target in TRANSITIONS.items():
+            if source is state and target not in reachable:
+                reachable.add(target)
+                frontier.append(target)
+    assert reachable == set(State)
+    assert not [pair for pair in TRANSITIONS if pair[0] is State.CLOSED]
+    for state in set(State) - {State.NEW, State.CLOSED}:
+        assert TRANSITIONS[(state, Input.LOST)] is State.CLOSED
+    # Only the handshake is left by the peer's first bytes; drain is idempotent once ending.
+    assert [pair for pair in TRANSITIONS if pair[1] is Input.PREFACE] == [
+        (State.HANDSHAKE, Input.PREFACE)
+    ]
+    for state in ENDED - {State.CLOSED}:
+        assert TRANSITIONS[(state, Input.DRAIN)] is state
