@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.bounds import bounds_of
-from analysis.columns import METRIC_BY_NAME
+from analysis.columns import metric_of
 from analysis.document import Block, Heading, Image, Links, Paragraph, Table, to_html, to_markdown
 from analysis.errors import ComparisonError
 from analysis.facts import emulated_core_fractions, flatten, manifest_facts, text_of
@@ -154,7 +154,7 @@ def _side(row: pd.Series, side: str, scale: float) -> str:
 def _metric_table(
     table: pd.DataFrame, axes: Sequence[str], metric: str, names: tuple[str, str]
 ) -> Table:
-    info = METRIC_BY_NAME[metric]
+    info = metric_of(metric)
     rows = metric_rows(table, metric)
     header = (
         *axes,

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.workloads import SPECS, ParamValue
+from agent.workloads import ParamValue
+from agent.workloads.spec import ParamSide
 from controller.config.model import AxisValue, Config, TrialPoint
 from controller.nodes.agent import AgentNode, ServerMount, ServerProcess
 from controller.nodes.errors import CommandFailedError, NodeError, NodeUnreachableError
 from controller.sweep.errors import NodeLost
-from controller.workloads import Served
+from controller.workloads import Served, params_for
 
 
 class AgentPair:
@@ -41,14 +42,12 @@ class AgentPair:
         self._facts = dict(facts)
         self._running: ServerProcess | None = None
         self._served = Served()
-        spec = SPECS[config.workload.kind]
-        self._sides = {param.name: param.side for param in spec.params}
 
     def facts(self) -> Mapping[str, Any]:
         return self._facts
 
-    def _side(self, point: TrialPoint, side: str) -> tuple[tuple[str, ParamValue], ...]:
-        return tuple((name, value) for name, value in point.params if self._sides[name] == side)
+    def _side(self, point: TrialPoint, side: ParamSide) -> tuple[tuple[str, ParamValue], ...]:
+        return params_for(self.config.workload.kind, point.params, side)
 
     def ensure_server(self, axes: Mapping[str, AxisValue]) -> None:
         point = self.config.point(axes)

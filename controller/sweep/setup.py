@@ -35,7 +35,7 @@ from controller.nodes.node import Node
 from controller.sweep.agent_pair import AgentPair
 from controller.sweep.memory_pair import make_pair
 from controller.sweep.meter_tap import MeterTap
-from controller.workloads import preparer
+from controller.workloads import prepare_sweep, preparer
 
 MARKER_FIFO = "marker.fifo"
 TRUTH = "meter-truth.csv"
@@ -105,8 +105,8 @@ def _device(
 def open_sweep(
     config: Config, run_dir: Path, *, accept_new_host_key: bool = False
 ) -> Iterator[tuple[AgentPair, MeterTap, dict[str, Any]]]:
-    """Nodes (the server prepared for the workload when its first trial needs it) and the meter,
-    closed on exit; plus the facts a run's manifest records about them."""
+    """Nodes (the server prepared for every point of the workload: the page's sites) and the
+    meter, closed on exit; plus the facts a run's manifest records about them."""
     with ExitStack() as stack:
         devices = stack.enter_context(emulated_devices(config, run_dir))
         config = devices.config  # on the emulated devices' own data link, if they have one
@@ -151,6 +151,13 @@ def open_sweep(
             config.server.cpu,
             trial_log=trial_log,
         )
+        prepare = preparer(
+            config.workload.kind,
+            server,
+            _state_dir(config.server, run_dir),
+            client_shares_host=config.client.host == config.server.host,
+        )
+        prepare_sweep(config, prepare)
         modelled = config.meter.source != "serial"
         marker_path = (
             (run_dir / MARKER_FIFO).resolve() if modelled and config.client.is_local else None
@@ -165,12 +172,7 @@ def open_sweep(
             config,
             client,
             server,
-            prepare=preparer(
-                config.workload.kind,
-                server,
-                _state_dir(config.server, run_dir),
-                client_shares_host=config.client.host == config.server.host,
-            ),
+            prepare=prepare,
             marker=f"fifo:{marker_path}" if marker_path is not None else None,
             client_offset_ns=int(offset),
             facts=facts,

@@ -8,19 +8,36 @@ workload's site, built on the server node for each distinct `site_seed` and `tot
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
-from agent.workloads import ParamValue
+from agent.workloads import SPECS, ParamValue
+from agent.workloads.spec import ParamSide
+from controller.config.model import Config
 from controller.nodes.agent import AgentNode
 from controller.workloads.page import PageSites
 from controller.workloads.served import Served
 
-__all__ = ["Served", "preparer"]
+__all__ = ["Served", "params_for", "prepare_sweep", "preparer"]
+
+Prepare = Callable[[Mapping[str, ParamValue]], Served]
 
 
-def preparer(
-    kind: str, server: AgentNode, state_dir: str, *, client_shares_host: bool
-) -> Callable[[Mapping[str, ParamValue]], Served]:
+def params_for(
+    kind: str, params: Sequence[tuple[str, ParamValue]], side: ParamSide
+) -> tuple[tuple[str, ParamValue], ...]:
+    """The parameters that go to one side (client, server, set-up), as declared."""
+    sides = {param.name: param.side for param in SPECS[kind].params}
+    return tuple((name, value) for name, value in params if sides[name] == side)
+
+
+def prepare_sweep(config: Config, prepare: Prepare) -> None:
+    """Prepare the server node for every point of the sweep before anything is measured (the
+    page's sites), so no trial waits for a set-up step or is disturbed by one."""
+    for axes in config.sweep.points():
+        prepare(dict(params_for(config.workload.kind, config.point(axes).params, "setup")))
+
+
+def preparer(kind: str, server: AgentNode, state_dir: str, *, client_shares_host: bool) -> Prepare:
     """For a workload kind: set-up parameters -> what the server serves them from."""
     if kind == "page":
         return PageSites(server, state_dir, client_shares_host=client_shares_host)

@@ -150,7 +150,7 @@ def test_the_page_workloads_sites_are_built_once_per_seed_and_size(tmp_path: Pat
         sum(
             f.stat().st_size
             for f in Path(served.root or "").rglob("*")
-            if f.name != "manifest.json"
+            if f.is_file() and f.name != "manifest.json"
         )
         for served in (first, other)
     ]

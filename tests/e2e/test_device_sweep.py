@@ -119,7 +119,7 @@ def test_a_node_past_its_memory_limit_fails_its_trials_and_the_sweep_goes_on(
     for row in rows:
         assert row["error"].startswith(
             "out of memory: the kernel killed 1 process of the client node, which exceeded its "
-            "device's memory limit (12 MiB, profile custom): client (local): fetch "
+            "device's memory limit (12 MiB, profile custom): client (local): trial "
         ), row["error"]
 
 
