@@ -46,7 +46,6 @@ class SkipGuard:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.skipped:
             terminalreporter.write_line(
-                f"CI=true fails on skips: {len(self.skipped)} skipped: "
-                + "; ".join(self.skipped),
+                f"CI=true fails on skips: {len(self.skipped)} skipped: " + "; ".join(self.skipped),
                 red=True,
             )
