@@ -25,6 +25,12 @@ EQUIVALENT: dict[str, str] = {
     "controller.meter.decoder.xǁ_Scannerǁ_check_candidate__mutmut_11": (
         "`end > 1` for `end > 0`: an intact frame's end is at least 9"
     ),
+    "controller.meter.decoder.xǁ_Scannerǁ_check_candidate__mutmut_24": (
+        "`while j > 0`: j is found from i + 1 >= 1 on, so it is never 0"
+    ),
+    "controller.meter.decoder.xǁ_Scannerǁ_check_candidate__mutmut_25": (
+        "`while j >= 1`: j is found from i + 1 >= 1 on, so it is never 0"
+    ),
     "controller.meter.decoder.xǁ_Scannerǁ_check_candidate__mutmut_36": (
         "`inner > 1` for `inner > 0`: an intact frame's end is at least 9"
     ),

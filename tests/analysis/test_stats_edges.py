@@ -12,6 +12,7 @@ from analysis.stats import (
     cochran_sample_size,
     repetitions_for_relative_half_width,
     summarize,
+    t_quantile,
     welch_difference,
 )
 
@@ -81,3 +82,10 @@ def test_welch_keeps_its_confidence():
     diff = welch_difference(summarize([1.0, 2.0, 3.0]), summarize([2.0, 4.0]), confidence=0.8)
     assert diff.confidence == 0.8
     assert diff.ci_low < diff.estimate < diff.ci_high
+
+
+@pytest.mark.parametrize("confidence", [0.0, 1.0, 1.5, -0.1])
+def test_a_confidence_outside_zero_to_one_is_refused_by_name(confidence: float):
+    with pytest.raises(ValueError) as caught:
+        t_quantile(confidence, 5)
+    assert str(caught.value) == f"confidence {confidence} must be between 0 and 1"

@@ -122,6 +122,17 @@ def test_two_truncated_frames_and_two_gaps_count_two_each():
     assert tail_cut.stats.truncated_frames == 2
 
 
+def test_a_sync_word_inside_a_frame_that_starts_a_damaged_frame_is_no_reason_to_reject_it():
+    # Channel 1, values whose bytes read a5 5a 02 00 ...: a complete frame candidate of two
+    # payload bytes inside this one, with a wrong CRC.
+    values = b"\xa5\x5a\x02\x00\x02\x00\x00\x01\x02\x00\x00\x00"
+    host = encode_frame(FrameType.SAMPLES, 0, b"\x00\x00\x00\x00\x01" + values)
+    (behind,) = as_wire([samples(1, 6)])
+    out, decoder = decode_all(host + behind)
+    assert as_wire(out) == [host, behind]
+    assert decoder.stats.crc_failures == 0
+
+
 def test_a_payload_holding_the_sync_word_then_a_frame_right_behind_it():
     """Sync-like bytes inside a frame, and an intact frame starting where it ends, are no
     reason to reject it: only intact frames that start inside a candidate are."""
@@ -141,9 +152,9 @@ def test_the_intact_frame_found_among_sync_like_bytes_inside_a_candidate(chunk):
     before, after = BAD_LENGTH_SYNC + b"\x07", BAD_LENGTH_SYNC
     body = _header(len(before) + len(inner) + len(after)) + before + inner + after
     candidate = SYNC + body + binascii.crc_hqx(body, 0xFFFF).to_bytes(2, "little")
-    out, decoder = decode_all(candidate, chunk=chunk)
-    assert as_wire(out) == [inner]
-    assert decoder.stats.crc_failures == 1
+    out, decoder = decode_all(candidate + candidate, chunk=chunk)
+    assert as_wire(out) == [inner, inner]
+    assert decoder.stats.crc_failures == 2  # each rejected candidate counts
 
 
 @pytest.mark.parametrize("chunk", [0, 1, 3])
@@ -159,12 +170,12 @@ def test_an_intact_frame_that_starts_inside_a_candidate_and_ends_after_it(chunk)
     assert decoder.stats.crc_failures == 1
 
 
-@pytest.mark.parametrize("chunk", [0, 1])
-def test_an_intact_frame_whose_sync_word_is_the_candidates_crc(chunk):
+@pytest.mark.parametrize(("chunk", "before"), [(0, b"\x01"), (1, b"\x01"), (0, BAD_LENGTH_SYNC)])
+def test_an_intact_frame_whose_sync_word_is_the_candidates_crc(chunk, before):
+    """Also after a sync word inside the candidate that starts no frame."""
     (inner,) = as_wire([samples(1, 4)])
-    length = 2 + 3
-    body = _forced(_header(length), b"\x01\x02\x03", SYNC)
-    stream = SYNC + body + inner  # inner's sync word doubles as the candidate's CRC
+    body = _forced(_header(len(before) + 2), before, SYNC)
+    stream = SYNC + body + inner  # inner's sync word is the candidate's CRC
     out, decoder = decode_all(stream, chunk=chunk)
     assert as_wire(out) == [inner]
     assert decoder.stats.crc_failures == 1

@@ -32,6 +32,11 @@ def test_channel_masks_name_the_analog_inputs_in_order():
     assert channels_of_mask(0x1FF) == tuple(range(8))
 
 
+def test_a_frame_without_a_payload_is_its_nine_bytes_of_overhead():
+    assert encode_frame(0x86, 7) == bytes.fromhex("a55a0000860700") + encode_frame(0x86, 7)[-2:]
+    assert len(encode_frame(0x86, 7)) == 9
+
+
 def test_a_frame_carries_the_largest_payload_and_refuses_one_byte_more():
     assert len(encode_frame(0x02, 0, bytes(MAX_PAYLOAD_BYTES))) == MAX_PAYLOAD_BYTES + 9
     with pytest.raises(ValueError, match=r"^payload of 1025 bytes exceeds 1024$"):
