@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-packages demo test lint
+.PHONY: setup system-packages demo test coverage lint mutation
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,33 @@ test: setup system-packages
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; exit 1; fi; \
 	exit $$rc
 
+# What CI runs (.ci/run): `make test` under coverage, child processes included (the agents,
+# the controller's CLI, the virtual meter: pyproject's [tool.coverage.run]), then a line per
+# package. The data go to a directory every user may write to (some tests run as nobody).
+coverage: setup system-packages
+	@data=$$(mktemp -d /tmp/h2iot-coverage.XXXXXX) && chmod 1777 $$data && \
+	COVERAGE_FILE=$$data/.coverage $(BIN)/python -m coverage run -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; rc=1; fi; \
+	COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/python -m coverage combine -q $$data && rm -rf $$data; \
+	echo "coverage of statements, child processes included:"; \
+	for package in agent controller analysis; do \
+		printf '  %-10s %s %%\n' $$package \
+			"$$($(BIN)/python -m coverage report --include="$(CURDIR)/$$package/*" --format=total)"; \
+	done; \
+	printf '  %-10s %s %%\n' all "$$($(BIN)/python -m coverage report --format=total)"; \
+	exit $$rc
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# Mutation testing of the sans-IO cores that decide the numbers (not part of `make test`): one
+# module at a time against its own unit tests (pyproject's [tool.mutmut]), niced, then the table
+# (tests/mutation_report.py). Results are kept in mutants/: a rerun checks only what changed.
+MUTATE := controller.meter.decoder controller.meter.protocol controller.energy analysis.stats \
+	controller.sweep.plan agent.flow agent.settings
+mutation: setup
+	$(BIN)/pip install -q -e '.[mutation]'
+	for module in $(MUTATE); do nice -n 19 $(BIN)/mutmut run "$$module.*" >/dev/null || exit 1; done
+	$(BIN)/python tests/mutation_report.py

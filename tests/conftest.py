@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from tests.ci_guard import pytest_configure  # noqa: F401  (in CI, a skipped test fails the run)
+
 
 def require_tool(*names: str) -> None:
     """Skip the calling test when a tool is missing, except in CI where that is a failure."""

@@ -47,19 +47,3 @@ def test_client_keeps_within_the_servers_stream_limit(
     if limit == 100:
         # Unconstrained, the client does fetch concurrently.
         assert overlap > 1
-
-
-def test_gpio_marker_without_gpiod_is_a_one_line_error(site: Path, tmp_path: Path) -> None:
-    try:
-        import gpiod  # noqa: F401, PLC0415
-    except ImportError:
-        pass
-    else:
-        pytest.skip("gpiod is installed here; the error path needs it absent")
-    with agent_server(site, tmp_path) as server:
-        result = run_agent("fetch", server.url, "--marker", "gpio:gpiochip0:17")
-    assert result.returncode == 2
-    assert result.stderr.strip() == (
-        "h2iot-agent: error: --marker gpio: the gpiod module is not installed "
-        "(pip install 'h2iot[gpio]')"
-    )

@@ -9,7 +9,7 @@ import shlex
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,8 +32,8 @@ from controller.link import (
     shaped_link,
     tcp_goodput_mbit,
 )
-from controller.nodes import CommandResult, Node, connect
-from controller.nodes.transport import LocalTransport
+from controller.nodes import ClockOffset, CommandResult, Node, connect
+from controller.nodes.transport import LocalTransport, Transport
 from tests.conftest import require_tool
 from tests.netns import Testbed, require_root
 
@@ -626,3 +626,50 @@ def test_a_wrong_or_missing_interface_is_named(netns_testbed: Testbed, ends: dic
     assert str(caught.value).startswith("nodes.client.data_interface: ctl0, but client (root@")
     assert str(caught.value).endswith(f"reaches nodes.client.address {config.client.address} "
                                       "through data0")  # fmt: skip
+
+
+class _RefusingTc:
+    """A node's real transport, except that its tc refuses to replace a qdisc, as a kernel
+    without the qdisc or a busy device would: the first end is already shaped when it fails."""
+
+    def __init__(self, inner: Transport, on_refusal: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_refusal = on_refusal
+        self.label = inner.label
+
+    def run(self, command: str, timeout_s: float) -> CommandResult:
+        if "tc qdisc replace" in command:
+            self._on_refusal()
+            return CommandResult(command, "", "RTNETLINK answers: Device or resource busy\n", 2, 0)
+        return self._inner.run(command, timeout_s)
+
+    def put(self, local: Path, remote: str) -> None:
+        self._inner.put(local, remote)
+
+    def clock_offset(self, python: str, samples: int) -> ClockOffset:
+        return self._inner.clock_offset(python, samples)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def test_a_failed_apply_on_the_server_rolls_the_client_back(
+    netns_testbed: Testbed, ends: dict[str, Node]
+):
+    before = _snapshot(netns_testbed)
+    seen_at_refusal: list[dict[str, tuple[object, ...]]] = []
+    server = Node(_RefusingTc(ends["server"].transport, lambda: seen_at_refusal.append(
+        _snapshot(netns_testbed))))  # fmt: skip
+    config = _config(netns_testbed, rate_mbit=100, loss_pct=1)
+    with pytest.raises(LinkError) as caught, shaped_link(config, {**ends, "server": server}):
+        pytest.fail("shaped with a refusing server")
+    message = str(caught.value)
+    assert message.startswith("server (root@") and "\n" not in message
+    assert "`tc qdisc replace dev data0 root handle 6832: " in message
+    assert message.endswith("failed: RTNETLINK answers: Device or resource busy")
+    # The client was shaped (rate, GSO off, loss filter) when the server refused ...
+    (client_then, gso_then, filters_then) = seen_at_refusal[0]["client"]
+    assert [kind for kind, _, _ in client_then] == ["tbf", "ingress"]
+    assert gso_then == 1 and filters_then
+    # ... and both ends are as they were.
+    assert _snapshot(netns_testbed) == before

@@ -135,10 +135,11 @@ def test_the_relay_delays_each_way_and_carries_whole_frames_intact(tmp_path: Pat
         print(f"median RTT {statistics.median(direct)} us, with 1 ms each way")
         print(f"{statistics.median(delayed)} us; least {min(delayed)} us")
         assert min(delayed) >= 2000  # never early
-        # The delay is applied once each way, not twice: then even the quickest of the pings
-        # would take 4 ms. (The best of 60 rather than a median, so a loaded machine that makes
-        # the relay late at times cannot fail it; link-relay.json reports that lateness.)
-        assert min(delayed) < 4000
+        # The delay is applied once each way, not twice: against the undelayed relay measured
+        # just before, the quickest ping gains 2 ms, not 4. (The best of 60 rather than a
+        # median, so a loaded machine that makes the relay late at times cannot fail it;
+        # link-relay.json reports that lateness.)
+        assert min(delayed) - min(direct) < 3000
         stats = json.loads((tmp_path / "delayed.json").read_text())
         assert stats["delay_us"] == 1000
         for way in ("client0->server0", "server0->client0"):

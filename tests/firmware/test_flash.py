@@ -123,16 +123,41 @@ def test_user_mistakes_are_one_line_errors_with_status_2(argv, message, capsys) 
     assert message in _one_line_error(capsys.readouterr().err)
 
 
+# What the image must target: the AVR architecture in the ELF header's e_flags (avr5 for the
+# ATmega328P, avr6 for the ATmega2560) and the flash it must fit (less the bootloader's).
+TARGETS = {"mega2560": (6, 256 * 1024 - 8 * 1024), "uno": (5, 32 * 1024 - 512)}
+EM_AVR = 83
+
+
+def _elf_avr_arch(elf: Path) -> int:
+    header = elf.read_bytes()[:52]
+    assert header[:4] == b"\x7fELF" and header[4] == 1  # 32-bit
+    assert int.from_bytes(header[18:20], "little") == EM_AVR
+    return int.from_bytes(header[36:40], "little") & 0x7F  # EF_AVR_MACH
+
+
+def _hex_image_bytes(hex_path: Path) -> int:
+    """Data bytes of the Intel HEX records (type 00)."""
+    lines = hex_path.read_text().split()
+    return sum(int(line[1:3], 16) for line in lines if line[7:9] == "00")
+
+
 @pytest.mark.parametrize("board", sorted(BOARDS))
 def test_build_makes_a_hex_and_a_manifest(board: str, capsys) -> None:
     require_tool("make", "avr-gcc")
+    build_dir = FIRMWARE / f"build-{board}"
+    # A build that did nothing must not pass on what an earlier one left.
+    for product in ("h2iot_meter.hex", "h2iot_meter.elf", "firmware.json"):
+        (build_dir / product).unlink(missing_ok=True)
     assert main(["firmware", "build", "--board", board]) == 0
-    built = read_manifest(FIRMWARE / f"build-{board}")
+    built = read_manifest(build_dir)
     assert built.board == board
     assert built.version == VERSION
     assert built.baud == 500_000
     assert built.hex_path.read_text().startswith(":")
-    assert built.elf_path.is_file()
+    arch, flash_bytes = TARGETS[board]
+    assert _elf_avr_arch(built.elf_path) == arch
+    assert 1024 < _hex_image_bytes(built.hex_path) <= flash_bytes
     assert str(built.hex_path) in capsys.readouterr().out
 
 

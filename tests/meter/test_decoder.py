@@ -123,10 +123,29 @@ def test_long_claimed_length_hides_nothing_at_flush():
     assert decoder.stats.truncated_frames == 1
 
 
+@pytest.mark.parametrize("chunk", [0, 1, 5])
+def test_a_crc_that_passes_only_by_swallowing_an_intact_frame_is_rejected(chunk: int):
+    """A damaged header's claimed length spans an intact frame, and the bytes after that frame
+    happen to be the right CRC (once in 65536 on a noisy link; made so here): the candidate is
+    rejected, counted as a CRC failure, and the frame inside it is recovered."""
+    (inner,) = as_wire([samples(1, 4)])
+    before, after = b"\x01\x02\x03", b"\x04\x05"
+    length = len(before) + len(inner) + len(after)
+    body = bytes([length & 0xFF, length >> 8, FrameType.SAMPLES, 0, 0]) + before + inner + after
+    swallowing = b"\xa5\x5a" + body + crc16(body).to_bytes(2, "little")
+    assert len(swallowing) == length + 9
+    out, decoder = decode_all(swallowing, chunk=chunk)
+    assert as_wire(out) == [inner]
+    assert decoder.stats.crc_failures == 1
+    assert decoder.stats.bytes_discarded == len(swallowing) - len(inner)
+    assert decoder.stats.malformed_frames == 0
+
+
 def test_sequence_wraps_without_a_gap():
     frames: list[Frame] = [samples(65534, 0), samples(65535, 4), samples(0, 8)]
-    _, decoder = decode_all(b"".join(as_wire(frames)))
-    assert decoder.stats.sequence_gaps == 0
+    out, decoder = decode_all(b"".join(as_wire(frames)))
+    assert as_wire(out) == as_wire(frames)
+    assert (decoder.stats.sequence_gaps, decoder.stats.frames_missed) == (0, 0)
 
 
 def test_gap_across_the_wrap_counts_missing_frames():
@@ -139,8 +158,10 @@ def test_forget_sequence_accepts_a_restarted_device():
     decoder = FrameDecoder()
     decoder.feed(encode_device_frame(samples(500, 0)))
     decoder.forget_sequence()
-    decoder.feed(encode_device_frame(samples(0, 0)))
-    assert decoder.stats.sequence_gaps == 0
+    assert len(decoder.feed(encode_device_frame(samples(0, 0)))) == 1
+    assert (decoder.stats.frames_ok, decoder.stats.sequence_gaps) == (2, 0)
+    decoder.feed(encode_device_frame(samples(7, 0)))  # without forgetting, a jump is a gap
+    assert (decoder.stats.sequence_gaps, decoder.stats.frames_missed) == (1, 6)
 
 
 @pytest.mark.parametrize(

@@ -56,7 +56,7 @@ def test_run_delivers_every_sample_index_once(virtual):
         meter.identify()
         meter.set_rate(5000)
         meter.start()
-        time.sleep(0.6)
+        wait_until_taken(meter, 2500)  # half a second at 5 kHz, in the board's own count
         with pytest.raises(MeterCommandRefused, match="busy"):
             meter.set_rate(1000)
         final = meter.stop()
@@ -163,7 +163,7 @@ def test_closing_a_running_session_stops_the_board(virtual):
     with MeterSession.open(virtual.port) as meter:
         meter.identify()
         meter.start()
-        time.sleep(0.1)
+        wait_until_taken(meter, 1)  # running and streaming when the session closes
     with MeterSession.open(virtual.port) as meter:
         meter.identify()
         assert not meter.get_status().running

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from controller.meter.calibration import nominal
 from controller.meter.session import MeterSession
 from controller.meter.truth import Truth
+from tests.meter._markers import wait_until_taken
 
 # About 5 s: idle, a busy child, two busy children at once, idle, the parent itself busy.
 # Busy loops count CPU time, so the pattern holds on a loaded machine too.
@@ -30,14 +30,17 @@ time.sleep(0.8)
 t = time.process_time()
 while time.process_time() - t < 0.8:
     pass
-time.sleep(30)
+print("done", flush=True)
+sys.stdin.readline()
 """
 
 
 @pytest.mark.slow
 def test_energy_through_the_reader_matches_the_ground_truth(tmp_path):
     truth_path = tmp_path / "truth.csv"
-    load = subprocess.Popen([sys.executable, "-c", LOAD], stdin=subprocess.PIPE, text=True)
+    load = subprocess.Popen(
+        [sys.executable, "-c", LOAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     virtual = subprocess.Popen(
         [sys.executable, "-m", "controller.cli", "meter", "virtual",
          "--watch-pid", str(load.pid), "--truth", str(truth_path), "--seed", "5"],
@@ -53,7 +56,12 @@ def test_energy_through_the_reader_matches_the_ground_truth(tmp_path):
             assert load.stdin is not None
             load.stdin.write("go\n")
             load.stdin.flush()
-            time.sleep(5.5)
+            # The window: the whole pattern (until the load says it is done), then half a
+            # second of idle, and at least the five seconds compared below, all counted in
+            # samples the board has taken.
+            assert load.stdout is not None and load.stdout.readline() == "done\n"
+            rate = info.sample_rate_hz
+            wait_until_taken(meter, max(5 * rate, meter.samples.next_index + rate // 2))
             final = meter.stop()
             window = meter.samples.all()
     finally:
@@ -71,7 +79,6 @@ def test_energy_through_the_reader_matches_the_ground_truth(tmp_path):
     # The pattern is visible in the truth: idle at 1.2 W, well above it while busy.
     assert truth_mw.min() == pytest.approx(1200.0)
     assert truth_mw.max() > 1200.0 + 0.2 * 2750.0
-    rate = info.sample_rate_hz
     energy_mj = measured_mw.sum() / rate
     truth_mj = truth_mw.sum() / rate
     assert energy_mj == pytest.approx(truth_mj, rel=0.01)
