@@ -32,14 +32,16 @@ system-packages:
 demo: setup
 	$(BIN)/h2iot sweep configs/local.toml
 
+# With CI set (.ci/run sets it) the same tests run under coverage: `make coverage`.
 test: setup system-packages
+	@if [ -n "$$CI" ]; then $(MAKE) --no-print-directory coverage; exit $$?; fi; \
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; exit 1; fi; \
 	exit $$rc
 
-# What CI runs (.ci/run): `make test` under coverage, child processes included (the agents,
-# the controller's CLI, the virtual meter: pyproject's [tool.coverage.run]), then a line per
-# package. The data go to a directory every user may write to (some tests run as nobody).
+# `make test` under coverage, child processes included (the agents, the controller's CLI, the
+# virtual meter: pyproject's [tool.coverage.run]), then a line per package. The data go to a
+# directory every user may write to (some tests run as nobody).
 coverage: setup system-packages
 	@data=$$(mktemp -d /tmp/h2iot-coverage.XXXXXX) && chmod 1777 $$data && \
 	COVERAGE_FILE=$$data/.coverage $(BIN)/python -m coverage run -m pytest; rc=$$?; \
