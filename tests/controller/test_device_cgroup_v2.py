@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from controller.config.profile import DeviceProfile
 from controller.device.cgroup import NodeCgroup
 from controller.device.errors import EmulationError
 from controller.device.hierarchy import find_layout
-from controller.device.profile import DeviceProfile
 
 CONTROLLERS = "cpuset cpu io memory pids\n"
 PROFILE = DeviceProfile(cpu_quota=0.09, cpu_period_us=20_000, memory_mib=64)
