@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from agent.errors import SettingsError
 from agent.flow import MAX_WINDOW, FlowControlOptions, ReceiveWindow
+from agent.settings import check_value
 
 
 @pytest.mark.parametrize("target", [0, 1, MAX_WINDOW])
@@ -17,9 +19,12 @@ def test_windows_from_zero_to_the_protocols_largest_are_accepted(target: int):
 
 @pytest.mark.parametrize("target", [-1, MAX_WINDOW + 1])
 def test_a_window_outside_the_protocols_range_is_refused_by_name(target: int):
-    with pytest.raises(ValueError) as caught:
-        ReceiveWindow(target, 65535, "half")
-    assert str(caught.value) == f"window {target} outside 0..2147483647"
+    """At the edge where it enters (the settings parse), once: the window gets no second check."""
+    with pytest.raises(SettingsError) as caught:
+        check_value("initial_window_size", target)
+    assert str(caught.value) == (
+        f"setting initial_window_size={target} is outside RFC 9113's range 0..2147483647"
+    )
 
 
 def test_one_byte_frames_get_one_byte_updates_where_the_policy_says_so():
@@ -32,8 +37,8 @@ def test_one_byte_frames_get_one_byte_updates_where_the_policy_says_so():
 
 
 def test_options_are_recorded_by_name():
-    options = FlowControlOptions(initial_window_size=256, connection_window=1024)
-    assert options.to_dict() == {
+    options = FlowControlOptions(connection_window=1024)
+    assert options.record(256) == {
         "initial_window_size": 256,
         "connection_window": 1024,
         "window_update_policy": "half",
