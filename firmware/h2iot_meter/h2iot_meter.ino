@@ -107,7 +107,7 @@ static void hw_stop(h2_meter_t *m)
     TIFR1 = _BV(OCF1A);
 }
 
-static const h2_hooks_t hooks = {hw_start, hw_stop};
+static const h2_hooks_t hooks = {hw_start, hw_stop, NULL};
 
 ISR(TIMER1_COMPA_vect)
 {

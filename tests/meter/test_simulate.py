@@ -61,7 +61,7 @@ def test_simulated_board_energy_and_markers(harness_buildable, tmp_path):
         assert port.startswith("/dev/"), sim.stderr.read()
         with MeterSession.open(port, ack_timeout_s=10) as meter:
             info = meter.identify(timeout_s=10)
-            assert (info.board, info.protocol_version) == ("mega2560", 1)
+            assert (info.board, info.protocol_version) == ("mega2560", 2)
             meter.start()
             marker = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
             try:
