@@ -16,9 +16,10 @@
 #define H2_INA219_REG_CALIBRATION 0x05u
 
 /* Written at START: BRNG = 0 (16 V bus range: the node's 5 V), PGA = /8 (+-320 mV shunt),
- * BADC = SADC = 12 bit (532 us per conversion), mode 7 (shunt and bus, continuous). */
+ * BADC = SADC = 12 bit (532 us each), mode 7 (shunt then bus, continuous): a new pair of
+ * values every 1064 us. */
 #define H2_INA219_CONFIG 0x199Fu
-#define H2_INA219_CONVERSION_US 532u
+#define H2_INA219_CONVERSION_US 1064u
 
 #define H2_INA219_BUS_CNVR 0x0002u
 #define H2_INA219_BUS_OVF 0x0001u

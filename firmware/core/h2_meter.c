@@ -69,7 +69,7 @@ uint8_t h2_check_channels(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t mask, uin
     if (i2c_mask >> H2_I2C_CHANNELS) {
         return H2_R_BAD_VALUE;
     }
-    /* an INA219 converts every 532 us: faster sampling would repeat its values */
+    /* an INA219 has new values every 1064 us: faster sampling would repeat them */
     if (i2c && rate_hz > 1000000u / H2_INA219_CONVERSION_US) {
         return H2_R_BAD_VALUE;
     }

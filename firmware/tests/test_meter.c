@@ -666,15 +666,15 @@ static void test_device_frames_match_vectors(const vector_t *v, int n)
 static void test_ina219(const vector_t *v, int n)
 {
     uint32_t f = 16000000u;
-    CHECK_EQ(h2_check_channels(f, 1000, 0x03, 1, 0x01), H2_R_OK);
-    CHECK_EQ(h2_check_channels(f, 1000, 0x00, 1, 0x03), H2_R_OK); /* I2C alone */
-    CHECK_EQ(h2_check_channels(f, 1000, 0x00, 1, 0x00), H2_R_BAD_VALUE);
-    CHECK_EQ(h2_check_channels(f, 1000, 0x07, 1, 0x03), H2_R_BAD_VALUE); /* 5 channels */
-    CHECK_EQ(h2_check_channels(f, 1000, 0x01, 1, 0x10), H2_R_BAD_VALUE); /* only 0x40..0x43 */
-    CHECK_EQ(h2_check_channels(f, 2000, 0x00, 1, 0x01), H2_R_BAD_VALUE); /* faster than it converts */
-    CHECK_EQ(h2_check_channels(f, 1000, 0x00, 1, 0x0F), H2_R_BAD_VALUE); /* 4 x 300 us > 1 ms */
-    CHECK_EQ(h2_check_channels(f, 1000, 0x01, 4, 0x03), H2_R_OK);
-    CHECK_EQ(h2_check_channels(f, 1000, 0x03, 16, 0x03), H2_R_BAD_VALUE); /* ADC + I2C budget */
+    CHECK_EQ(h2_check_channels(f, 800, 0x03, 1, 0x01), H2_R_OK);
+    CHECK_EQ(h2_check_channels(f, 800, 0x00, 1, 0x03), H2_R_OK); /* I2C alone */
+    CHECK_EQ(h2_check_channels(f, 800, 0x00, 1, 0x00), H2_R_BAD_VALUE);
+    CHECK_EQ(h2_check_channels(f, 800, 0x07, 1, 0x03), H2_R_BAD_VALUE); /* 5 channels */
+    CHECK_EQ(h2_check_channels(f, 800, 0x01, 1, 0x10), H2_R_BAD_VALUE); /* only 0x40..0x43 */
+    CHECK_EQ(h2_check_channels(f, 1000, 0x00, 1, 0x01), H2_R_BAD_VALUE); /* faster than it converts */
+    CHECK_EQ(h2_check_channels(f, 800, 0x00, 1, 0x0F), H2_R_BAD_VALUE); /* 4 x 300 us > 1.25 ms */
+    CHECK_EQ(h2_check_channels(f, 800, 0x01, 4, 0x03), H2_R_OK);
+    CHECK_EQ(h2_check_channels(f, 800, 0x03, 16, 0x03), H2_R_BAD_VALUE); /* ADC + I2C budget */
 
     /* the helpers the host decoding mirrors */
     CHECK_EQ(h2_ina219_shunt_uv(6000), 60000);
@@ -686,14 +686,15 @@ static void test_ina219(const vector_t *v, int n)
 
     /* IDENTIFY reports the I2C mask */
     h2_meter_t *m = new_meter();
-    m->frames_sent = 5;
+    m->frames_sent = 4;
+    command_u32(m, H2_C_SET_RATE, 0, 800);
     command_u8(m, H2_C_SET_CHANNELS, 0, 0x01);
     command_u8(m, H2_C_SET_I2C_CHANNELS, 1, 0x01);
     command(m, H2_C_IDENTIFY, 2, NULL, 0);
     drain(m);
-    CHECK_EQ(ack_result(&frames[0], H2_C_SET_CHANNELS, 0), H2_R_OK);
-    CHECK_EQ(ack_result(&frames[1], H2_C_SET_I2C_CHANNELS, 1), H2_R_OK);
-    check_frame_equals_vector(&frames[3], vectors_find(v, n, "info_mega2560_ina219"));
+    CHECK_EQ(ack_result(&frames[1], H2_C_SET_CHANNELS, 0), H2_R_OK);
+    CHECK_EQ(ack_result(&frames[2], H2_C_SET_I2C_CHANNELS, 1), H2_R_OK);
+    check_frame_equals_vector(&frames[4], vectors_find(v, n, "info_mega2560_ina219"));
     CHECK_EQ(m->columns, 3);
 
     /* A0 + INA219 at 0x40: the ADC interrupt leaves the sample to the main loop */

@@ -111,7 +111,7 @@ def cases() -> list[tuple[str, int, int, dict[str, Any], bytes]]:
     add("info_uno", 0x01, 7, uno, info(uno))
     long_name = info_fields("ABCDEFGHIJKLMNOP", 1, 10_000, 0xF0, 1_000_000)
     add("info_board_name_16_bytes", 0x01, 300, long_name, info(long_name))
-    ina = info_fields("mega2560", 1, 1000, 0x01, 500_000)
+    ina = info_fields("mega2560", 1, 800, 0x01, 500_000)
     ina["i2c_mask"] = 0x01
     add("info_mega2560_ina219", 0x01, 8, ina, info(ina))
 
