@@ -115,22 +115,31 @@ static void hw_stop(h2_meter_t *m)
 /* ---- I2C (TWI) master, polled from the main loop: INA219 register access --------------------
  * Mega: SDA = D20 (PD1), SCL = D21 (PD0). Uno: SDA = A4 (PC4), SCL = A5 (PC5). 400 kHz. */
 #define TWI_HZ 400000UL
-#define TWI_SPINS 2000u /* a byte takes 23 us at 400 kHz: give up after ~10x that */
+#define TWI_SPINS 4000u /* a byte takes 23 us at 400 kHz: give up after ~1 ms */
 
-static uint8_t twi_wait(void)
+/* Completion comes from the TWI interrupt, not by polling TWINT: simavr 1.6 keeps TWINT set
+ * once raised (it never clears it on the write of a one), so a polled master would run ahead
+ * of the bus there. The interrupt turns itself off (a write of TWCR with TWINT = 0 leaves
+ * TWINT alone) and the main loop waits for its flag. */
+static volatile uint8_t twi_done;
+
+ISR(TWI_vect)
 {
-    for (uint16_t n = 0; n < TWI_SPINS; n++) {
-        if (TWCR & _BV(TWINT)) {
-            return TW_STATUS;
-        }
-    }
-    return 0xFFu;
+    TWCR = _BV(TWEN);
+    twi_done = 1;
 }
 
 static uint8_t twi_cmd(uint8_t bits)
 {
-    TWCR = (uint8_t)(_BV(TWINT) | _BV(TWEN) | bits);
-    return twi_wait();
+    twi_done = 0;
+    TWCR = (uint8_t)(_BV(TWINT) | _BV(TWEN) | _BV(TWIE) | bits);
+    for (uint16_t n = 0; n < TWI_SPINS; n++) {
+        if (twi_done) {
+            return TW_STATUS;
+        }
+    }
+    TWCR = _BV(TWEN);
+    return 0xFFu;
 }
 
 static void twi_stop(void)
@@ -149,7 +158,12 @@ static uint8_t twi_begin(uint8_t addr, uint8_t read)
     }
     TWDR = (uint8_t)(addr << 1 | read);
     st = twi_cmd(0);
-    return st != (read ? TW_MR_SLA_ACK : TW_MT_SLA_ACK);
+    if (read) {
+        return st != TW_MR_SLA_ACK;
+    }
+    /* simavr 1.6 reports an acknowledged SLA+W as 0x28 (data ACK), the silicon as 0x18; a
+     * NACK is 0x20 (or 0x30 in simavr) either way */
+    return st != TW_MT_SLA_ACK && st != TW_MT_DATA_ACK;
 }
 
 static uint8_t twi_write(uint8_t byte)
