@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from controller.config.model import MeterConfig
 from controller.meter.commands import (
     CommandEncoder,
     Identify,
@@ -24,6 +25,7 @@ from controller.meter.device import DeviceCore, check_config
 from controller.meter.ina219 import Ina219Calibration
 from controller.meter.protocol import Ack, AckResult, Info, Samples
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
+from controller.sweep.setup import _open_tap
 from tests.meter.test_device import ramp
 
 
@@ -117,3 +119,25 @@ def test_virtual_meter_ina219_reads_its_power_model_as_v_times_i():
     bus = (values[:, 2] >> 3) * 4e-3
     assert (bus < model.supply_v).all() and (values[:, 2] & 2).all()
     assert np.ptp(power) < 20 * calibration.power_step_mw(idle_mw)  # the noise is the chip's
+
+
+def test_a_sweep_tap_on_an_ina219_channel_measures_v_times_i():
+    """meter.channels.client = "INA219@0x40" through the sweep's tap: SET_I2C_CHANNELS, the
+    client's two columns, and the power the run records."""
+    meter = VirtualMeter(VirtualMeterOptions(seed=4))
+    meter.start()
+    try:
+        config = MeterConfig(rate_hz=800, channels=(("client", 0x40),), shunt_ohm=0.1)
+        tap = _open_tap(config, meter.port, {})
+        try:
+            idle = tap.idle_baseline_mw(0.3)
+            facts = tap.facts()
+            rate_hz = tap.rate_hz
+        finally:
+            tap.session.close()
+    finally:
+        meter.close()
+    assert abs(idle - meter.options.model.idle_mw) < 0.005 * meter.options.model.idle_mw
+    assert rate_hz == 800  # the INFO as configured, not the one before SET_RATE
+    assert facts["client_sensor"] == "ina219" and facts["i2c_mask"] == 0x01
+    assert facts["ina219"] == {"address": 0x40, "shunt_ohm": 0.1, "pga": 8}
