@@ -75,7 +75,7 @@ class BoardIdentity:
     board: str = "mega2560"
     mcu_id: int = McuId.ATMEGA2560
     fw_major: int = 1
-    fw_minor: int = 0
+    fw_minor: int = 1  # the firmware that speaks protocol 2 (firmware/VERSION)
     fw_patch: int = 0
     f_cpu_hz: int = 16_000_000
     adc_bits: int = 10
