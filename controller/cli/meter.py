@@ -145,7 +145,9 @@ def _info(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(info), indent=2))
         return 0
     mcu = McuId(info.mcu_id).name if info.mcu_id in set(McuId) else f"MCU {info.mcu_id}"
-    inputs = ", ".join(f"A{n}" for n in info.channels)
+    inputs = ", ".join(
+        [f"A{n}" for n in info.channels] + [f"INA219@{a:#04x}" for a in info.i2c_addresses]
+    )
     print(f"board         {info.board} ({mcu}, {info.f_cpu_hz / 1e6:g} MHz) on {args.port}")
     print(f"firmware      {info.fw_version}, protocol {info.protocol_version}")
     print(f"ADC           {info.adc_bits} bits, reference {info.adc_ref_mv} mV")

@@ -15,6 +15,7 @@ from agent.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
 from controller.config.layers import KeyPath, Stack
 from controller.config.model import (
+    INA219_RATE_MAX_HZ,
     LOCAL_HOST,
     ROLES,
     AxisValue,
@@ -26,6 +27,9 @@ from controller.config.model import (
     RunConfig,
     SweepConfig,
     WorkloadConfig,
+    channel_label,
+    channel_source,
+    is_ina219,
 )
 from controller.config.profile import DeviceProfile, not_applied_message, resolve
 from controller.config.schema import FLOW_READERS, PARAM_NAMES
@@ -126,7 +130,31 @@ def _meter(stack: Stack) -> MeterConfig:
         )[::-1]
         key = f"meter.channels.{later}"
         raise ConfigError(
-            f"{stack.origin(key)}: {key}: A{mapping[later]} is already the {earlier}'s input"
+            f"{stack.origin(key)}: {key}: {channel_label(mapping[later])} is already the "
+            f"{earlier}'s input"
+        )
+    if len(mapping) == len(ROLES) and len({channel_source(c) for c in mapping.values()}) == 1:
+        later = sorted(
+            ROLES, key=lambda role: stack.layers.index(stack.origin(f"meter.channels.{role}"))
+        )[-1]
+        key = f"meter.channels.{later}"
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: {channel_label(mapping[later])} shares its modelled "
+            "source with the other node's channel (An and INA219@0x40+n follow the same "
+            "source): use another input or address"
+        )
+    ina = [role for role in ROLES if role in mapping and is_ina219(mapping[role])]
+    rate = given.get("rate_hz", MeterConfig.rate_hz)
+    if ina and rate > INA219_RATE_MAX_HZ:
+        key = f"meter.channels.{ina[0]}"
+        # blame whichever of the two keys a later layer set
+        later_origin = max(
+            (stack.origin("meter.rate_hz"), stack.origin(key)), key=stack.layers.index
+        )
+        raise ConfigError(
+            f"{later_origin}: meter.rate_hz: {rate} Hz is faster than an "
+            f"INA219 converts ({key} = {channel_label(mapping[ina[0]])}): at most "
+            f"{INA219_RATE_MAX_HZ} Hz, e.g. 800"
         )
     meter = MeterConfig(
         channels=tuple((role, mapping[role]) for role in ROLES if role in mapping), **given

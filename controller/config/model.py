@@ -150,10 +150,31 @@ class MeterConfig:
     sensor: Sensor = "5A"
     supply_v: float = 5.0
     calibration: Path | None = None
+    shunt_ohm: float = 0.1  # the INA219s' shunt resistor
 
     def channel_of(self, role: Role) -> int | None:
-        """The analog channel measuring this node's supply, or None if it is not metered."""
+        """The channel measuring this node's supply (analog input n, or an INA219's I2C
+        address 0x40..0x43), or None if it is not metered."""
         return dict(self.channels).get(role)
+
+
+INA219_FIRST_ADDRESS = 0x40
+INA219_RATE_MAX_HZ = 939  # a new shunt and bus pair every 1064 us (firmware/PROTOCOL.md)
+
+
+def is_ina219(channel: int) -> bool:
+    """A meter channel is an INA219's I2C address (0x40..0x43), else an analog input (0..7)."""
+    return channel >= INA219_FIRST_ADDRESS
+
+
+def channel_label(channel: int) -> str:
+    """How configs spell a channel: "A0" or "INA219@0x40"."""
+    return f"INA219@{channel:#04x}" if is_ina219(channel) else f"A{channel}"
+
+
+def channel_source(channel: int) -> int:
+    """The modelled meters' source index: analog input n and the INA219 at 0x40 + n share n."""
+    return channel - INA219_FIRST_ADDRESS if is_ina219(channel) else channel
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ _HOST = re.compile(r"[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]*")
 _USER = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
 _PRINTABLE = re.compile(r"[^\x00-\x1f\x7f]+")
 _ANALOG = re.compile(r"[Aa]([0-9]+)")
+_INA219 = re.compile(r"(?i:ina219)@(0x[0-9A-Fa-f]+|[0-9]+)")
+INA219_ADDRESSES = range(0x40, 0x44)
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -251,10 +253,22 @@ def sweep(value: Any) -> dict[str, tuple[Any, ...] | None]:
 
 
 def _analog_input(value: Any) -> int:
+    """An analog input ("A0".."A7", 0..7) or an INA219 ("INA219@0x40".."INA219@0x43"), the
+    latter stored as its I2C address."""
+    if isinstance(value, str) and (match := _INA219.fullmatch(value)):
+        address = int(match[1], 0)
+        if address not in INA219_ADDRESSES:
+            raise _Invalid(
+                f"INA219 address {address:#04x} is outside 0x40..0x43 (A1 = GND, A0 = GND..SCL)"
+            )
+        return address
     if isinstance(value, str) and (match := _ANALOG.fullmatch(value)):
         value = int(match[1])
     elif not _is_int(value):
-        raise _Invalid(f'expected an analog input ("A0".."A7" or 0..7), got {describe(value)}')
+        raise _Invalid(
+            'expected an analog input ("A0".."A7" or 0..7) or an INA219 ("INA219@0x40".."0x43"),'
+            f" got {describe(value)}"
+        )
     if not 0 <= value < ANALOG_INPUTS:
         raise _Invalid(f"{value} is outside 0..{ANALOG_INPUTS - 1} (A0..A{ANALOG_INPUTS - 1})")
     return int(value)
@@ -384,6 +398,7 @@ SCHEMA: Schema = {
         "sensor": choice(SENSORS),
         "supply_v": number(0, 48, low_open=True),
         "calibration": optional(path),
+        "shunt_ohm": number(0, 100, low_open=True),
     },
     "link": {
         "rate_mbit": optional(number(0, 100_000, low_open=True)),

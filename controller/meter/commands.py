@@ -69,7 +69,20 @@ class SetOversampling:
         return struct.pack("<B", self.oversampling)
 
 
-Command = Identify | Start | Stop | GetStatus | SetRate | SetChannels | SetOversampling
+@dataclass(frozen=True, slots=True)
+class SetI2cChannels:
+    """Protocol 2: bit n samples the INA219 at I2C address 0x40 + n (n = 0..3)."""
+
+    TYPE: ClassVar[int] = FrameType.SET_I2C_CHANNELS
+    i2c_mask: int
+
+    def payload(self) -> bytes:
+        return bytes([self.i2c_mask])
+
+
+Command = (
+    Identify | Start | Stop | GetStatus | SetRate | SetChannels | SetOversampling | SetI2cChannels
+)
 
 _EMPTY: dict[int, Command] = {
     FrameType.IDENTIFY: Identify(),
@@ -97,11 +110,17 @@ def parse_command(command_type: int, payload: bytes) -> Command:
         if len(payload) != 4:
             raise CommandRejected(AckResult.BAD_LENGTH, "SET_RATE takes a u32")
         return SetRate(struct.unpack("<I", payload)[0])
-    if command_type in (FrameType.SET_CHANNELS, FrameType.SET_OVERSAMPLING):
+    if command_type in (
+        FrameType.SET_CHANNELS,
+        FrameType.SET_OVERSAMPLING,
+        FrameType.SET_I2C_CHANNELS,
+    ):
         if len(payload) != 1:
             raise CommandRejected(AckResult.BAD_LENGTH, f"command {command_type:#04x} takes a u8")
         if command_type == FrameType.SET_CHANNELS:
             return SetChannels(payload[0])
+        if command_type == FrameType.SET_I2C_CHANNELS:
+            return SetI2cChannels(payload[0])
         return SetOversampling(payload[0])
     raise CommandRejected(AckResult.UNKNOWN_COMMAND, f"unknown command {command_type:#04x}")
 

@@ -4,7 +4,9 @@ It follows firmware/PROTOCOL.md: the same command checks in the same order, the 
 frames of about 10 ms of samples, a STATUS per second of samples, a final STATUS after STOP, and
 the same loss accounting: a frame's worth of samples is dropped (and counted) when the modelled
 UART link (baud / 10 bytes per second behind a transmit buffer) has no room for it.
-Time is passed in (`now_s`, any monotonic clock); values come from a `Sampler` callback.
+Time is passed in (`now_s`, any monotonic clock); values come from a `Sampler` callback, and
+INA219 channels (protocol 2) from an `I2cSampler` (without one, an enabled INA219 reads as the
+firmware's mark for a chip that does not answer).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from controller.meter.commands import (
     GetStatus,
     Identify,
     SetChannels,
+    SetI2cChannels,
     SetOversampling,
     SetRate,
     Start,
@@ -28,6 +31,7 @@ from controller.meter.commands import (
 )
 from controller.meter.decoder import CommandFrameDecoder, RawFrame
 from controller.meter.protocol import (
+    I2C_CHANNELS,
     MAX_CHANNELS,
     OVERHEAD_BYTES,
     PROTOCOL_VERSION,
@@ -43,6 +47,7 @@ from controller.meter.protocol import (
     Status,
     channels_of_mask,
     encode_device_frame,
+    i2c_addresses_of_mask,
 )
 
 RATE_MIN_HZ = 100
@@ -52,10 +57,15 @@ _ADC_CLOCKS_PER_CONVERSION = 13
 _ADC_PRESCALER_MIN = 32
 _SAMPLES_HEADER_BYTES = 5
 _UART_BITS_PER_BYTE = 10
+_I2C_SENSOR_CYCLES = 4800  # the firmware's budget for reading one INA219 (PROTOCOL.md)
+INA219_RATE_MAX_HZ = 939  # a new shunt and bus pair every 1064 us
 
 # Reads the ADC: (first sample index, sample count, analog inputs, reads averaged per value)
 # -> codes of shape (count, len(inputs)).
 Sampler = Callable[[int, int, tuple[int, ...], int], SampleArray]
+# Reads INA219s: (first sample index, sample count, I2C addresses) -> registers of shape
+# (count, 2 * len(addresses)): shunt then bus per address.
+I2cSampler = Callable[[int, int, tuple[int, ...]], SampleArray]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +75,7 @@ class BoardIdentity:
     board: str = "mega2560"
     mcu_id: int = McuId.ATMEGA2560
     fw_major: int = 1
-    fw_minor: int = 0
+    fw_minor: int = 1  # the firmware that speaks protocol 2 (firmware/VERSION)
     fw_patch: int = 0
     f_cpu_hz: int = 16_000_000
     adc_bits: int = 10
@@ -76,15 +86,21 @@ class BoardIdentity:
     tx_buffer_bytes: int = 2048
 
 
-def check_config(f_cpu_hz: int, rate_hz: int, channel_mask: int, oversampling: int) -> AckResult:
-    """The firmware's range checks, including its ADC conversion budget (25 % slack)."""
-    channels = bin(channel_mask).count("1")
+def check_config(
+    f_cpu_hz: int, rate_hz: int, channel_mask: int, oversampling: int, i2c_mask: int = 0
+) -> AckResult:
+    """The firmware's range checks, including its ADC and I2C budget (25 % slack)."""
+    analog = bin(channel_mask).count("1")
+    i2c = bin(i2c_mask).count("1")
     if not RATE_MIN_HZ <= rate_hz <= RATE_MAX_HZ or f_cpu_hz % rate_hz:
         return AckResult.BAD_VALUE
-    if not 1 <= channels <= MAX_CHANNELS or not 1 <= oversampling <= OVERSAMPLING_MAX:
+    if not 1 <= analog + i2c <= MAX_CHANNELS or not 1 <= oversampling <= OVERSAMPLING_MAX:
         return AckResult.BAD_VALUE
-    conversions = rate_hz * channels * oversampling
-    if conversions * _ADC_CLOCKS_PER_CONVERSION * _ADC_PRESCALER_MIN > f_cpu_hz // 4 * 3:
+    if i2c_mask >> I2C_CHANNELS or (i2c and rate_hz > INA219_RATE_MAX_HZ):
+        return AckResult.BAD_VALUE
+    conversions = rate_hz * analog * oversampling
+    cycles = conversions * _ADC_CLOCKS_PER_CONVERSION * _ADC_PRESCALER_MIN
+    if cycles + rate_hz * i2c * _I2C_SENSOR_CYCLES > f_cpu_hz // 4 * 3:
         return AckResult.BAD_VALUE
     return AckResult.OK
 
@@ -96,15 +112,22 @@ def samples_per_frame(rate_hz: int, channel_count: int, values_max: int) -> int:
 class DeviceCore:
     """The board's protocol state machine: feed it host bytes and time, collect its bytes."""
 
-    def __init__(self, sampler: Sampler, identity: BoardIdentity | None = None) -> None:
+    def __init__(
+        self,
+        sampler: Sampler,
+        identity: BoardIdentity | None = None,
+        i2c_sampler: I2cSampler | None = None,
+    ) -> None:
         self.identity = identity or BoardIdentity()
         self._sampler = sampler
+        self._i2c_sampler = i2c_sampler
         self._decoder = CommandFrameDecoder()
         self._out: list[bytes] = []
         self._frames_sent = 0
         self._rejected = 0
         self.rate_hz = 1000
         self.channel_mask = 0x03
+        self.i2c_mask = 0x00
         self.oversampling = 1
         self.running = False
         self._t0_s = 0.0
@@ -117,6 +140,14 @@ class DeviceCore:
     @property
     def channels(self) -> tuple[int, ...]:
         return channels_of_mask(self.channel_mask)
+
+    @property
+    def i2c_addresses(self) -> tuple[int, ...]:
+        return i2c_addresses_of_mask(self.i2c_mask)
+
+    @property
+    def columns(self) -> int:
+        return len(self.channels) + 2 * len(self.i2c_addresses)
 
     @property
     def samples_taken(self) -> int:
@@ -160,10 +191,10 @@ class DeviceCore:
         except CommandRejected as exc:
             command = None
             result = exc.result
-        configuring = isinstance(command, SetRate | SetChannels | SetOversampling)
+        configuring = isinstance(command, SetRate | SetChannels | SetOversampling | SetI2cChannels)
         if self.running and (configuring or isinstance(command, Start)):
             result = AckResult.BUSY
-        elif isinstance(command, SetRate | SetChannels | SetOversampling):
+        elif isinstance(command, SetRate | SetChannels | SetOversampling | SetI2cChannels):
             result = self._configure(command)
         if result != AckResult.OK:
             self._rejected += 1
@@ -179,17 +210,22 @@ class DeviceCore:
         elif isinstance(command, GetStatus):
             self._send(self._status(self._taken, self._dropped), now_s)
 
-    def _configure(self, command: SetRate | SetChannels | SetOversampling) -> AckResult:
-        rate, mask, reads = self.rate_hz, self.channel_mask, self.oversampling
+    def _configure(
+        self, command: SetRate | SetChannels | SetOversampling | SetI2cChannels
+    ) -> AckResult:
+        rate, mask, reads, i2c = self.rate_hz, self.channel_mask, self.oversampling, self.i2c_mask
         if isinstance(command, SetRate):
             rate = command.rate_hz
         elif isinstance(command, SetChannels):
             mask = command.channel_mask
+        elif isinstance(command, SetI2cChannels):
+            i2c = command.i2c_mask
         else:
             reads = command.oversampling
-        result = check_config(self.identity.f_cpu_hz, rate, mask, reads)
+        result = check_config(self.identity.f_cpu_hz, rate, mask, reads, i2c)
         if result == AckResult.OK:
             self.rate_hz, self.channel_mask, self.oversampling = rate, mask, reads
+            self.i2c_mask = i2c
         return result
 
     def _start(self, now_s: float) -> None:
@@ -198,7 +234,7 @@ class DeviceCore:
         self._taken = 0
         self._dropped = 0
         self._batch_first = 0
-        self._pending = np.empty((0, len(self.channels)), dtype=np.uint16)
+        self._pending = np.empty((0, self.columns), dtype=np.uint16)
 
     def _stop(self, now_s: float) -> None:
         if self.running:
@@ -212,10 +248,10 @@ class DeviceCore:
     def _take_until(self, due: int) -> None:
         if due <= self._taken:
             return
-        new = self._sampler(self._taken, due - self._taken, self.channels, self.oversampling)
+        new = self._sample(self._taken, due - self._taken)
         self._pending = np.concatenate((self._pending, new)) if len(self._pending) else new
         per_frame = samples_per_frame(
-            self.rate_hz, len(self.channels), self.identity.values_per_frame_max
+            self.rate_hz, self.columns, self.identity.values_per_frame_max
         )
         next_status = (self._taken // self.rate_hz + 1) * self.rate_hz
         self._taken = due
@@ -229,6 +265,20 @@ class DeviceCore:
                 next_status += self.rate_hz
             else:
                 return
+
+    def _sample(self, first: int, count: int) -> SampleArray:
+        """Analog columns, then (shunt, bus) per INA219, as the firmware lays them out."""
+        parts: list[SampleArray] = []
+        if self.channels:
+            parts.append(self._sampler(first, count, self.channels, self.oversampling))
+        addresses = self.i2c_addresses
+        if addresses and self._i2c_sampler is not None:
+            parts.append(self._i2c_sampler(first, count, addresses))
+        elif addresses:  # no INA219 on this board's bus: the firmware's failure marks
+            absent = np.zeros((count, 2 * len(addresses)), dtype=np.uint16)
+            absent[:, 1::2] = 0xFFFF
+            parts.append(absent)
+        return parts[0] if len(parts) == 1 else np.hstack(parts)
 
     def _send_batch(self, values: SampleArray, at_s: float) -> None:
         count = len(values)
@@ -275,6 +325,7 @@ class DeviceCore:
             ident.baud,
             ident.marker_pin,
             ident.board,
+            self.i2c_mask,
         )
 
     def _status(self, taken: int, dropped: int) -> Status:

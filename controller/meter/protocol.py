@@ -1,4 +1,4 @@
-"""Meter wire protocol, version 1: frame layout, frame records and their payload codecs.
+"""Meter wire protocol, version 2: frame layout, frame records and their payload codecs.
 
 The contract is firmware/PROTOCOL.md (written from notes/meter-protocol-contract.md). A frame is
 `A5 5A | length u16 | type u8 | seq u16 | payload | crc u16`, little-endian, the CRC-16/CCITT-FALSE
@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 SYNC = b"\xa5\x5a"
 HEADER_BYTES = 7  # sync, length, type, seq
 OVERHEAD_BYTES = HEADER_BYTES + 2  # plus the CRC
@@ -24,7 +24,10 @@ MAX_PAYLOAD_BYTES = 1024
 SEQ_MODULUS = 1 << 16
 SAMPLE_INDEX_MODULUS = 1 << 32
 BOARD_NAME_MAX_BYTES = 16
-MAX_CHANNELS = 4
+MAX_CHANNELS = 4  # analog inputs and INA219s together
+MAX_COLUMNS = 8  # values per sample: one per analog input, two per INA219
+I2C_CHANNELS = 4  # INA219s at I2C addresses 0x40 .. 0x43
+INA219_ADDR_BASE = 0x40
 
 _HEADER = struct.Struct("<2sHBH")
 _CRC = struct.Struct("<H")
@@ -58,6 +61,7 @@ class FrameType(enum.IntEnum):
     SET_CHANNELS = 0x85
     GET_STATUS = 0x86
     SET_OVERSAMPLING = 0x87
+    SET_I2C_CHANNELS = 0x88
 
 
 class AckResult(enum.IntEnum):
@@ -82,7 +86,12 @@ def channels_of_mask(mask: int) -> tuple[int, ...]:
     return tuple(n for n in range(8) if mask >> n & 1)
 
 
-_INFO = struct.Struct("<BBBBBIBHIBBIB")
+def i2c_addresses_of_mask(mask: int) -> tuple[int, ...]:
+    """I2C addresses of the INA219s an I2C channel mask selects, ascending."""
+    return tuple(INA219_ADDR_BASE + n for n in range(I2C_CHANNELS) if mask >> n & 1)
+
+
+_INFO = struct.Struct("<BBBBBIBHIBBIB")  # protocol 1 and 2; 2 adds i2c_mask (u8) after it
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +114,20 @@ class Info:
     baud: int
     marker_pin: int
     board: str
+    i2c_mask: int = 0  # protocol 2: bit n = the INA219 at 0x40 + n is sampled
 
     @property
     def channels(self) -> tuple[int, ...]:
         return channels_of_mask(self.channel_mask)
+
+    @property
+    def i2c_addresses(self) -> tuple[int, ...]:
+        return i2c_addresses_of_mask(self.i2c_mask)
+
+    @property
+    def columns(self) -> int:
+        """Values per sample in SAMPLES: analog inputs first, then (shunt, bus) per INA219."""
+        return len(self.channels) + 2 * len(self.i2c_addresses)
 
     @property
     def fw_version(self) -> str:
@@ -131,22 +150,42 @@ class Info:
                 self.baud,
                 self.marker_pin,
             )
+            + (bytes([self.i2c_mask]) if self.protocol_version >= 2 else b"")
             + self.board.encode("ascii")[:BOARD_NAME_MAX_BYTES]
         )
 
     @classmethod
     def parse(cls, seq: int, payload: bytes) -> Info:
-        if not _INFO.size <= len(payload) <= _INFO.size + BOARD_NAME_MAX_BYTES:
+        """Protocol 1 and 2 INFO (the version is its first byte), so a session can name an old
+        firmware's version instead of failing on its layout."""
+        fixed = _INFO.size + (1 if payload[:1] >= b"\x02" else 0)
+        if not fixed <= len(payload) <= fixed + BOARD_NAME_MAX_BYTES:
             raise PayloadError(
-                f"INFO payload of {len(payload)} bytes, expected {_INFO.size}.."
-                f"{_INFO.size + BOARD_NAME_MAX_BYTES}"
+                f"INFO payload of {len(payload)} bytes, expected {fixed}.."
+                f"{fixed + BOARD_NAME_MAX_BYTES}"
             )
         (ver, major, minor, patch, mcu, f_cpu, bits, ref, rate, mask, over, baud, pin) = (
             _INFO.unpack_from(payload)
         )
-        board = payload[_INFO.size :].decode("ascii", errors="replace")
+        i2c_mask = payload[_INFO.size] if fixed > _INFO.size else 0
+        board = payload[fixed:].decode("ascii", errors="replace")
         return cls(
-            seq, ver, major, minor, patch, mcu, f_cpu, bits, ref, rate, mask, over, baud, pin, board
+            seq,
+            ver,
+            major,
+            minor,
+            patch,
+            mcu,
+            f_cpu,
+            bits,
+            ref,
+            rate,
+            mask,
+            over,
+            baud,
+            pin,
+            board,
+            i2c_mask,
         )
 
 
@@ -157,7 +196,10 @@ SampleArray = npt.NDArray[np.uint16]
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Samples:
-    """Consecutive samples: `values[i, c]` is channel c of sample `first_sample_index + i`.
+    """Consecutive samples: `values[i, c]` is column c of sample `first_sample_index + i`.
+
+    Columns: one per analog input (ascending), then two per INA219 (ascending address): its
+    shunt-voltage and bus-voltage registers, raw (`ina219.py` decodes them).
 
     `values` is read-only. The index is the device's u32 counter since START (it wraps after
     2**32 samples; `SampleStore` unwraps it).
@@ -173,8 +215,13 @@ class Samples:
         return int(self.values.shape[0])
 
     @property
-    def channel_count(self) -> int:
+    def columns(self) -> int:
         return int(self.values.shape[1])
+
+    @property
+    def channel_count(self) -> int:
+        """The number of value columns (= channels while only analog inputs are sampled)."""
+        return self.columns
 
     def payload(self) -> bytes:
         return (
@@ -191,13 +238,13 @@ def parse_samples(seq: int, buf: bytes, offset: int, length: int) -> Samples:
     """SAMPLES payload at `buf[offset:offset+length]`; the values are a zero-copy view of buf."""
     if length < _SAMPLES_HEAD.size:
         raise PayloadError(f"SAMPLES payload of {length} bytes is shorter than its header")
-    first, channels = _SAMPLES_HEAD.unpack_from(buf, offset)
+    first, columns = _SAMPLES_HEAD.unpack_from(buf, offset)
     value_bytes = length - _SAMPLES_HEAD.size
-    if not 1 <= channels <= MAX_CHANNELS or value_bytes % (2 * channels) or not value_bytes:
-        raise PayloadError(f"SAMPLES payload: {value_bytes} value bytes for {channels} channels")
+    if not 1 <= columns <= MAX_COLUMNS or value_bytes % (2 * columns) or not value_bytes:
+        raise PayloadError(f"SAMPLES payload: {value_bytes} value bytes for {columns} columns")
     values = np.frombuffer(
         buf, dtype="<u2", count=value_bytes // 2, offset=offset + _SAMPLES_HEAD.size
-    ).reshape(-1, channels)  # a view of immutable bytes: read-only, no copy
+    ).reshape(-1, columns)  # a view of immutable bytes: read-only, no copy
     return Samples(seq, first, values)
 
 

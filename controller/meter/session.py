@@ -31,6 +31,7 @@ from controller.meter.commands import (
     GetStatus,
     Identify,
     SetChannels,
+    SetI2cChannels,
     SetOversampling,
     SetRate,
     Start,
@@ -170,6 +171,10 @@ class MeterSession:
 
     def set_channels(self, channel_mask: int) -> None:
         self._command(SetChannels(channel_mask), f"SET_CHANNELS {channel_mask:#04x}")
+
+    def set_i2c_channels(self, i2c_mask: int) -> None:
+        """Protocol 2: sample the INA219s at 0x40 + n for each bit n."""
+        self._command(SetI2cChannels(i2c_mask), f"SET_I2C_CHANNELS {i2c_mask:#04x}")
 
     def set_oversampling(self, reads: int) -> None:
         self._command(SetOversampling(reads), f"SET_OVERSAMPLING {reads}")

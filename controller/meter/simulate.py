@@ -9,6 +9,11 @@ time, each sample reads the power of the moment it was taken, and the controller
 harness's pty exactly like a board's. The harness reports its sample clock (`clock T0 PERIOD`)
 on stdout once sampling runs; until then inputs change once per tick.
 
+INA219 channels (protocol 2): with `ina219_sources`, the harness puts an INA219 part at 0x40 + n
+on the I2C bus for each source n and gets its analog inputs (shunt microvolts with the chip's
+input noise, bus millivolts with the supply's droop, from `ina219.Ina219Model`) beside the
+ADC's, at the same sample ticks; the part quantises them as the chip does.
+
 simavr converts millivolts with 1023 / 5000 where the ATmega's datasheet says 1024 / ref; inputs
 are scaled by 1024 / 1023 so the simulated ADC reads what a real one would.
 """
@@ -20,12 +25,13 @@ import queue
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from controller.errors import MeterError
+from controller.meter.ina219 import Ina219Model
 from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
 from controller.paths import FIRMWARE_DIR
 
@@ -41,6 +47,8 @@ _HISTORY_TICKS = 500  # per-tick inputs kept for the samples taken before the cl
 @dataclass(frozen=True)
 class SimulateOptions(ModelledMeterOptions):
     firmware_dir: Path = FIRMWARE_DIR
+    ina219_sources: tuple[int, ...] = ()  # an INA219 at 0x40 + n follows source n
+    ina219: Ina219Model = field(default_factory=Ina219Model)
 
 
 @dataclass
@@ -89,7 +97,7 @@ class SimulatedMeter:
         self._stderr: list[str] = []
         self._stop = threading.Event()
         self._proc = subprocess.Popen(
-            [str(harness), "--fast", str(elf)],
+            [str(harness), "--fast", *self._ina219_option(), str(elf)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -161,6 +169,7 @@ class SimulatedMeter:
             self._history.append((start, power))
             del self._history[:-_HISTORY_TICKS]
             lines.append(f"{start} {self._millivolts(power[np.newaxis, :])[0]}\n")
+            lines += self._ina219_lines(np.array([start]), power[np.newaxis, :])[0]
         else:
             lines += self._sample_lines(self._clock, now_ns, power)
         self._horizon_ns = max(now_ns, self._horizon_ns)
@@ -188,8 +197,36 @@ class SimulatedMeter:
         self._truth.segment(first, end, self._inputs, power)
         ticks = clock.t0_ns + np.arange(first, end) * clock.period_ns
         times = np.maximum(ticks - clock.period_ns // 2, self._horizon_ns)
-        values = self._millivolts(np.broadcast_to(power, (end - first, len(power))))
-        return [f"{t} {v}\n" for t, v in zip(times.tolist(), values, strict=True)]
+        per_sample = np.broadcast_to(power, (end - first, len(power)))
+        values = self._millivolts(per_sample)
+        ina219 = self._ina219_lines(times, per_sample)
+        # one time after another: the harness does not let input times go backwards
+        return [
+            line
+            for t, v, more in zip(times.tolist(), values, ina219, strict=True)
+            for line in (f"{t} {v}\n", *more)
+        ]
+
+    def _ina219_option(self) -> list[str]:
+        mask = sum(1 << n for n in self.options.ina219_sources)
+        if mask >> 4:
+            raise MeterError("simulator: INA219 sources are 0..3 (addresses 0x40..0x43)")
+        return ["--ina219", str(mask)] if mask else []
+
+    def _ina219_lines(self, times: np.ndarray, power: np.ndarray) -> list[list[str]]:
+        """Per time, a `T i N UV MV` line per INA219: its analog inputs then."""
+        model = self.options.ina219
+        lines: list[list[str]] = [[] for _ in range(len(times))]
+        for n in self.options.ina219_sources:
+            p = power[:, self._inputs.index(n)]
+            uv = model.current_a(p) * model.calibration.shunt_ohm * 1e6
+            uv = np.rint(uv + self._rng.normal(0.0, model.noise_uv, uv.shape)).astype(np.int64)
+            mv = np.rint(model.bus_v(p) * 1000).astype(np.int64)
+            for j, (t, u, m) in enumerate(
+                zip(times.tolist(), uv.tolist(), mv.tolist(), strict=True)
+            ):
+                lines[j].append(f"{t} i {n} {u} {m}\n")
+        return lines
 
     def _millivolts(self, power: np.ndarray) -> list[str]:
         """Input lines' values: the sensor's output with fresh noise, in whole millivolts."""

@@ -6,6 +6,10 @@ model (`node_power.NodePower`), and lets the device model (`device.DeviceCore`) 
 due by then through an ACS712 and a 10-bit ADC (`sensor.Acs712`). Commands and marker edges
 refresh the power first, so each sample carries the power of the moment it was taken. The
 ground-truth file and the marker FIFO are described in `node_power`.
+
+INA219 channels (protocol 2): the INA219 at 0x40 + n measures what analog input n would (the
+n-th watched source), through `ina219.Ina219Model`: the supply's bus voltage with its droop,
+current = P / V, both quantised as the chip's registers.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import numpy as np
 
 from controller.errors import MeterError
 from controller.meter.device import BoardIdentity, DeviceCore
+from controller.meter.ina219 import ADDRESSES as INA219_ADDRESSES
+from controller.meter.ina219 import Ina219Model
 from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
 from controller.meter.protocol import SampleArray
 
@@ -31,6 +37,7 @@ _OUTPUT_CAP_BYTES = 1 << 20  # a host that stops reading loses the oldest bytes 
 @dataclass(frozen=True)
 class VirtualMeterOptions(ModelledMeterOptions):
     identity: BoardIdentity = field(default_factory=BoardIdentity)
+    ina219: Ina219Model = field(default_factory=Ina219Model)
 
 
 class VirtualMeter:
@@ -46,7 +53,7 @@ class VirtualMeter:
             rescan_s=options.rescan_s,
         )
         self._rng = np.random.default_rng(options.seed)
-        self._device = DeviceCore(self._sample, options.identity)
+        self._device = DeviceCore(self._sample, options.identity, self._sample_i2c)
         self._truth = TruthWriter(options.truth_path)
         self._marker = MarkerFifo(options.marker_fifo)
         self._master, self._slave = os.openpty()
@@ -122,6 +129,24 @@ class VirtualMeter:
         return self.options.sensor.codes(
             np.broadcast_to(power, (count, len(inputs))), self._rng, oversampling
         )
+
+    def _sample_i2c(self, first_index: int, count: int, addresses: tuple[int, ...]) -> SampleArray:
+        sources = tuple(INA219_ADDRESSES.index(a) for a in addresses)
+        if first_index == 0 and not self._device.channels:
+            self._truth.new_start()
+        power = self._power.power_mw(sources)
+        unrecorded = tuple(n for n in sources if n not in self._device.channels)
+        if unrecorded:  # the truth rows name the source's analog input
+            self._truth.segment(
+                first_index, first_index + count, unrecorded, self._power.power_mw(unrecorded)
+            )
+        shunt, bus = self.options.ina219.registers(
+            np.broadcast_to(power, (count, len(sources))), self._rng
+        )
+        values = np.empty((count, 2 * len(sources)), dtype=np.uint16)
+        values[:, 0::2] = shunt
+        values[:, 1::2] = bus
+        return values
 
     def _flush_output(self) -> None:
         self._out += self._device.output()

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from controller.meter.calibration import Calibration
 from controller.meter.decoder import DecoderStats
+from controller.meter.ina219 import Ina219Calibration
 from controller.meter.protocol import channels_of_mask
 from controller.meter.session import MeterSession
 from controller.sweep.errors import MeterLost
@@ -53,7 +54,11 @@ class MeterTap:
         analog_input: int,
         source: str,
         extra_facts: Mapping[str, Any],
+        *,
+        ina219: Ina219Calibration | None = None,
     ) -> None:
+        """`analog_input` is the client's channel: an analog input, or with `ina219` the
+        INA219's I2C address (its two columns give V x I)."""
         self.session = session
         info = session.info
         if info is None:
@@ -62,10 +67,16 @@ class MeterTap:
         self.calibration = calibration
         self.analog_input = analog_input
         self.rate_hz = float(info.sample_rate_hz)
+        self.ina219 = ina219
         channels = channels_of_mask(info.channel_mask)
-        if analog_input not in channels:
+        if ina219 is not None:
+            if analog_input not in info.i2c_addresses:
+                raise self._lost(f"the INA219 at {analog_input:#04x} is not sampled")
+            self.column = len(channels) + 2 * info.i2c_addresses.index(analog_input)
+        elif analog_input not in channels:
             raise self._lost(f"analog input A{analog_input} is not sampled")
-        self.column = channels.index(analog_input)
+        else:
+            self.column = channels.index(analog_input)
         self._extra_facts = dict(extra_facts)
         self._markers_seen = 0
         self._counters = _Counters.of(session.decoder.stats)
@@ -87,6 +98,19 @@ class MeterTap:
             "adc_ref_mv": info.adc_ref_mv,
             "client_analog_input": self.analog_input,
             "calibration": self.calibration.to_dict(),
+            **(
+                {
+                    "i2c_mask": info.i2c_mask,
+                    "client_sensor": "ina219",
+                    "ina219": {
+                        "address": self.ina219.address,
+                        "shunt_ohm": self.ina219.shunt_ohm,
+                        "pga": self.ina219.pga,
+                    },
+                }
+                if self.ina219 is not None
+                else {}
+            ),
             **self._extra_facts,
         }
 
@@ -199,7 +223,13 @@ class MeterTap:
 
     def _power(self, first: int, end: int) -> tuple[FloatArray, FloatArray, int]:
         window = self.session.samples.window(first, end)
+        t_s = window.indices.astype(np.float64) / self.rate_hz
+        if self.ina219 is not None:
+            values = window.values
+            power = self.ina219.power_mw(values[:, self.column], values[:, self.column + 1])
+            answered = np.isfinite(power)  # a sample the INA219 did not answer is missing
+            missing = window.missing + int((~answered).sum())
+            return t_s[answered], power[answered], missing
         codes = window.values[:, self.column]
         power_mw = self.calibration.power_mw(codes, self.analog_input)
-        t_s = window.indices.astype(np.float64) / self.rate_hz
         return t_s, np.asarray(power_mw, dtype=np.float64), window.missing

@@ -17,12 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from agent import __version__
-from controller.config.model import Config, MeterConfig, NodeConfig
+from controller.config.model import (
+    Config,
+    MeterConfig,
+    NodeConfig,
+    channel_source,
+    is_ina219,
+)
 from controller.device.emulation import Emulation, emulated_devices
 from controller.device.transport import CgroupTransport
 from controller.errors import ConfigError, DeviceError
 from controller.link import shaped_link
 from controller.meter.calibration import Calibration, nominal
+from controller.meter.ina219 import Ina219Calibration, Ina219Model
 from controller.meter.node_power import WatchSpec
 from controller.meter.session import MeterSession
 from controller.meter.simulate import SimulatedMeter, SimulateOptions
@@ -65,7 +72,7 @@ def _state_dir(config: NodeConfig, run_dir: Path) -> str:
 def _calibration(meter: MeterConfig, inputs: tuple[int, ...]) -> Calibration:
     if meter.calibration is not None:
         return Calibration.load(meter.calibration)
-    return nominal(inputs, meter.sensor, meter.supply_v)
+    return nominal(inputs or (0,), meter.sensor, meter.supply_v)
 
 
 @contextmanager
@@ -81,7 +88,12 @@ def _device(
     truth = run_dir / TRUTH
     if meter.source == "virtual":
         virtual = VirtualMeter(
-            VirtualMeterOptions(watch=watch, truth_path=truth, marker_fifo=marker)
+            VirtualMeterOptions(
+                watch=watch,
+                truth_path=truth,
+                marker_fifo=marker,
+                ina219=Ina219Model(Ina219Calibration(shunt_ohm=meter.shunt_ohm)),
+            )
         )
         virtual.start()
         try:
@@ -90,7 +102,16 @@ def _device(
             virtual.stop()
             virtual.close()
         return
-    simulated = SimulatedMeter(SimulateOptions(watch=watch, truth_path=truth, marker_fifo=marker))
+    ina219 = tuple(sorted(channel_source(c) for _role, c in meter.channels if is_ina219(c)))
+    simulated = SimulatedMeter(
+        SimulateOptions(
+            watch=watch,
+            truth_path=truth,
+            marker_fifo=marker,
+            ina219_sources=ina219,
+            ina219=Ina219Model(Ina219Calibration(shunt_ohm=meter.shunt_ohm)),
+        )
+    )
     thread = threading.Thread(target=simulated.run, name="simavr-driver", daemon=True)
     thread.start()
     try:
@@ -189,9 +210,10 @@ def _stop_server(pair: AgentPair) -> None:
 def _watch(
     config: Config, client_pid: int | None, server_pid: int | None, devices: Emulation
 ) -> tuple[WatchSpec, ...]:
-    """One source per analog input, in input order, for the modelled meters."""
+    """One source per analog input, in input order, for the modelled meters (the INA219 at
+    0x40 + n follows source n, as analog input n does)."""
     pids = {"client": client_pid, "server": server_pid}
-    by_input = dict((index, role) for role, index in config.meter.channels)
+    by_input = dict((channel_source(index), role) for role, index in config.meter.channels)
     top = max(by_input, default=-1)
     specs = []
     for analog_input in range(top + 1):
@@ -207,7 +229,9 @@ def _watch(
 
 
 def _open_tap(meter: MeterConfig, port: str, device_facts: dict[str, Any]) -> MeterTap:
-    inputs = tuple(sorted(index for _role, index in meter.channels))
+    channels = [index for _role, index in meter.channels]
+    inputs = tuple(sorted(c for c in channels if not is_ina219(c)))
+    addresses = tuple(sorted(c for c in channels if is_ina219(c)))
     client_input = meter.channel_of("client")
     if client_input is None:
         raise ConfigError("meter.channels: the client node must be metered (client = A0, ...)")
@@ -215,7 +239,10 @@ def _open_tap(meter: MeterConfig, port: str, device_facts: dict[str, Any]) -> Me
     try:
         session.identify()
         session.set_rate(meter.rate_hz)
+        if addresses:  # first: the analog mask may be 0 only once an INA219 is enabled
+            session.set_i2c_channels(sum(1 << channel_source(a) for a in addresses))
         session.set_channels(sum(1 << index for index in inputs))
+        session.identify()  # INFO as configured: the tap reads the rate and columns from it
         session.start()
         return MeterTap(
             session,
@@ -223,6 +250,9 @@ def _open_tap(meter: MeterConfig, port: str, device_facts: dict[str, Any]) -> Me
             client_input,
             meter.source,
             device_facts,
+            ina219=Ina219Calibration(client_input, meter.shunt_ohm)
+            if is_ina219(client_input)
+            else None,
         )
     except BaseException:
         session.close()

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "h2_ina219.h"
 #include "h2_port.h"
 
 #define FRAME_ACK (H2_OVERHEAD + H2_ACK_LEN)
@@ -22,7 +23,8 @@ static uint8_t popcount8(uint8_t v)
     return n;
 }
 
-uint8_t h2_adc_prescaler(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t reads_per_sample)
+uint8_t h2_sample_prescaler(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t reads_per_sample,
+                            uint8_t i2c_sensors)
 {
     /* A sample's reads run back to back: 13 ADC clocks per conversion, plus the interrupt
      * that starts the next one (H2_ADC_READ_CYCLES) and some fixed latency; all of it within
@@ -31,7 +33,7 @@ uint8_t h2_adc_prescaler(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t reads_per_
     uint32_t budget = f_cpu_hz / rate_hz / 10u * 9u;
     for (uint8_t i = 0; i < sizeof prescalers; i++) {
         uint32_t need = (uint32_t)reads_per_sample * (13u * prescalers[i] + H2_ADC_READ_CYCLES) +
-                        H2_ADC_FIXED_CYCLES;
+                        (uint32_t)i2c_sensors * H2_I2C_SENSOR_CYCLES + H2_ADC_FIXED_CYCLES;
         if (need <= budget) {
             return prescalers[i];
         }
@@ -39,9 +41,22 @@ uint8_t h2_adc_prescaler(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t reads_per_
     return 0;
 }
 
+uint8_t h2_adc_prescaler(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t reads_per_sample)
+{
+    return h2_sample_prescaler(f_cpu_hz, rate_hz, reads_per_sample, 0u);
+}
+
 uint8_t h2_check_config(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t mask, uint8_t oversampling)
 {
-    uint8_t count = popcount8(mask);
+    return h2_check_channels(f_cpu_hz, rate_hz, mask, oversampling, 0u);
+}
+
+uint8_t h2_check_channels(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t mask, uint8_t oversampling,
+                          uint8_t i2c_mask)
+{
+    uint8_t analog = popcount8(mask);
+    uint8_t i2c = popcount8(i2c_mask);
+    uint8_t count = (uint8_t)(analog + i2c);
     if (rate_hz < H2_RATE_MIN_HZ || rate_hz > H2_RATE_MAX_HZ || f_cpu_hz % rate_hz != 0u) {
         return H2_R_BAD_VALUE;
     }
@@ -51,17 +66,24 @@ uint8_t h2_check_config(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t mask, uint8
     if (oversampling < 1u || oversampling > H2_OVERSAMPLING_MAX) {
         return H2_R_BAD_VALUE;
     }
-    if (h2_adc_prescaler(f_cpu_hz, rate_hz, (uint8_t)(count * oversampling)) == 0u) {
+    if (i2c_mask >> H2_I2C_CHANNELS) {
+        return H2_R_BAD_VALUE;
+    }
+    /* an INA219 has new values every 1064 us: faster sampling would repeat them */
+    if (i2c && rate_hz > 1000000u / H2_INA219_CONVERSION_US) {
+        return H2_R_BAD_VALUE;
+    }
+    if (h2_sample_prescaler(f_cpu_hz, rate_hz, (uint8_t)(analog * oversampling), i2c) == 0u) {
         return H2_R_BAD_VALUE;
     }
     return H2_R_OK;
 }
 
-uint8_t h2_samples_per_frame(uint32_t rate_hz, uint8_t channel_count)
+uint8_t h2_samples_per_frame(uint32_t rate_hz, uint8_t columns)
 {
     /* About 10 ms of samples per frame, at most H2_VALUES_MAX values. */
     uint32_t n = rate_hz / 100u;
-    uint32_t cap = H2_VALUES_MAX / channel_count;
+    uint32_t cap = H2_VALUES_MAX / columns;
     if (n > cap) {
         n = cap;
     }
@@ -79,9 +101,17 @@ void h2_timer_config(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t *divider, uint
     *ocr = (uint16_t)(ticks - 1u);
 }
 
-static void apply_config(h2_meter_t *m, uint32_t rate_hz, uint8_t mask, uint8_t oversampling)
+static void apply_config(h2_meter_t *m, uint32_t rate_hz, uint8_t mask, uint8_t oversampling,
+                         uint8_t i2c_mask)
 {
     m->rate_hz = rate_hz;
+    m->i2c_mask = i2c_mask;
+    m->i2c_count = 0;
+    for (uint8_t n = 0; n < H2_I2C_CHANNELS; n++) {
+        if (i2c_mask & (1u << n)) {
+            m->i2c_addrs[m->i2c_count++] = (uint8_t)(H2_INA219_ADDR_BASE + n);
+        }
+    }
     m->channel_mask = mask;
     m->oversampling = oversampling;
     m->channel_count = 0;
@@ -96,9 +126,11 @@ static void apply_config(h2_meter_t *m, uint32_t rate_hz, uint8_t mask, uint8_t 
             m->oversampling_shift = k;
         }
     }
-    m->samples_per_frame = h2_samples_per_frame(rate_hz, m->channel_count);
-    m->adc_prescaler = h2_adc_prescaler(m->board->f_cpu_hz, rate_hz,
-                                        (uint8_t)(m->channel_count * oversampling));
+    m->columns = (uint8_t)(m->channel_count + 2u * m->i2c_count);
+    m->samples_per_frame = h2_samples_per_frame(rate_hz, m->columns);
+    m->adc_prescaler = h2_sample_prescaler(m->board->f_cpu_hz, rate_hz,
+                                           (uint8_t)(m->channel_count * oversampling),
+                                           m->i2c_count);
 }
 
 void h2_meter_init(h2_meter_t *m, const h2_board_t *board, const h2_hooks_t *hooks)
@@ -109,7 +141,7 @@ void h2_meter_init(h2_meter_t *m, const h2_board_t *board, const h2_hooks_t *hoo
     h2_ring_init(&m->tx, m->tx_buf, H2_TX_SIZE);
     h2_ring_init(&m->rx, m->rx_buf, H2_RX_SIZE);
     h2_parser_init(&m->parser, m->parser_buf, sizeof m->parser_buf);
-    apply_config(m, 1000u, 0x03u, 1u);
+    apply_config(m, 1000u, 0x03u, 1u, 0u);
 }
 
 /* ---- interrupt side ---------------------------------------------------------------------- */
@@ -158,6 +190,27 @@ void h2_meter_isr_tick(h2_meter_t *m)
     m->adc_busy = 1;
     m->adc_channel = 0;
     m->adc_reads = 0;
+    if (m->channel_count == 0u) {
+        m->i2c_due = 1; /* no analog input: the sample is the INA219 reads alone */
+        m->events = 1;
+    }
+}
+
+/* The sample's last value is in: count it and close the batch when it is full. */
+static void sample_done(h2_meter_t *m)
+{
+    m->adc_busy = 0;
+    if (m->dropping) {
+        m->samples_dropped++;
+    } else {
+        m->dst += m->columns;
+    }
+    if (++m->fill >= m->samples_per_frame) {
+        close_batch(m);
+    }
+    if (m->state != H2_RUNNING) {
+        m->events = 1; /* a STOP waits for this sample */
+    }
 }
 
 uint8_t h2_meter_isr_next_input(const h2_meter_t *m)
@@ -190,18 +243,12 @@ void h2_meter_isr_adc(h2_meter_t *m, uint16_t value)
     if (++m->adc_channel < m->channel_count) {
         return;
     }
-    m->adc_busy = 0;
-    if (m->dropping) {
-        m->samples_dropped++;
-    } else {
-        m->dst += m->channel_count;
+    if (m->i2c_count) {
+        m->i2c_due = 1; /* the main loop reads the INA219s and finishes the sample */
+        m->events = 1;
+        return;
     }
-    if (++m->fill >= m->samples_per_frame) {
-        close_batch(m);
-    }
-    if (m->state != H2_RUNNING) {
-        m->events = 1; /* a STOP waits for this sample */
-    }
+    sample_done(m);
 }
 
 void h2_meter_isr_marker(h2_meter_t *m, uint8_t edge)
@@ -266,6 +313,7 @@ static void send_info(h2_meter_t *m)
     h2_fw_u8(&w, m->oversampling);
     h2_fw_u32(&w, b->baud);
     h2_fw_u8(&w, b->marker_pin);
+    h2_fw_u8(&w, m->i2c_mask);
     for (uint8_t i = 0; i < name_len; i++) {
         h2_fw_u8(&w, (uint8_t)b->name[i]);
     }
@@ -301,26 +349,57 @@ static void send_marker(h2_meter_t *m, const h2_marker_t *mk)
 
 static uint16_t samples_frame_len(const h2_meter_t *m, const h2_batch_t *b)
 {
-    return (uint16_t)(H2_OVERHEAD + H2_SAMPLES_HEADER_LEN + 2u * b->count * m->channel_count);
+    return (uint16_t)(H2_OVERHEAD + H2_SAMPLES_HEADER_LEN + 2u * b->count * m->columns);
+}
+
+/* Main loop: the sample under way has its ADC values; read the INA219s and finish it. The
+ * sample interrupts leave dst and the batch alone while adc_busy is set, so only the
+ * bookkeeping at the end needs interrupts off. */
+static void read_i2c(h2_meter_t *m)
+{
+    uint16_t *v = m->dst + m->channel_count;
+    for (uint8_t i = 0; i < m->i2c_count; i++, v += 2) {
+        uint16_t shunt = H2_INA219_SHUNT_FAILED;
+        uint16_t bus = H2_INA219_BUS_FAILED;
+        if (!m->hooks->read_ina219 || m->hooks->read_ina219(m, m->i2c_addrs[i], &shunt, &bus)) {
+            shunt = H2_INA219_SHUNT_FAILED;
+            bus = H2_INA219_BUS_FAILED;
+        }
+        v[0] = shunt;
+        v[1] = bus;
+    }
+    H2_ATOMIC_BEGIN
+    m->i2c_due = 0;
+    sample_done(m);
+    H2_ATOMIC_END
 }
 
 static void send_samples(h2_meter_t *m, const h2_batch_t *b)
 {
-    uint16_t values = (uint16_t)(b->count * m->channel_count);
+    uint16_t values = (uint16_t)(b->count * m->columns);
     h2_fw_t w;
     frame_begin(m, &w, H2_T_SAMPLES, (uint16_t)(H2_SAMPLES_HEADER_LEN + 2u * values));
     h2_fw_u32(&w, b->first_index);
-    h2_fw_u8(&w, m->channel_count);
+    h2_fw_u8(&w, m->columns);
     if (m->oversampling == 1u) {
         for (uint16_t i = 0; i < values; i++) {
             h2_fw_u16(&w, b->values[i]);
         }
     } else {
+        /* analog columns are sums of n reads; INA219 columns are raw registers */
         uint8_t n = m->oversampling;
         uint8_t shift = m->oversampling_shift;
+        uint8_t c = 0;
         for (uint16_t i = 0; i < values; i++) {
-            uint16_t sum = (uint16_t)(b->values[i] + n / 2u);
-            h2_fw_u16(&w, (uint16_t)(shift != 0xFFu ? sum >> shift : sum / n));
+            uint16_t value = b->values[i];
+            if (c < m->channel_count) {
+                uint16_t sum = (uint16_t)(value + n / 2u);
+                value = (uint16_t)(shift != 0xFFu ? sum >> shift : sum / n);
+            }
+            h2_fw_u16(&w, value);
+            if (++c == m->columns) {
+                c = 0;
+            }
         }
     }
     frame_end(m, &w);
@@ -333,6 +412,7 @@ static uint8_t expected_len(uint8_t type)
         return 4;
     case H2_C_SET_CHANNELS:
     case H2_C_SET_OVERSAMPLING:
+    case H2_C_SET_I2C_CHANNELS:
         return 1;
     default:
         return 0;
@@ -344,16 +424,19 @@ static uint8_t configure(h2_meter_t *m, const h2_frame_t *cmd)
     uint32_t rate = m->rate_hz;
     uint8_t mask = m->channel_mask;
     uint8_t os = m->oversampling;
+    uint8_t i2c = m->i2c_mask;
     if (cmd->type == H2_C_SET_RATE) {
         rate = h2_get_u32(cmd->payload);
     } else if (cmd->type == H2_C_SET_CHANNELS) {
         mask = cmd->payload[0];
+    } else if (cmd->type == H2_C_SET_I2C_CHANNELS) {
+        i2c = cmd->payload[0];
     } else {
         os = cmd->payload[0];
     }
-    uint8_t result = h2_check_config(m->board->f_cpu_hz, rate, mask, os);
+    uint8_t result = h2_check_channels(m->board->f_cpu_hz, rate, mask, os, i2c);
     if (result == H2_R_OK) {
-        apply_config(m, rate, mask, os);
+        apply_config(m, rate, mask, os, i2c);
     }
     return result;
 }
@@ -366,6 +449,7 @@ static void start(h2_meter_t *m)
     m->status_due = 0;
     m->status_countdown = (uint16_t)m->rate_hz;
     m->adc_busy = 0;
+    m->i2c_due = 0;
     m->slot_w = 0;
     m->slot_r = 0;
     m->fill = 0;
@@ -382,14 +466,15 @@ static void handle(h2_meter_t *m, const h2_frame_t *cmd)
     uint8_t t = cmd->type;
     uint8_t busy = m->state != H2_IDLE;
     uint8_t result = H2_R_OK;
-    if (t < H2_C_IDENTIFY || t > H2_C_SET_OVERSAMPLING) {
+    if (t < H2_C_IDENTIFY || t > H2_C_SET_I2C_CHANNELS) {
         result = H2_R_UNKNOWN;
     } else if (cmd->len != expected_len(t)) {
         result = H2_R_BAD_LENGTH;
     } else if (busy && (t == H2_C_START || t == H2_C_SET_RATE || t == H2_C_SET_CHANNELS ||
-                        t == H2_C_SET_OVERSAMPLING)) {
+                        t == H2_C_SET_OVERSAMPLING || t == H2_C_SET_I2C_CHANNELS)) {
         result = H2_R_BUSY;
-    } else if (t == H2_C_SET_RATE || t == H2_C_SET_CHANNELS || t == H2_C_SET_OVERSAMPLING) {
+    } else if (t == H2_C_SET_RATE || t == H2_C_SET_CHANNELS || t == H2_C_SET_OVERSAMPLING ||
+               t == H2_C_SET_I2C_CHANNELS) {
         result = configure(m, cmd);
     }
     if (result != H2_R_OK) {
@@ -434,7 +519,7 @@ static uint8_t samples_pending(const h2_meter_t *m)
 
 uint8_t h2_meter_has_work(h2_meter_t *m)
 {
-    return m->events || (m->need_room && h2_ring_free(&m->tx) >= m->need_room);
+    return m->events || m->i2c_due || (m->need_room && h2_ring_free(&m->tx) >= m->need_room);
 }
 
 static void note_need(uint16_t *need, uint16_t bytes)
@@ -495,6 +580,10 @@ uint8_t h2_meter_poll(h2_meter_t *m)
         }
         h2_parser_feed(&m->parser, byte);
         m->parse_pending = 1;
+    }
+    if (m->i2c_due) {
+        read_i2c(m);
+        progress++;
     }
     if (m->state == H2_DRAINING && !m->adc_busy) {
         close_batch(m);

@@ -34,6 +34,9 @@
  * has this much fixed latency (timer interrupt, a UART interrupt in the way). */
 #define H2_ADC_READ_CYCLES 64u
 #define H2_ADC_FIXED_CYCLES 256u
+/* Reading one INA219 (two register reads at 400 kHz from the main loop, with the pointer
+ * writes): CPU cycles a sample must leave for it. */
+#define H2_I2C_SENSOR_CYCLES 4800u
 
 typedef struct {
     uint8_t mcu_id;
@@ -52,6 +55,10 @@ typedef struct h2_meter h2_meter_t;
 typedef struct {
     void (*start)(h2_meter_t *m);
     void (*stop)(h2_meter_t *m);
+    /* Read the shunt (0x01) and bus (0x02) registers of the INA219 at `addr` (main loop, may
+     * block for the transfer). Returns 0 on success; nonzero: the sensor did not answer. May
+     * be NULL when no I2C channel is ever enabled. */
+    uint8_t (*read_ina219)(h2_meter_t *m, uint8_t addr, uint16_t *shunt, uint16_t *bus);
 } h2_hooks_t;
 
 typedef struct {
@@ -75,7 +82,11 @@ struct h2_meter {
     uint32_t rate_hz;
     uint8_t channel_mask;
     uint8_t channel_count;
-    uint8_t channels[H2_CHANNELS_MAX];
+    uint8_t channels[H2_CHANNELS_MAX]; /* analog inputs, ascending */
+    uint8_t i2c_mask;                   /* bit n: the INA219 at 0x40 + n */
+    uint8_t i2c_count;
+    uint8_t i2c_addrs[H2_I2C_CHANNELS];
+    uint8_t columns; /* values per sample: channel_count + 2 x i2c_count */
     uint8_t oversampling;
     uint8_t oversampling_shift; /* log2(oversampling) when it is a power of two, else 0xFF */
     uint8_t samples_per_frame;
@@ -90,11 +101,12 @@ struct h2_meter {
     uint32_t status_taken; /* counters as they were when the periodic STATUS fell due */
     uint32_t status_dropped;
     uint16_t status_countdown;
-    volatile uint8_t adc_busy;
+    volatile uint8_t adc_busy; /* a sample is being taken: ADC reads, then I2C reads */
+    volatile uint8_t i2c_due;  /* its ADC reads are done, the main loop reads the INA219s */
     uint8_t adc_channel;   /* position in channels[] of the read under way */
     uint8_t adc_reads;     /* reads of that channel so far (oversampling) */
     uint16_t *dst;         /* where the current sample's values (sums of reads) go */
-    uint16_t scratch[H2_CHANNELS_MAX]; /* ... when its batch is being dropped */
+    uint16_t scratch[H2_COLUMNS_MAX]; /* ... when its batch is being dropped */
 
     /* batches: slots [slot_r, slot_w) are complete; the ISR fills slot_w when it is free.
      * Values are sums of `oversampling` reads; the main loop turns them into means. */
@@ -152,7 +164,7 @@ uint8_t h2_meter_has_work(h2_meter_t *m);
  *   marker pin:    h2_meter_isr_marker(level after the edge: 1 rising, 0 falling) */
 static inline uint8_t h2_meter_isr_first_input(const h2_meter_t *m)
 {
-    return m->adc_busy ? H2_ADC_NONE : m->channels[0];
+    return m->adc_busy || m->channel_count == 0u ? H2_ADC_NONE : m->channels[0];
 }
 void h2_meter_isr_tick(h2_meter_t *m);
 uint8_t h2_meter_isr_next_input(const h2_meter_t *m);
@@ -170,9 +182,16 @@ static inline uint8_t h2_meter_isr_tx(h2_meter_t *m, uint8_t *byte)
 }
 
 /* Pure helpers (also used by the host tools and tests). */
+/* The ADC clock prescaler for `reads_per_sample` reads plus `i2c_sensors` INA219 reads per
+ * sample (0: none fits); h2_adc_prescaler is the analog-only case. */
+uint8_t h2_sample_prescaler(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t reads_per_sample,
+                            uint8_t i2c_sensors);
 uint8_t h2_adc_prescaler(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t reads_per_sample);
+/* A configuration's ACK result; h2_check_config is the analog-only case (no INA219). */
+uint8_t h2_check_channels(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t mask, uint8_t oversampling,
+                          uint8_t i2c_mask);
 uint8_t h2_check_config(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t mask, uint8_t oversampling);
-uint8_t h2_samples_per_frame(uint32_t rate_hz, uint8_t channel_count);
+uint8_t h2_samples_per_frame(uint32_t rate_hz, uint8_t columns);
 /* Sample timer: clock divider (1 or 8) and compare value for CTC mode. */
 void h2_timer_config(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t *divider, uint16_t *ocr);
 

@@ -1,8 +1,8 @@
-/* Wire protocol version 1 constants; firmware/PROTOCOL.md is the normative text. */
+/* Wire protocol version 2 constants; firmware/PROTOCOL.md is the normative text. */
 #ifndef H2_PROTOCOL_H
 #define H2_PROTOCOL_H
 
-#define H2_PROTOCOL_VERSION 1u
+#define H2_PROTOCOL_VERSION 2u
 
 #define H2_SYNC0 0xA5u
 #define H2_SYNC1 0x5Au
@@ -25,6 +25,7 @@
 #define H2_C_SET_CHANNELS 0x85u
 #define H2_C_GET_STATUS 0x86u
 #define H2_C_SET_OVERSAMPLING 0x87u
+#define H2_C_SET_I2C_CHANNELS 0x88u
 
 /* ACK results */
 #define H2_R_OK 0u
@@ -33,7 +34,7 @@
 #define H2_R_UNKNOWN 3u
 #define H2_R_BUSY 4u
 
-#define H2_INFO_FIXED_LEN 23u
+#define H2_INFO_FIXED_LEN 24u
 #define H2_BOARD_NAME_MAX 16u
 #define H2_SAMPLES_HEADER_LEN 5u
 #define H2_MARKER_LEN 6u
@@ -45,7 +46,9 @@
 
 #define H2_RATE_MIN_HZ 100u
 #define H2_RATE_MAX_HZ 10000u
-#define H2_CHANNELS_MAX 4u
+#define H2_CHANNELS_MAX 4u /* analog inputs and INA219s together */
+#define H2_COLUMNS_MAX 8u  /* values per sample: 1 per analog input, 2 per INA219 */
+#define H2_I2C_CHANNELS 4u /* INA219s at I2C addresses 0x40 .. 0x43 */
 #define H2_OVERSAMPLING_MAX 16u
 
 #endif

@@ -1,5 +1,5 @@
-/* h2iot current meter: samples the ACS712 outputs on A0.. at a fixed rate and streams them in
- * the framed protocol of firmware/PROTOCOL.md. All logic lives in the portable core
+/* h2iot current meter: samples the ACS712 outputs on A0.. and INA219s on the I2C bus at a
+ * fixed rate and streams them in the framed protocol of firmware/PROTOCOL.md. All logic lives in the portable core
  * (firmware/core); this file is only the glue to the ATmega's timer, ADC, UART and marker pin.
  *
  * Timing: Timer1 in CTC mode fires once per sample; its interrupt starts the first conversion
@@ -10,7 +10,9 @@
 #include <avr/interrupt.h>
 #include <avr/io.h>
 #include <avr/sleep.h>
+#include <util/twi.h>
 
+#include "h2_ina219.h"
 #include "h2_meter.h"
 
 #ifndef H2_BAUD
@@ -81,14 +83,17 @@ static uint8_t prescaler_bits(uint8_t prescaler)
     }
 }
 
+static void ina219_configure(const h2_meter_t *m);
+
 static void hw_start(h2_meter_t *m)
 {
+    ina219_configure(m);
     uint8_t divider;
     uint16_t ocr;
     h2_timer_config(F_CPU, m->rate_hz, &divider, &ocr);
     adcsra_run = (uint8_t)(_BV(ADEN) | _BV(ADIE) | prescaler_bits(m->adc_prescaler));
     ADCSRA = adcsra_run;
-    ADMUX = (uint8_t)(ADMUX_BASE | m->channels[0]);
+    ADMUX = (uint8_t)(ADMUX_BASE | (m->channel_count ? m->channels[0] : 0u));
     TCCR1B = 0;
     TCCR1A = 0;
     TCNT1 = 0;
@@ -107,7 +112,120 @@ static void hw_stop(h2_meter_t *m)
     TIFR1 = _BV(OCF1A);
 }
 
-static const h2_hooks_t hooks = {hw_start, hw_stop};
+/* ---- I2C (TWI) master, polled from the main loop: INA219 register access --------------------
+ * Mega: SDA = D20 (PD1), SCL = D21 (PD0). Uno: SDA = A4 (PC4), SCL = A5 (PC5). 400 kHz. */
+#define TWI_HZ 400000UL
+#define TWI_SPINS 4000u /* a byte takes 23 us at 400 kHz: give up after ~1 ms */
+
+/* Completion comes from the TWI interrupt, not by polling TWINT: simavr 1.6 keeps TWINT set
+ * once raised (it never clears it on the write of a one), so a polled master would run ahead
+ * of the bus there. The interrupt turns itself off (a write of TWCR with TWINT = 0 leaves
+ * TWINT alone) and the main loop waits for its flag. */
+static volatile uint8_t twi_done;
+
+ISR(TWI_vect)
+{
+    TWCR = _BV(TWEN);
+    twi_done = 1;
+}
+
+static uint8_t twi_cmd(uint8_t bits)
+{
+    twi_done = 0;
+    TWCR = (uint8_t)(_BV(TWINT) | _BV(TWEN) | _BV(TWIE) | bits);
+    for (uint16_t n = 0; n < TWI_SPINS; n++) {
+        if (twi_done) {
+            return TW_STATUS;
+        }
+    }
+    TWCR = _BV(TWEN);
+    return 0xFFu;
+}
+
+static void twi_stop(void)
+{
+    TWCR = (uint8_t)(_BV(TWINT) | _BV(TWEN) | _BV(TWSTO));
+    for (uint16_t n = 0; n < TWI_SPINS && (TWCR & _BV(TWSTO)); n++) {
+    }
+}
+
+/* START and the address byte; 0 when the device acknowledged. */
+static uint8_t twi_begin(uint8_t addr, uint8_t read)
+{
+    uint8_t st = twi_cmd(_BV(TWSTA));
+    if (st != TW_START && st != TW_REP_START) {
+        return 1;
+    }
+    TWDR = (uint8_t)(addr << 1 | read);
+    st = twi_cmd(0);
+    if (read) {
+        return st != TW_MR_SLA_ACK;
+    }
+    /* simavr 1.6 reports an acknowledged SLA+W as 0x28 (data ACK), the silicon as 0x18; a
+     * NACK is 0x20 (or 0x30 in simavr) either way */
+    return st != TW_MT_SLA_ACK && st != TW_MT_DATA_ACK;
+}
+
+static uint8_t twi_write(uint8_t byte)
+{
+    TWDR = byte;
+    return twi_cmd(0) != TW_MT_DATA_ACK;
+}
+
+/* Register pointer write, then (if `value` is NULL) nothing or (else) a 16-bit big-endian read;
+ * `data` non-NULL writes those two bytes after the pointer. 0 on success. */
+static uint8_t ina219_access(uint8_t addr, uint8_t reg, const uint8_t *data, uint16_t *value)
+{
+    uint8_t fail = twi_begin(addr, 0) || twi_write(reg);
+    if (!fail && data) {
+        fail = twi_write(data[0]) || twi_write(data[1]);
+    }
+    twi_stop();
+    if (fail || !value) {
+        return fail;
+    }
+    if (twi_begin(addr, 1)) {
+        twi_stop();
+        return 1;
+    }
+    uint8_t hi, lo;
+    fail = twi_cmd(_BV(TWEA)) != TW_MR_DATA_ACK;
+    hi = TWDR;
+    fail = fail || twi_cmd(0) != TW_MR_DATA_NACK;
+    lo = TWDR;
+    twi_stop();
+    *value = (uint16_t)(hi << 8 | lo);
+    return fail;
+}
+
+static uint8_t hw_read_ina219(h2_meter_t *m, uint8_t addr, uint16_t *shunt, uint16_t *bus)
+{
+    (void)m;
+    return ina219_access(addr, H2_INA219_REG_SHUNT, NULL, shunt) ||
+           ina219_access(addr, H2_INA219_REG_BUS, NULL, bus);
+}
+
+static void twi_setup(void)
+{
+    /* the internal pull-ups (20-50 kOhm) are a fallback: breakout boards carry 4.7-10 kOhm */
+    pinMode(SDA, INPUT_PULLUP);
+    pinMode(SCL, INPUT_PULLUP);
+    TWSR = 0; /* prescaler 1 */
+    TWBR = (uint8_t)((F_CPU / TWI_HZ - 16UL) / 2UL);
+    TWCR = _BV(TWEN);
+}
+
+/* At START: each enabled INA219 gets the configuration of PROTOCOL.md (one that does not
+ * answer shows up as failed samples, not here). */
+static void ina219_configure(const h2_meter_t *m)
+{
+    static const uint8_t config[2] = {H2_INA219_CONFIG >> 8, H2_INA219_CONFIG & 0xFFu};
+    for (uint8_t i = 0; i < m->i2c_count; i++) {
+        (void)ina219_access(m->i2c_addrs[i], H2_INA219_REG_CONFIG, config, NULL);
+    }
+}
+
+static const h2_hooks_t hooks = {hw_start, hw_stop, hw_read_ina219};
 
 ISR(TIMER1_COMPA_vect)
 {
@@ -174,6 +292,7 @@ void setup(void)
     TIMSK1 = 0;
     h2_meter_init(&meter, &board, &hooks);
     uart_setup();
+    twi_setup();
     /* One throw-away conversion: the first after enabling the ADC takes 25 ADC clocks. */
     ADMUX = ADMUX_BASE;
     ADCSRA = _BV(ADEN) | _BV(ADSC) | _BV(ADPS2) | _BV(ADPS1) | _BV(ADPS0);

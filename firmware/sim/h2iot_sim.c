@@ -1,6 +1,9 @@
 /* h2iot_sim: runs the compiled meter firmware (ATmega2560 .elf) in simavr, firmware in the loop.
  *
- *   h2iot_sim [--fast] [--profile] [--vcc-mv MV] FIRMWARE.elf
+ *   h2iot_sim [--fast] [--profile] [--vcc-mv MV] [--ina219 MASK] FIRMWARE.elf
+ *
+ * --ina219 MASK puts an INA219 (sim/ina219_part.c) on the I2C bus at address 0x40 + n for
+ * each bit n of MASK (0..0x0F); the firmware reads those it is told to (SET_I2C_CHANNELS).
  *
  * stdout, one line each (flushed at once):
  *   /dev/pts/N                    first line: UART0 as a pseudo-terminal, the board's "serial port"
@@ -13,9 +16,11 @@
  * (non-decreasing; `now` = the current simulated time):
  *   T MV0 [MV1 .. MV7]   from time T the analog inputs A0.. read these millivolts (0..5000)
  *   T m LEVEL            drive the marker pin (D2 = PE4/INT4) to LEVEL (0 or 1)
+ *   T i N UV MV          the INA219 at 0x40 + N sees a shunt voltage of UV microvolts (signed)
+ *                        and a bus voltage of MV millivolts from time T
  *   T                    nothing new; in --fast mode this lets the simulation run up to T
  *   q                    quit
- * While the sample timer runs, changes take effect exactly at the next sample tick (the Timer1
+ * While the sample timer runs, changes (of every kind) take effect exactly at the next sample tick (the Timer1
  * compare match), before the firmware starts that sample's conversions; so every channel of a
  * sample sees the same inputs, and a marker edge together with a level change is reported
  * with the index of the first sample that shows the new level. While it is stopped, changes
@@ -46,6 +51,7 @@
 #include "avr_extint.h"
 #include "avr_ioport.h"
 #include "avr_uart.h"
+#include "ina219_part.h"
 #include "parts/uart_pty.h"
 #include "sim_avr.h"
 #include "sim_elf.h"
@@ -75,6 +81,9 @@
 typedef struct {
     avr_cycle_count_t cycle;
     int8_t marker;          /* -1: no marker change */
+    int8_t ina;             /* -1: no INA219 change, else n of address 0x40 + n */
+    int32_t shunt_uv;
+    uint32_t bus_mv;
     uint8_t n_inputs;       /* inputs A0..A(n-1) change */
     uint16_t mv[ADC_INPUTS];
 } event_t;
@@ -90,6 +99,9 @@ static uart_pty_t pty;
 static FILE *out;
 static avr_irq_t *adc_irq[ADC_INPUTS];
 static avr_irq_t *marker_irq;
+#define INA219_PARTS 4
+static ina219_part_t ina219[INA219_PARTS];
+static uint8_t ina219_mask;
 static volatile sig_atomic_t quit_requested;
 static avr_cycle_count_t sleeping_cycles; /* for the summary: how busy the firmware was */
 
@@ -173,6 +185,9 @@ static void apply(const event_t *e)
     }
     if (e->marker >= 0) {
         avr_raise_irq(marker_irq, (uint32_t)e->marker);
+    }
+    if (e->ina >= 0) {
+        ina219_part_set(&ina219[e->ina], e->shunt_uv, e->bus_mv);
     }
 }
 
@@ -273,7 +288,7 @@ static void parse_line(char *line)
         quit_requested = 1;
         return;
     }
-    event_t e = {.marker = -1};
+    event_t e = {.marker = -1, .ina = -1};
     if (strcmp(tok, "now") == 0) {
         e.cycle = avr->cycle;
     } else {
@@ -303,6 +318,19 @@ static void parse_line(char *line)
             return;
         }
         e.marker = (int8_t)(tok[0] - '0');
+    } else if (strcmp(tok, "i") == 0) {
+        char *n = strtok_r(NULL, " \t\r\n", &save);
+        char *uv = strtok_r(NULL, " \t\r\n", &save);
+        char *mv = strtok_r(NULL, " \t\r\n", &save);
+        long k = n ? strtol(n, NULL, 10) : -1;
+        if (k < 0 || k >= INA219_PARTS || !uv || !mv) {
+            fprintf(stderr, "h2iot_sim: stdin: expected 'T i N UV MV', N 0..3 (ignored)\n");
+            return;
+        }
+        long bus = strtol(mv, NULL, 10);
+        e.ina = (int8_t)k;
+        e.shunt_uv = (int32_t)strtol(uv, NULL, 10);
+        e.bus_mv = (uint32_t)(bus < 0 ? 0 : bus > 32000 ? 32000 : bus);
     } else {
         for (; tok && e.n_inputs < ADC_INPUTS; tok = strtok_r(NULL, " \t\r\n", &save)) {
             long mv = strtol(tok, NULL, 10);
@@ -395,7 +423,8 @@ static uint16_t pty_backlog(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: h2iot_sim [--fast] [--profile] [--vcc-mv MV] FIRMWARE.elf\n");
+    fprintf(stderr,
+            "usage: h2iot_sim [--fast] [--profile] [--vcc-mv MV] [--ina219 MASK] FIRMWARE.elf\n");
     exit(2);
 }
 
@@ -412,6 +441,8 @@ int main(int argc, char **argv)
             profile = 1;
         } else if (strcmp(argv[i], "--vcc-mv") == 0 && i + 1 < argc) {
             vcc_mv = (uint32_t)strtoul(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--ina219") == 0 && i + 1 < argc) {
+            ina219_mask = (uint8_t)(strtoul(argv[++i], NULL, 0) & 0x0Fu);
         } else if (argv[i][0] == '-' || elf) {
             usage();
         } else {
@@ -470,6 +501,12 @@ int main(int argc, char **argv)
         return 1;
     }
     avr_irq_register_notify(compa + AVR_INT_IRQ_PENDING, on_timer1_compa, NULL);
+    for (uint8_t n = 0; n < INA219_PARTS; n++) {
+        if (ina219_mask & (1u << n)) {
+            ina219_part_init(avr, &ina219[n], (uint8_t)(0x40u + n));
+            ina219_part_attach(&ina219[n]);
+        }
+    }
     for (size_t i = 0; profile && i < PROFILED; i++) {
         avr_irq_t *vec = avr_get_interrupt_irq(avr, profiled[i].vector);
         if (vec) {
@@ -541,6 +578,13 @@ int main(int argc, char **argv)
             "%.1f %% of its cycles\n",
             sim_s, wall_s, wall_s > 0 ? sim_s / wall_s : 0.0,
             avr->cycle ? 100.0 * (double)(avr->cycle - sleeping_cycles) / (double)avr->cycle : 0.0);
+    for (uint8_t n = 0; n < INA219_PARTS; n++) {
+        if (ina219_mask & (1u << n)) {
+            fprintf(stderr, "h2iot_sim: INA219 at 0x%02x: %llu register reads, %llu writes\n",
+                    0x40u + n, (unsigned long long)ina219[n].reads,
+                    (unsigned long long)ina219[n].writes);
+        }
+    }
     for (size_t i = 0; profile && i < PROFILED; i++) {
         fprintf(stderr, "h2iot_sim: %-20s %9llu calls, %6.1f cycles each, %5.1f %% of the cycles\n",
                 profiled[i].name, (unsigned long long)isr_calls[i],

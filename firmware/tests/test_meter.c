@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "h2_ina219.h"
 #include "h2_meter.h"
 #include "vectors.h"
 
@@ -18,7 +19,24 @@ static void hw_stop(h2_meter_t *m)
     (void)m;
     stops++;
 }
-static const h2_hooks_t hooks = {hw_start, hw_stop};
+/* A stand-in INA219 bus: each address answers with the next pair of ina_regs (shunt, bus);
+ * address 0x43 never answers. */
+static uint16_t ina_regs[64];
+static int ina_next, ina_reads;
+static uint8_t ina_last_addr;
+static uint8_t hw_read_ina219(h2_meter_t *m, uint8_t addr, uint16_t *shunt, uint16_t *bus)
+{
+    (void)m;
+    ina_reads++;
+    ina_last_addr = addr;
+    if (addr == 0x43u) {
+        return 1;
+    }
+    *shunt = ina_regs[ina_next++ % 64];
+    *bus = ina_regs[ina_next++ % 64];
+    return 0;
+}
+static const h2_hooks_t hooks = {hw_start, hw_stop, hw_read_ina219};
 static const h2_board_t mega = {H2_MCU_ATMEGA2560, 16000000u, 5000u, 500000u, 2u, "mega2560",
                                 1u, 0u, 0u};
 
@@ -231,7 +249,7 @@ static void test_identify_and_config(const vector_t *v, int n)
     command_u8(m, H2_C_SET_OVERSAMPLING, 6, 2);
     command_u8(m, H2_C_SET_OVERSAMPLING, 7, 0);
     command(m, 0x42, 8, NULL, 0);
-    command(m, 0x88, 9, NULL, 0);
+    command(m, 0x89, 9, NULL, 0);
     command_u8(m, H2_C_GET_STATUS, 10, 0);
     drain(m);
     CHECK_EQ(nframes, 10);
@@ -243,7 +261,7 @@ static void test_identify_and_config(const vector_t *v, int n)
     CHECK_EQ(ack_result(&frames[5], H2_C_SET_OVERSAMPLING, 6), H2_R_BAD_VALUE); /* 40000/s */
     CHECK_EQ(ack_result(&frames[6], H2_C_SET_OVERSAMPLING, 7), H2_R_BAD_VALUE);
     CHECK_EQ(ack_result(&frames[7], 0x42, 8), H2_R_UNKNOWN);
-    CHECK_EQ(ack_result(&frames[8], 0x88, 9), H2_R_UNKNOWN);
+    CHECK_EQ(ack_result(&frames[8], 0x89, 9), H2_R_UNKNOWN);
     CHECK_EQ(ack_result(&frames[9], H2_C_GET_STATUS, 10), H2_R_BAD_LENGTH);
     CHECK_EQ(m->rate_hz, 5000);
     CHECK_EQ(m->channel_count, 4);
@@ -619,7 +637,7 @@ static void test_device_frames_match_vectors(const vector_t *v, int n)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const vector_t *vec = vectors_find(v, n, cases[c].name);
         uint32_t first = (uint32_t)vec_field(vec, "first_sample_index");
-        uint8_t ch = (uint8_t)vec_field(vec, "channel_count");
+        uint8_t ch = (uint8_t)vec_field(vec, "columns");
         uint16_t count = (uint16_t)((vec->payload_len - 5) / (2 * ch));
         m = new_meter();
         command_u32(m, H2_C_SET_RATE, 0, cases[c].rate);
@@ -643,6 +661,148 @@ static void test_device_frames_match_vectors(const vector_t *v, int n)
     }
 }
 
+/* INA219 channels: configuration checks, the sample finished by the main loop's I2C reads,
+ * a sensor that does not answer, drops while the reads are under way, and the golden frames. */
+static void test_ina219(const vector_t *v, int n)
+{
+    uint32_t f = 16000000u;
+    CHECK_EQ(h2_check_channels(f, 800, 0x03, 1, 0x01), H2_R_OK);
+    CHECK_EQ(h2_check_channels(f, 800, 0x00, 1, 0x03), H2_R_OK); /* I2C alone */
+    CHECK_EQ(h2_check_channels(f, 800, 0x00, 1, 0x00), H2_R_BAD_VALUE);
+    CHECK_EQ(h2_check_channels(f, 800, 0x07, 1, 0x03), H2_R_BAD_VALUE); /* 5 channels */
+    CHECK_EQ(h2_check_channels(f, 800, 0x01, 1, 0x10), H2_R_BAD_VALUE); /* only 0x40..0x43 */
+    CHECK_EQ(h2_check_channels(f, 1000, 0x00, 1, 0x01), H2_R_BAD_VALUE); /* faster than it converts */
+    CHECK_EQ(h2_check_channels(f, 800, 0x00, 1, 0x0F), H2_R_BAD_VALUE); /* 4 x 300 us > 1.25 ms */
+    CHECK_EQ(h2_check_channels(f, 800, 0x01, 4, 0x03), H2_R_OK);
+    CHECK_EQ(h2_check_channels(f, 800, 0x03, 16, 0x03), H2_R_BAD_VALUE); /* ADC + I2C budget */
+
+    /* the helpers the host decoding mirrors */
+    CHECK_EQ(h2_ina219_shunt_uv(6000), 60000);
+    CHECK_EQ(h2_ina219_shunt_uv(0xFFFF), -10);
+    CHECK_EQ(h2_ina219_shunt_uv(0x8000), -327680);
+    CHECK_EQ(h2_ina219_bus_mv((1250u << 3) | 3u), 5000);
+    CHECK_EQ(h2_ina219_power_uw(6000, 1250u << 3, 100), 3000000); /* 600 mA at 5 V, 0.1 ohm */
+    CHECK_EQ(h2_ina219_power_uw(0xFFFF, 1250u << 3, 100), -500);
+
+    /* IDENTIFY reports the I2C mask */
+    h2_meter_t *m = new_meter();
+    m->frames_sent = 4;
+    command_u32(m, H2_C_SET_RATE, 0, 800);
+    command_u8(m, H2_C_SET_CHANNELS, 0, 0x01);
+    command_u8(m, H2_C_SET_I2C_CHANNELS, 1, 0x01);
+    command(m, H2_C_IDENTIFY, 2, NULL, 0);
+    drain(m);
+    CHECK_EQ(ack_result(&frames[1], H2_C_SET_CHANNELS, 0), H2_R_OK);
+    CHECK_EQ(ack_result(&frames[2], H2_C_SET_I2C_CHANNELS, 1), H2_R_OK);
+    check_frame_equals_vector(&frames[4], vectors_find(v, n, "info_mega2560_ina219"));
+    CHECK_EQ(m->columns, 3);
+
+    /* A0 + INA219 at 0x40: the ADC interrupt leaves the sample to the main loop */
+    const vector_t *vec = vectors_find(v, n, "samples_adc_and_ina219");
+    m = new_meter();
+    command_u32(m, H2_C_SET_RATE, 0, 400);
+    command_u8(m, H2_C_SET_CHANNELS, 1, 0x01);
+    command_u8(m, H2_C_SET_I2C_CHANNELS, 2, 0x01);
+    command_u8(m, H2_C_SET_I2C_CHANNELS, 3, 0x01);
+    command(m, H2_C_START, 4, NULL, 0);
+    drain(m);
+    CHECK_EQ(m->samples_per_frame, 4);
+    m->samples_taken = 4096;
+    m->frames_sent = (uint32_t)vec->seq;
+    ina_next = 0;
+    for (uint16_t s = 0; s < 4; s++) {
+        ina_regs[2 * s] = h2_get_u16(vec->payload + 5 + 2 * (s * 3 + 1));
+        ina_regs[2 * s + 1] = h2_get_u16(vec->payload + 5 + 2 * (s * 3 + 2));
+    }
+    /* the last sample's sensor fails: its values are replaced by the failure marks */
+    ina_regs[6] = 0x1234;
+    ina_regs[7] = 0x5678;
+    reset_host();
+    for (uint16_t s = 0; s < 4; s++) {
+        uint8_t mux = tick(m);
+        CHECK_EQ(mux, 0);
+        CHECK_EQ(adc(m, h2_get_u16(vec->payload + 5 + 2 * (s * 3))), H2_ADC_NONE);
+        CHECK(m->adc_busy && m->i2c_due);
+        CHECK(h2_meter_has_work(m));
+        CHECK_EQ(tick(m), H2_ADC_NONE); /* a tick now is a lost sample */
+        m->samples_taken--;             /* ... which this test takes back */
+        m->samples_dropped--;
+        m->batch_broken = 0;
+        if (s == 3) {
+            m->i2c_addrs[0] = 0x43u; /* the sensor that never answers */
+        }
+        h2_meter_poll(m);
+        CHECK(!m->adc_busy && !m->i2c_due);
+    }
+    drain(m);
+    CHECK_EQ(nframes, 1);
+    check_frame_equals_vector(&frames[0], vec);
+
+    /* I2C channels alone: the tick hands the sample straight to the main loop */
+    vec = vectors_find(v, n, "samples_two_ina219_extremes");
+    m = new_meter();
+    command_u32(m, H2_C_SET_RATE, 0, 100);
+    command_u8(m, H2_C_SET_I2C_CHANNELS, 1, 0x03);
+    command_u8(m, H2_C_SET_CHANNELS, 2, 0x00);
+    command(m, H2_C_START, 3, NULL, 0);
+    command(m, H2_C_STOP, 4, NULL, 0);
+    drain(m);
+    CHECK_EQ(ack_result(&frames[1], H2_C_SET_I2C_CHANNELS, 1), H2_R_OK);
+    CHECK_EQ(ack_result(&frames[2], H2_C_SET_CHANNELS, 2), H2_R_OK);
+    m = new_meter();
+    command_u32(m, H2_C_SET_RATE, 0, 100);
+    command_u8(m, H2_C_SET_I2C_CHANNELS, 1, 0x03);
+    command_u8(m, H2_C_SET_CHANNELS, 2, 0x00);
+    command(m, H2_C_START, 3, NULL, 0);
+    drain(m);
+    m->frames_sent = (uint32_t)vec->seq;
+    for (uint16_t k = 0; k < 4; k++) {
+        ina_regs[k] = h2_get_u16(vec->payload + 5 + 2 * k);
+    }
+    ina_next = 0;
+    ina_reads = 0;
+    CHECK_EQ(tick(m), H2_ADC_NONE);
+    CHECK(m->i2c_due);
+    reset_host();
+    command(m, H2_C_STOP, 5, NULL, 0); /* STOP waits for the sample the I2C reads finish */
+    drain(m);
+    CHECK_EQ(ina_reads, 2);
+    CHECK_EQ(ina_last_addr, 0x41);
+    CHECK_EQ(nframes, 3);
+    CHECK_EQ(ack_result(&frames[0], H2_C_STOP, 5), H2_R_OK);
+    /* frames[1] is the samples frame; its seq follows the ACK */
+    CHECK_EQ(frames[1].type, H2_T_SAMPLES);
+    CHECK_EQ(frames[1].len, vec->payload_len);
+    CHECK(memcmp(frames[1].payload, vec->payload, (size_t)vec->payload_len) == 0);
+    CHECK_EQ(frames[2].type, H2_T_STATUS);
+    CHECK_EQ(h2_get_u32(frames[2].payload), 1);
+    CHECK_EQ(h2_get_u32(frames[2].payload + 4), 0);
+
+    /* oversampling averages the analog columns only */
+    m = new_meter();
+    command_u32(m, H2_C_SET_RATE, 0, 100);
+    command_u8(m, H2_C_SET_CHANNELS, 1, 0x01);
+    command_u8(m, H2_C_SET_I2C_CHANNELS, 2, 0x01);
+    command_u8(m, H2_C_SET_OVERSAMPLING, 3, 3);
+    command(m, H2_C_START, 4, NULL, 0);
+    drain(m);
+    ina_next = 0;
+    ina_regs[0] = 7;
+    ina_regs[1] = 9;
+    CHECK_EQ(tick(m), 0);
+    CHECK_EQ(adc(m, 100), 0);
+    CHECK_EQ(adc(m, 101), 0);
+    CHECK_EQ(adc(m, 103), H2_ADC_NONE);
+    reset_host();
+    command(m, H2_C_STOP, 5, NULL, 0);
+    drain(m);
+    CHECK_EQ(frames[1].type, H2_T_SAMPLES);
+    CHECK_EQ(frames[1].payload[4], 3);
+    CHECK_EQ(h2_get_u16(frames[1].payload + 5), 101);
+    CHECK_EQ(h2_get_u16(frames[1].payload + 7), 7);
+    CHECK_EQ(h2_get_u16(frames[1].payload + 9), 9);
+}
+
 void test_meter(const char *vectors_path)
 {
     vector_t *v;
@@ -659,5 +819,6 @@ void test_meter(const char *vectors_path)
     test_oversampling_and_markers();
     test_has_work();
     test_device_frames_match_vectors(v, n);
+    test_ina219(v, n);
     free(v);
 }

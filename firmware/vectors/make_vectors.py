@@ -1,4 +1,4 @@
-"""Writes firmware/vectors/frames.json, the golden frames of PROTOCOL.md (protocol version 1).
+"""Writes firmware/vectors/frames.json, the golden frames of PROTOCOL.md (protocol version 2).
 
 This is an independent reference encoder in Python: the C host tests and the controller's Python
 tests both check their own encoders/decoders against its output, so a mistake on either side
@@ -34,7 +34,7 @@ def frame(frame_type: int, seq: int, payload: bytes) -> bytes:
 
 def info(fields: dict[str, Any]) -> bytes:
     return struct.pack(
-        "<BBBBBIBHIBBIB",
+        "<BBBBBIBHIBBIBB",
         fields["protocol_version"],
         fields["fw_major"],
         fields["fw_minor"],
@@ -48,12 +48,13 @@ def info(fields: dict[str, Any]) -> bytes:
         fields["oversampling"],
         fields["baud"],
         fields["marker_pin"],
+        fields["i2c_mask"],
     ) + fields["board"].encode("ascii")
 
 
 def samples(fields: dict[str, Any]) -> bytes:
     values = [v for sample in fields["samples"] for v in sample]
-    head = struct.pack("<IB", fields["first_sample_index"], fields["channel_count"])
+    head = struct.pack("<IB", fields["first_sample_index"], fields["columns"])
     return head + struct.pack(f"<{len(values)}H", *values)
 
 
@@ -78,7 +79,7 @@ def ack(fields: dict[str, Any]) -> bytes:
 
 def info_fields(board: str, mcu_id: int, rate: int, mask: int, baud: int) -> dict[str, Any]:
     return {
-        "protocol_version": 1,
+        "protocol_version": 2,
         "fw_major": 1,
         "fw_minor": 0,
         "fw_patch": 0,
@@ -91,6 +92,7 @@ def info_fields(board: str, mcu_id: int, rate: int, mask: int, baud: int) -> dic
         "oversampling": 1,
         "baud": baud,
         "marker_pin": 2,
+        "i2c_mask": 0,
         "board": board,
     }
 
@@ -109,29 +111,52 @@ def cases() -> list[tuple[str, int, int, dict[str, Any], bytes]]:
     add("info_uno", 0x01, 7, uno, info(uno))
     long_name = info_fields("ABCDEFGHIJKLMNOP", 1, 10_000, 0xF0, 1_000_000)
     add("info_board_name_16_bytes", 0x01, 300, long_name, info(long_name))
+    ina = info_fields("mega2560", 1, 800, 0x01, 500_000)
+    ina["i2c_mask"] = 0x01
+    add("info_mega2560_ina219", 0x01, 8, ina, info(ina))
 
-    one = {"first_sample_index": 0, "channel_count": 1, "samples": [[512]]}
+    one = {"first_sample_index": 0, "columns": 1, "samples": [[512]]}
     add("samples_one_value", 0x02, 1, one, samples(one))
     two = {
         "first_sample_index": 20,
-        "channel_count": 2,
+        "columns": 2,
         "samples": [[i * 37 % 1024, 1023 - i * 11] for i in range(10)],
     }
     add("samples_2ch_10", 0x02, 2, two, samples(two))
     full = {
         "first_sample_index": 0xFFFFFFC0,
-        "channel_count": 4,
+        "columns": 4,
         "samples": [[(s * 4 + c) * 8 % 1024 for c in range(4)] for s in range(32)],
     }
     add("samples_max_channels_mega_frame", 0x02, 3, full, samples(full))
-    extremes = {"first_sample_index": 123_456_789, "channel_count": 3, "samples": [[0, 1023, 0]]}
+    extremes = {"first_sample_index": 123_456_789, "columns": 3, "samples": [[0, 1023, 0]]}
     add("samples_extremes", 0x02, 0xA55A, extremes, samples(extremes))
     sync_in_payload = {
         "first_sample_index": 0x5AA55AA5,
-        "channel_count": 1,
+        "columns": 1,
         "samples": [[0x5A5], [0x0A5], [0x35A]],
     }
     add("samples_sync_bytes_in_payload", 0x02, 0x5AA5, sync_in_payload, samples(sync_in_payload))
+    # A0 (ACS712) then the INA219 at 0x40: shunt register (10 uV/LSB, two's complement), bus
+    # register (bits 15..3 x 4 mV, CNVR bit 1): 5.000 V with 60.00 mV, 5.1 V idle, a reverse
+    # current of -10 uV, and an INA219 that did not answer (bus 0xFFFF, shunt 0).
+    ina_samples = {
+        "first_sample_index": 4096,
+        "columns": 3,
+        "samples": [
+            [530, 6000, (1250 << 3) | 2],
+            [515, 120, (1275 << 3) | 2],
+            [511, 0xFFFF, (1250 << 3)],
+            [512, 0x0000, 0xFFFF],
+        ],
+    }
+    add("samples_adc_and_ina219", 0x02, 9, ina_samples, samples(ina_samples))
+    two_ina = {
+        "first_sample_index": 0,
+        "columns": 4,
+        "samples": [[0x7FFF, (4000 << 3) | 3, 0x8000, 2]],
+    }
+    add("samples_two_ina219_extremes", 0x02, 10, two_ina, samples(two_ina))
 
     rise = {"sample_index": 1500, "pin": 2, "edge": 1}
     add("marker_rising", 0x03, 65535, rise, marker(rise))
@@ -168,6 +193,7 @@ def cases() -> list[tuple[str, int, int, dict[str, Any], bytes]]:
     add("cmd_set_channels", 0x85, 5, {"channel_mask": 0x0F}, bytes([0x0F]))
     add("cmd_get_status", 0x86, 6, {}, b"")
     add("cmd_set_oversampling", 0x87, 65535, {"oversampling": 4}, bytes([4]))
+    add("cmd_set_i2c_channels", 0x88, 7, {"i2c_mask": 0x01}, bytes([0x01]))
     return out
 
 

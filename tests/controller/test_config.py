@@ -220,6 +220,13 @@ def test_channels_are_replaced_whole_by_a_table_and_per_role_by_a_key(tmp_path: 
     assert load_config(study, ["meter.channels.client=none"]).meter.channels == (("server", 1),)
     path = write(tmp_path, '[meter.channels]\nserver = "a2"\n')
     assert load_config(path).meter.channels == (("server", 2),)
+    ina = write(
+        tmp_path,
+        "[meter]\nrate_hz = 800\nshunt_ohm = 0.5\n"
+        '[meter.channels]\nclient = "INA219@0x40"\nserver = "A1"\n',
+    )
+    meter = load_config(ina).meter
+    assert (meter.channels, meter.shunt_ohm) == ((("client", 0x40), ("server", 1)), 0.5)
 
 
 def test_none_unsets_an_optional_key_and_overrides_are_parsed_as_toml() -> None:
@@ -478,8 +485,25 @@ KEY_ERRORS = [
     ('[meter.channels]\nclient = "A8"', "meter.channels.client: 8 is outside 0..7 (A0..A7)"),
     (
         "[meter.channels]\nclient = 1.5",
-        'meter.channels.client: expected an analog input ("A0".."A7" or 0..7), got a float (1.5)',
+        'meter.channels.client: expected an analog input ("A0".."A7" or 0..7) or an INA219 '
+        '("INA219@0x40".."0x43"), got a float (1.5)',
     ),
+    (
+        '[meter.channels]\nclient = "INA219@0x44"',
+        "meter.channels.client: INA219 address 0x44 is outside 0x40..0x43 "
+        "(A1 = GND, A0 = GND..SCL)",
+    ),
+    (
+        '[meter.channels]\nclient = "INA219@0x40"',
+        "meter.rate_hz: 1000 Hz is faster than an INA219 converts (meter.channels.client = "
+        "INA219@0x40): at most 939 Hz, e.g. 800",
+    ),
+    (
+        '[meter]\nrate_hz = 800\n[meter.channels]\nclient = "A1"\nserver = "ina219@0x41"',
+        "meter.channels.server: INA219@0x41 shares its modelled source with the other node's "
+        "channel (An and INA219@0x40+n follow the same source): use another input or address",
+    ),
+    ("[meter]\nshunt_ohm = 0", "meter.shunt_ohm: 0 is outside (0, 100]"),
     (
         "[meter.channels]\nrouter = 1",
         "meter.channels.router: unknown node role (known: client, server)",

@@ -52,7 +52,7 @@ def read_intel_hex(path: Path) -> dict[int, int]:
 
 @dataclass
 class Identity:
-    protocol_version: int = 1
+    protocol_version: int = 2
     version: tuple[int, int, int] = (1, 0, 0)
     mcu_id: int = 1
     board: str = "mega2560"
@@ -73,6 +73,7 @@ class Identity:
                 500_000,
                 2,
             )
+            + (b"\x00" if self.protocol_version >= 2 else b"")  # i2c_mask
             + self.board.encode()
         )
 

@@ -15,6 +15,7 @@ import numpy as np
 SYNC = b"\xa5\x5a"
 INFO, SAMPLES, MARKER, STATUS, ACK = 0x01, 0x02, 0x03, 0x04, 0x05
 IDENTIFY, START, STOP, SET_RATE, SET_CHANNELS, GET_STATUS, SET_OVERSAMPLING = range(0x81, 0x88)
+SET_I2C_CHANNELS = 0x88
 
 
 def crc16(data: bytes) -> int:

@@ -62,17 +62,17 @@ def test_flash_writes_the_built_image_and_checks_the_identity(fake: FakeMega, ca
     assert fake.errors == []
     assert fake.image_matches(MEGA_HEX)
     out = capsys.readouterr().out
-    assert f"the board reports {VERSION}, protocol 1" in out
+    assert f"the board reports {VERSION}, protocol 2" in out
 
 
 def test_a_board_speaking_another_protocol_version_is_refused(capsys) -> None:
     _tools()
-    board = FakeMega(identity=Identity(protocol_version=2, version=_version_tuple(VERSION)))
+    board = FakeMega(identity=Identity(protocol_version=3, version=_version_tuple(VERSION)))
     try:
         assert main(["firmware", "flash", "--port", board.port, "--identify-timeout", "5"]) == 1
     finally:
         board.close()
-    assert "protocol version 2" in _one_line_error(capsys.readouterr().err)
+    assert "protocol version 3" in _one_line_error(capsys.readouterr().err)
 
 
 def test_a_board_reporting_another_firmware_version_is_refused(capsys) -> None:

@@ -247,7 +247,7 @@ def test_real_time_mode_answers_and_samples_live_inputs(built: None) -> None:
         finally:
             os.close(port)
         info = next(f for f in frames if f.frame_type == _wire.INFO)
-        assert _wire.info_version(info) == (1, (FIRMWARE / "VERSION").read_text().strip())
+        assert _wire.info_version(info) == (2, (FIRMWARE / "VERSION").read_text().strip())
         values = np.concatenate([_wire.samples(f)[1] for f in frames if f.frame_type == 2])
         assert (values[-5:] == [511, 255]).all()  # floor(mV * 1023 / 5000)
     finally:

@@ -46,7 +46,7 @@ def test_info(virtual_port, capsys):
     assert f"board         mega2560 (ATMEGA2560, 16 MHz) on {virtual_port}" in out
     assert "sampling      1000 Hz, A0, A1, oversampling 1" in out
     assert main(["meter", "info", "--port", virtual_port, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["protocol_version"] == 1
+    assert json.loads(capsys.readouterr().out)["protocol_version"] == 2
 
 
 def test_read_prints_live_lines_and_a_summary(virtual_port, capsys):

@@ -170,7 +170,7 @@ def test_forget_sequence_accepts_a_restarted_device():
         (FrameType.SAMPLES, b"\x00\x00\x00\x00\x02\x01\x00\x02"),  # 1 value for 2 channels
         (FrameType.SAMPLES, b"\x00\x00\x00\x00\x00"),  # zero channels
         (FrameType.SAMPLES, b"\x00\x00\x00\x00\x01"),  # no samples
-        (FrameType.SAMPLES, b"\x00\x00\x00\x00\x05" + b"\x00" * 10),  # five channels
+        (FrameType.SAMPLES, b"\x00\x00\x00\x00\x09" + b"\x00" * 18),  # nine columns
         (FrameType.SAMPLES, b"\x00"),
         (FrameType.MARKER, b"\x00\x00\x00\x00\x02\x07"),  # edge 7
         (FrameType.STATUS, b"\x00" * 4),

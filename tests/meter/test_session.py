@@ -35,7 +35,7 @@ def virtual(tmp_path):
 def test_identify_and_configure(virtual):
     with MeterSession.open(virtual.port) as meter:
         info = meter.identify()
-        assert (info.protocol_version, info.sample_rate_hz, info.channels) == (1, 1000, (0, 1))
+        assert (info.protocol_version, info.sample_rate_hz, info.channels) == (2, 1000, (0, 1))
         meter.set_rate(2000)
         meter.set_channels(0x01)
         meter.set_oversampling(2)
@@ -115,13 +115,13 @@ def test_wrong_protocol_version_is_refused(pty_pair):
                 return
             for raw in decoder.feed(data):
                 reply = encode_device_frame(Ack(0, raw.frame_type, raw.seq, 0))
-                info = Info(1, 2, 9, 0, 0, 1, 16_000_000, 10, 5000, 1000, 3, 1, 500_000, 2, "x")
+                info = Info(1, 3, 9, 0, 0, 1, 16_000_000, 10, 5000, 1000, 3, 1, 500_000, 2, "x")
                 os.write(master, reply + encode_device_frame(info))
 
     threading.Thread(target=board, daemon=True).start()
     with MeterSession.open(path) as meter, pytest.raises(MeterError) as caught:
         meter.identify()
-    assert "speaks protocol version 2, this controller speaks 1" in str(caught.value)
+    assert "speaks protocol version 3, this controller speaks 2" in str(caught.value)
 
 
 def test_reader_passes_every_golden_frame_through_a_pty_with_garbage(pty_pair):

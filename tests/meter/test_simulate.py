@@ -8,12 +8,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from controller.meter.calibration import nominal
+from controller.meter.ina219 import Ina219Model
+from controller.meter.power_model import PI_3B
 from controller.meter.session import MeterSession
+from controller.meter.simulate import SimulatedMeter, SimulateOptions
 from controller.meter.truth import Truth
 from tests.conftest import require_tool
 from tests.meter._markers import stamped_edge, wait_until_taken
@@ -61,7 +65,7 @@ def test_simulated_board_energy_and_markers(harness_buildable, tmp_path):
         assert port.startswith("/dev/"), sim.stderr.read()
         with MeterSession.open(port, ack_timeout_s=10) as meter:
             info = meter.identify(timeout_s=10)
-            assert (info.board, info.protocol_version) == ("mega2560", 1)
+            assert (info.board, info.protocol_version) == ("mega2560", 2)
             meter.start()
             marker = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
             try:
@@ -94,3 +98,32 @@ def test_simulated_board_energy_and_markers(harness_buildable, tmp_path):
 
     assert [(m.marker.edge, m.sample_index) for m in markers] == [(1, rising), (0, falling)]
     assert falling - rising >= 1000
+
+
+@pytest.mark.slow
+def test_simulated_board_reads_an_ina219_over_i2c(harness_buildable):
+    """The simavr source with an INA219: the firmware reads the part over TWI and V x I comes
+    back as the power model's idle power (nothing watched), the bus voltage with its droop."""
+    simulated = SimulatedMeter(SimulateOptions(seed=5, ina219_sources=(0,)))
+    thread = threading.Thread(target=simulated.run, daemon=True)
+    thread.start()
+    try:
+        with MeterSession.open(simulated.port, ack_timeout_s=10) as meter:
+            meter.identify(timeout_s=10)
+            meter.set_rate(800)
+            meter.set_i2c_channels(0x01)
+            meter.set_channels(0x00)
+            meter.start()
+            wait_until_taken(meter, 400)
+            meter.stop()
+            window = meter.samples.all()
+    finally:
+        simulated.request_stop()
+        thread.join(timeout=10)
+        simulated.close()
+    values = window.values
+    assert values.shape[1] == 2 and len(values) >= 400
+    model = Ina219Model()
+    power = model.calibration.power_mw(values[20:, 0], values[20:, 1])
+    assert abs(power.mean() - PI_3B.idle_mw) < 0.005 * PI_3B.idle_mw
+    assert ((values[20:, 1] >> 3) * 4 < 5100).all()  # the supply droops under load

@@ -23,7 +23,7 @@ def load_vectors() -> list[dict[str, Any]]:
 
 def test_vectors_cover_every_frame_type():
     types = {v["type"] for v in load_vectors()}
-    assert types >= {0x01, 0x02, 0x03, 0x04, 0x05, *range(0x81, 0x88)}
+    assert types >= {0x01, 0x02, 0x03, 0x04, 0x05, *range(0x81, 0x89)}
 
 
 @pytest.mark.parametrize("vector", load_vectors(), ids=lambda v: v["name"])
@@ -39,7 +39,7 @@ def test_golden_frame(vector: dict[str, Any]):
         if isinstance(frame, Samples):
             fields = {
                 "first_sample_index": frame.first_sample_index,
-                "channel_count": frame.channel_count,
+                "columns": frame.columns,
                 "samples": frame.values.tolist(),
             }
         else:
