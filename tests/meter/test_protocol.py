@@ -47,9 +47,10 @@ def test_a_frame_carries_the_largest_payload_and_refuses_one_byte_more():
     ("payload", "message"),
     [
         (b"\x00\x00\x00", "SAMPLES payload of 3 bytes is shorter than its header"),
-        (b"\x00\x00\x00\x00\x01", "SAMPLES payload: 0 value bytes for 1 channels"),
-        (b"\x00\x00\x00\x00\x02\x01\x00", "SAMPLES payload: 2 value bytes for 2 channels"),
-        (b"\x00\x00\x00\x00\x05" + bytes(10), "SAMPLES payload: 10 value bytes for 5 channels"),
+        (b"\x00\x00\x00\x00\x01", "SAMPLES payload: 0 value bytes for 1 columns"),
+        (b"\x00\x00\x00\x00\x02\x01\x00", "SAMPLES payload: 2 value bytes for 2 columns"),
+        # Protocol 2: up to 8 columns (analog inputs, two per INA219); 9 is one too many.
+        (b"\x00\x00\x00\x00\x09" + bytes(18), "SAMPLES payload: 18 value bytes for 9 columns"),
     ],
 )
 def test_bad_samples_payloads_are_named(payload: bytes, message: str):
