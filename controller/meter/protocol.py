@@ -25,6 +25,10 @@ SEQ_MODULUS = 1 << 16
 SAMPLE_INDEX_MODULUS = 1 << 32
 BOARD_NAME_MAX_BYTES = 16
 MAX_CHANNELS = 4
+# PROTOCOL.md section 4's value ranges, which a board's INFO must report within.
+RATE_MIN_HZ, RATE_MAX_HZ = 100, 10_000
+OVERSAMPLING_MAX = 16
+ADC_BITS_MIN, ADC_BITS_MAX = 8, 16
 
 _HEADER = struct.Struct("<2sHBH")
 _CRC = struct.Struct("<H")
@@ -80,6 +84,12 @@ class PayloadError(ValueError):
 def channels_of_mask(mask: int) -> tuple[int, ...]:
     """Analog input numbers (n of An) selected by a channel mask, ascending."""
     return tuple(n for n in range(8) if mask >> n & 1)
+
+
+def printable(text: str) -> str:
+    """Text a device sent, safe to print: anything but printable ASCII becomes a `\\xNN` escape.
+    A board name is the device's to choose; raw, its escape codes would drive the terminal."""
+    return "".join(c if " " <= c <= "~" else f"\\x{ord(c):02x}" for c in text)
 
 
 _INFO = struct.Struct("<BBBBBIBHIBBIB")
@@ -144,10 +154,37 @@ class Info:
         (ver, major, minor, patch, mcu, f_cpu, bits, ref, rate, mask, over, baud, pin) = (
             _INFO.unpack_from(payload)
         )
-        board = payload[_INFO.size :].decode("ascii", errors="replace")
+        # Latin-1 maps each byte to one character, so every byte is escaped on its own.
+        board = printable(payload[_INFO.size :].decode("latin-1"))
         return cls(
             seq, ver, major, minor, patch, mcu, f_cpu, bits, ref, rate, mask, over, baud, pin, board
         )
+
+
+def info_problem(info: Info) -> str | None:
+    """What makes a board's INFO unusable (outside PROTOCOL.md's ranges), or None. A board that
+    samples at 0 Hz or no input would otherwise fail later, far from its cause (a division by
+    its rate, an empty sample column)."""
+    inputs = len(info.channels)
+    mask = f"channel_mask {info.channel_mask:#04x}"
+    problems = (
+        (
+            not RATE_MIN_HZ <= info.sample_rate_hz <= RATE_MAX_HZ,
+            f"sample_rate_hz {info.sample_rate_hz} is outside {RATE_MIN_HZ}..{RATE_MAX_HZ}",
+        ),
+        (inputs == 0, f"{mask} selects no analog input"),
+        (inputs > MAX_CHANNELS, f"{mask} selects {inputs} analog inputs, at most {MAX_CHANNELS}"),
+        (
+            not 1 <= info.oversampling <= OVERSAMPLING_MAX,
+            f"oversampling {info.oversampling} is outside 1..{OVERSAMPLING_MAX}",
+        ),
+        (
+            not ADC_BITS_MIN <= info.adc_bits <= ADC_BITS_MAX,
+            f"adc_bits {info.adc_bits} is outside {ADC_BITS_MIN}..{ADC_BITS_MAX}",
+        ),
+        (info.adc_ref_mv == 0, "adc_ref_mv 0 is outside 1..65535"),
+    )
+    return next((problem for wrong, problem in problems if wrong), None)
 
 
 _SAMPLES_HEAD = struct.Struct("<IB")
