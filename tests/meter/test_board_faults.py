@@ -12,8 +12,11 @@ import pytest
 
 from controller.cli import main
 from controller.errors import MeterError
+from controller.meter.protocol import Status
 from controller.meter.session import MeterSession
-from tests.meter._scripted_board import GOOD_INFO, Script, ScriptedBoard
+from tests.meter._scripted_board import GOOD_INFO, Script, ScriptedBoard, samples
+
+STOPPED = Status(0, 0, 0, 0, 0, False)
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -44,6 +47,20 @@ def test_identify_gives_up_after_a_bounded_number_of_lost_infos(pty_pair):
         "meter?)"
     )
     assert board.identifies == 5
+
+
+# --- item 11: START acknowledged, no samples ----------------------------------------------------
+
+
+@pytest.mark.parametrize("final", [STOPPED, None], ids=["final-status", "silent-stop"])
+def test_read_from_a_board_that_never_sends_samples_is_one_line(pty_pair, capsys, final):
+    master, path = pty_pair
+    ScriptedBoard(master, Script(final_status=final))
+    code, _out, err = _run(
+        capsys, "meter", "read", "--port", path, "--seconds", "0.5", "--interval", "0.25"
+    )
+    assert code == 1
+    assert err == f"h2iot: error: meter on {path}: no samples arrived in 0.5 s after START\n"
 
 
 # --- item 12: what a board reports is checked, what is printed is clean -------------------------
@@ -77,3 +94,18 @@ def test_escape_codes_in_the_board_name_are_printed_escaped(pty_pair, capsys):
     assert "board         \\x1b]0;pwned\\x07\\x1b[2J (ATMEGA2560" in out
     code, out, _err = _run(capsys, "meter", "info", "--port", path, "--json")
     assert code == 0 and "\\u001b" not in out and "\\\\x1b" in out
+
+
+def test_read_summary_never_prints_a_negative_count(pty_pair, capsys):
+    master, path = pty_pair
+    # 40 samples arrive, the board claims it took 20 and dropped 30: the counts disagree.
+    burst = [samples(i * 10) for i in range(4)] + [samples(3_000_000_000)]
+    ScriptedBoard(master, Script(after_start=burst, final_status=Status(0, 20, 30, 5, 0, False)))
+    code, out, err = _run(
+        capsys, "meter", "read", "--port", path, "--seconds", "0.5", "--interval", "0.25"
+    )
+    assert (code, err) == (0, "")
+    assert not re.search(r"(?<![\w.])-\d", out), out
+    assert "sample 40 " in out or "sample       40" in out
+    assert "1 frames with implausible sample indices ignored" in out
+    assert "board's counters (20 taken, 30 dropped) disagree with the 40 samples received" in out
