@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from controller.errors import MeterError
+from controller.meter.driver import DriverThread
 from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
 from controller.paths import FIRMWARE_DIR
 
@@ -88,6 +89,7 @@ class SimulatedMeter:
         self._events: queue.Queue[tuple[str, int, int]] = queue.Queue()
         self._stderr: list[str] = []
         self._stop = threading.Event()
+        self._driver: DriverThread | None = None
         self._proc = subprocess.Popen(
             [str(harness), "--fast", str(elf)],
             stdin=subprocess.PIPE,
@@ -115,6 +117,23 @@ class SimulatedMeter:
 
     def request_stop(self) -> None:
         self._stop.set()
+
+    def start(self) -> None:
+        """`run()` on a thread of its own; an error that ends it (the harness exited) is kept
+        in `error` rather than printed as an uncaught "Exception in thread"."""
+        self._driver = DriverThread(self.run, "simavr-driver")
+        self._driver.start()
+
+    def stop(self) -> None:
+        """End what `start()` began (within 10 s)."""
+        self._stop.set()
+        if self._driver is not None:
+            self._driver.join(timeout=10)
+
+    @property
+    def error(self) -> MeterError | None:
+        """Why `run()` on the thread `start()` made ended, when it failed."""
+        return self._driver.error if self._driver is not None else None
 
     def run(self) -> None:
         tick_ns = int(self.options.tick_s * _NS)

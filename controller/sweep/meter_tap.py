@@ -11,7 +11,7 @@ smallest bound over the recent frames is the best estimate (transmission delays 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -53,8 +53,11 @@ class MeterTap:
         analog_input: int,
         source: str,
         extra_facts: Mapping[str, Any],
+        *,
+        source_error: Callable[[], BaseException | None] = lambda: None,
     ) -> None:
         self.session = session
+        self._source_error = source_error
         info = session.info
         if info is None:
             raise self._lost("no identity (IDENTIFY never answered)")
@@ -156,9 +159,17 @@ class MeterTap:
 
     def _check(self) -> None:
         error = self.session.reader_error
-        if error is not None:
-            # The reader's error names the port and why reading stopped; keep it as the cause.
-            raise MeterLost(str(error), port=self.session.name) from error
+        if error is None:
+            return
+        source = self._source_error()
+        if source is not None:
+            # The pty closed because what drives it stopped (the simavr harness exited): that
+            # is the cause to name and keep.
+            raise MeterLost(
+                f"{error} ({self.source}: {source})", port=self.session.name
+            ) from source
+        # The reader's error names the port and why reading stopped; keep it as the cause.
+        raise MeterLost(str(error), port=self.session.name) from error
 
     def _trial_edges(self) -> tuple[float, float] | None:
         markers = self.session.markers()[self._markers_seen :]

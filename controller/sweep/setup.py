@@ -9,8 +9,8 @@ client's software marker line, so trial windows are cut by edges as with a wired
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -20,7 +20,7 @@ from agent import __version__
 from controller.config.model import Config, MeterConfig, NodeConfig
 from controller.device.emulation import Emulation, emulated_devices
 from controller.device.transport import CgroupTransport
-from controller.errors import ConfigError, DeviceError
+from controller.errors import ConfigError, DeviceError, MeterError
 from controller.link import shaped_link
 from controller.meter.calibration import Calibration, nominal
 from controller.meter.node_power import WatchSpec
@@ -68,37 +68,50 @@ def _calibration(meter: MeterConfig, inputs: tuple[int, ...]) -> Calibration:
     return nominal(inputs, meter.sensor, meter.supply_v)
 
 
+SourceError = Callable[[], MeterError | None]
+"""Why a modelled meter's driver stopped, when it failed (None for a board: its port says)."""
+
+
+def _require_port(config: Config) -> None:
+    """A serial meter's port must exist: a missing one is the config's mistake (exit 2), named
+    with the layer that set it, before any node or process is started."""
+    meter = config.meter
+    if meter.source != "serial" or meter.port is None:  # a serial meter has one (build.py)
+        return
+    layer = dict(config.origins).get("meter.port", config.source)
+    if not os.path.exists(meter.port):
+        raise ConfigError(f"{layer}: meter.port: {meter.port}: no such device")
+
+
 @contextmanager
 def _device(
     meter: MeterConfig, watch: tuple[WatchSpec, ...], run_dir: Path, marker: Path | None
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The serial device to open: a board's port, or a modelled meter running meanwhile."""
+) -> Iterator[tuple[str, dict[str, Any], SourceError]]:
+    """The serial device to open: a board's port, or a modelled meter running meanwhile (on
+    a thread whose error, should it stop, the third item returns)."""
     if meter.source == "serial":
         if meter.port is None:
             raise ConfigError("meter.port: required for meter.source = serial")
-        yield meter.port, {}
+        yield meter.port, {}, lambda: None
         return
     truth = run_dir / TRUTH
+    modelled: VirtualMeter | SimulatedMeter
     if meter.source == "virtual":
-        virtual = VirtualMeter(
+        modelled = VirtualMeter(
             VirtualMeterOptions(watch=watch, truth_path=truth, marker_fifo=marker)
         )
-        virtual.start()
-        try:
-            yield virtual.port, {"ground_truth": TRUTH}
-        finally:
-            virtual.stop()
-            virtual.close()
-        return
-    simulated = SimulatedMeter(SimulateOptions(watch=watch, truth_path=truth, marker_fifo=marker))
-    thread = threading.Thread(target=simulated.run, name="simavr-driver", daemon=True)
-    thread.start()
+        facts: dict[str, Any] = {"ground_truth": TRUTH}
+    else:
+        modelled = SimulatedMeter(
+            SimulateOptions(watch=watch, truth_path=truth, marker_fifo=marker)
+        )
+        facts = {"ground_truth": TRUTH, "simulator": "simavr"}
+    modelled.start()
     try:
-        yield simulated.port, {"ground_truth": TRUTH, "simulator": "simavr"}
+        yield modelled.port, facts, lambda: modelled.error
     finally:
-        simulated.request_stop()
-        thread.join(timeout=10)
-        simulated.close()
+        modelled.stop()
+        modelled.close()
 
 
 @contextmanager
@@ -107,6 +120,7 @@ def open_sweep(
 ) -> Iterator[tuple[AgentPair, MeterTap, dict[str, Any]]]:
     """Nodes (the server prepared for the workload when its first trial needs it) and the meter,
     closed on exit; plus the facts a run's manifest records about them."""
+    _require_port(config)
     with ExitStack() as stack:
         devices = stack.enter_context(emulated_devices(config, run_dir))
         config = devices.config  # on the emulated devices' own data link, if they have one
@@ -156,8 +170,10 @@ def open_sweep(
             (run_dir / MARKER_FIFO).resolve() if modelled and config.client.is_local else None
         )
         watch = _watch(config, client_anchor, server_anchor, devices) if modelled else ()
-        port, device_facts = stack.enter_context(_device(config.meter, watch, run_dir, marker_path))
-        tap = _open_tap(config.meter, port, device_facts)
+        port, device_facts, source_error = stack.enter_context(
+            _device(config.meter, watch, run_dir, marker_path)
+        )
+        tap = _open_tap(config.meter, port, device_facts, source_error)
         stack.callback(tap.close)
         offset = facts["client"]["clock"]["wall_offset_ns"] if facts["client"]["clock"] else 0
         pair = make_pair(
@@ -204,7 +220,9 @@ def _watch(
     return tuple(specs)
 
 
-def _open_tap(meter: MeterConfig, port: str, device_facts: dict[str, Any]) -> MeterTap:
+def _open_tap(
+    meter: MeterConfig, port: str, device_facts: dict[str, Any], source_error: SourceError
+) -> MeterTap:
     inputs = tuple(sorted(index for _role, index in meter.channels))
     client_input = meter.channel_of("client")
     if client_input is None:
@@ -221,6 +239,7 @@ def _open_tap(meter: MeterConfig, port: str, device_facts: dict[str, Any]) -> Me
             client_input,
             meter.source,
             device_facts,
+            source_error=source_error,
         )
     except BaseException:
         session.close()
