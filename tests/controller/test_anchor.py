@@ -3,7 +3,9 @@ under the node's anchor, so a meter watching the anchor sees the node and nothin
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -40,3 +42,49 @@ def test_commands_and_orphaned_background_processes_stay_in_the_anchors_tree(
         transport.close()
     with pytest.raises(NodeUnreachableError, match="anchor process has exited"):
         node.shell("true")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_gone(pids: list[int], within_s: float) -> list[int]:
+    """The pids still alive after `within_s`."""
+    deadline = time.monotonic() + within_s
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if not _gone(pid)]
+
+
+@pytest.mark.parametrize("during_a_command", [False, True], ids=["idle", "during-a-command"])
+def test_the_node_ends_with_its_controller(tmp_path: Path, during_a_command: bool) -> None:
+    """The controller's end (SIGKILL included) closes the anchor's stdin, nothing else: the
+    anchor then ends its whole tree at once, a command still running too (issue 13, item 7)."""
+    transport = AnchoredLocalTransport("server (local)")
+    node = Node(transport)
+    background = node.start_background(
+        ["sleep", "300"], pidfile=str(tmp_path / "pid"), log=str(tmp_path / "log")
+    )
+    pids = [transport.pid, background.pid]
+    if during_a_command:
+
+        def trial() -> None:
+            with contextlib.suppress(NodeUnreachableError):  # the anchor ends mid-command
+                node.shell("sleep 300", check=False, timeout_s=600)
+
+        running = threading.Thread(target=trial, daemon=True)
+        running.start()
+        deadline = time.monotonic() + 10
+        while len(psutil.Process(transport.pid).children(recursive=True)) < 3:
+            assert time.monotonic() < deadline, "the command did not start"
+            time.sleep(0.02)
+        pids += [p.pid for p in psutil.Process(transport.pid).children(recursive=True)]
+    try:
+        assert transport._anchor.stdin is not None
+        transport._anchor.stdin.close()  # what the kernel does when the controller dies
+        assert _wait_gone(pids, within_s=5) == []
+    finally:
+        transport.close()
