@@ -90,6 +90,7 @@ class SimulatedMeter:
         self._stderr: list[str] = []
         self._stop = threading.Event()
         self._driver: DriverThread | None = None
+        self._exit_error: MeterError | None = None
         self._proc = subprocess.Popen(
             [str(harness), "--fast", str(elf)],
             stdin=subprocess.PIPE,
@@ -132,16 +133,20 @@ class SimulatedMeter:
 
     @property
     def error(self) -> MeterError | None:
-        """Why `run()` on the thread `start()` made ended, when it failed."""
-        return self._driver.error if self._driver is not None else None
+        """Why `run()` on the thread `start()` made ended, when it failed; a harness that has
+        exited is named at once, before the driver's next tick finds it."""
+        if self._driver is not None and self._driver.error is not None:
+            return self._driver.error
+        if self._driver is not None and not self._stop.is_set() and self._proc.poll() is not None:
+            return self._exited()
+        return None
 
     def run(self) -> None:
         tick_ns = int(self.options.tick_s * _NS)
         next_tick = time.monotonic_ns()
         while not self._stop.is_set():
             if self._proc.poll() is not None:
-                raise MeterError(f"simulator exited with {self._proc.returncode}: "
-                                 f"{self._stderr_tail()}")  # fmt: skip
+                raise self._exited()
             self._tick()
             next_tick += tick_ns
             pause = next_tick - time.monotonic_ns()
@@ -149,6 +154,14 @@ class SimulatedMeter:
                 self._stop.wait(pause / _NS)
             else:
                 next_tick = time.monotonic_ns()
+
+    def _exited(self) -> MeterError:
+        """The one error for the harness's exit, whoever finds it first."""
+        if self._exit_error is None:
+            self._exit_error = MeterError(
+                f"simulator exited with {self._proc.returncode}: {self._stderr_tail()}"
+            )
+        return self._exit_error
 
     def close(self) -> None:
         self._stop.set()

@@ -31,6 +31,8 @@ _MAPPING_HORIZON_S = 30.0
 # Samples after a trial's end may still be on the wire.
 _LATE_SAMPLES_TIMEOUT_S = 3.0
 _EDGE_PAD_SAMPLES = 2
+# How long a lost pty waits for its modelled meter to say why it stopped.
+_SOURCE_ERROR_WAIT_S = 2.0
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -54,7 +56,7 @@ class MeterTap:
         source: str,
         extra_facts: Mapping[str, Any],
         *,
-        source_error: Callable[[], BaseException | None] = lambda: None,
+        source_error: Callable[[], BaseException | None] | None = None,
     ) -> None:
         self.session = session
         self._source_error = source_error
@@ -161,7 +163,7 @@ class MeterTap:
         error = self.session.reader_error
         if error is None:
             return
-        source = self._source_error()
+        source = self._why_the_source_stopped()
         if source is not None:
             # The pty closed because what drives it stopped (the simavr harness exited): that
             # is the cause to name and keep.
@@ -170,6 +172,16 @@ class MeterTap:
             ) from source
         # The reader's error names the port and why reading stopped; keep it as the cause.
         raise MeterLost(str(error), port=self.session.name) from error
+
+    def _why_the_source_stopped(self) -> BaseException | None:
+        """The modelled meter's own error, once its driver has seen what closed the pty (it
+        looks every tick; a loaded machine may take a moment)."""
+        if self._source_error is None:
+            return None
+        deadline = time.monotonic() + _SOURCE_ERROR_WAIT_S
+        while (source := self._source_error()) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return source
 
     def _trial_edges(self) -> tuple[float, float] | None:
         markers = self.session.markers()[self._markers_seen :]

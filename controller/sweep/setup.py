@@ -69,7 +69,7 @@ def _calibration(meter: MeterConfig, inputs: tuple[int, ...]) -> Calibration:
 
 
 SourceError = Callable[[], MeterError | None]
-"""Why a modelled meter's driver stopped, when it failed (None for a board: its port says)."""
+"""Why a modelled meter's driver stopped, when it failed."""
 
 
 def _require_port(config: Config) -> None:
@@ -86,13 +86,14 @@ def _require_port(config: Config) -> None:
 @contextmanager
 def _device(
     meter: MeterConfig, watch: tuple[WatchSpec, ...], run_dir: Path, marker: Path | None
-) -> Iterator[tuple[str, dict[str, Any], SourceError]]:
+) -> Iterator[tuple[str, dict[str, Any], SourceError | None]]:
     """The serial device to open: a board's port, or a modelled meter running meanwhile (on
-    a thread whose error, should it stop, the third item returns)."""
+    a thread whose error, should it stop, the third item returns; None for a board: its port
+    says all there is)."""
     if meter.source == "serial":
         if meter.port is None:
             raise ConfigError("meter.port: required for meter.source = serial")
-        yield meter.port, {}, lambda: None
+        yield meter.port, {}, None
         return
     truth = run_dir / TRUTH
     modelled: VirtualMeter | SimulatedMeter
@@ -221,7 +222,10 @@ def _watch(
 
 
 def _open_tap(
-    meter: MeterConfig, port: str, device_facts: dict[str, Any], source_error: SourceError
+    meter: MeterConfig,
+    port: str,
+    device_facts: dict[str, Any],
+    source_error: SourceError | None,
 ) -> MeterTap:
     inputs = tuple(sorted(index for _role, index in meter.channels))
     client_input = meter.channel_of("client")
