@@ -15,6 +15,7 @@ import pytest
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.errors import NodeUnreachableError
 from controller.nodes.node import Node
+from tests._processes import survivors
 
 
 def test_commands_and_orphaned_background_processes_stay_in_the_anchors_tree(
@@ -44,21 +45,6 @@ def test_commands_and_orphaned_background_processes_stay_in_the_anchors_tree(
         node.shell("true")
 
 
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def _wait_gone(pids: list[int], within_s: float) -> list[int]:
-    """The pids still alive after `within_s`."""
-    deadline = time.monotonic() + within_s
-    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [pid for pid in pids if not _gone(pid)]
-
-
 @pytest.mark.parametrize("during_a_command", [False, True], ids=["idle", "during-a-command"])
 def test_the_node_ends_with_its_controller(tmp_path: Path, during_a_command: bool) -> None:
     """The controller's end (SIGKILL included) closes the anchor's stdin, nothing else: the
@@ -85,6 +71,6 @@ def test_the_node_ends_with_its_controller(tmp_path: Path, during_a_command: boo
     try:
         assert transport._anchor.stdin is not None
         transport._anchor.stdin.close()  # what the kernel does when the controller dies
-        assert _wait_gone(pids, within_s=5) == []
+        assert survivors(pids, within_s=5) == []
     finally:
         transport.close()

@@ -7,11 +7,8 @@ line naming the run directory. The full disk is real: a small tmpfs, filled up.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +22,7 @@ from controller.run.errors import RunDiskFull
 from controller.run.recorder import RunRecorder, read_trials
 from controller.sweep.engine import SweepEngine
 from controller.sweep.plan import plan_trials
+from tests._disk import fill, tmpfs
 from tests.controller.test_engine import IDLE_MW, ConstantMeter, StandInNodes
 
 AXES = ("initial_window_size",)
@@ -115,37 +113,8 @@ def test_resume_finds_ok_rows_without_a_trace_and_the_report_counts_them(tmp_pat
 # --- a full disk, for real -------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _tmpfs(where: Path, size: str) -> Iterator[Path]:
-    where.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        message = f"mounting a tmpfs failed: {mounted.stderr.strip()}"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must be able to fill a real disk: {message}")
-        pytest.skip(f"{message} (needs root; CI runs it)")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Write a file until the disk is full; the file, whose removal frees the space."""
-    filler = disk / "filler"
-    with filler.open("wb", buffering=0) as handle, contextlib.suppress(OSError):
-        while True:  # unbuffered: the write that finds the disk full raises, nothing is left
-            handle.write(b"\0" * 65536)
-    return filler
-
-
 def test_a_full_disk_cuts_back_the_failed_write_and_says_so_in_one_line(tmp_path: Path) -> None:
-    with _tmpfs(tmp_path / "disk", "2m") as disk:
+    with tmpfs(tmp_path / "disk", "2m") as disk:
         run = disk / "run"
         recorder = RunRecorder.create(run, AXES, {"axes": list(AXES)})
         _engine(recorder).run(PLAN[:2])
@@ -172,7 +141,7 @@ def test_a_full_disk_cuts_back_the_failed_write_and_says_so_in_one_line(tmp_path
 def test_the_meters_ground_truth_ends_on_a_whole_line_and_the_meter_goes_on(
     tmp_path: Path,
 ) -> None:
-    with _tmpfs(tmp_path / "disk", "1m") as disk:
+    with tmpfs(tmp_path / "disk", "1m") as disk:
         truth = TruthWriter(disk / "meter-truth.csv")
         truth.segment(0, 10, (0,), np.array([1200.0]))
         truth.flush()

@@ -15,13 +15,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import psutil
 import pytest
 
+from tests._disk import fill, tmpfs
+from tests._processes import gone, survivors
 from tests.conftest import require_tool
 
 H2IOT = [sys.executable, "-m", "controller.cli"]
@@ -92,25 +93,6 @@ def _output(controller: subprocess.Popen[str]) -> str:
     return ""
 
 
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def _survivors(pids: list[int], within_s: float) -> list[str]:
-    deadline = time.monotonic() + within_s
-    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = []
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if not _gone(pid):
-                left.append(f"{pid} {' '.join(psutil.Process(pid).cmdline())}")
-    return left
-
-
 def _tree(pid: int) -> list[psutil.Process]:
     return psutil.Process(pid).children(recursive=True)
 
@@ -157,12 +139,12 @@ def test_sigkill_of_the_controller_leaves_no_process_of_its_run(
         controller.kill()
         controller.communicate()
     assert len(servers) == 1  # the server agent was running, adopted by its anchor
-    survivors = _survivors([p.pid for p in tree], within_s=10)
+    left = survivors([p.pid for p in tree], within_s=10)
     for process in tree:  # a failure of this test leaves nothing behind either
         with contextlib.suppress(psutil.NoSuchProcess):
-            if not _gone(process.pid):
+            if not gone(process.pid):
                 process.kill()
-    assert survivors == []
+    assert left == []
     _traces_of_ok_rows(run)
 
 
@@ -243,43 +225,15 @@ def test_resume_flags_an_ok_row_without_its_trace(tmp_path: Path) -> None:
 # --- item 6: a disk that fills mid-sweep --------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _tmpfs(where: Path, size: str) -> Iterator[Path]:
-    where.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        message = f"mounting a tmpfs failed: {mounted.stderr.strip()}"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must be able to fill a real disk: {message}")
-        pytest.skip(f"{message} (needs root; CI runs it)")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def _fill(disk: Path) -> Path:
-    filler = disk / "filler"
-    with filler.open("wb", buffering=0) as handle, contextlib.suppress(OSError):
-        while True:
-            handle.write(b"\0" * 65536)
-    return filler
-
-
 def test_a_disk_that_fills_mid_sweep_stops_it_in_one_line_and_loses_no_row(
     tmp_path: Path,
 ) -> None:
-    with _tmpfs(tmp_path / "disk", "24m") as disk:
+    with tmpfs(tmp_path / "disk", "24m") as disk:
         out = disk / "runs"
         controller = _start(out, "run.repetitions=30")
         try:
             run = _wait_for_rows(out, controller, 3)
-            filler = _fill(disk)
+            filler = fill(disk)
             before = (run / "trials.csv").read_bytes()
             stdout, stderr = controller.communicate(timeout=300)
         finally:
