@@ -135,11 +135,11 @@ class SimulatedMeter:
     def error(self) -> MeterError | None:
         """Why `run()` on the thread `start()` made ended, when it failed; a harness that has
         exited is named at once, before the driver's next tick finds it."""
-        if self._driver is not None and self._driver.error is not None:
-            return self._driver.error
-        if self._driver is not None and not self._stop.is_set() and self._proc.poll() is not None:
+        if self._driver is None:
+            return None
+        if not self._stop.is_set() and self._proc.poll() is not None:
             return self._exited()
-        return None
+        return self._driver.error
 
     def run(self) -> None:
         tick_ns = int(self.options.tick_s * _NS)
@@ -206,9 +206,13 @@ class SimulatedMeter:
             self._proc.stdin.writelines(lines)
             self._proc.stdin.flush()
         except (BrokenPipeError, ValueError):
-            raise MeterError(
-                f"simulator stopped reading its input: {self._stderr_tail()}"
-            ) from None
+            try:  # its input closes as it exits: the exit is the news
+                self._proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                raise MeterError(
+                    f"simulator stopped reading its input: {self._stderr_tail()}"
+                ) from None
+            raise self._exited() from None
 
     def _sample_lines(self, clock: _Clock, now_ns: int, power: np.ndarray) -> list[str]:
         """One line per sample due by now_ns, applied at that sample's timer tick."""

@@ -157,7 +157,13 @@ class MeterTap:
     # internals ------------------------------------------------------------------------------
 
     def _lost(self, what: str) -> MeterLost:
-        return MeterLost(f"meter {self.session.name}: {what}", port=self.session.name)
+        # A modelled meter whose driver failed keeps its pty open: its samples just stop. Its
+        # error, if it has one, is why.
+        source = self._source_error() if self._source_error is not None else None
+        why = f" ({self.source}: {source})" if source is not None else ""
+        lost = MeterLost(f"meter {self.session.name}: {what}{why}", port=self.session.name)
+        lost.__cause__ = source
+        return lost
 
     def _check(self) -> None:
         error = self.session.reader_error

@@ -19,6 +19,7 @@ from controller.errors import ConfigError, MeterError
 from controller.meter.calibration import nominal
 from controller.meter.node_power import WatchSpec
 from controller.meter.session import MeterSession
+from controller.meter.virtual import VirtualMeter
 from controller.sweep.errors import MeterLost
 from controller.sweep.meter_tap import MeterTap
 from controller.sweep.setup import _device, open_sweep
@@ -64,6 +65,41 @@ def test_a_killed_harness_hands_its_error_to_the_meter_owner(
     assert escaped == []
     assert f"meter on {port}: " in str(lost.value)
     assert "(simavr: simulator exited with -9" in str(lost.value)
+    assert lost.value.__cause__ is error()
+
+
+def test_a_virtual_meter_whose_thread_fails_is_named_when_its_samples_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    escaped: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", escaped.append)
+    watch = (WatchSpec("pid", str(os.getpid())),)
+    with _device(MeterConfig(source="virtual"), watch, tmp_path, None) as (port, facts, error):
+        session = MeterSession.open(port)
+        try:
+            session.identify()
+            session.start()
+            tap = MeterTap(session, nominal(), 0, "virtual", facts, source_error=error)
+            tap.begin_trial()
+            deadline = time.monotonic() + 10
+            while session.samples.next_index < 100 and time.monotonic() < deadline:
+                time.sleep(0.01)
+
+            def broken(self: VirtualMeter) -> None:
+                raise RuntimeError("device model broke")
+
+            monkeypatch.setattr(VirtualMeter, "_flush_output", broken)
+            while error() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            now = time.time_ns()
+            with pytest.raises(MeterLost) as lost:
+                tap.window(now, now + 10_000_000_000)  # samples that will never come
+        finally:
+            session.close()
+    assert escaped == []
+    assert str(lost.value).endswith(
+        "after the trial ended (virtual: virtual-meter failed: RuntimeError: device model broke)"
+    )
     assert lost.value.__cause__ is error()
 
 
