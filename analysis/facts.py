@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.columns import WINDOW_AXIS
+from analysis.columns import POWER_DIR, WINDOW_AXIS
 from analysis.load import Run, read_events
 from analysis.manifest import config_value
 from analysis.points import plain, x_axis_of
@@ -189,6 +189,7 @@ def trial_facts(run: Run) -> list[tuple[str, str]]:
             f"{counts.min()} .. {counts.max()}" if not counts.empty else "none",
         ),
         ("torn last line cut off", "yes" if run.torn_tail else "no"),
+        ("ok rows without their power trace", _listed(ok_rows_without_trace(run))),
     ]
     for column in ("samples", "samples_lost", "meter_crc_errors", "meter_frame_gaps"):
         if column in ok:
@@ -200,6 +201,22 @@ def trial_facts(run: Run) -> list[tuple[str, str]]:
             ("energy window source", ", ".join(f"{k}: {n}" for k, n in sorted(sources.items())))
         )
     return facts
+
+
+def ok_rows_without_trace(run: Run) -> list[str]:
+    """Trials whose ok row has no `power/<trial>.npy`: a run recorded when the row was written
+    before the trace, killed in between, or a trace deleted since. Their energy columns hold
+    what the trace gave; the trace itself cannot be looked at."""
+    power = run.path / POWER_DIR
+    trials = dict.fromkeys(str(trial) for trial in run.ok["trial_id"])
+    return [trial for trial in trials if not (power / f"{trial}.npy").exists()]
+
+
+def _listed(trials: list[str], limit: int = 10) -> str:
+    if not trials:
+        return "none"
+    shown = ", ".join(trials[:limit]) + (", ..." if len(trials) > limit else "")
+    return f"{len(trials)} ({shown})"
 
 
 def failure_reasons(run: Run, limit: int = 10) -> list[str]:

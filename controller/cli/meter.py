@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from controller.errors import ConfigError, ControllerError
+from controller.errors import ConfigError, ControllerError, MeterError
 from controller.meter.calibrate import measure_zero, suspicious_channels
 from controller.meter.calibration import (
     ACS712_SENSITIVITY_MV_PER_A,
@@ -176,9 +176,19 @@ def _read(args: argparse.Namespace) -> int:
                 end = meter.samples.next_index
                 _live_line(meter, calibration, info.channels, shown, end)
                 shown = end
-            final = meter.stop()
+            try:
+                final = meter.stop()
+            except MeterError:
+                # A board that sent nothing after START may not answer STOP either: the
+                # samples that never came are what the user needs to hear about.
+                if not meter.samples.received:
+                    raise _no_samples(meter, args.seconds) from None
+                raise
             health = meter.health()
             window = meter.samples.all()
+            if not len(window.indices):
+                raise _no_samples(meter, args.seconds)
+            jumped = meter.samples.jumped_frames
     except ControllerError as exc:
         return _fail(exc)
     print(f"-- {args.port}: {info.board}, {info.sample_rate_hz} Hz configured")
@@ -191,19 +201,32 @@ def _read(args: argparse.Namespace) -> int:
                 f"max {power.max():8.1f}  energy {energy:10.1f} mJ"
             )
     received = len(window.indices)
-    missing = final.samples_taken - received
+    taken, dropped = final.samples_taken, final.samples_dropped
+    # The board's counters and what arrived can disagree (a confused board): no count printed
+    # goes below 0, and the disagreement is said in words.
+    missing = max(0, taken - received)
     print(
-        f"samples       {final.samples_taken} taken, {received} received, {missing} missing: "
-        f"{final.samples_dropped} dropped by the meter (link too slow), "
-        f"{missing - final.samples_dropped} lost on the link"
+        f"samples       {taken} taken, {received} received, {missing} missing: "
+        f"{dropped} dropped by the meter (link too slow), "
+        f"{max(0, missing - dropped)} lost on the link"
     )
+    if taken < received or dropped > missing:
+        print(
+            f"note          the board's counters ({taken} taken, {dropped} dropped) disagree "
+            f"with the {received} samples received"
+        )
     achieved = received / health.elapsed_s
     print(f"sample rate   {achieved:.1f} Hz achieved over {health.elapsed_s:.2f} s")
+    refused = f", {jumped} frames with implausible sample indices ignored" if jumped else ""
     print(
         f"link          {health.crc_failures} CRC failures, {health.frames_missed} frames missed "
-        f"(sequence gaps), {health.bytes_discarded} bytes discarded"
+        f"(sequence gaps), {health.bytes_discarded} bytes discarded{refused}"
     )
     return 0
+
+
+def _no_samples(meter: MeterSession, seconds: float) -> MeterError:
+    return MeterError(f"meter on {meter.name}: no samples arrived in {seconds:g} s after START")
 
 
 def _calibrate(args: argparse.Namespace) -> int:

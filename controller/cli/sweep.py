@@ -1,14 +1,16 @@
 """`h2iot sweep CONFIG`: run a sweep (or resume one) and record it under data/runs/<run-id>/.
 
 Exit status: 0 every planned trial has a result; 1 some trials failed all their attempts;
-2 a config or usage mistake; 3 the sweep paused (a lost node or meter, or Ctrl-C): resume with
-`h2iot sweep CONFIG --resume RUN_DIR`.
+2 a config or usage mistake; 3 the sweep paused (a lost node or meter, or Ctrl-C); 4 the run's
+disk is full. Resume with `h2iot sweep --resume RUN_DIR`: the run records its config layers
+(the file as it read, the --set overrides), so the run directory alone continues it.
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+import shlex
 import shutil
 import signal
 import sys
@@ -21,7 +23,8 @@ from typing import Any
 from rich.console import Console
 
 from agent import __version__
-from controller.config import DEFAULT_CONFIG_PATH, Config, load_config
+from controller.config import DEFAULT_CONFIG_PATH, Config
+from controller.config.load import Layer, config_of, read_layers, with_overrides
 from controller.dashboard.live import LiveDashboard, MeterWatch, PlainLines, Sink
 from controller.dashboard.state import Notice, SweepStarted
 from controller.errors import ConfigError, ControllerError
@@ -47,6 +50,7 @@ _PLAN_KEYS = (
 @dataclass(frozen=True)
 class _Sweep:
     config: Config
+    layers: tuple[Layer, ...]  # what `config` was built from, above the built-in defaults
     plan: list[PlannedTrial]
     axes: tuple[str, ...]
     run_dir: Path
@@ -61,8 +65,8 @@ def register(subparsers: Any) -> None:
         "config",
         nargs="?",
         type=Path,
-        default=DEFAULT_CONFIG_PATH,
-        help=f"TOML config (default {DEFAULT_CONFIG_PATH})",
+        help=f"TOML config (default {DEFAULT_CONFIG_PATH}; with --resume, the run's own "
+        "recorded config, --set overrides stacking on it)",
     )
     parser.add_argument("--out", type=Path, default=Path("data/runs"), help="where runs go")
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run")
@@ -101,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
     except ControllerError as exc:
         print(f"h2iot: error: {exc}", file=sys.stderr)
         return exc.exit_status
-    return _conclude(console, outcome, sweep.run_dir, args.config)
+    return _conclude(console, outcome, sweep.run_dir)
 
 
 def _discard_if_empty(sweep: _Sweep) -> None:
@@ -111,17 +115,36 @@ def _discard_if_empty(sweep: _Sweep) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> _Sweep:
-    config = load_config(args.config, args.set)
+    manifest = None if args.resume is None else manifest_to_resume(args.resume)
+    if manifest is None or args.config is not None:
+        layers = read_layers(args.config or DEFAULT_CONFIG_PATH, args.set)
+    else:
+        layers = with_overrides(_recorded_layers(manifest, args.resume), args.set)
+    config = config_of(layers)
     plan = plan_trials(
         config.sweep.points(), config.run.repetitions, config.run.order, config.run.seed
     )
     axes = tuple(config.sweep.names)
     if args.resume is None:
         run_dir = args.out / f"{config.run.name}-{time.strftime('%Y%m%dT%H%M%S')}"
-        return _Sweep(config, plan, axes, run_dir, None)
-    manifest = manifest_to_resume(args.resume)
-    _check_resumable(manifest, config, args.resume)
-    return _Sweep(config, plan, axes, args.resume, manifest)
+        return _Sweep(config, layers, plan, axes, run_dir, None)
+    assert manifest is not None
+    # A run stopped before its manifest held the config (by an h2iot that wrote it only after
+    # the idle baseline) measured nothing: it continues with the config given now.
+    if "config" in manifest or read_trials(args.resume):
+        _check_resumable(manifest, config, args.resume)
+    return _Sweep(config, layers, plan, axes, args.resume, manifest)
+
+
+def _recorded_layers(manifest: dict[str, Any], run_dir: Path) -> tuple[Layer, ...]:
+    where = f"{run_dir / 'manifest.json'}"
+    recorded = manifest.get("config_layers")
+    if not isinstance(recorded, list):
+        raise ConfigError(
+            f"{where}: records no config layers (a run started by an older h2iot): give its "
+            f"config file and --set options too: h2iot sweep CONFIG [--set ...] --resume {run_dir}"
+        )
+    return tuple(Layer.from_dict(record, where) for record in recorded)
 
 
 def _check_resumable(manifest: dict[str, Any], config: Config, run_dir: Path) -> None:
@@ -160,44 +183,71 @@ def _software() -> dict[str, str]:
     }
 
 
+def _manifest(sweep: _Sweep) -> dict[str, Any]:
+    """What the manifest says before anything is measured: enough to resume the run from its
+    directory alone (the config, and the layers it was built from)."""
+    config = sweep.config
+    return {
+        "run_id": sweep.run_dir.name,
+        "created_wall_ns": time.time_ns(),
+        "axes": list(sweep.axes),
+        "workload": _workload_facts(config),
+        "config": config.to_dict(),
+        "config_layers": [layer.to_dict() for layer in sweep.layers],
+        "software": _software(),
+        "planned_trials": len(sweep.plan),
+    }
+
+
+def _recorder(sweep: _Sweep, sink: Sink) -> tuple[RunRecorder, dict[str, Any]]:
+    """The run's recorder, and its manifest as this session leaves it. A resumed run's
+    manifest records this session's layers (what `--resume RUN_DIR` alone continues with)."""
+    kind = sweep.config.workload.kind
+    manifest = _manifest(sweep)
+    if sweep.resumed is None:
+        return RunRecorder.create(sweep.run_dir, sweep.axes, manifest, kind), manifest
+    recorder = RunRecorder(sweep.run_dir, sweep.axes, kind)
+    recorded = {key: value for key, value in sweep.resumed.items() if key != "format_version"}
+    merged = {**manifest, **recorded, "config_layers": manifest["config_layers"]}
+    if merged != recorded:
+        recorder.write_manifest(merged)
+    lost = recorder.ok_without_trace()
+    if lost:
+        # Recorded before the trace was written first: the rows stand (their energy came from
+        # the trace), flagged here and counted by the report.
+        recorder.event("traces_missing", trial_ids=lost)
+        sink.post(Notice(f"{len(lost)} ok rows have no power trace: {', '.join(lost[:10])}"))
+    return recorder, merged
+
+
 def _measure(
     sweep: _Sweep, sink: Sink, stop: threading.Event, *, accept_new_host_key: bool
 ) -> SweepOutcome:
     config, plan = sweep.config, sweep.plan
-    if sweep.resumed is None:
-        recorder = RunRecorder.create(
-            sweep.run_dir,
-            sweep.axes,
-            {"axes": list(sweep.axes), "workload": _workload_facts(config)},
-            config.workload.kind,
-        )
-    else:
-        recorder = RunRecorder(sweep.run_dir, sweep.axes, config.workload.kind)
+    recorder, manifest = _recorder(sweep, sink)
     done = sum(1 for row in recorder.rows() if row["status"] == "ok")
     try:
+        recorder.check_space()
         with open_sweep(config, sweep.run_dir, accept_new_host_key=accept_new_host_key) as opened:
             nodes, meter, facts = opened
-            if sweep.resumed is None:
+            if "idle_baseline_mw" not in manifest:
+                # A new run, or one stopped before its baseline: nothing measured yet.
                 nodes.ensure_server(plan[0].values)
                 rtt_s = nodes.measure_rtt_s()
                 sink.post(Notice(f"measuring idle power for {config.run.idle_baseline_s:g} s"))
                 idle_mw = meter.idle_baseline_mw(config.run.idle_baseline_s)
-                recorder.write_manifest({
-                    "run_id": sweep.run_dir.name,
-                    "created_wall_ns": time.time_ns(),
-                    "axes": list(sweep.axes),
-                    "workload": _workload_facts(config),
-                    "config": config.to_dict(),
-                    "software": _software(),
-                    **facts,
-                    "idle_baseline_mw": idle_mw,
-                    "idle_baseline_s": config.run.idle_baseline_s,
-                    "rtt_s": rtt_s,
-                    "planned_trials": len(plan),
-                })  # fmt: skip
+                manifest.update(
+                    facts,
+                    idle_baseline_mw=idle_mw,
+                    idle_baseline_s=config.run.idle_baseline_s,
+                    rtt_s=rtt_s,
+                )
+                recorder.write_manifest(manifest)
             else:
-                idle_mw = float(sweep.resumed["idle_baseline_mw"])
-                recorder.event("sweep_resumed", **facts)
+                idle_mw = float(manifest["idle_baseline_mw"])
+            if sweep.resumed is not None:
+                layers = [layer.to_dict() for layer in sweep.layers]
+                recorder.event("sweep_resumed", **facts, config_layers=layers)
             sink.post(SweepStarted(str(sweep.run_dir), len(plan), done, sweep.axes,
                                    config.run.confidence, time.monotonic()))  # fmt: skip
             watch = MeterWatch(meter, sink)
@@ -217,6 +267,7 @@ def _measure(
             finally:
                 watch.close()
     except (MeterLost, NodeLost) as exc:
+        recorder.check_space()  # a node or meter lost to a full disk: the disk is the news
         reason = f"{type(exc).__name__}: {exc}"
         recorder.event("sweep_paused", reason=reason)
         return SweepOutcome(done, (), len(plan) - done, reason)
@@ -240,7 +291,7 @@ def _stop_rule(config: Config) -> StopRule | None:
     return StopRule(run.stop_metric, run.stop_half_width, run.stop_min_n, run.confidence)
 
 
-def _conclude(console: Console, outcome: SweepOutcome, run_dir: Path, config: Path) -> int:
+def _conclude(console: Console, outcome: SweepOutcome, run_dir: Path) -> int:
     def say(text: str) -> None:
         console.print(text, highlight=False)
 
@@ -251,10 +302,10 @@ def _conclude(console: Console, outcome: SweepOutcome, run_dir: Path, config: Pa
         say(f"{outcome.stopped_early} trials not needed: their points settled early")
     if outcome.paused is not None:
         say(f"paused: {outcome.paused}")
-        say(f"resume: h2iot sweep {config} --resume {run_dir}")
+        say(f"resume: h2iot sweep --resume {shlex.quote(str(run_dir))}")
         return EXIT_PAUSED
     if outcome.failed_trials:
         say(f"failed after every attempt: {', '.join(outcome.failed_trials)}")
         return EXIT_FAILED_TRIALS
-    say(f"report: h2iot report {run_dir}")
+    say(f"report: h2iot report {shlex.quote(str(run_dir))}")
     return 0

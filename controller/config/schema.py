@@ -41,6 +41,14 @@ BAUDS = (115_200, 250_000, 500_000, 1_000_000)
 RATE_MIN_HZ, RATE_MAX_HZ, F_CPU_HZ = 100, 10_000, 16_000_000
 ANALOG_INPUTS = 8  # A0..A7
 MAX_WINDOW = 2**31 - 1  # RFC 9113 section 6.9.1
+# Legal HTTP/2, but the client's receive window of 0 deadlocks: the server may send no DATA
+# until the client opens the window, and every WINDOW_UPDATE policy of the agent (agent/flow.py)
+# opens it only in answer to DATA received. Refused here rather than hung to the trial timeout.
+ZERO_WINDOW = (
+    "a window of 0 lets the server send no DATA until the client opens it, and the client's "
+    "WINDOW_UPDATE policies open it only after DATA arrives: every trial would hang to "
+    "run.trial_timeout_s (configs/README.md); use 1 or more"
+)
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _HOST = re.compile(r"[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]*")
@@ -189,6 +197,8 @@ def _axis(name: str, value: Any) -> tuple[int, ...]:
             raise _Invalid(
                 f"{item} is outside {spec.minimum}..{spec.maximum}", f"[{index}]"
             ) from None
+        if name == "initial_window_size" and item == 0:
+            raise _Invalid(ZERO_WINDOW, f"[{index}]")
         if item in seen:
             raise _Invalid(f"{item} repeats an earlier value", f"[{index}]")
         seen.add(item)
@@ -355,8 +365,15 @@ def _single(value: Any) -> Any:
     return value
 
 
+def _window(value: Any) -> int:
+    window: int = integer(0, MAX_WINDOW)(value)
+    if window == 0:
+        raise _Invalid(ZERO_WINDOW)
+    return window
+
+
 FLOW_READERS: dict[str, Reader] = {
-    "connection_window": optional(integer(0, MAX_WINDOW)),
+    "connection_window": optional(_window),
     "window_update_policy": choice(WINDOW_UPDATE_POLICIES),
 }
 PARAM_NAMES = tuple(dict.fromkeys(p.name for spec in SPECS.values() for p in spec.params))

@@ -20,7 +20,6 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import numpy as np
 import numpy.typing as npt
@@ -113,15 +112,21 @@ class NodePower:
 
 
 class TruthWriter:
+    """The ground-truth file. It is a by-product of the measurement: a write that fails (a full
+    disk) ends the file on its last whole line, is kept in `error`, and the meter goes on, so
+    what the run records decides what the full disk means (controller.run)."""
+
     def __init__(self, path: Path | None) -> None:
-        self._file: IO[str] | None = None
+        self._fd = -1
+        self._pending: list[str] = []
+        self.error: OSError | None = None
         self.starts = 0
         if path is not None:
             try:
-                self._file = path.open("w", encoding="ascii")
+                self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             except OSError as exc:
                 raise ConfigError(f"--truth {path}: cannot write: {exc.strerror}") from None
-            self._file.write(TRUTH_HEADER)
+            self._pending.append(TRUTH_HEADER)
 
     def new_start(self) -> None:
         self.starts += 1
@@ -129,19 +134,33 @@ class TruthWriter:
     def segment(
         self, first: int, end: int, inputs: tuple[int, ...], power_mw: npt.NDArray[np.float64]
     ) -> None:
-        if self._file is not None and end > first:
-            self._file.writelines(
+        if self._fd >= 0 and end > first:
+            self._pending.extend(
                 f"{self.starts},{first},{end},{n},{p:.6f}\n"
                 for n, p in zip(inputs, power_mw, strict=True)
             )
 
     def flush(self) -> None:
-        if self._file is not None:
-            self._file.flush()
+        if self._fd < 0 or not self._pending:
+            return
+        data = memoryview("".join(self._pending).encode("ascii"))
+        self._pending.clear()
+        end = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+        except OSError as exc:
+            self.error = exc
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, end)  # the file ends on a whole line
+            self.close()
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
+        if self._fd >= 0:
+            self.flush()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class MarkerFifo:

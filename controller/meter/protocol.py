@@ -24,10 +24,14 @@ MAX_PAYLOAD_BYTES = 1024
 SEQ_MODULUS = 1 << 16
 SAMPLE_INDEX_MODULUS = 1 << 32
 BOARD_NAME_MAX_BYTES = 16
-MAX_CHANNELS = 4  # analog inputs and INA219s together
 MAX_COLUMNS = 8  # values per sample: one per analog input, two per INA219
 I2C_CHANNELS = 4  # INA219s at I2C addresses 0x40 .. 0x43
 INA219_ADDR_BASE = 0x40
+MAX_CHANNELS = 4  # analog inputs and INA219s together
+# PROTOCOL.md section 4's value ranges, which a board's INFO must report within.
+RATE_MIN_HZ, RATE_MAX_HZ = 100, 10_000
+OVERSAMPLING_MAX = 16
+ADC_BITS_MIN, ADC_BITS_MAX = 8, 16
 
 _HEADER = struct.Struct("<2sHBH")
 _CRC = struct.Struct("<H")
@@ -89,6 +93,12 @@ def channels_of_mask(mask: int) -> tuple[int, ...]:
 def i2c_addresses_of_mask(mask: int) -> tuple[int, ...]:
     """I2C addresses of the INA219s an I2C channel mask selects, ascending."""
     return tuple(INA219_ADDR_BASE + n for n in range(I2C_CHANNELS) if mask >> n & 1)
+
+
+def printable(text: str) -> str:
+    """Text a device sent, safe to print: anything but printable ASCII becomes a `\\xNN` escape.
+    A board name is the device's to choose; raw, its escape codes would drive the terminal."""
+    return "".join(c if " " <= c <= "~" else f"\\x{ord(c):02x}" for c in text)
 
 
 _INFO = struct.Struct("<BBBBBIBHIBBIB")  # protocol 1 and 2; 2 adds i2c_mask (u8) after it
@@ -168,7 +178,8 @@ class Info:
             _INFO.unpack_from(payload)
         )
         i2c_mask = payload[_INFO.size] if fixed > _INFO.size else 0
-        board = payload[fixed:].decode("ascii", errors="replace")
+        # Latin-1 maps each byte to one character, so every byte is escaped on its own.
+        board = printable(payload[fixed:].decode("latin-1"))
         return cls(
             seq,
             ver,
@@ -187,6 +198,32 @@ class Info:
             board,
             i2c_mask,
         )
+
+
+def info_problem(info: Info) -> str | None:
+    """What makes a board's INFO unusable (outside PROTOCOL.md's ranges), or None. A board that
+    samples at 0 Hz or no input would otherwise fail later, far from its cause (a division by
+    its rate, an empty sample column)."""
+    inputs = len(info.channels) + len(info.i2c_addresses)
+    mask = f"channel_mask {info.channel_mask:#04x} with i2c_mask {info.i2c_mask:#04x}"
+    problems = (
+        (
+            not RATE_MIN_HZ <= info.sample_rate_hz <= RATE_MAX_HZ,
+            f"sample_rate_hz {info.sample_rate_hz} is outside {RATE_MIN_HZ}..{RATE_MAX_HZ}",
+        ),
+        (inputs == 0, f"{mask} selects no channel"),
+        (inputs > MAX_CHANNELS, f"{mask} selects {inputs} channels, at most {MAX_CHANNELS}"),
+        (
+            not 1 <= info.oversampling <= OVERSAMPLING_MAX,
+            f"oversampling {info.oversampling} is outside 1..{OVERSAMPLING_MAX}",
+        ),
+        (
+            not ADC_BITS_MIN <= info.adc_bits <= ADC_BITS_MAX,
+            f"adc_bits {info.adc_bits} is outside {ADC_BITS_MIN}..{ADC_BITS_MAX}",
+        ),
+        (info.adc_ref_mv == 0, "adc_ref_mv 0 is outside 1..65535"),
+    )
+    return next((problem for wrong, problem in problems if wrong), None)
 
 
 _SAMPLES_HEAD = struct.Struct("<IB")

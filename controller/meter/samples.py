@@ -3,7 +3,11 @@
 The reader thread appends SAMPLES frames; anyone may read windows concurrently (one lock). Values
 live in one growable (n, channels) array; a small table keeps, per frame, its first (unwrapped)
 sample index, its row in that array and when its last byte arrived (`time.monotonic_ns`).
-The device's u32 index wraps after 2**32 samples; indices here keep counting.
+The device's u32 index wraps after 2**32 samples; indices here keep counting. A frame is placed at
+the nearest index at or ahead of what has arrived, on the u32 ring: a wrap is a step forward like
+any other. A frame more than `MAX_JUMP_SAMPLES` ahead, or behind what arrived (a duplicate, a
+board that restarted its count), is not a plausible continuation: it is refused and counted
+(`jumped_frames`), so one bad index can neither invent billions of missing samples nor a wrap.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from controller.meter.protocol import SAMPLE_INDEX_MODULUS, SampleArray, Samples
 
 IntArray = npt.NDArray[np.int64]
 _INITIAL_ROWS = 4096
+MAX_JUMP_SAMPLES = 1 << 24
+"""The largest forward gap taken as samples lost: 28 min at 10 kHz, far beyond any stall of a
+link whose board keeps sampling (its drops leave gaps), far below a u32 counter's range."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +51,10 @@ class SampleStore:
         self._frame_row: IntArray = np.empty(0, dtype=np.int64)
         self._frame_t_ns: IntArray = np.empty(0, dtype=np.int64)
         self._frames = 0
-        self._wrap_base = 0
-        self._last_raw = -1
         self._next_index = 0
         self._missing = 0
         self._mismatched = 0
+        self._jumped = 0
 
     @property
     def channel_count(self) -> int:
@@ -73,6 +79,11 @@ class SampleStore:
         """Frames ignored because their channel count differs from the run's first frame."""
         return self._mismatched
 
+    @property
+    def jumped_frames(self) -> int:
+        """Frames refused because their index jumped (see the module doc)."""
+        return self._jumped
+
     def add(self, frame: Samples, t_mono_ns: int) -> None:
         with self._lock:
             if self._rows == 0 and self._frames == 0:
@@ -80,13 +91,12 @@ class SampleStore:
             elif frame.channel_count != self.channel_count:
                 self._mismatched += 1
                 return
-            raw = frame.first_sample_index
-            if raw < self._last_raw - SAMPLE_INDEX_MODULUS // 2:
-                self._wrap_base += SAMPLE_INDEX_MODULUS
-            self._last_raw = raw
-            first = self._wrap_base + raw
-            if first > self._next_index:
-                self._missing += first - self._next_index
+            ahead = (frame.first_sample_index - self._next_index) % SAMPLE_INDEX_MODULUS
+            if ahead > MAX_JUMP_SAMPLES:
+                self._jumped += 1
+                return
+            first = self._next_index + ahead
+            self._missing += ahead
             self._grow(frame.count)
             self._values[self._rows : self._rows + frame.count] = frame.values
             self._frame_first[self._frames] = first
@@ -94,7 +104,7 @@ class SampleStore:
             self._frame_t_ns[self._frames] = t_mono_ns
             self._frames += 1
             self._rows += frame.count
-            self._next_index = max(self._next_index, first + frame.count)
+            self._next_index = first + frame.count
 
     def window(self, first_index: int, end_index: int) -> SampleWindow:
         """Copies of the samples with index in [first_index, end_index)."""

@@ -48,6 +48,7 @@ from controller.meter.protocol import (
     Marker,
     Samples,
     Status,
+    info_problem,
 )
 from controller.meter.reader import MeterReadError, SerialReader
 from controller.meter.samples import SampleStore
@@ -56,6 +57,9 @@ _F = TypeVar("_F", Info, Status)
 
 DEFAULT_BAUD = 500_000
 _IDENTIFY_RETRY_S = 0.25
+# INFO frames lost after an ACK (a corrupted frame is dropped by the decoder) before we give up:
+# at a byte error rate of 1e-3 about 1 INFO in 20 is lost, 5 in a row about 1 in 3 million.
+_IDENTIFY_ATTEMPTS = 5
 _FINAL_STATUS_GRACE_S = 0.2
 
 
@@ -144,27 +148,46 @@ class MeterSession:
 
     def identify(self, timeout_s: float = 3.0) -> Info:
         """Ask until the board answers (a real board spends 1-2 s in its bootloader after the
-        port opens); everything before the matching ACK is discarded."""
+        port opens); everything before the matching ACK is discarded. An answer lost on the
+        line (no ACK, or an ACK whose INFO never came) is asked for again: up to
+        `_IDENTIFY_ATTEMPTS` lost INFOs, each retry with `timeout_s` for its ACK."""
         deadline = time.monotonic() + timeout_s
         sent: set[int] = set()
-        while time.monotonic() < deadline:
+        lost_infos = 0
+        while True:
             seq = self._send(Identify())
             sent.add(seq)
             ack = self._wait_ack(sent, FrameType.IDENTIFY, min(_IDENTIFY_RETRY_S, timeout_s))
             if ack is None:
-                continue
+                if time.monotonic() < deadline:
+                    continue
+                if lost_infos:
+                    raise self._no_info(lost_infos)
+                raise self._no_answer("IDENTIFY", timeout_s)
             self._check(ack, "IDENTIFY")
             info = self._wait_for(Info, self.ack_timeout_s)
             if info is None:
-                raise MeterError(f"meter on {self.name}: ACK to IDENTIFY but no INFO")
+                lost_infos += 1
+                if lost_infos == _IDENTIFY_ATTEMPTS:
+                    raise self._no_info(lost_infos)
+                deadline = time.monotonic() + timeout_s
+                continue
             if info.protocol_version != PROTOCOL_VERSION:
                 raise MeterError(
                     f"meter on {self.name}: speaks protocol version {info.protocol_version}, "
                     f"this controller speaks {PROTOCOL_VERSION} (flash the matching firmware)"
                 )
+            problem = info_problem(info)
+            if problem is not None:
+                raise MeterError(f"meter on {self.name}: its INFO says {problem}: not usable")
             self.info = info
             return info
-        raise self._no_answer("IDENTIFY", timeout_s)
+
+    def _no_info(self, times: int) -> MeterError:
+        return MeterError(
+            f"meter on {self.name}: ACK to IDENTIFY but no INFO, {times} times "
+            "(a noisy line, or not an h2iot meter?)"
+        )
 
     def set_rate(self, rate_hz: int) -> None:
         self._command(SetRate(rate_hz), f"SET_RATE {rate_hz} Hz")

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from controller.errors import MeterError
+from controller.meter.driver import DriverThread
 from controller.meter.ina219 import Ina219Model
 from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
 from controller.paths import FIRMWARE_DIR
@@ -96,6 +97,8 @@ class SimulatedMeter:
         self._events: queue.Queue[tuple[str, int, int]] = queue.Queue()
         self._stderr: list[str] = []
         self._stop = threading.Event()
+        self._driver: DriverThread | None = None
+        self._exit_error: MeterError | None = None
         self._proc = subprocess.Popen(
             [str(harness), "--fast", *self._ina219_option(), str(elf)],
             stdin=subprocess.PIPE,
@@ -124,13 +127,34 @@ class SimulatedMeter:
     def request_stop(self) -> None:
         self._stop.set()
 
+    def start(self) -> None:
+        """`run()` on a thread of its own; an error that ends it (the harness exited) is kept
+        in `error` rather than printed as an uncaught "Exception in thread"."""
+        self._driver = DriverThread(self.run, "simavr-driver")
+        self._driver.start()
+
+    def stop(self) -> None:
+        """End what `start()` began (within 10 s)."""
+        self._stop.set()
+        if self._driver is not None:
+            self._driver.join(timeout=10)
+
+    @property
+    def error(self) -> MeterError | None:
+        """Why `run()` on the thread `start()` made ended, when it failed; a harness that has
+        exited is named at once, before the driver's next tick finds it."""
+        if self._driver is None:
+            return None
+        if not self._stop.is_set() and self._proc.poll() is not None:
+            return self._exited()
+        return self._driver.error
+
     def run(self) -> None:
         tick_ns = int(self.options.tick_s * _NS)
         next_tick = time.monotonic_ns()
         while not self._stop.is_set():
             if self._proc.poll() is not None:
-                raise MeterError(f"simulator exited with {self._proc.returncode}: "
-                                 f"{self._stderr_tail()}")  # fmt: skip
+                raise self._exited()
             self._tick()
             next_tick += tick_ns
             pause = next_tick - time.monotonic_ns()
@@ -138,6 +162,14 @@ class SimulatedMeter:
                 self._stop.wait(pause / _NS)
             else:
                 next_tick = time.monotonic_ns()
+
+    def _exited(self) -> MeterError:
+        """The one error for the harness's exit, whoever finds it first."""
+        if self._exit_error is None:
+            self._exit_error = MeterError(
+                f"simulator exited with {self._proc.returncode}: {self._stderr_tail()}"
+            )
+        return self._exit_error
 
     def close(self) -> None:
         self._stop.set()
@@ -183,9 +215,13 @@ class SimulatedMeter:
             self._proc.stdin.writelines(lines)
             self._proc.stdin.flush()
         except (BrokenPipeError, ValueError):
-            raise MeterError(
-                f"simulator stopped reading its input: {self._stderr_tail()}"
-            ) from None
+            try:  # its input closes as it exits: the exit is the news
+                self._proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                raise MeterError(
+                    f"simulator stopped reading its input: {self._stderr_tail()}"
+                ) from None
+            raise self._exited() from None
 
     def _sample_lines(self, clock: _Clock, now_ns: int, power: np.ndarray) -> list[str]:
         """One line per sample due by now_ns, applied at that sample's timer tick."""

@@ -26,6 +26,7 @@ import numpy as np
 
 from controller.errors import MeterError
 from controller.meter.device import BoardIdentity, DeviceCore
+from controller.meter.driver import DriverThread
 from controller.meter.ina219 import ADDRESSES as INA219_ADDRESSES
 from controller.meter.ina219 import Ina219Model
 from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
@@ -62,11 +63,17 @@ class VirtualMeter:
         self.port = os.ttyname(self._slave)
         self._out = bytearray()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._driver: DriverThread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name="virtual-meter", daemon=True)
-        self._thread.start()
+        """`run()` on a thread of its own; an error that ends it is kept in `error`."""
+        self._driver = DriverThread(self.run, "virtual-meter")
+        self._driver.start()
+
+    @property
+    def error(self) -> MeterError | None:
+        """Why `run()` on the thread `start()` made ended, when it failed."""
+        return self._driver.error if self._driver is not None else None
 
     def request_stop(self) -> None:
         """Make `run()` return soon; safe from a signal handler."""
@@ -74,9 +81,8 @@ class VirtualMeter:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        if self._driver is not None:
+            self._driver.join()
 
     def close(self) -> None:
         self.stop()

@@ -10,6 +10,12 @@ Run as `python -m controller.nodes.anchor`: it reads one JSON request per line o
 (`{"command": ..., "timeout_s": ...}`), runs it with `/bin/sh -c` in a session of its own, and
 answers one JSON line on stdout (`stdout`, `stderr`, `exit_status`, `duration_s`).
 `AnchoredLocalTransport` is the controller's side, a `Transport` like `LocalTransport`.
+
+Nothing of the node outlives the controller: only the controller holds the anchor's stdin, so
+when it ends, however it ends (SIGKILL included), the anchor reads end-of-file and kills its
+whole tree, the server agent it adopted and a command still running alike, then exits. Its
+stdin is read on the main thread while a worker runs the commands, so a kill during a trial is
+seen at once, not after the trial's timeout.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import contextlib
 import ctypes
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -33,6 +40,7 @@ from controller.nodes.transport import LocalTransport
 
 _PR_SET_CHILD_SUBREAPER = 36
 _REAP_INTERVAL_S = 0.1
+_END_TREE_ROUNDS = 100  # x 20 ms: a tree that keeps forking is given 2 s, then left
 
 
 def _become_subreaper() -> None:
@@ -41,16 +49,48 @@ def _become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
-def _children() -> set[int]:
-    """Our children, from /proc (cheap: psutil's scan cost a few % of a core every 50 ms)."""
+def _children(pid: int | str = "self") -> set[int]:
+    """A process's children, from /proc (cheap: psutil's scan cost a few % of a core every
+    50 ms)."""
     found: set[int] = set()
-    for task in os.listdir("/proc/self/task"):
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
         try:
-            with open(f"/proc/self/task/{task}/children") as handle:
-                found.update(int(pid) for pid in handle.read().split())
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found.update(int(child) for child in handle.read().split())
         except OSError:
             continue
     return found
+
+
+def _descendants() -> set[int]:
+    found: set[int] = set()
+    todo = list(_children())
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(_children(pid))
+    return found
+
+
+def _end_tree() -> None:
+    """Kill every process below us, until none is left alive. Those that a kill orphans come
+    to us (we are their subreaper) and are found in the next round; zombies are reaped."""
+    for _ in range(_END_TREE_ROUNDS):
+        alive = [pid for pid in _descendants() if not _is_zombie(pid)]
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        if not alive:
+            return
+        time.sleep(0.02)
 
 
 def _is_zombie(pid: int) -> bool:
@@ -107,17 +147,30 @@ def _run(
     }
 
 
+def _serve(requests: queue.Queue[str], direct: set[int], lock: threading.Lock) -> None:
+    """The worker: run each request in turn and answer it."""
+    while True:
+        request = json.loads(requests.get())
+        answer = _run(str(request["command"]), float(request["timeout_s"]), direct, lock)
+        try:
+            sys.stdout.write(json.dumps(answer) + "\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):  # the controller is gone: main ends the tree
+            return
+
+
 def main() -> int:
     _become_subreaper()
     direct: set[int] = set()
     lock = threading.Lock()
+    requests: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_reap_adopted, args=(direct, lock), daemon=True).start()
+    threading.Thread(target=_serve, args=(requests, direct, lock), daemon=True).start()
     for line in sys.stdin:
-        request = json.loads(line)
-        answer = _run(str(request["command"]), float(request["timeout_s"]), direct, lock)
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
-    return 0
+        requests.put(line)
+    # End of input: the controller closed us or died. Nothing of this node may outlive it.
+    _end_tree()
+    os._exit(0)  # no flush of a stdout whose reader is gone, no wait for the worker
 
 
 class AnchoredLocalTransport:

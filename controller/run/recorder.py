@@ -1,18 +1,24 @@
 """Writes a run directory so that nothing completed is ever lost or rewritten.
 
-- `trials.csv` is append-only: one row per attempt, flushed and fsynced before the next trial
-  starts, so a SIGKILL loses at most the trial in flight. A torn last line (killed mid-write) is
-  cut off when the run is resumed.
+- `power/<trial_id>.npy` holds a (n, 2) float64 array: seconds since the window start, mW. It is
+  written to a temporary file, fsynced, renamed into place and the directory fsynced, all
+  before the trial's row: an ok row always has its trace, and a trace is never half-written.
+- `trials.csv` is append-only: one row per attempt, fsynced before the next trial starts, so a
+  SIGKILL loses at most the trial in flight. A torn last line (killed mid-write) is cut off when
+  the run is resumed; a row whose write fails (a full disk) is cut back at once.
 - `events.jsonl` is append-only too; `manifest.json` is written whole through a rename.
-- `power/<trial_id>.npy` holds a (n, 2) float64 array: seconds since the window start, mW.
+- A write that fails raises `RunWriteError` (`RunDiskFull` for a full disk), one line naming
+  the run directory, and leaves the run as it stood before the write.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,15 +32,44 @@ from analysis.errors import RunFormatError
 from analysis.manifest import read_manifest
 from controller.errors import ConfigError
 from controller.run.columns import header
+from controller.run.errors import disk_full, write_error
+
+PARTIAL = ".partial"
+"""The suffix of a file being written; a kill can leave one, which resuming removes."""
+
+RESERVE_BYTES = 1 << 20
+"""Below this much free space the run's disk counts as full: no trial starts that could not
+be recorded (its agents' logs and the meter's ground truth share the disk)."""
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    with partial.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(partial, path)
+def _fsync_dir(path: Path) -> None:
+    """Make a rename in `path` durable (the new name is in the directory's own data)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(run_dir: Path, path: Path, data: bytes) -> None:
+    """`path` holds `data` whole, or what it held before: temp file, fsync, rename, fsync dir."""
+    partial = path.with_name(path.name + PARTIAL)
+    try:
+        with partial.open("wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise write_error(run_dir, path, exc) from None
+
+
+def _manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
+    document = {"format_version": FORMAT_VERSION, **manifest}
+    return (json.dumps(document, indent=2, default=str) + "\n").encode()
 
 
 class RunRecorder:
@@ -45,9 +80,15 @@ class RunRecorder:
         self.axes = axes
         self.workload = workload
         self.columns = header(axes, workload)
-        (run_dir / POWER_DIR).mkdir(parents=True, exist_ok=True)
+        power = run_dir / POWER_DIR
+        try:
+            power.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_error(run_dir, power, exc) from None
+        for leftover in (*power.glob(f"*{PARTIAL}"), *run_dir.glob(f"*{PARTIAL}")):
+            leftover.unlink(missing_ok=True)
         self._trials = self._open_trials()
-        self._events = (run_dir / EVENTS).open("a", encoding="utf-8")
+        self._events = os.open(run_dir / EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     @classmethod
     def create(
@@ -59,17 +100,17 @@ class RunRecorder:
     ) -> RunRecorder:
         if run_dir.exists() and any(run_dir.iterdir()):
             raise ConfigError(f"{run_dir}: run directory exists and is not empty (use --resume)")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        document = {"format_version": FORMAT_VERSION, **manifest}
-        _write_atomically(run_dir / MANIFEST, json.dumps(document, indent=2, default=str) + "\n")
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_error(run_dir, run_dir, exc) from None
+        _write_atomically(run_dir, run_dir / MANIFEST, _manifest_bytes(manifest))
         return cls(run_dir, axes, workload)
 
     def write_manifest(self, manifest: Mapping[str, Any]) -> None:
-        """Complete the manifest once the nodes and meter are known (whole, through a rename)."""
-        document = {"format_version": FORMAT_VERSION, **manifest}
-        _write_atomically(
-            self.run_dir / MANIFEST, json.dumps(document, indent=2, default=str) + "\n"
-        )
+        """Replace the manifest whole, through a rename (facts learnt once the nodes, the meter
+        and the idle baseline are known)."""
+        _write_atomically(self.run_dir, self.run_dir / MANIFEST, _manifest_bytes(manifest))
 
     @classmethod
     def resume(cls, run_dir: Path) -> tuple[RunRecorder, dict[str, Any]]:
@@ -78,8 +119,9 @@ class RunRecorder:
         workload = manifest.get("workload", {}).get("kind", "page")
         return cls(run_dir, axes, workload), manifest
 
-    def _open_trials(self) -> io.TextIOWrapper:
+    def _open_trials(self) -> int:
         path = self.run_dir / TRIALS
+        existing = None
         if path.exists():
             _cut_torn_tail(path)
             with path.open(encoding="utf-8", newline="") as handle:
@@ -89,50 +131,75 @@ class RunRecorder:
                     f"{path}: header does not match this run's columns (a run recorded by "
                     "another version of h2iot is resumed by that version)"
                 )
-            handle_out = path.open("a", encoding="utf-8", newline="")
-            if existing is None:
-                self._write_row(handle_out, self.columns)
-            return handle_out
-        handle_out = path.open("a", encoding="utf-8", newline="")
-        self._write_row(handle_out, self.columns)
-        return handle_out
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise write_error(self.run_dir, path, exc) from None
+        if existing is None:
+            self._append(fd, path, _csv_line(self.columns), sync=True)
+        return fd
 
-    @staticmethod
-    def _write_row(handle: io.TextIOWrapper, values: Sequence[object]) -> None:
-        buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\n").writerow(values)
-        handle.write(buffer.getvalue())
-        handle.flush()
-        os.fsync(handle.fileno())
+    def _append(self, fd: int, path: Path, data: bytes, *, sync: bool) -> None:
+        """Append `data` whole or not at all: a failed write is cut back off the file."""
+        end = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, end)
+            raise write_error(self.run_dir, path, exc) from None
 
     def append_trial(self, row: Mapping[str, object]) -> None:
         unknown = set(row) - set(self.columns)
         if unknown:
             raise ValueError(f"not trials.csv columns: {sorted(unknown)}")
-        self._write_row(
-            self._trials, ["" if row.get(c) is None else row.get(c) for c in self.columns]
-        )
+        values = ["" if row.get(c) is None else row.get(c) for c in self.columns]
+        self._append(self._trials, self.run_dir / TRIALS, _csv_line(values), sync=True)
 
     def event(self, kind: str, **fields: object) -> None:
         record = {"t_wall_ns": time.time_ns(), "event": kind, **fields}
-        self._events.write(json.dumps(record, default=str) + "\n")
-        self._events.flush()
+        line = (json.dumps(record, default=str) + "\n").encode()
+        self._append(self._events, self.run_dir / EVENTS, line, sync=False)
 
     def save_power(
         self, trial_id: str, t_s: npt.NDArray[np.float64], power_mw: npt.NDArray[np.float64]
     ) -> None:
+        """The trial's trace, durable before its row is written (see the module doc)."""
         trace = np.column_stack((t_s, power_mw)).astype(np.float64)
+        buffer = io.BytesIO()
+        np.save(buffer, trace, allow_pickle=False)
         path = self.run_dir / POWER_DIR / f"{trial_id}.npy"
-        partial = path.with_suffix(".partial.npy")
-        np.save(partial, trace)
-        os.replace(partial, path)
+        _write_atomically(self.run_dir, path, buffer.getvalue())
+
+    def check_space(self) -> None:
+        """RunDiskFull when the run's disk has less than RESERVE_BYTES free."""
+        free = shutil.disk_usage(self.run_dir).free
+        if free < RESERVE_BYTES:
+            raise disk_full(self.run_dir, self.run_dir, f"{free} bytes free before the next trial")
+
+    def ok_without_trace(self) -> list[str]:
+        """Trials with an ok row but no power trace (runs recorded before the trace was written
+        first, or a trace deleted since): flagged on resume and counted by the report."""
+        power = self.run_dir / POWER_DIR
+        ok = dict.fromkeys(row["trial_id"] for row in self.rows() if row["status"] == "ok")
+        return [trial for trial in ok if not (power / f"{trial}.npy").exists()]
 
     def rows(self) -> list[dict[str, str]]:
         return read_trials(self.run_dir)
 
     def close(self) -> None:
-        self._trials.close()
-        self._events.close()
+        os.close(self._trials)
+        os.close(self._events)
+
+
+def _csv_line(values: Sequence[object]) -> bytes:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow(values)
+    return buffer.getvalue().encode("utf-8")
 
 
 def _cut_torn_tail(path: Path) -> None:

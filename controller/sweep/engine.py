@@ -3,9 +3,11 @@
 Per trial: the server agent serves the trial's grid point, the meter is told a trial begins,
 the client agent runs one unit of the workload (a page fetch by default), the trial's power
 window is cut out (marker edges, else the client's clock mapped onto the controller's), energy
-is integrated, the server's own record is fetched, and one row is appended (fsynced). A failed
-trial (body mismatch, timeout, agent error) is recorded with its reason and retried; a lost node
-or meter pauses the sweep, resumable.
+is integrated, the server's own record is fetched, and the trace then the row are made durable
+(trace first: an ok row always has its trace). A failed trial (body mismatch, timeout, agent
+error) is recorded with its reason and retried; a lost node or meter pauses the sweep,
+resumable. A full disk stops it (`RunDiskFull`, not a pause): no trial starts that could not be
+recorded, and a failure the full disk caused is not recorded as the trial's.
 """
 
 from __future__ import annotations
@@ -115,6 +117,9 @@ class SweepEngine:
                 else:
                     failed.append(trial.trial_id)
         except SweepError as exc:
+            # A node or meter lost to a full disk (its logs, the meter's ground truth): the disk
+            # is what to report, and what must be fixed before resuming.
+            self.recorder.check_space()
             paused = (
                 f"{type(exc).__name__}: {exc}" if not isinstance(exc, SweepPaused) else str(exc)
             )
@@ -144,9 +149,14 @@ class SweepEngine:
 
     def _run_trial(self, trial: PlannedTrial, previous_attempts: int) -> bool:
         for attempt in range(previous_attempts + 1, previous_attempts + self.retries + 2):
+            self.recorder.check_space()
             self.post(TrialStarted(trial.trial_id, trial.point, trial.repetition, attempt))
             self.recorder.event("trial_started", trial_id=trial.trial_id, attempt=attempt)
             result = self._attempt(trial)
+            if result.error is not None:
+                # An agent that could not write its log fails the trial: the disk's fault,
+                # not the trial's, so it must not use up one of the trial's attempts.
+                self.recorder.check_space()
             row = trial_row(
                 trial,
                 attempt,
@@ -157,12 +167,12 @@ class SweepEngine:
                 energy=result.energy,
                 workload=self.recorder.workload,
             )
-            self.recorder.append_trial(row)
             if result.error is None and result.power is not None:
                 window = result.power
                 self.recorder.save_power(
                     trial.trial_id, window.t_s - window.start_s, window.power_mw
                 )
+            self.recorder.append_trial(row)
             client = result.client or {}
             self.post(
                 TrialFinished(

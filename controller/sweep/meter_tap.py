@@ -11,7 +11,7 @@ smallest bound over the recent frames is the best estimate (transmission delays 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,6 +32,8 @@ _MAPPING_HORIZON_S = 30.0
 # Samples after a trial's end may still be on the wire.
 _LATE_SAMPLES_TIMEOUT_S = 3.0
 _EDGE_PAD_SAMPLES = 2
+# How long a lost pty waits for its modelled meter to say why it stopped.
+_SOURCE_ERROR_WAIT_S = 2.0
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -56,10 +58,12 @@ class MeterTap:
         extra_facts: Mapping[str, Any],
         *,
         ina219: Ina219Calibration | None = None,
+        source_error: Callable[[], BaseException | None] | None = None,
     ) -> None:
         """`analog_input` is the client's channel: an analog input, or with `ina219` the
         INA219's I2C address (its two columns give V x I)."""
         self.session = session
+        self._source_error = source_error
         info = session.info
         if info is None:
             raise self._lost("no identity (IDENTIFY never answered)")
@@ -176,13 +180,37 @@ class MeterTap:
     # internals ------------------------------------------------------------------------------
 
     def _lost(self, what: str) -> MeterLost:
-        return MeterLost(f"meter {self.session.name}: {what}", port=self.session.name)
+        # A modelled meter whose driver failed keeps its pty open: its samples just stop. Its
+        # error, if it has one, is why.
+        source = self._source_error() if self._source_error is not None else None
+        why = f" ({self.source}: {source})" if source is not None else ""
+        lost = MeterLost(f"meter {self.session.name}: {what}{why}", port=self.session.name)
+        lost.__cause__ = source
+        return lost
 
     def _check(self) -> None:
         error = self.session.reader_error
-        if error is not None:
-            # The reader's error names the port and why reading stopped; keep it as the cause.
-            raise MeterLost(str(error), port=self.session.name) from error
+        if error is None:
+            return
+        source = self._why_the_source_stopped()
+        if source is not None:
+            # The pty closed because what drives it stopped (the simavr harness exited): that
+            # is the cause to name and keep.
+            raise MeterLost(
+                f"{error} ({self.source}: {source})", port=self.session.name
+            ) from source
+        # The reader's error names the port and why reading stopped; keep it as the cause.
+        raise MeterLost(str(error), port=self.session.name) from error
+
+    def _why_the_source_stopped(self) -> BaseException | None:
+        """The modelled meter's own error, once its driver has seen what closed the pty (it
+        looks every tick; a loaded machine may take a moment)."""
+        if self._source_error is None:
+            return None
+        deadline = time.monotonic() + _SOURCE_ERROR_WAIT_S
+        while (source := self._source_error()) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return source
 
     def _trial_edges(self) -> tuple[float, float] | None:
         markers = self.session.markers()[self._markers_seen :]

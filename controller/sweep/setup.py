@@ -9,8 +9,8 @@ client's software marker line, so trial windows are cut by edges as with a wired
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -26,7 +26,7 @@ from controller.config.model import (
 )
 from controller.device.emulation import Emulation, emulated_devices
 from controller.device.transport import CgroupTransport
-from controller.errors import ConfigError, DeviceError
+from controller.errors import ConfigError, DeviceError, MeterError
 from controller.link import shaped_link
 from controller.meter.calibration import Calibration, nominal
 from controller.meter.ina219 import Ina219Calibration, Ina219Model
@@ -75,19 +75,37 @@ def _calibration(meter: MeterConfig, inputs: tuple[int, ...]) -> Calibration:
     return nominal(inputs or (0,), meter.sensor, meter.supply_v)
 
 
+SourceError = Callable[[], MeterError | None]
+"""Why a modelled meter's driver stopped, when it failed."""
+
+
+def _require_port(config: Config) -> None:
+    """A serial meter's port must exist: a missing one is the config's mistake (exit 2), named
+    with the layer that set it, before any node or process is started."""
+    meter = config.meter
+    if meter.source != "serial" or meter.port is None:  # a serial meter has one (build.py)
+        return
+    layer = dict(config.origins).get("meter.port", config.source)
+    if not os.path.exists(meter.port):
+        raise ConfigError(f"{layer}: meter.port: {meter.port}: no such device")
+
+
 @contextmanager
 def _device(
     meter: MeterConfig, watch: tuple[WatchSpec, ...], run_dir: Path, marker: Path | None
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The serial device to open: a board's port, or a modelled meter running meanwhile."""
+) -> Iterator[tuple[str, dict[str, Any], SourceError | None]]:
+    """The serial device to open: a board's port, or a modelled meter running meanwhile (on
+    a thread whose error, should it stop, the third item returns; None for a board: its port
+    says all there is)."""
     if meter.source == "serial":
         if meter.port is None:
             raise ConfigError("meter.port: required for meter.source = serial")
-        yield meter.port, {}
+        yield meter.port, {}, None
         return
     truth = run_dir / TRUTH
+    modelled: VirtualMeter | SimulatedMeter
     if meter.source == "virtual":
-        virtual = VirtualMeter(
+        modelled = VirtualMeter(
             VirtualMeterOptions(
                 watch=watch,
                 truth_path=truth,
@@ -95,31 +113,25 @@ def _device(
                 ina219=Ina219Model(Ina219Calibration(shunt_ohm=meter.shunt_ohm)),
             )
         )
-        virtual.start()
-        try:
-            yield virtual.port, {"ground_truth": TRUTH}
-        finally:
-            virtual.stop()
-            virtual.close()
-        return
-    ina219 = tuple(sorted(channel_source(c) for _role, c in meter.channels if is_ina219(c)))
-    simulated = SimulatedMeter(
-        SimulateOptions(
-            watch=watch,
-            truth_path=truth,
-            marker_fifo=marker,
-            ina219_sources=ina219,
-            ina219=Ina219Model(Ina219Calibration(shunt_ohm=meter.shunt_ohm)),
+        facts: dict[str, Any] = {"ground_truth": TRUTH}
+    else:
+        ina219 = tuple(sorted(channel_source(c) for _role, c in meter.channels if is_ina219(c)))
+        modelled = SimulatedMeter(
+            SimulateOptions(
+                watch=watch,
+                truth_path=truth,
+                marker_fifo=marker,
+                ina219_sources=ina219,
+                ina219=Ina219Model(Ina219Calibration(shunt_ohm=meter.shunt_ohm)),
+            )
         )
-    )
-    thread = threading.Thread(target=simulated.run, name="simavr-driver", daemon=True)
-    thread.start()
+        facts = {"ground_truth": TRUTH, "simulator": "simavr"}
+    modelled.start()
     try:
-        yield simulated.port, {"ground_truth": TRUTH, "simulator": "simavr"}
+        yield modelled.port, facts, lambda: modelled.error
     finally:
-        simulated.request_stop()
-        thread.join(timeout=10)
-        simulated.close()
+        modelled.stop()
+        modelled.close()
 
 
 @contextmanager
@@ -128,6 +140,7 @@ def open_sweep(
 ) -> Iterator[tuple[AgentPair, MeterTap, dict[str, Any]]]:
     """Nodes (the server prepared for every point of the workload: the page's sites) and the
     meter, closed on exit; plus the facts a run's manifest records about them."""
+    _require_port(config)
     with ExitStack() as stack:
         devices = stack.enter_context(emulated_devices(config, run_dir))
         config = devices.config  # on the emulated devices' own data link, if they have one
@@ -184,8 +197,10 @@ def open_sweep(
             (run_dir / MARKER_FIFO).resolve() if modelled and config.client.is_local else None
         )
         watch = _watch(config, client_anchor, server_anchor, devices) if modelled else ()
-        port, device_facts = stack.enter_context(_device(config.meter, watch, run_dir, marker_path))
-        tap = _open_tap(config.meter, port, device_facts)
+        port, device_facts, source_error = stack.enter_context(
+            _device(config.meter, watch, run_dir, marker_path)
+        )
+        tap = _open_tap(config.meter, port, device_facts, source_error)
         stack.callback(tap.close)
         offset = facts["client"]["clock"]["wall_offset_ns"] if facts["client"]["clock"] else 0
         pair = make_pair(
@@ -228,7 +243,12 @@ def _watch(
     return tuple(specs)
 
 
-def _open_tap(meter: MeterConfig, port: str, device_facts: dict[str, Any]) -> MeterTap:
+def _open_tap(
+    meter: MeterConfig,
+    port: str,
+    device_facts: dict[str, Any],
+    source_error: SourceError | None,
+) -> MeterTap:
     channels = [index for _role, index in meter.channels]
     inputs = tuple(sorted(c for c in channels if not is_ina219(c)))
     addresses = tuple(sorted(c for c in channels if is_ina219(c)))
@@ -253,6 +273,7 @@ def _open_tap(meter: MeterConfig, port: str, device_facts: dict[str, Any]) -> Me
             ina219=Ina219Calibration(client_input, meter.shunt_ohm)
             if is_ina219(client_input)
             else None,
+            source_error=source_error,
         )
     except BaseException:
         session.close()

@@ -3,7 +3,9 @@ under the node's anchor, so a meter watching the anchor sees the node and nothin
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.errors import NodeUnreachableError
 from controller.nodes.node import Node
+from tests._processes import survivors
 
 
 def test_commands_and_orphaned_background_processes_stay_in_the_anchors_tree(
@@ -40,3 +43,34 @@ def test_commands_and_orphaned_background_processes_stay_in_the_anchors_tree(
         transport.close()
     with pytest.raises(NodeUnreachableError, match="anchor process has exited"):
         node.shell("true")
+
+
+@pytest.mark.parametrize("during_a_command", [False, True], ids=["idle", "during-a-command"])
+def test_the_node_ends_with_its_controller(tmp_path: Path, during_a_command: bool) -> None:
+    """The controller's end (SIGKILL included) closes the anchor's stdin, nothing else: the
+    anchor then ends its whole tree at once, a command still running too (issue 13, item 7)."""
+    transport = AnchoredLocalTransport("server (local)")
+    node = Node(transport)
+    background = node.start_background(
+        ["sleep", "300"], pidfile=str(tmp_path / "pid"), log=str(tmp_path / "log")
+    )
+    pids = [transport.pid, background.pid]
+    if during_a_command:
+
+        def trial() -> None:
+            with contextlib.suppress(NodeUnreachableError):  # the anchor ends mid-command
+                node.shell("sleep 300", check=False, timeout_s=600)
+
+        running = threading.Thread(target=trial, daemon=True)
+        running.start()
+        deadline = time.monotonic() + 10
+        while len(psutil.Process(transport.pid).children(recursive=True)) < 3:
+            assert time.monotonic() < deadline, "the command did not start"
+            time.sleep(0.02)
+        pids += [p.pid for p in psutil.Process(transport.pid).children(recursive=True)]
+    try:
+        assert transport._anchor.stdin is not None
+        transport._anchor.stdin.close()  # what the kernel does when the controller dies
+        assert survivors(pids, within_s=5) == []
+    finally:
+        transport.close()

@@ -536,6 +536,46 @@ def test_each_kind_of_key_error_is_one_line_naming_file_and_key(
     assert error_of(path) == f"{path}: {expected}"
 
 
+ZERO_WINDOW = (
+    "a window of 0 lets the server send no DATA until the client opens it, and the client's "
+    "WINDOW_UPDATE policies open it only after DATA arrives: every trial would hang to "
+    "run.trial_timeout_s (configs/README.md); use 1 or more"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "overrides", "expected"),
+    [
+        ("[sweep]\ninitial_window_size = [256, 0]", (), "{path}: sweep.initial_window_size[1]"),
+        ("", ("sweep.initial_window_size=[0]",), "--set: sweep.initial_window_size[0]"),
+        (
+            "",
+            ("sweep.SETTINGS_INITIAL_WINDOW_SIZE=[0, 1]",),
+            "--set: sweep.SETTINGS_INITIAL_WINDOW_SIZE[0]",
+        ),
+        ("[workload]\nconnection_window = 0", (), "{path}: workload.connection_window"),
+        ("", ("sweep.connection_window=[65535, 0]",), "--set: sweep.connection_window[1]"),
+    ],
+)
+def test_a_window_of_zero_is_refused_at_load_rather_than_hanging_every_trial(
+    tmp_path: Path, text: str, overrides: tuple[str, ...], expected: str
+) -> None:
+    path = write(tmp_path, text + "\n")
+    assert error_of(path, overrides) == f"{expected.format(path=path)}: {ZERO_WINDOW}"
+
+
+def test_a_window_of_one_byte_and_other_settings_at_zero_still_load() -> None:
+    config = load_config(
+        None,
+        (
+            "sweep.initial_window_size=[1]",
+            "sweep.header_table_size=[0]",
+            "workload.connection_window=1",
+        ),
+    )
+    assert config.sweep.points() == [{"initial_window_size": 1, "header_table_size": 0}]
+
+
 def test_a_workload_parameter_is_checked_against_the_kind_set_in_another_layer(
     tmp_path: Path,
 ) -> None:
@@ -742,7 +782,11 @@ def configs(draw: st.DrawFn) -> Config:
             tuple(
                 draw(
                     st.lists(
-                        st.integers(0, 1 if name == "enable_push" else 2**31 - 1),
+                        # A window of 0 is refused at load (it would stall every trial).
+                        st.integers(
+                            int(name == "initial_window_size"),
+                            1 if name == "enable_push" else 2**31 - 1,
+                        ),
                         min_size=1,
                         max_size=4,
                         unique=True,
@@ -792,7 +836,7 @@ def configs(draw: st.DrawFn) -> Config:
         workload=WorkloadConfig(
             kind=spec.kind,
             params=tuple((param.name, draw(param_values(param))) for param in spec.params),
-            connection_window=draw(st.none() | st.integers(0, 2**31 - 1)),
+            connection_window=draw(st.none() | st.integers(1, 2**31 - 1)),
             window_update_policy=draw(st.sampled_from(["half", "every-frame", "exhausted"])),
         ),
         client=draw(nodes("client")),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from controller.meter.protocol import Samples
-from controller.meter.samples import SampleStore
+from controller.meter.samples import MAX_JUMP_SAMPLES, SampleStore
 
 
 def frame(first: int, n: int, channels: int = 2) -> Samples:
@@ -40,11 +40,29 @@ def test_growth_keeps_every_value():
 def test_u32_index_wrap_keeps_counting():
     store = SampleStore()
     top = (1 << 32) - 10
+    # Up to the top of the u32 range in gaps a long-stalled link could leave.
+    steps = range(0, top, MAX_JUMP_SAMPLES)
+    for first in steps:
+        store.add(frame(first, 1), 0)
     store.add(frame(top, 10), 0)
     store.add(frame(top + 10, 10), 1)  # raw index 0
     assert store.next_index == (1 << 32) + 10
-    assert store.missing == top  # the run began (for this store) at index 0
+    assert store.missing == top - len(steps)  # the run began (for this store) at index 0
     assert store.window(top, top + 20).indices.tolist() == list(range(top, top + 20))
+    store.add(frame(top + 20 + MAX_JUMP_SAMPLES + 1, 1), 2)  # a gap larger than any stall
+    assert (store.next_index, store.jumped_frames) == ((1 << 32) + 10, 1)
+
+
+def test_a_jump_in_sample_indices_is_refused_not_taken_for_a_wrap():
+    store = SampleStore()
+    store.add(frame(0, 10), 1)
+    store.add(frame(3_000_000_000, 10), 2)  # far ahead: refused, not 3e9 samples missing
+    store.add(frame(10, 10), 3)  # back where it was: not a wrap to 2**32 + 10
+    store.add(frame(5, 10), 4)  # behind what arrived (a duplicate): refused too
+    assert (store.next_index, store.received, store.missing) == (20, 20, 0)
+    assert store.jumped_frames == 2
+    window = store.all()
+    assert window.indices.tolist() == list(range(20)) and window.missing == 0
 
 
 def test_frames_with_another_channel_count_are_set_aside():
