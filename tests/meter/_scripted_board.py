@@ -22,7 +22,7 @@ from controller.meter.protocol import (
     encode_device_frame,
 )
 
-GOOD_INFO = Info(0, 1, 1, 0, 0, 1, 16_000_000, 10, 5000, 1000, 0x01, 1, 500_000, 2, "mega2560")
+GOOD_INFO = Info(0, 2, 1, 1, 0, 1, 16_000_000, 10, 5000, 1000, 0x01, 1, 500_000, 2, "mega2560")
 
 
 def samples(first: int, count: int = 10, channels: int = 1) -> Samples:

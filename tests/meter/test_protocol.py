@@ -93,10 +93,10 @@ def test_payloads_of_the_wrong_size_or_value_are_named(parse, payload: bytes, me
     assert str(caught.value) == message
 
 
-def test_info_accepts_a_board_name_of_16_bytes_and_replaces_what_is_not_ascii():
+def test_info_accepts_a_board_name_of_16_bytes_and_escapes_what_is_not_printable_ascii():
     head = Info(0, *INFO_FIELDS, "").payload()
     assert len(head) == 23
     longest = Info.parse(1, head + b"mega2560-rev3-xy")
     assert longest.board == "mega2560-rev3-xy"
-    assert Info.parse(1, head + "méga".encode()).board == "m\ufffd\ufffdga"
+    assert Info.parse(1, head + "méga".encode()).board == "m\\xc3\\xa9ga"
     assert Info(0, *INFO_FIELDS, "a" * 20).payload() == head + b"a" * 16

@@ -128,7 +128,7 @@ def test_a_sweep_tap_on_an_ina219_channel_measures_v_times_i():
     meter.start()
     try:
         config = MeterConfig(rate_hz=800, channels=(("client", 0x40),), shunt_ohm=0.1)
-        tap = _open_tap(config, meter.port, {})
+        tap = _open_tap(config, meter.port, {}, None)
         try:
             idle = tap.idle_baseline_mw(0.3)
             facts = tap.facts()
