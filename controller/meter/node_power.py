@@ -1,8 +1,10 @@
 """What the modelled meters (virtual, simulated) share: the nodes' modelled power per analog
 input, the ground-truth file, and the software marker line.
 
-Analog input n follows the n-th watched source (a process tree or a cgroup); inputs with no
-source model an idle board, or nothing at all with `no_load` (for calibrating the zero).
+Analog input n follows the n-th watched source (a process tree or a cgroup, for its CPU time,
+`cpu_load`); inputs with no source model an idle board, or nothing at all with `no_load` (for
+calibrating the zero). At each refresh an input's power is the model (`power_model`) applied to
+what its node did since the previous refresh, and the samples taken up to that moment carry it.
 
 Ground truth: CSV rows `start,first_sample_index,end_sample_index,analog_input,power_mw`:
 samples first..end-1 (end excluded) of the `start`-th START (counted from 1) were taken at
@@ -72,7 +74,6 @@ class ModelledMeterOptions:
     sensor: Acs712 = field(default_factory=Acs712)
     no_load: bool = False
     tick_s: float = 0.01
-    rescan_s: float = 0.25
     seed: int | None = None
 
 
@@ -86,13 +87,12 @@ class NodePower:
         now_s: float,
         *,
         no_load: bool = False,
-        rescan_s: float = 0.25,
     ) -> None:
         if len(watch) > ANALOG_INPUTS:
             raise ConfigError(f"--watch: {len(watch)} sources for {ANALOG_INPUTS} inputs")
         self._model = model
         self._loads = [
-            Utilisation(_modelled_cpu_seconds(spec, rescan_s), model.cores, now_s, spec.cores)
+            Utilisation(_modelled_cpu_seconds(spec), model.cores, now_s, spec.cores)
             for spec in watch
         ]
         idle = 0.0 if no_load else model.idle_mw
@@ -182,12 +182,10 @@ class MarkerFifo:
         self.fd = self._keepalive = -1
 
 
-def _modelled_cpu_seconds(spec: WatchSpec, rescan_s: float) -> Callable[[], float]:
+def _modelled_cpu_seconds(spec: WatchSpec) -> Callable[[], float]:
     """The source's CPU seconds counted in modelled-core seconds."""
     source = (
-        ProcessTreeCpu(int(spec.target), rescan_s)
-        if spec.kind == "pid"
-        else CgroupCpu(Path(spec.target))
+        ProcessTreeCpu(int(spec.target)) if spec.kind == "pid" else CgroupCpu(Path(spec.target))
     )
     if spec.core_fraction == 1.0:
         return source.cpu_seconds

@@ -43,7 +43,6 @@ class VirtualMeter:
             options.model,
             time.monotonic(),
             no_load=options.no_load,
-            rescan_s=options.rescan_s,
         )
         self._rng = np.random.default_rng(options.seed)
         self._device = DeviceCore(self._sample, options.identity)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import __version__
-from controller.config.model import Config, MeterConfig, NodeConfig
+from controller.config.model import Config, MeterConfig, NodeConfig, Role
 from controller.device.emulation import Emulation, emulated_devices
 from controller.device.transport import CgroupTransport
 from controller.errors import ConfigError, DeviceError
@@ -80,21 +80,28 @@ def _device(
         return
     truth = run_dir / TRUTH
     if meter.source == "virtual":
-        virtual = VirtualMeter(
-            VirtualMeterOptions(watch=watch, truth_path=truth, marker_fifo=marker)
-        )
+        options = VirtualMeterOptions(watch=watch, truth_path=truth, marker_fifo=marker)
+        virtual = VirtualMeter(options)
         virtual.start()
         try:
-            yield virtual.port, {"ground_truth": TRUTH}
+            yield virtual.port, {"ground_truth": TRUTH, "model": asdict(options.model)}
         finally:
             virtual.stop()
             virtual.close()
         return
-    simulated = SimulatedMeter(SimulateOptions(watch=watch, truth_path=truth, marker_fifo=marker))
+    sim_options = SimulateOptions(watch=watch, truth_path=truth, marker_fifo=marker)
+    simulated = SimulatedMeter(sim_options)
     thread = threading.Thread(target=simulated.run, name="simavr-driver", daemon=True)
     thread.start()
     try:
-        yield simulated.port, {"ground_truth": TRUTH, "simulator": "simavr"}
+        yield (
+            simulated.port,
+            {
+                "ground_truth": TRUTH,
+                "simulator": "simavr",
+                "model": asdict(sim_options.model),
+            },
+        )
     finally:
         simulated.request_stop()
         thread.join(timeout=10)
@@ -164,6 +171,8 @@ def open_sweep(
         )
         watch = _watch(config, client_anchor, server_anchor, devices) if modelled else ()
         port, device_facts = stack.enter_context(_device(config.meter, watch, run_dir, marker_path))
+        if modelled:
+            device_facts["accounting"] = devices.accounting_facts(_watched_roles(config))
         tap = _open_tap(config.meter, port, device_facts)
         stack.callback(tap.close)
         offset = facts["client"]["clock"]["wall_offset_ns"] if facts["client"]["clock"] else 0
@@ -204,6 +213,11 @@ def _watch(
             )
         specs.append(devices.watch(role, pid))
     return tuple(specs)
+
+
+def _watched_roles(config: Config) -> tuple[Role, ...]:
+    """The nodes a modelled meter follows, in analog input order."""
+    return tuple(role for role, _index in sorted(config.meter.channels, key=lambda c: c[1]))
 
 
 def _open_tap(meter: MeterConfig, port: str, device_facts: dict[str, Any]) -> MeterTap:
