@@ -18,6 +18,7 @@ from typing import Any, Literal
 from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, ParamValue
 from controller.config.profile import DeviceProfile
+from controller.meter.power_model import POWERPI_NJ_PER_BYTE
 
 Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]
@@ -150,6 +151,8 @@ class MeterConfig:
     sensor: Sensor = "5A"
     supply_v: float = 5.0
     calibration: Path | None = None
+    # A modelled meter's network term, per byte on the node's interface (0: none).
+    network_nj_per_byte: float = POWERPI_NJ_PER_BYTE
 
     def channel_of(self, role: Role) -> int | None:
         """The analog channel measuring this node's supply, or None if it is not metered."""

@@ -384,6 +384,7 @@ SCHEMA: Schema = {
         "sensor": choice(SENSORS),
         "supply_v": number(0, 48, low_open=True),
         "calibration": optional(path),
+        "network_nj_per_byte": number(0, 1e6),
     },
     "link": {
         "rate_mbit": optional(number(0, 100_000, low_open=True)),

@@ -41,6 +41,7 @@ from controller.device.remote import RemoteCgroup, calibrate_on, probe_on, requi
 from controller.device.transport import CgroupTransport
 from controller.device.wire import start_relay
 from controller.errors import ConfigError, DeviceError
+from controller.meter.net_load import LOOPBACK
 from controller.meter.node_power import WatchSpec
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.node import Node
@@ -102,20 +103,29 @@ class Emulation:
     def watch(self, role: Role, anchor_pid: int) -> WatchSpec:
         """What a modelled meter follows for this node: its cgroup, with the CPU time scaled to
         the emulated device's cores, else its accounting cgroup, else the anchor's process
-        tree."""
+        tree; and its network interface."""
         cgroup = self.cgroups.get(role)
-        if cgroup is None:
-            counting = self.accounting.cgroups.get(role)
-            if counting is not None:
-                return WatchSpec("cgroup", str(counting.usage_directory))
-            return WatchSpec("pid", str(anchor_pid))
-        profile = cgroup.profile
-        return WatchSpec(
-            "cgroup",
-            str(cgroup.usage_directory),
-            core_fraction=profile.cpu_quota or 1.0,
-            cores=profile.cores,
-        )
+        counting = self.accounting.cgroups.get(role)
+        if cgroup is not None:
+            profile = cgroup.profile
+            spec = WatchSpec(
+                "cgroup",
+                str(cgroup.usage_directory),
+                core_fraction=profile.cpu_quota or 1.0,
+                cores=profile.cores,
+            )
+        elif counting is not None:
+            spec = WatchSpec("cgroup", str(counting.usage_directory))
+        else:
+            spec = WatchSpec("pid", str(anchor_pid))
+        return replace(spec, interface=self.interface(role), interface_pid=anchor_pid)
+
+    def interface(self, role: Role) -> str:
+        """A local node's network interface, as its anchor sees it: its end of the data link in
+        its own namespace, the one its config names, else loopback (`controller.meter.net_load`)."""
+        if self.link is not None:
+            return DATA_INTERFACE
+        return self.config.node(role).data_interface or LOOPBACK
 
     def start_trials(self) -> dict[Role, NodeCgroup | RemoteCgroup]:
         """Setup is over: from now on each trial reports its own OOM kills, through the sweep's

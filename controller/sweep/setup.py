@@ -12,11 +12,12 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from agent import __version__
+from analysis.truth import TRUTH_FILE
 from controller.config.model import Config, MeterConfig, NodeConfig, Role
 from controller.device.emulation import Emulation, emulated_devices
 from controller.device.transport import CgroupTransport
@@ -24,6 +25,7 @@ from controller.errors import ConfigError, DeviceError
 from controller.link import shaped_link
 from controller.meter.calibration import Calibration, nominal
 from controller.meter.node_power import WatchSpec
+from controller.meter.power_model import PI_3B, PowerModel
 from controller.meter.session import MeterSession
 from controller.meter.simulate import SimulatedMeter, SimulateOptions
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
@@ -38,7 +40,7 @@ from controller.sweep.meter_tap import MeterTap
 from controller.workloads import prepare_sweep, preparer
 
 MARKER_FIFO = "marker.fifo"
-TRUTH = "meter-truth.csv"
+TRUTH = TRUTH_FILE
 
 
 def open_node(
@@ -68,6 +70,11 @@ def _calibration(meter: MeterConfig, inputs: tuple[int, ...]) -> Calibration:
     return nominal(inputs, meter.sensor, meter.supply_v)
 
 
+def _model(meter: MeterConfig) -> PowerModel:
+    """The modelled meters' Pi 3B model, with the config's network term."""
+    return replace(PI_3B, network_nj_per_byte=meter.network_nj_per_byte)
+
+
 @contextmanager
 def _device(
     meter: MeterConfig, watch: tuple[WatchSpec, ...], run_dir: Path, marker: Path | None
@@ -80,7 +87,9 @@ def _device(
         return
     truth = run_dir / TRUTH
     if meter.source == "virtual":
-        options = VirtualMeterOptions(watch=watch, truth_path=truth, marker_fifo=marker)
+        options = VirtualMeterOptions(
+            watch=watch, truth_path=truth, marker_fifo=marker, model=_model(meter)
+        )
         virtual = VirtualMeter(options)
         virtual.start()
         try:
@@ -89,7 +98,9 @@ def _device(
             virtual.stop()
             virtual.close()
         return
-    sim_options = SimulateOptions(watch=watch, truth_path=truth, marker_fifo=marker)
+    sim_options = SimulateOptions(
+        watch=watch, truth_path=truth, marker_fifo=marker, model=_model(meter)
+    )
     simulated = SimulatedMeter(sim_options)
     thread = threading.Thread(target=simulated.run, name="simavr-driver", daemon=True)
     thread.start()
