@@ -27,6 +27,7 @@ from controller.dashboard.state import Notice, SweepStarted
 from controller.errors import ConfigError, ControllerError
 from controller.run.columns import workload_columns
 from controller.run.recorder import RunRecorder, manifest_to_resume, read_trials
+from controller.sweep import baseline
 from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
 from controller.sweep.errors import MeterLost, NodeLost
 from controller.sweep.plan import PlannedTrial, plan_trials
@@ -41,6 +42,7 @@ _PLAN_KEYS = (
     ("run", "order"),
     ("sweep",),
     ("workload",),
+    ("energy", "window"),
 )
 
 
@@ -180,8 +182,8 @@ def _measure(
             if sweep.resumed is None:
                 nodes.ensure_server(plan[0].values)
                 rtt_s = nodes.measure_rtt_s()
-                sink.post(Notice(f"measuring idle power for {config.run.idle_baseline_s:g} s"))
-                idle_mw = meter.idle_baseline_mw(config.run.idle_baseline_s)
+                idle = baseline.before_sweep(meter, config, sink.post, recorder)
+                idle_mw = idle.baseline.mean_mw
                 recorder.write_manifest({
                     "run_id": sweep.run_dir.name,
                     "created_wall_ns": time.time_ns(),
@@ -192,6 +194,8 @@ def _measure(
                     **facts,
                     "idle_baseline_mw": idle_mw,
                     "idle_baseline_s": config.run.idle_baseline_s,
+                    "idle_baseline": idle.facts(),
+                    "energy_window": config.energy.window,
                     "rtt_s": rtt_s,
                     "planned_trials": len(plan),
                 })  # fmt: skip
@@ -212,8 +216,12 @@ def _measure(
                     post=sink.post,
                     stop=stop,
                     stop_rule=_stop_rule(config),
+                    energy_window=config.energy.window,
                 )
-                return engine.run(plan)
+                outcome = engine.run(plan)
+                if outcome.paused is None and config.energy.idle_end:
+                    baseline.after_sweep(meter, config, sink.post, recorder)
+                return outcome
             finally:
                 watch.close()
     except (MeterLost, NodeLost) as exc:
