@@ -50,7 +50,7 @@ def test_a_command_reports_its_process_span_and_the_cpu_it_and_its_children_used
     try:
         before_ns = time.monotonic_ns()
         busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
-        result = Node(transport).run(["sh", "-c", f'"$0" -c "$1"', sys.executable, busy])
+        result = Node(transport).run(["sh", "-c", '"$0" -c "$1"', sys.executable, busy])
         after_ns = time.monotonic_ns()
     finally:
         transport.close()
