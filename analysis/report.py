@@ -61,7 +61,7 @@ from analysis.points import (
     summarize_points,
 )
 from analysis.stats import cochran_sample_size
-from analysis.study import SETTLE_TOLERANCE, Check, study_checks
+from analysis.study import MAGNITUDE_FACTOR, SETTLE_TOLERANCE, Check, study_checks
 
 REPORT_DIR = "report"
 FIGURES_DIR = "figures"
@@ -308,9 +308,17 @@ def study_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
         Heading("Against the study's findings"),
         Paragraph(
             "The study's numbers come from two Raspberry Pi 3B; the verdicts judge shape and "
-            f"direction. Knee: the smallest window from which every mean stays within "
-            f"{SETTLE_TOLERANCE * 100:g} % of the mean at the largest window. Increases carry an "
-            "approximate CI (delta method); one 'holds' when its CI excludes zero."
+            f"direction, and the size of the effects the study quantified. Knee: the smallest "
+            f"window from which every mean stays within {SETTLE_TOLERANCE * 100:g} % of the mean "
+            "at the largest window. An increase's CI comes from the delta method on the log of "
+            "the ratio of the two means, with Student's t at Welch-Satterthwaite degrees of "
+            "freedom (df in the text). Its verdict: 'agrees' when the CI excludes zero on the "
+            "study's side and holds the study's effect (or the run's is within "
+            f"{MAGNITUDE_FACTOR:g}x of it); 'same direction' when it excludes zero there but "
+            "the effect is a different size (how many times the study's, in the text); "
+            "'inconclusive' when it holds both zero and the study's effect; 'differs' "
+            "otherwise. Absolute values (energy, server times) depend on the hardware: "
+            "they are shown side by side, not judged."
         ),
         Paragraph("What the nodes of this run were:"),
         Bullets(tuple(node_hardware(run))),
