@@ -5,17 +5,18 @@ A virtual or simulated meter writes the exact power it modelled for every sample
 modelled core costs `(full - idle) / cores` mJ above idle (687.5 mJ for the Pi 3B model), a byte
 on its network interface `network_nj_per_byte` nJ. So each trial's truth above idle, integrated
 over the trial's own window, must equal the model applied to the node's own activity in that
-window, measured independently of the meter: the client agent's CPU time over the fetch
-(`client_cpu_s`; for the "process" window the trial process's, `client_process_cpu_s`) and the
-bytes it received and sent. `agreement` makes that table; a trial whose ratio strays beyond
-`TOLERANCE` means the meter booked the node's work at the wrong moment (the defect this check
-was written for: a late-found interpreter's start-up booked whole into the next trial) or that
-something else ran on the node.
+window, measured independently of the meter's booking: the client agent's CPU time over the
+fetch (`client_cpu_s`; for the "process" window the trial process's, `client_process_cpu_s`)
+and the bytes on the client's interface while its trial process ran (`client_interface_bytes`:
+the network term's own input, here only summed over the trial; a fetch window leaves out the
+few hundred bytes of the connection's close), else the HTTP/2 bytes it received and sent.
+`agreement` makes that table; a trial whose ratio strays beyond `TOLERANCE` means the meter
+booked the node's work at the wrong moment (the defect this check was written for: a late-found
+interpreter's start-up booked whole into the next trial) or that something else ran on the node.
 
 What the reference does not see: CPU the node spent in the window outside the client agent
-(none on a quiet node), TCP/IP and link-layer headers (the agent counts HTTP/2 bytes; on
-loopback with 64 KiB segments the headers are well under 1 %), and other traffic on a shared
-loopback interface (data/README.md).
+(none on a quiet node); without interface counts, TCP/IP headers and acknowledgements (at a
+256-byte window one frame per segment: about a quarter more bytes than HTTP/2 counts).
 """
 
 from __future__ import annotations
@@ -101,10 +102,7 @@ def agreement(run: Run) -> pd.DataFrame | None:
     for _, trial in run.ok.iterrows():
         start, length = float(trial["window_start_s"]), float(trial["window_s"])
         cpu = float(trial.get(cpu_column, math.nan))
-        sent = trial.get("client_bytes_sent", 0.0)
-        bytes_ = float(trial.get("client_bytes_received", 0.0)) + (
-            0.0 if pd.isna(sent) else float(sent)
-        )
+        bytes_ = _bytes(trial)
         try:
             energy, _samples = window_energy_mj(t_s, truth, start, start + length)
         except ValueError:
@@ -124,6 +122,18 @@ def agreement(run: Run) -> pd.DataFrame | None:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _bytes(trial: pd.Series) -> float:
+    """The bytes the network term saw: the client node's interface over the trial process
+    where the run measured it (TCP/IP headers and acknowledgements included), else the HTTP/2
+    bytes the agent counted (received and sent), which leave those out."""
+    on_interface = trial.get("client_interface_bytes")
+    if on_interface is not None and not pd.isna(on_interface):
+        return float(on_interface)
+    sent = trial.get("client_bytes_sent")
+    received = trial.get("client_bytes_received")
+    return sum(0.0 if v is None or pd.isna(v) else float(v) for v in (received, sent))
 
 
 def outside(table: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame:

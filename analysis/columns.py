@@ -80,6 +80,8 @@ NUMERIC_COLUMNS: tuple[str, ...] = (
     "client_rss_peak_bytes",
     "client_bytes_received",
     "client_bytes_sent",
+    "client_interface_bytes",
+    "client_interface_packets",
     "client_data_frames",
     "client_window_update_frames",
     "server_serve_s",

@@ -58,6 +58,15 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     Column("client_rss_peak_bytes", "B", "client agent peak resident set size over the fetch"),
     Column("client_bytes_received", "B", "bytes the client received, frame headers included"),
     Column("client_bytes_sent", "B", "bytes the client sent, frame headers included"),
+    Column(
+        "client_interface_bytes",
+        "B",
+        "bytes on the client node's network interface while its trial process ran, both "
+        "directions, TCP/IP headers included (local nodes; loopback: each frame once, shared)",
+    ),
+    Column(
+        "client_interface_packets", "", "packets on that interface over the same span, likewise"
+    ),
     Column("client_data_frames", "", "DATA frames the client received"),
     Column("client_window_update_frames", "", "WINDOW_UPDATE frames the client sent"),
     Column("server_serve_s", "s", "first request received -> last byte handed to the kernel"),

@@ -8,6 +8,7 @@ from typing import Any
 from agent.workloads import SPECS
 from controller.energy import WindowEnergy
 from controller.nodes.agent import TRIAL_PROCESS
+from controller.sweep.agent_pair import TRIAL_INTERFACE
 from controller.sweep.interfaces import PowerWindow
 from controller.sweep.plan import PlannedTrial
 
@@ -75,6 +76,10 @@ def trial_row(
             client_data_frames=_frames(client, "received", "DATA"),
             client_window_update_frames=_frames(client, "sent", "WINDOW_UPDATE"),
         )
+        interface = client.get(TRIAL_INTERFACE)
+        if isinstance(interface, Mapping):
+            row["client_interface_bytes"] = interface.get("bytes")
+            row["client_interface_packets"] = interface.get("packets")
         process = client.get(TRIAL_PROCESS)
         if isinstance(process, Mapping):
             row["client_process_s"] = (

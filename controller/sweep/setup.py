@@ -24,6 +24,7 @@ from controller.device.transport import CgroupTransport
 from controller.errors import ConfigError, DeviceError
 from controller.link import shaped_link
 from controller.meter.calibration import Calibration, nominal
+from controller.meter.net_load import InterfaceCounters
 from controller.meter.node_power import WatchSpec
 from controller.meter.power_model import PI_3B, PowerModel
 from controller.meter.session import MeterSession
@@ -196,6 +197,11 @@ def open_sweep(
             marker=f"fifo:{marker_path}" if marker_path is not None else None,
             client_offset_ns=int(offset),
             facts=facts,
+            client_traffic=(
+                None
+                if client_anchor is None
+                else InterfaceCounters(devices.interface("client"), client_anchor).read
+            ),
         )
         stack.callback(_stop_server, pair)
         yield pair, tap, {"nodes": facts, "meter": tap.facts(), "link": link, "device": device}

@@ -75,4 +75,7 @@ def test_the_truth_of_every_trial_process_matches_the_model_of_its_cpu_and_bytes
     assert manifest["energy_window"] == "process"
     assert manifest["meter"]["accounting"]["client"]["source"] == "cgroup"
     assert manifest["meter"]["model"]["network_nj_per_byte"] > 0
+    ok = load_run(run).ok
+    # The client's own end of the data link: its HTTP/2 bytes and the TCP/IP/Ethernet headers.
+    assert (ok["client_interface_bytes"] > ok["client_bytes_received"]).all()
     _check(run, trials=4)
