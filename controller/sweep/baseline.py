@@ -168,12 +168,7 @@ def before_sweep(
             f"measuring idle power for {config.run.idle_baseline_s:g} s once the nodes are quiet"
         )
     )
-    measured = measure(
-        meter,
-        config.run.idle_baseline_s,
-        tolerance_mw=energy.idle_tolerance_mw,
-        wait_s=energy.idle_wait_s,
-    )
+    measured = _measure(meter, config)
     post(Notice(summary(measured, "before the sweep")))
     if not measured.baseline.quiet:
         recorder.event("idle_baseline_noisy", when="start", **measured.facts())
@@ -192,13 +187,7 @@ def after_sweep(
     recorder: RunRecorder,
 ) -> None:
     """The baseline after the last trial, added to the manifest as `idle_baseline_end`."""
-    energy = config.energy
-    measured = measure(
-        meter,
-        config.run.idle_baseline_s,
-        tolerance_mw=energy.idle_tolerance_mw,
-        wait_s=energy.idle_wait_s,
-    )
+    measured = _measure(meter, config)
     manifest = read_manifest(recorder.run_dir)
     start = manifest.get("idle_baseline")
     facts = end_facts(start if isinstance(start, Mapping) else {}, measured)
@@ -210,6 +199,15 @@ def after_sweep(
         change is not None and abs(change) > measured.baseline.bound_mw
     ):
         recorder.event("idle_baseline_noisy", when="end", **facts)
+
+
+def _measure(meter: RecentPower, config: Config) -> Measured:
+    return measure(
+        meter,
+        config.run.idle_baseline_s,
+        tolerance_mw=config.energy.idle_tolerance_mw,
+        wait_s=config.energy.idle_wait_s,
+    )
 
 
 def _finite(value: Any) -> Any:
