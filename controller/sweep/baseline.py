@@ -5,8 +5,10 @@ the last (`[energy] idle_end`), which bounds how far it drifted during the sweep
 The rule (configs/README.md, `[energy]`), on `run.idle_baseline_s` of samples split into
 `SEGMENTS` equal parts in time:
 
-- noise: the sd of the samples around their own part's mean (the meter's own noise: sensor,
-  quantisation), and from it the standard error of one part's mean, `se`;
+- noise: the meter's own noise (sensor, quantisation), estimated robustly from the differences
+  between successive samples (their median absolute deviation / 0.6745 / sqrt 2), so that
+  bursts of activity, which a plain sd would count as noise (and so widen the bound they must
+  stay within), do not; from it the standard error of one part's mean, `se`;
 - spread: the largest distance of a part's mean from the median of the parts' means;
 - drift: the least-squares slope of the parts' means over time, times the baseline's length;
 - quiet when spread and |drift| are both at most `idle_tolerance_mw` + 4 se (the 4 se keep the
@@ -41,6 +43,7 @@ from controller.run.recorder import RunRecorder
 
 SEGMENTS = 5
 _NOISE_SES = 4.0
+_MAD_PER_SD = 0.6745  # a normal variable's median absolute deviation in standard deviations
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -61,7 +64,7 @@ class Baseline:
 
     mean_mw: float
     sd_mw: float  # of all its samples
-    noise_mw: float  # sd within the parts: the meter's noise
+    noise_mw: float  # the meter's noise, from successive samples' differences (robust)
     spread_mw: float
     drift_mw: float  # over the whole baseline
     duration_s: float
@@ -80,8 +83,8 @@ def judge(t_s: FloatArray, power_mw: FloatArray, tolerance_mw: float) -> Baselin
     parts = np.array_split(np.arange(len(power_mw)), SEGMENTS)
     means = np.array([power_mw[p].mean() for p in parts])
     centres = np.array([t_s[p].mean() for p in parts])
-    residuals = np.concatenate([power_mw[p] - m for p, m in zip(parts, means, strict=True)])
-    noise = float(np.sqrt(np.sum(residuals**2) / max(1, len(power_mw) - SEGMENTS)))
+    steps = np.diff(power_mw)
+    noise = float(np.median(np.abs(steps - np.median(steps)))) / _MAD_PER_SD / math.sqrt(2)
     se = noise / math.sqrt(min(len(p) for p in parts))
     duration = float(t_s[-1] - t_s[0])
     slope = float(np.polyfit(centres, means, 1)[0]) if np.ptp(centres) > 0 else 0.0

@@ -97,3 +97,16 @@ def test_the_end_baseline_says_how_far_it_moved() -> None:
     start = judge(t, p, tolerance_mw=5.0).facts()
     assert end_facts(start, end)["change_mw"] == pytest.approx(3.0)
     assert end_facts({}, end)["change_mw"] is None
+
+
+def test_activity_cannot_widen_its_own_bound() -> None:
+    """Bursts spread over every fifth (other traffic on a shared loopback, say) raise the
+    samples' sd, but the meter's noise is estimated from successive samples' differences, so
+    the bound stays the meter's and the drift they cause is caught."""
+    t, p = _quiet()
+    for start in range(300, 5000, 700):
+        p[start : start + 60 + start // 50] += 500.0 + start / 10
+    baseline = judge(t, p, tolerance_mw=5.0)
+    assert baseline.sd_mw > 150
+    assert baseline.noise_mw == pytest.approx(120.0, rel=0.1)
+    assert not baseline.quiet
