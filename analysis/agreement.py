@@ -7,9 +7,10 @@ on its network interface `network_nj_per_byte` nJ. So each trial's truth above i
 over the trial's own window, must equal the model applied to the node's own activity in that
 window, measured independently of the meter's booking: the client agent's CPU time over the
 fetch (`client_cpu_s`; for the "process" window the trial process's, `client_process_cpu_s`)
-and the bytes on the client's interface while its trial process ran (`client_interface_bytes`:
-the network term's own input, here only summed over the trial; a fetch window leaves out the
-few hundred bytes of the connection's close), else the HTTP/2 bytes it received and sent.
+and the bytes on the client's interface in that window: for the fetch, between its two marker
+edges as the virtual meter logged them (`meter-edges.csv`); for the process window, over the
+process (`client_interface_bytes`); else the HTTP/2 bytes the agent received and sent. The
+interface bytes are the network term's own input: they check when its traffic was booked.
 `agreement` makes that table; a trial whose ratio strays beyond `TOLERANCE` means the meter
 booked the node's work at the wrong moment (the defect this check was written for: a late-found
 interpreter's start-up booked whole into the next trial) or that something else ran on the node.
@@ -98,11 +99,13 @@ def agreement(run: Run) -> pd.DataFrame | None:
     process = run.manifest.get("energy_window") == "process"
     cpu_column = "client_process_cpu_s" if process else "client_cpu_s"
     t_s = np.arange(len(truth)) / rate
+    edges = None if process else _edge_bytes(run)
     rows = []
     for _, trial in run.ok.iterrows():
         start, length = float(trial["window_start_s"]), float(trial["window_s"])
         cpu = float(trial.get(cpu_column, math.nan))
-        bytes_ = _bytes(trial)
+        between = edges.get(round(start * rate)) if edges else None
+        bytes_ = _bytes(trial) if between is None else between
         try:
             energy, _samples = window_energy_mj(t_s, truth, start, start + length)
         except ValueError:
@@ -122,6 +125,30 @@ def agreement(run: Run) -> pd.DataFrame | None:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _edge_bytes(run: Run) -> dict[int, float] | None:
+    """Rising edge's sample index -> the client input's interface bytes between it and the
+    next falling edge, from the virtual meter's edge log (None without one)."""
+    meter = run.manifest.get("meter")
+    name = meter.get("edges") if isinstance(meter, Mapping) else None
+    path = run.path / str(name) if name else None
+    if path is None or not path.exists():
+        return None
+    table = pd.read_csv(path)
+    client = int(meter.get("client_analog_input", 0)) if isinstance(meter, Mapping) else 0
+    table = table[(table["start"] == 1) & (table["analog_input"] == client)]
+    found: dict[int, float] = {}
+    rising: pd.Series | None = None
+    for _, edge in table.sort_values("sample_index", kind="stable").iterrows():
+        if edge["level"] == 1:
+            rising = edge
+        elif rising is not None:
+            found[int(rising["sample_index"])] = float(
+                edge["interface_bytes"] - rising["interface_bytes"]
+            )
+            rising = None
+    return found
 
 
 def _bytes(trial: pd.Series) -> float:

@@ -82,6 +82,11 @@ class Traffic:
         self._last_s = now_s
         self._rates = (0.0, 0.0)
 
+    @property
+    def last(self) -> Counters:
+        """The counters as of the latest update."""
+        return self._last
+
     def update(self, now_s: float) -> tuple[float, float]:
         elapsed = now_s - self._last_s
         if elapsed <= 0:

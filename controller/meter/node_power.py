@@ -28,10 +28,10 @@ from typing import IO
 import numpy as np
 import numpy.typing as npt
 
-from analysis.truth import TRUTH_HEADER
+from analysis.truth import EDGES_HEADER, TRUTH_HEADER
 from controller.errors import ConfigError
 from controller.meter.cpu_load import CgroupCpu, ProcessTreeCpu, Utilisation
-from controller.meter.net_load import InterfaceCounters, Traffic
+from controller.meter.net_load import Counters, InterfaceCounters, Traffic
 from controller.meter.power_model import PI_3B, PowerModel
 from controller.meter.sensor import Acs712
 
@@ -76,6 +76,7 @@ class ModelledMeterOptions:
 
     watch: tuple[WatchSpec, ...] = ()
     truth_path: Path | None = None
+    edges_path: Path | None = None  # the marker edges with the inputs' traffic (EdgeLog)
     marker_fifo: Path | None = None
     model: PowerModel = PI_3B
     sensor: Acs712 = field(default_factory=Acs712)
@@ -114,6 +115,14 @@ class NodePower:
             if not self._no_load:
                 self._power_mw[n] = self._model.power_mw(utilisation, bytes_per_s, packets_per_s)
 
+    def traffic(self, analog_input: int) -> Counters | None:
+        """The input's interface counters as of the latest refresh (None without a network
+        term)."""
+        if analog_input >= len(self._traffic):
+            return None
+        traffic = self._traffic[analog_input]
+        return None if traffic is None else traffic.last
+
     def power_mw(self, inputs: tuple[int, ...] | None = None) -> npt.NDArray[np.float64]:
         """Current power of the given inputs (default: all eight)."""
         if inputs is None:
@@ -147,6 +156,36 @@ class TruthWriter:
     def flush(self) -> None:
         if self._file is not None:
             self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+class EdgeLog:
+    """The modelled meter's side file of marker edges (`EDGES_HEADER`, analysis.truth): for each
+    edge, the sample index it was stamped with and the watched inputs' interface counters at
+    that moment, so a trial's own traffic can be read between its two edges."""
+
+    def __init__(self, path: Path | None) -> None:
+        self._file: IO[str] | None = None
+        if path is not None:
+            try:
+                self._file = path.open("w", encoding="ascii")
+            except OSError as exc:
+                raise ConfigError(f"{path}: cannot write: {exc.strerror}") from None
+            self._file.write(EDGES_HEADER)
+
+    def edge(self, start: int, index: int, level: int, power: NodePower, inputs: int) -> None:
+        if self._file is None:
+            return
+        for n in range(inputs):
+            counters = power.traffic(n)
+            if counters is not None:
+                self._file.write(
+                    f"{start},{index},{level},{n},{counters.bytes},{counters.packets}\n"
+                )
+        self._file.flush()
 
     def close(self) -> None:
         if self._file is not None:

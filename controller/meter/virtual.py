@@ -22,7 +22,13 @@ import numpy as np
 
 from controller.errors import MeterError
 from controller.meter.device import BoardIdentity, DeviceCore
-from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
+from controller.meter.node_power import (
+    EdgeLog,
+    MarkerFifo,
+    ModelledMeterOptions,
+    NodePower,
+    TruthWriter,
+)
 from controller.meter.protocol import SampleArray
 
 _OUTPUT_CAP_BYTES = 1 << 20  # a host that stops reading loses the oldest bytes beyond this
@@ -47,6 +53,7 @@ class VirtualMeter:
         self._rng = np.random.default_rng(options.seed)
         self._device = DeviceCore(self._sample, options.identity)
         self._truth = TruthWriter(options.truth_path)
+        self._edges = EdgeLog(options.edges_path)
         self._marker = MarkerFifo(options.marker_fifo)
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)  # no echo, no line discipline before a host configures it
@@ -77,6 +84,7 @@ class VirtualMeter:
                 os.close(fd)
         self._marker.close()
         self._truth.close()
+        self._edges.close()
 
     def run(self) -> None:
         """Serve until `stop()`."""
@@ -94,7 +102,10 @@ class VirtualMeter:
             if self._marker.fd in readable:
                 for edge in self._marker.edges():
                     self._power.refresh(now)
-                    self._device.marker(edge, now)
+                    index = self._device.marker(edge, now)
+                    if index is not None:
+                        inputs = len(self.options.watch)
+                        self._edges.edge(self._truth.starts, index, edge, self._power, inputs)
             if now >= next_tick:
                 self._power.refresh(now)
                 self._device.advance(now)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import __version__
-from analysis.truth import TRUTH_FILE
+from analysis.truth import EDGES_FILE, TRUTH_FILE
 from controller.config.model import Config, MeterConfig, NodeConfig, Role
 from controller.device.emulation import Emulation, emulated_devices
 from controller.device.transport import CgroupTransport
@@ -89,12 +89,23 @@ def _device(
     truth = run_dir / TRUTH
     if meter.source == "virtual":
         options = VirtualMeterOptions(
-            watch=watch, truth_path=truth, marker_fifo=marker, model=_model(meter)
+            watch=watch,
+            truth_path=truth,
+            edges_path=run_dir / EDGES_FILE,
+            marker_fifo=marker,
+            model=_model(meter),
         )
         virtual = VirtualMeter(options)
         virtual.start()
         try:
-            yield virtual.port, {"ground_truth": TRUTH, "model": asdict(options.model)}
+            yield (
+                virtual.port,
+                {
+                    "ground_truth": TRUTH,
+                    "edges": EDGES_FILE,
+                    "model": asdict(options.model),
+                },
+            )
         finally:
             virtual.stop()
             virtual.close()
