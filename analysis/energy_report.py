@@ -83,8 +83,9 @@ def truth_blocks(run: Run) -> list[Block]:
         Paragraph(
             "The modelled meter's exact power, integrated over each trial's own window, against "
             "its model applied to the client's own activity in that window as the agent "
-            "measured it (CPU time; bytes on its interface while its trial process ran: "
-            "analysis/agreement.py). A ratio far from 1 means the meter booked work at the "
+            "measured it (its CPU time; the bytes on its interface in the window: between the "
+            "fetch's marker edges, or over the trial process; analysis/agreement.py). A ratio "
+            "far from 1 means the meter booked work at the "
             "wrong moment, or that something else ran on the node. The bytes are the network "
             "term's own input, so this checks when the traffic was booked, not whose it was: "
             "on loopback, shared by both nodes and the rest of the machine, other traffic "
