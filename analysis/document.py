@@ -94,9 +94,16 @@ figure { margin: 1em 0 2em; }
 figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: 0.9em; color: #444; }
 td.agrees { background: #e6f4e6; } td.differs { background: #fbe9e7; }
+td.partly { background: #fff6dd; }
 """
 
-_VERDICT_CLASSES = ("agrees", "differs")
+# A verdict cell's text -> its class (colour).
+_VERDICT_CLASSES = {
+    "agrees": "agrees",
+    "differs": "differs",
+    "same direction": "partly",
+    "inconclusive": "partly",
+}
 
 
 def _html_table(block: Table) -> str:
@@ -105,7 +112,7 @@ def _html_table(block: Table) -> str:
     rows = []
     for row in block.rows:
         cells = "".join(
-            f'<td class="{c}">{html.escape(c)}</td>'
+            f'<td class="{_VERDICT_CLASSES[c]}">{html.escape(c)}</td>'
             if c in _VERDICT_CLASSES
             else f"<td>{html.escape(c)}</td>"
             for c in row

@@ -24,6 +24,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from analysis.bounds import Bounds
 from analysis.columns import WINDOW_AXIS, metric_of
+from analysis.frame_model import Fit as FrameFit
 from analysis.points import metric_rows, plain, x_axis_of
 
 PNG_DPI = 110
@@ -376,4 +377,32 @@ def figure_power(traces: Sequence[Trace], idle_mw: float | None) -> Figure | Non
         "median energy)",
         fontsize=11,
     )
+    return figure
+
+
+def figure_frame_model(fits: Sequence[FrameFit]) -> Figure | None:
+    """Measured against predicted per trial, one panel per fitted response: how well frames,
+    bytes and duration explain a trial's energy and CPU time."""
+    if not fits:
+        return None
+    figure = _new_figure(4.3 * len(fits) + 0.5, 4.0)
+    axes = figure.subplots(1, len(fits), squeeze=False)[0]
+    for ax, fit in zip(axes, fits, strict=True):
+        measured, predicted = fit.residuals["measured"], fit.residuals["predicted"]
+        ax.scatter(predicted, measured, s=14, color="tab:blue", alpha=0.8, label="trials")
+        low = float(min(measured.min(), predicted.min()))
+        high = float(max(measured.max(), predicted.max()))
+        ax.plot([low, high], [low, high], color="0.4", linestyle="--", linewidth=1, label="y = x")
+        unit = fit.response.unit
+        ax.set_xlabel(f"predicted {fit.response.label} ({unit})")
+        ax.set_ylabel(f"measured {fit.response.label} ({unit})")
+        ax.set_title(
+            f"{fit.group}: R² {fit.r2:.3f}, residual sd {fit.residual_sd:.3g} {unit}", fontsize=9
+        )
+        if high > 0 and low > 0 and high / low > _LOG_RANGE:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="best", framealpha=0.85)
+    figure.suptitle("Per-frame cost model: measured vs predicted per trial", fontsize=11)
     return figure

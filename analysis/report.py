@@ -1,8 +1,10 @@
 """One run's report: `<run>/report/` with report.md, report.html, summary.csv and figures/.
 
 Layout of the report: the run's facts (manifest, trial accounting, events), the checks against
-the study's published findings, the figures (Figures 1-3 of the study with the flow-control and
-link bounds, power traces, frames per byte, memory), the sample size, then one table per metric.
+the study's published findings, the energy sections (the idle baseline, the modelled meter's
+ground truth per trial, the per-frame cost model: `analysis.energy_report`), the figures
+(Figures 1-3 of the study with the flow-control and link bounds, power traces, frames per byte,
+memory, the per-frame model's fit), the sample size, then one table per metric.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ from analysis.document import (
     to_html,
     to_markdown,
 )
+from analysis.energy_report import (
+    frame_model_blocks,
+    idle_blocks,
+    residuals_table,
+    truth_blocks,
+)
 from analysis.facts import (
     emulated_core_fractions,
     event_counts,
@@ -45,6 +53,7 @@ from analysis.figures import (
     Trace,
     figure_client,
     figure_cpu_pct,
+    figure_frame_model,
     figure_frames,
     figure_memory,
     figure_power,
@@ -52,6 +61,7 @@ from analysis.figures import (
     figure_workload,
     save,
 )
+from analysis.frame_model import fit_run, summary_rows
 from analysis.load import Run, load_power, require_results, workload_columns
 from analysis.points import (
     DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
@@ -61,7 +71,7 @@ from analysis.points import (
     summarize_points,
 )
 from analysis.stats import cochran_sample_size
-from analysis.study import SETTLE_TOLERANCE, Check, study_checks
+from analysis.study import MAGNITUDE_FACTOR, SETTLE_TOLERANCE, Check, study_checks
 
 REPORT_DIR = "report"
 FIGURES_DIR = "figures"
@@ -87,7 +97,9 @@ def percent_text(fraction: float) -> str:
 
 def write_summary_csv(summary: pd.DataFrame, path: Path) -> None:
     """summary.csv: metric, the swept settings, n, mean, sd, ci_low, ci_high, confidence, then
-    median, relative_half_width, reps_needed, outliers, missing; values in the recorded units."""
+    median, relative_half_width, reps_needed, outliers, missing; values in the recorded units.
+    The per-frame cost model's coefficients follow as `frame_model:*` rows (estimate as mean,
+    standard error as sd, the swept settings empty)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     summary.to_csv(path, index=False, lineterminator="\n")
 
@@ -308,9 +320,17 @@ def study_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
         Heading("Against the study's findings"),
         Paragraph(
             "The study's numbers come from two Raspberry Pi 3B; the verdicts judge shape and "
-            f"direction. Knee: the smallest window from which every mean stays within "
-            f"{SETTLE_TOLERANCE * 100:g} % of the mean at the largest window. Increases carry an "
-            "approximate CI (delta method); one 'holds' when its CI excludes zero."
+            f"direction, and the size of the effects the study quantified. Knee: the smallest "
+            f"window from which every mean stays within {SETTLE_TOLERANCE * 100:g} % of the mean "
+            "at the largest window. An increase's CI comes from the delta method on the log of "
+            "the ratio of the two means, with Student's t at Welch-Satterthwaite degrees of "
+            "freedom (df in the text). Its verdict: 'agrees' when the CI excludes zero on the "
+            "study's side and holds the study's effect (or the run's is within "
+            f"{MAGNITUDE_FACTOR:g}x of it); 'same direction' when it excludes zero there but "
+            "the effect is a different size (how many times the study's, in the text); "
+            "'inconclusive' when it holds both zero and the study's effect; 'differs' "
+            "otherwise. Absolute values (energy, server times) depend on the hardware: "
+            "they are shown side by side, not judged."
         ),
         Paragraph("What the nodes of this run were:"),
         Bullets(tuple(node_hardware(run))),
@@ -326,6 +346,7 @@ def build_blocks(
     notes: Sequence[str],
     target: float,
     comparisons: Sequence[tuple[str, str]],
+    energy: Sequence[Block] = (),
 ) -> list[Block]:
     blocks: list[Block] = [
         Heading(f"Run report: {run.name}", 1),
@@ -360,6 +381,7 @@ def build_blocks(
     if comparisons:
         blocks += [Heading("Comparisons"), Links(tuple(comparisons))]
     blocks += study_blocks(run, summary)
+    blocks += energy
     blocks += [
         Heading("Figures"),
         *(
@@ -391,9 +413,23 @@ def write_report(
     if summary is None:
         summary = summarize_points(run, target_relative_half_width)
     bounds = bounds_of(run)
+    fits = fit_run(run)
     summary_csv = directory / "summary.csv"
-    write_summary_csv(summary, summary_csv)
+    write_summary_csv(pd.concat([summary, summary_rows(fits, run.axes)]), summary_csv)
+    residuals_table(fits).to_csv(
+        directory / "frame_model_residuals.csv", index=False, lineterminator="\n"
+    )
     figures, notes = _figures(run, summary, bounds)
+    fitted = figure_frame_model(fits)
+    if fitted is not None:
+        figures.append(
+            (
+                "frame_model",
+                fitted,
+                "Per-frame cost model: each trial's measured energy above idle and CPU time "
+                "against what its frames, bytes and duration predict (dashed: equality).",
+            )
+        )
     # Figures of an earlier report of this run (say, a power figure it no longer has) must go.
     shutil.rmtree(figures_dir, ignore_errors=True)
     paths: list[Path] = []
@@ -406,6 +442,7 @@ def write_report(
         notes=notes,
         target=target_relative_half_width,
         comparisons=comparisons,
+        energy=[*idle_blocks(run), *truth_blocks(run), *frame_model_blocks(fits)],
     )
     markdown = directory / "report.md"
     markdown.write_text(to_markdown(blocks), encoding="utf-8")

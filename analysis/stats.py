@@ -42,6 +42,14 @@ def t_quantile(confidence: float, n: int) -> float:
     return float(stdtrit(n - 1, (1 + confidence) / 2))
 
 
+def t_quantile_df(confidence: float, df: float) -> float:
+    """The two-sided Student-t critical value at `df` degrees of freedom (not an integer for
+    Welch-Satterthwaite)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence {confidence} must be between 0 and 1")
+    return float(stdtrit(df, (1 + confidence) / 2))
+
+
 def summarize(values: Iterable[float], confidence: float = DEFAULT_CONFIDENCE) -> Summary:
     data = np.asarray(list(values), dtype=np.float64)
     n = int(data.size)

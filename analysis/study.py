@@ -12,7 +12,19 @@ Definitions used by the verdicts:
 - knee: the smallest window from which every mean stays within `SETTLE_TOLERANCE` of the mean at
   the largest window;
 - flat: (max - min) of the means up to 4096 B is at most `FLAT_TOLERANCE` x their average;
-- an increase "holds" when its confidence interval (delta method, normal quantile) excludes zero.
+- an increase (mean at 4096 over mean at 65535, minus 1) carries a confidence interval from the
+  delta method on the log of the ratio of the two means (so it stays positive), with Student's
+  t at Welch-Satterthwaite degrees of freedom (the two points' variances are not assumed
+  equal, and n is small: 5 per point in the embedded default, where a normal quantile would
+  make the interval too narrow). It "holds" when its CI excludes zero;
+- a relative effect the study quantified (response time +300 %, CPU time +42 %) is judged on
+  magnitude as well as direction: "agrees" when the run's CI excludes zero on the study's side
+  and either contains the study's value or puts the run's effect within `MAGNITUDE_FACTOR` of
+  it (a tight CI around +299 % agrees with +300 %); "same direction" when it excludes zero on
+  that side but the effect is further from the study's (the text says how many times the
+  study's effect it is: "same direction, 7.1x the study's effect"); "inconclusive" when the CI
+  contains both zero and the study's value; "differs" otherwise (the opposite direction, or no
+  change where the study found one).
 """
 
 from __future__ import annotations
@@ -28,8 +40,9 @@ from scipy import stats as _scipy_stats
 
 from analysis.columns import WINDOW_AXIS
 from analysis.points import divided, metric_rows
+from analysis.stats import t_quantile_df
 
-Verdict = Literal["agrees", "differs", "n/a", "info"]
+Verdict = Literal["agrees", "same direction", "inconclusive", "differs", "n/a", "info"]
 
 LOW_WINDOW, HIGH_WINDOW = 4096, 65535
 STUDY_CLIENT_CPU_INCREASE = 0.42
@@ -38,6 +51,7 @@ STUDY_SERVER_CPU_S, STUDY_SERVER_RESPONSE_S = 0.427, 0.627
 STUDY_CLIENT_ENERGY_MJ = 120.0
 STUDY_CLIENT_CPU_PCT, STUDY_SERVER_CPU_PCT = 60.0, 26.0
 SETTLE_TOLERANCE = 0.10
+MAGNITUDE_FACTOR = 1.5  # an effect from 1/1.5 to 1.5 times the study's is the study's size
 FLAT_TOLERANCE = 0.25
 _SAME_WINDOW_LOG2 = 0.01  # 65535 and 65536 (or 4095 and 4096) are the same point of the sweep
 
@@ -53,11 +67,14 @@ class Check:
 
 @dataclass(frozen=True)
 class Increase:
-    """m_low / m_high - 1 with an approximate CI (NaN when a side has fewer than 2 values)."""
+    """m_low / m_high - 1 with its CI (NaN when a side has fewer than 2 values): delta method
+    on the log of the ratio, Student t at Welch-Satterthwaite `df` (see the module doc)."""
 
     relative: float
     ci_low: float
     ci_high: float
+    df: float = math.nan
+    confidence: float = math.nan
 
     @property
     def holds(self) -> bool:
@@ -66,7 +83,12 @@ class Increase:
     def text(self) -> str:
         if math.isnan(self.ci_low):
             return percent(self.relative)
-        return f"{percent(self.relative)} (CI {percent(self.ci_low)} .. {percent(self.ci_high)})"
+        level = "" if math.isnan(self.confidence) else f"{self.confidence * 100:g} % "
+        df = "inf" if math.isinf(self.df) else f"{self.df:.1f}"
+        return (
+            f"{percent(self.relative)} ({level}CI {percent(self.ci_low)} .. "
+            f"{percent(self.ci_high)}; t, Welch df {df})"
+        )
 
 
 def percent(fraction: float, sign: bool = True) -> str:
@@ -92,13 +114,38 @@ def increase(low: pd.Series, high: pd.Series, confidence: float) -> Increase:
     """Relative increase of the mean at `low` over the mean at `high` (rows of the summary)."""
     m1, m2 = float(low["mean"]), float(high["mean"])
     ratio = m1 / m2
-    if low["n"] < 2 or high["n"] < 2:
+    if low["n"] < 2 or high["n"] < 2 or m1 <= 0 or m2 <= 0:
         return Increase(ratio - 1, math.nan, math.nan)
-    se = abs(ratio) * math.sqrt(
-        (low["sd"] ** 2 / low["n"]) / m1**2 + (high["sd"] ** 2 / high["n"]) / m2**2
+    # Squared relative standard errors of the two means: var(log m) ~ sd^2 / (n m^2).
+    a1 = float(low["sd"]) ** 2 / (float(low["n"]) * m1**2)
+    a2 = float(high["sd"]) ** 2 / (float(high["n"]) * m2**2)
+    if a1 + a2 == 0:
+        return Increase(ratio - 1, ratio - 1, ratio - 1, math.inf, confidence)
+    df = (a1 + a2) ** 2 / (a1**2 / (float(low["n"]) - 1) + a2**2 / (float(high["n"]) - 1))
+    half = t_quantile_df(confidence, df) * math.sqrt(a1 + a2)
+    return Increase(
+        ratio - 1, ratio * math.exp(-half) - 1, ratio * math.exp(half) - 1, df, confidence
     )
-    z = float(_scipy_stats.norm.ppf((1 + confidence) / 2))
-    return Increase(ratio - 1, ratio - 1 - z * se, ratio - 1 + z * se)
+
+
+def magnitude(change: Increase, study: float) -> tuple[Verdict, str]:
+    """Direction and size of a run's relative effect against the study's (module doc)."""
+    factor = change.relative / study if study else math.nan
+    times = f"{factor:.2g}x the study's effect" if math.isfinite(factor) else ""
+    if math.isnan(change.ci_low):
+        same = change.relative * study > 0
+        return "n/a", f"{'same' if same else 'opposite'} direction, {times} (no CI: n < 2)"
+    above, below = change.ci_low > 0, change.ci_high < 0
+    contains_study = change.ci_low <= study <= change.ci_high
+    if (above and study > 0) or (below and study < 0):
+        if contains_study or 1 / MAGNITUDE_FACTOR <= factor <= MAGNITUDE_FACTOR:
+            return "agrees", f"same direction and size ({times})"
+        return "same direction", f"same direction, {times}"
+    if above or below:
+        return "differs", f"opposite direction ({times})"
+    if contains_study:
+        return "inconclusive", "no clear change; the study's effect lies within the CI"
+    return "differs", f"no clear change where the study found {percent(study)}"
 
 
 def _near(rows: pd.DataFrame, window: int) -> pd.Series | None:
@@ -146,7 +193,8 @@ def _increase_check(
     if low is None or high is None:
         return Check(finding, shown, f"needs windows {LOW_WINDOW} and {HIGH_WINDOW}", "n/a", series)
     change = increase(low, high, confidence)
-    return Check(finding, shown, change.text(), "agrees" if change.holds else "differs", series)
+    verdict, judged = magnitude(change, study)
+    return Check(finding, shown, f"{change.text()}: {judged}", verdict, series)
 
 
 def _knee_check(rows: pd.DataFrame, series: str) -> Check:
@@ -185,8 +233,11 @@ def _energy_check(rows: pd.DataFrame, label: str, series: str) -> Check:
         return Check(finding, study, f"needs window {HIGH_WINDOW} and another", "n/a", series)
     point = knee(rows[WINDOW_AXIS].tolist(), rows["mean"].tolist(), SETTLE_TOLERANCE)
     settled = rows[rows[WINDOW_AXIS] >= LOW_WINDOW]["mean"]
+    high = _near(rows, HIGH_WINDOW)
+    scale = "" if high is None else f"; {high['mean'] / STUDY_CLIENT_ENERGY_MJ:.2g}x the study's"
     measured = (
         f"knee at {point} B; {settled.min():.0f} .. {settled.max():.0f} mJ from {LOW_WINDOW} up"
+        f"{scale} at {HIGH_WINDOW} (absolute values depend on the hardware)"
     )
     ok = point is not None and point <= LOW_WINDOW
     return Check(finding, study, measured, "agrees" if ok else "differs", series)

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +127,18 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idle-mw", type=float, default=PI_3B.idle_mw, help="model at idle")
     parser.add_argument("--full-mw", type=float, default=PI_3B.full_mw, help="at full load")
     parser.add_argument("--cores", type=int, default=PI_3B.cores, help="modelled board's cores")
+    parser.add_argument(
+        "--network-nj-per-byte",
+        type=float,
+        default=PI_3B.network_nj_per_byte,
+        help="the model's network term, per byte on --net-interface (0: none)",
+    )
+    parser.add_argument(
+        "--net-interface",
+        metavar="IFACE",
+        help="the watched nodes' network interface, whose traffic drives the network term "
+        "(lo is counted once per frame); default: no network term",
+    )
     parser.add_argument("--seed", type=int, help="noise seed (default: random)")
     parser.add_argument("--duration", type=float, help="stop after this many seconds")
     _sensor_options(parser)
@@ -257,7 +269,9 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _modelled(args: argparse.Namespace) -> dict[str, Any]:
     """The options the virtual and the simulated meter share, from their common flags."""
     return {
-        "watch": tuple(WatchSpec.parse(spec) for spec in args.watch),
+        "watch": tuple(
+            replace(WatchSpec.parse(spec), interface=args.net_interface) for spec in args.watch
+        ),
         "truth_path": args.truth,
         "marker_fifo": args.marker_fifo,
         "model": _model(args),
@@ -319,7 +333,11 @@ def _serve(stop: Any, duration: float | None) -> None:
 def _model(args: argparse.Namespace) -> PowerModel:
     if args.cores < 1 or args.full_mw < args.idle_mw or args.idle_mw < 0:
         raise ConfigError("--idle-mw/--full-mw/--cores: need 0 <= idle <= full and cores >= 1")
-    return PowerModel(args.idle_mw, args.full_mw, args.cores)
+    if args.network_nj_per_byte < 0:
+        raise ConfigError("--network-nj-per-byte: must be 0 or more")
+    return PowerModel(
+        args.idle_mw, args.full_mw, args.cores, network_nj_per_byte=args.network_nj_per_byte
+    )
 
 
 def _mask(text: str) -> int:

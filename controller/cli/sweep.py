@@ -30,6 +30,7 @@ from controller.dashboard.state import Notice, SweepStarted
 from controller.errors import ConfigError, ControllerError
 from controller.run.columns import workload_columns
 from controller.run.recorder import RunRecorder, manifest_to_resume, read_trials
+from controller.sweep import baseline
 from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
 from controller.sweep.errors import MeterLost, NodeLost
 from controller.sweep.plan import PlannedTrial, plan_trials
@@ -44,6 +45,7 @@ _PLAN_KEYS = (
     ("run", "order"),
     ("sweep",),
     ("workload",),
+    ("energy", "window"),
 )
 
 
@@ -234,12 +236,14 @@ def _measure(
                 # A new run, or one stopped before its baseline: nothing measured yet.
                 nodes.ensure_server(plan[0].values)
                 rtt_s = nodes.measure_rtt_s()
-                sink.post(Notice(f"measuring idle power for {config.run.idle_baseline_s:g} s"))
-                idle_mw = meter.idle_baseline_mw(config.run.idle_baseline_s)
+                idle = baseline.before_sweep(meter, config, sink.post, recorder)
+                idle_mw = idle.baseline.mean_mw
                 manifest.update(
                     facts,
                     idle_baseline_mw=idle_mw,
                     idle_baseline_s=config.run.idle_baseline_s,
+                    idle_baseline=idle.facts(),
+                    energy_window=config.energy.window,
                     rtt_s=rtt_s,
                 )
                 recorder.write_manifest(manifest)
@@ -262,8 +266,12 @@ def _measure(
                     post=sink.post,
                     stop=stop,
                     stop_rule=_stop_rule(config),
+                    energy_window=config.energy.window,
                 )
-                return engine.run(plan)
+                outcome = engine.run(plan)
+                if outcome.paused is None and config.energy.idle_end:
+                    baseline.after_sweep(meter, config, sink.post, recorder)
+                return outcome
             finally:
                 watch.close()
     except (MeterLost, NodeLost) as exc:

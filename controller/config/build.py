@@ -20,6 +20,7 @@ from controller.config.model import (
     ROLES,
     AxisValue,
     Config,
+    EnergyConfig,
     LinkConfig,
     MeterConfig,
     NodeConfig,
@@ -55,6 +56,7 @@ def default_values() -> list[tuple[KeyPath, Any]]:
         "nodes": {role: {"host": LOCAL_HOST} for role in ROLES},
         "meter": {**asdict(MeterConfig()), "channels": dict(MeterConfig().channels)},
         "link": asdict(LinkConfig()),
+        "energy": asdict(EnergyConfig()),
     }
     # An unset optional key stays out of the tree (the record's default, None, applies), so the
     # tree holds a None only where a layer said "none": that layer is the one to blame.
@@ -242,6 +244,7 @@ def build(stack: Stack, source: str) -> Config:
         server=_node(stack, "server"),
         meter=_meter(stack),
         link=LinkConfig(**stack.tree["link"]),
+        energy=EnergyConfig(**stack.tree["energy"]),
         source=source,
         layers=tuple(stack.layers),
         origins=tuple(
@@ -249,7 +252,19 @@ def build(stack: Stack, source: str) -> Config:
         ),
     )
     _check_engines(stack, config)
+    _check_energy_window(stack, config)
     return config
+
+
+def _check_energy_window(stack: Stack, config: Config) -> None:
+    """The process window needs the trial process's own start and end, which the controller
+    sees for a local client node only (its anchor starts and reaps the process)."""
+    if config.energy.window == "process" and not config.client.is_local:
+        key = "energy.window"
+        raise ConfigError(
+            f'{stack.origin(key)}: {key}: "process" needs a local client node (the controller '
+            'times the trial process through the node\'s anchor); use "fetch" for SSH nodes'
+        )
 
 
 def _check_kind_engine(stack: Stack, config: Config) -> None:

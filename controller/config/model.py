@@ -18,6 +18,7 @@ from typing import Any, Literal
 from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, ParamValue
 from controller.config.profile import DeviceProfile
+from controller.meter.power_model import POWERPI_NJ_PER_BYTE
 
 Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]
@@ -34,6 +35,10 @@ METER_SOURCES: tuple[MeterSource, ...] = ("serial", "virtual", "simavr")
 ENGINES: tuple[Engine, ...] = ("h2", "nghttp2")
 UNREPRESENTABLE_WINDOW: tuple[UnrepresentableWindow, ...] = ("map", "reject")
 SENSORS: tuple[Sensor, ...] = ("5A", "20A", "30A")
+EnergyWindow = Literal["fetch", "process"]
+ENERGY_WINDOWS: tuple[EnergyWindow, ...] = ("fetch", "process")
+IdleNoisy = Literal["warn", "refuse"]
+IDLE_NOISY: tuple[IdleNoisy, ...] = ("warn", "refuse")
 
 LOCAL_HOST = "local"
 """`host = "local"` runs the node's agent as a subprocess of the controller."""
@@ -151,6 +156,8 @@ class MeterConfig:
     supply_v: float = 5.0
     calibration: Path | None = None
     shunt_ohm: float = 0.1  # the INA219s' shunt resistor
+    # A modelled meter's network term, per byte on the node's interface (0: none).
+    network_nj_per_byte: float = POWERPI_NJ_PER_BYTE
 
     def channel_of(self, role: Role) -> int | None:
         """The channel measuring this node's supply (analog input n, or an INA219's I2C
@@ -196,6 +203,19 @@ class LinkConfig:
         return self.rate_mbit is not None or self.loss_pct > 0 or self.delay_ms > 0
 
 
+@dataclass(frozen=True)
+class EnergyConfig:
+    # What a trial's energy integrates over: the fetch (its marker edges), or the client's whole
+    # trial process, start-up included, as the study did ("over each process's duration").
+    window: EnergyWindow = "fetch"
+    # The idle baseline (run.idle_baseline_s long, controller.sweep.baseline): quiet when every
+    # part of it is within this much of the rest (beyond the meter's own noise).
+    idle_tolerance_mw: float = 5.0
+    idle_wait_s: float = 30.0  # how long to wait for quiet nodes before judging
+    idle_noisy: IdleNoisy = "warn"  # a baseline still noisy then: warn, or refuse the sweep
+    idle_end: bool = True  # measure it again after the last trial, to bound its drift
+
+
 def _plain(value: Any) -> Any:
     """A JSON-able copy: paths become strings, tuples lists, records tables."""
     if isinstance(value, Path):
@@ -224,6 +244,7 @@ class Config:
     server: NodeConfig = field(default_factory=lambda: NodeConfig(role="server", cpu=1))
     meter: MeterConfig = field(default_factory=MeterConfig)
     link: LinkConfig = field(default_factory=LinkConfig)
+    energy: EnergyConfig = field(default_factory=EnergyConfig)
     # Provenance, not content: two configs with the same values are equal wherever they came from.
     source: str = field(default="<defaults>", compare=False)
     layers: tuple[str, ...] = field(default=("<defaults>",), compare=False)
@@ -268,6 +289,7 @@ class Config:
             },
             "meter": {**_section(self.meter), "channels": dict(self.meter.channels)},
             "link": _section(self.link),
+            "energy": _section(self.energy),
             "source": self.source,
             "layers": list(self.layers),
             "origins": dict(self.origins),

@@ -23,7 +23,9 @@ from agent.settings import SETTING_SPECS, canonical_name, check_value
 from agent.workloads import SPECS
 from controller.config.model import (
     DELAY_METHODS,
+    ENERGY_WINDOWS,
     ENGINES,
+    IDLE_NOISY,
     METER_SOURCES,
     ORDERS,
     ROLES,
@@ -416,12 +418,20 @@ SCHEMA: Schema = {
         "supply_v": number(0, 48, low_open=True),
         "calibration": optional(path),
         "shunt_ohm": number(0, 100, low_open=True),
+        "network_nj_per_byte": number(0, 1e6),
     },
     "link": {
         "rate_mbit": optional(number(0, 100_000, low_open=True)),
         "loss_pct": number(0, 100, high_open=True),
         "delay_ms": number(0, 60_000),
         "delay_method": choice(DELAY_METHODS),
+    },
+    "energy": {
+        "window": choice(ENERGY_WINDOWS),
+        "idle_tolerance_mw": number(0, 1e6, low_open=True),
+        "idle_wait_s": number(0, 3600),
+        "idle_noisy": choice(IDLE_NOISY),
+        "idle_end": boolean,
     },
 }
 

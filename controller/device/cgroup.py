@@ -73,7 +73,7 @@ def _procs(directory: Path) -> list[int]:
         return []
 
 
-def _remove_directory(directory: Path, timeout_s: float) -> str | None:
+def remove_directory(directory: Path, timeout_s: float) -> str | None:
     """Kill what still runs in it (a node's leftovers), then rmdir; a problem as one line."""
     deadline = time.monotonic() + timeout_s
     while directory.exists():
@@ -206,7 +206,7 @@ class NodeCgroup:
         problems = [
             problem
             for directory in reversed(self._made)
-            if (problem := _remove_directory(directory, _REMOVE_TIMEOUT_S)) is not None
+            if (problem := remove_directory(directory, _REMOVE_TIMEOUT_S)) is not None
         ]
         self._made = []
         if problems:
@@ -244,4 +244,4 @@ def reap_stale(parent: Path) -> None:
     for entry in entries:
         match = _NAME.fullmatch(entry.name)
         if match and entry.is_dir() and not _alive(int(match[1])):
-            _remove_directory(entry, _REMOVE_TIMEOUT_S)
+            remove_directory(entry, _REMOVE_TIMEOUT_S)

@@ -1,6 +1,9 @@
 """A sweep's nodes as constrained devices: what `open_sweep` asks of this package.
 
 `emulated_devices(config)` (a context manager) prepares, for the length of a sweep:
+- for a modelled meter, an accounting-only cgroup per local node without a device profile,
+  where this process may make one (`controller.device.accounting`): the meter reads the node's
+  exact CPU time from it;
 - a cgroup per local node with `nodes.<role>.device` (CPU quota, pinning, memory limit), which
   every command of the node joins before it starts (`controller.device.transport`), so the agent
   and the nghttp2 tools, and all they start, are in it;
@@ -28,6 +31,7 @@ from typing import Any
 
 from controller.config.model import ROLES, Config, NodeConfig, Role
 from controller.config.profile import PI3B_CORE_FRACTION, DeviceProfile, pinned_cores
+from controller.device.accounting import Accounting, accounting_cgroups
 from controller.device.calibrate import Calibration, ProbeRun, calibrate, run_probe
 from controller.device.cgroup import NodeCgroup
 from controller.device.errors import EmulationError
@@ -37,6 +41,7 @@ from controller.device.remote import RemoteCgroup, calibrate_on, probe_on, requi
 from controller.device.transport import CgroupTransport
 from controller.device.wire import start_relay
 from controller.errors import ConfigError, DeviceError
+from controller.meter.net_load import LOOPBACK
 from controller.meter.node_power import WatchSpec
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.node import Node
@@ -57,6 +62,8 @@ class Emulation:
     cpus: dict[Role, tuple[int, ...]] = field(default_factory=dict)
     calibrations: dict[Role, Calibration] = field(default_factory=dict)
     ready: bool = False  # set up for trials (`start_trials`): trials report their own OOMs
+    # Local nodes without a profile, for a modelled meter: their accounting-only cgroups.
+    accounting: Accounting = field(default_factory=lambda: Accounting({}, {}))
 
     def start_anchor(
         self, role: Role, label: str
@@ -68,7 +75,7 @@ class Emulation:
 
         link = self.link
         anchor = start() if link is None else run_inside(link.namespace(role), start)
-        cgroup = self.cgroups.get(role)
+        cgroup = self.cgroups.get(role) or self.accounting.cgroups.get(role)
         return anchor if cgroup is None else CgroupTransport(anchor, cgroup.procs_files)
 
     def attach(self, node: Node, config: NodeConfig, state_dir: str) -> Node:
@@ -95,23 +102,50 @@ class Emulation:
 
     def watch(self, role: Role, anchor_pid: int) -> WatchSpec:
         """What a modelled meter follows for this node: its cgroup, with the CPU time scaled to
-        the emulated device's cores, else the anchor's process tree."""
+        the emulated device's cores, else its accounting cgroup, else the anchor's process
+        tree; and its network interface."""
         cgroup = self.cgroups.get(role)
-        if cgroup is None:
-            return WatchSpec("pid", str(anchor_pid))
-        profile = cgroup.profile
-        return WatchSpec(
-            "cgroup",
-            str(cgroup.usage_directory),
-            core_fraction=profile.cpu_quota or 1.0,
-            cores=profile.cores,
-        )
+        counting = self.accounting.cgroups.get(role)
+        if cgroup is not None:
+            profile = cgroup.profile
+            spec = WatchSpec(
+                "cgroup",
+                str(cgroup.usage_directory),
+                core_fraction=profile.cpu_quota or 1.0,
+                cores=profile.cores,
+            )
+        elif counting is not None:
+            spec = WatchSpec("cgroup", str(counting.usage_directory))
+        else:
+            spec = WatchSpec("pid", str(anchor_pid))
+        return replace(spec, interface=self.interface(role), interface_pid=anchor_pid)
+
+    def interface(self, role: Role) -> str:
+        """A local node's network interface, as its anchor sees it: its end of the data link in
+        its own namespace, the one its config names, else loopback (`controller.meter.net_load`)."""
+        if self.link is not None:
+            return DATA_INTERFACE
+        return self.config.node(role).data_interface or LOOPBACK
 
     def start_trials(self) -> dict[Role, NodeCgroup | RemoteCgroup]:
         """Setup is over: from now on each trial reports its own OOM kills, through the sweep's
         agent pair watching the cgroups returned (those with a memory limit)."""
         self.ready = True
         return {role: c for role, c in self.limited().items() if c.profile.memory_mib}
+
+    def accounting_facts(self, roles: tuple[Role, ...]) -> dict[str, Any]:
+        """Per modelled node, what its CPU time is read from (the manifest's
+        `meter.accounting`)."""
+        found = self.accounting.facts()
+        for role in roles:
+            cgroup = self.cgroups.get(role)
+            if cgroup is not None:
+                found[role] = {
+                    "source": "cgroup",
+                    "cgroup": str(cgroup.usage_directory),
+                    "cgroup_version": cgroup.layout.version,
+                }
+        return {role: found[role] for role in roles if role in found}
 
     def limited(self) -> dict[Role, NodeCgroup | RemoteCgroup]:
         """Every emulated node's cgroup, local or on its SSH host."""
@@ -234,37 +268,15 @@ def emulated_devices(config: Config, run_dir: Path) -> Iterator[Emulation]:
             "which they get when both are local, either has a device profile and neither names "
             'a data_interface; other links take their delay from netem ("netem")'
         )
-    if not profiles:
-        yield Emulation(config)
-        return
-    _require_root(
-        f"nodes.{next(iter(profiles))}.device",
-        "emulating a device (cgroups for its CPU and memory, a network namespace per node)",
-    )
     with ExitStack() as stack:
         emulation = Emulation(config)
-        if isolate:
-            emulation.link = create_link(wired=config.link.relayed)
-            stack.callback(destroy_link, emulation.link)
-            emulation.config = _on_link(config, emulation.link)
-            if config.link.relayed:
-                relay = start_relay(
-                    emulation.link, config.link.delay_ms * 1000, run_dir / RELAY_STATS
-                )
-                stack.callback(relay.stop)
-        available = tuple(sorted(os.sched_getaffinity(0)))
-        for role, profile in profiles.items():
-            try:
-                emulation.cpus[role] = pinned_cores(config.node(role).cpu, profile.cores, available)
-            except ValueError as exc:
-                raise ConfigError(f"nodes.{role}.device: {exc}") from None
-        emulation.calibrations = _calibrate(profiles, emulation.cpus)
-        for role, given in profiles.items():
-            calibrated = emulation.calibrations.get(role)
-            profile = given if calibrated is None else replace(given, cpu_quota=calibrated.quota)
-            cgroup = NodeCgroup.create(f"h2iot-{os.getpid()}-{role}", profile, emulation.cpus[role])
-            stack.callback(cgroup.remove)
-            emulation.cgroups[role] = cgroup
+        counted = _accounted(config, profiles)
+        if counted:
+            emulation.accounting = accounting_cgroups(counted)
+            for cgroup in emulation.accounting.cgroups.values():
+                stack.callback(cgroup.remove)
+        if profiles:
+            _emulate(config, run_dir, profiles, emulation, stack, isolate=isolate)
         try:
             yield emulation
         except DeviceError as exc:
@@ -274,3 +286,45 @@ def emulated_devices(config: Config, run_dir: Path) -> Iterator[Emulation]:
             if reason is None:
                 raise
             raise EmulationError(f"{reason}: {exc}") from exc
+
+
+def _accounted(config: Config, profiles: Mapping[Role, DeviceProfile]) -> tuple[Role, ...]:
+    """The local nodes a modelled meter follows that get no device cgroup."""
+    if config.meter.source == "serial":
+        return ()
+    return tuple(role for role in ROLES if config.node(role).is_local and role not in profiles)
+
+
+def _emulate(
+    config: Config,
+    run_dir: Path,
+    profiles: Mapping[Role, DeviceProfile],
+    emulation: Emulation,
+    stack: ExitStack,
+    *,
+    isolate: bool,
+) -> None:
+    _require_root(
+        f"nodes.{next(iter(profiles))}.device",
+        "emulating a device (cgroups for its CPU and memory, a network namespace per node)",
+    )
+    if isolate:
+        emulation.link = create_link(wired=config.link.relayed)
+        stack.callback(destroy_link, emulation.link)
+        emulation.config = _on_link(config, emulation.link)
+        if config.link.relayed:
+            relay = start_relay(emulation.link, config.link.delay_ms * 1000, run_dir / RELAY_STATS)
+            stack.callback(relay.stop)
+    available = tuple(sorted(os.sched_getaffinity(0)))
+    for role, profile in profiles.items():
+        try:
+            emulation.cpus[role] = pinned_cores(config.node(role).cpu, profile.cores, available)
+        except ValueError as exc:
+            raise ConfigError(f"nodes.{role}.device: {exc}") from None
+    emulation.calibrations = _calibrate(profiles, emulation.cpus)
+    for role, given in profiles.items():
+        calibrated = emulation.calibrations.get(role)
+        profile = given if calibrated is None else replace(given, cpu_quota=calibrated.quota)
+        cgroup = NodeCgroup.create(f"h2iot-{os.getpid()}-{role}", profile, emulation.cpus[role])
+        stack.callback(cgroup.remove)
+        emulation.cgroups[role] = cgroup

@@ -9,6 +9,8 @@ within whatever limits the controller itself runs under. Under v2 it is one dire
 controller to its children, so the nodes' cgroups cannot live below the controller's.
 
 `limit_writes(layout, profile, cpus, mems)` lists the files and values that apply a profile.
+`accounting_place(mountinfo, self_cgroup)` places a cgroup that only counts a node's CPU time
+(`controller.device.accounting`).
 """
 
 from __future__ import annotations
@@ -138,6 +140,33 @@ def find_layout(mountinfo: str, self_cgroup: str, v2_controllers: str | None) ->
     root = unified.point.rstrip("/")
     parent = f"{root}/{V2_PARENT}"
     return Layout(2, tuple((c, parent) for c in CONTROLLERS), v2_root=root)
+
+
+@dataclass(frozen=True)
+class AccountingPlace:
+    """Where a node's accounting-only cgroup goes: `parent`/<name>, whose usage counter is
+    `cpuacct.usage` (v1) or `cpu.stat` (v2)."""
+
+    version: Version
+    parent: str
+    v2_root: str | None = None  # v2: the hierarchy's root (the parent is below it)
+
+
+def accounting_place(mountinfo: str, self_cgroup: str) -> AccountingPlace:
+    """Where a cgroup that only counts a node's CPU time goes: under this process's own v1
+    cpuacct cgroup (no other controller is needed, and none is joined: scheduling is unchanged),
+    else below `<root>/h2iot` of the v2 hierarchy, whose every cgroup counts its CPU time in
+    `cpu.stat` whether or not a controller is enabled."""
+    mounts = _mounts(mountinfo)
+    own_v1, own_v2 = _own_paths(self_cgroup)
+    cpuacct = next((m for m in mounts if m.fstype == "cgroup" and "cpuacct" in m.options), None)
+    if cpuacct is not None and "cpuacct" in own_v1:
+        return AccountingPlace(1, _join(cpuacct, own_v1["cpuacct"]))
+    unified = next((m for m in mounts if m.fstype == "cgroup2"), None)
+    if unified is None or own_v2 is None:
+        raise LayoutError("no cgroup v1 cpuacct controller and no cgroup v2 hierarchy mounted")
+    root = unified.point.rstrip("/")
+    return AccountingPlace(2, f"{root}/{V2_PARENT}", v2_root=root)
 
 
 @dataclass(frozen=True)

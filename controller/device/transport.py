@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -42,9 +43,7 @@ class CgroupTransport(Generic[T]):
 
     def run(self, command: str, timeout_s: float) -> CommandResult:
         result = self.inner.run(joined_command(command, self._procs), timeout_s)
-        return CommandResult(
-            command, result.stdout, result.stderr, result.exit_status, result.duration_s
-        )
+        return replace(result, command=command)
 
     def put(self, local: Path, remote: str) -> None:
         self.inner.put(local, remote)

@@ -167,13 +167,15 @@ class DeviceCore:
         if self.running:
             self._take_until(math.floor((now_s - self._t0_s) * self.rate_hz) + 1)
 
-    def marker(self, edge: int, now_s: float) -> None:
-        """The marker pin changed at `now_s`; it is stamped with the first sample at or after."""
+    def marker(self, edge: int, now_s: float) -> int | None:
+        """The marker pin changed at `now_s`; it is stamped with the first sample at or after,
+        whose index is returned (None while not sampling)."""
         if not self.running:
-            return
+            return None
         self.advance(now_s)
         index = max(0, math.ceil((now_s - self._t0_s) * self.rate_hz))
         self._send(Marker(self._seq(), index, self.identity.marker_pin, edge), now_s)
+        return index
 
     def output(self) -> bytes:
         """Bytes the board has sent since the last call."""

@@ -1,12 +1,15 @@
 """What the modelled meters (virtual, simulated) share: the nodes' modelled power per analog
 input, the ground-truth file, and the software marker line.
 
-Analog input n follows the n-th watched source (a process tree or a cgroup); inputs with no
-source model an idle board, or nothing at all with `no_load` (for calibrating the zero).
+Analog input n follows the n-th watched source (a process tree or a cgroup, for its CPU time,
+`cpu_load`; and a network interface, for its traffic, `net_load`); inputs with no source model
+an idle board, or nothing at all with `no_load` (for calibrating the zero). At each refresh an
+input's power is the model (`power_model`) applied to what its node did since the previous
+refresh, and the samples taken up to that moment carry it.
 
 Ground truth: CSV rows `start,first_sample_index,end_sample_index,analog_input,power_mw`:
 samples first..end-1 (end excluded) of the `start`-th START (counted from 1) were taken at
-exactly `power_mw`. `controller.meter.truth` reads it.
+exactly `power_mw`. `analysis.truth` reads it (and checks each trial against it).
 
 Marker FIFO (created if missing): lines `1` (rising edge) and `0` (falling edge), as the
 agent's `--marker fifo:PATH` writes them; other lines are ignored.
@@ -20,16 +23,18 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import numpy.typing as npt
 
+from analysis.truth import EDGES_HEADER, TRUTH_HEADER
 from controller.errors import ConfigError
 from controller.meter.cpu_load import CgroupCpu, ProcessTreeCpu, Utilisation
+from controller.meter.net_load import Counters, InterfaceCounters, Traffic
 from controller.meter.power_model import PI_3B, PowerModel
 from controller.meter.sensor import Acs712
 
-TRUTH_HEADER = "start,first_sample_index,end_sample_index,analog_input,power_mw\n"
 ANALOG_INPUTS = 8
 
 
@@ -41,12 +46,17 @@ class WatchSpec:
     emulated device throttled to that share (`controller.device`) that keeps its quota busy
     reads as a busy board, not as a mostly idle one. `cores` caps how many modelled cores it
     keeps busy (None: the model's all): an emulated one-core device whose quota lets it burst
-    at the start of a period does that work at one core's rate, as the real core would."""
+    at the start of a period does that work at one core's rate, as the real core would.
+    `interface` is the node's network interface whose traffic the model's network term
+    follows, as seen from process `interface_pid`'s network namespace (this process's when
+    None); None: no network term for this input."""
 
     kind: str
     target: str
     core_fraction: float = 1.0
     cores: int | None = None
+    interface: str | None = None
+    interface_pid: int | None = None
 
     @classmethod
     def parse(cls, text: str) -> WatchSpec:
@@ -66,12 +76,12 @@ class ModelledMeterOptions:
 
     watch: tuple[WatchSpec, ...] = ()
     truth_path: Path | None = None
+    edges_path: Path | None = None  # the marker edges with the inputs' traffic (EdgeLog)
     marker_fifo: Path | None = None
     model: PowerModel = PI_3B
     sensor: Acs712 = field(default_factory=Acs712)
     no_load: bool = False
     tick_s: float = 0.01
-    rescan_s: float = 0.25
     seed: int | None = None
 
 
@@ -85,24 +95,33 @@ class NodePower:
         now_s: float,
         *,
         no_load: bool = False,
-        rescan_s: float = 0.25,
     ) -> None:
         if len(watch) > ANALOG_INPUTS:
             raise ConfigError(f"--watch: {len(watch)} sources for {ANALOG_INPUTS} inputs")
         self._model = model
         self._loads = [
-            Utilisation(_modelled_cpu_seconds(spec, rescan_s), model.cores, now_s, spec.cores)
+            Utilisation(_modelled_cpu_seconds(spec), model.cores, now_s, spec.cores)
             for spec in watch
         ]
+        self._traffic = [_traffic(spec, model, now_s) for spec in watch]
         idle = 0.0 if no_load else model.idle_mw
         self._power_mw = np.full(ANALOG_INPUTS, idle)
         self._no_load = no_load
 
     def refresh(self, now_s: float) -> None:
-        for n, load in enumerate(self._loads):
+        for n, (load, traffic) in enumerate(zip(self._loads, self._traffic, strict=True)):
             utilisation = load.update(now_s)
+            bytes_per_s, packets_per_s = traffic.update(now_s) if traffic else (0.0, 0.0)
             if not self._no_load:
-                self._power_mw[n] = self._model.power_mw(utilisation)
+                self._power_mw[n] = self._model.power_mw(utilisation, bytes_per_s, packets_per_s)
+
+    def traffic(self, analog_input: int) -> Counters | None:
+        """The input's interface counters as of the latest refresh (None without a network
+        term)."""
+        if analog_input >= len(self._traffic):
+            return None
+        traffic = self._traffic[analog_input]
+        return None if traffic is None else traffic.last
 
     def power_mw(self, inputs: tuple[int, ...] | None = None) -> npt.NDArray[np.float64]:
         """Current power of the given inputs (default: all eight)."""
@@ -163,6 +182,36 @@ class TruthWriter:
             self._fd = -1
 
 
+class EdgeLog:
+    """The modelled meter's side file of marker edges (`EDGES_HEADER`, analysis.truth): for each
+    edge, the sample index it was stamped with and the watched inputs' interface counters at
+    that moment, so a trial's own traffic can be read between its two edges."""
+
+    def __init__(self, path: Path | None) -> None:
+        self._file: IO[str] | None = None
+        if path is not None:
+            try:
+                self._file = path.open("w", encoding="ascii")
+            except OSError as exc:
+                raise ConfigError(f"{path}: cannot write: {exc.strerror}") from None
+            self._file.write(EDGES_HEADER)
+
+    def edge(self, start: int, index: int, level: int, power: NodePower, inputs: int) -> None:
+        if self._file is None:
+            return
+        for n in range(inputs):
+            counters = power.traffic(n)
+            if counters is not None:
+                self._file.write(
+                    f"{start},{index},{level},{n},{counters.bytes},{counters.packets}\n"
+                )
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
 class MarkerFifo:
     """Reads edges from a FIFO; holds a writer of its own so the node's closing it is no EOF."""
 
@@ -201,12 +250,17 @@ class MarkerFifo:
         self.fd = self._keepalive = -1
 
 
-def _modelled_cpu_seconds(spec: WatchSpec, rescan_s: float) -> Callable[[], float]:
+def _traffic(spec: WatchSpec, model: PowerModel, now_s: float) -> Traffic | None:
+    """The input's network traffic, when it has an interface and the model a network term."""
+    if spec.interface is None or (model.network_nj_per_byte == model.network_nj_per_packet == 0):
+        return None
+    return Traffic(InterfaceCounters(spec.interface, spec.interface_pid).read, now_s)
+
+
+def _modelled_cpu_seconds(spec: WatchSpec) -> Callable[[], float]:
     """The source's CPU seconds counted in modelled-core seconds."""
     source = (
-        ProcessTreeCpu(int(spec.target), rescan_s)
-        if spec.kind == "pid"
-        else CgroupCpu(Path(spec.target))
+        ProcessTreeCpu(int(spec.target)) if spec.kind == "pid" else CgroupCpu(Path(spec.target))
     )
     if spec.core_fraction == 1.0:
         return source.cpu_seconds

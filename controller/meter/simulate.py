@@ -88,7 +88,6 @@ class SimulatedMeter:
             options.model,
             time.monotonic(),
             no_load=options.no_load,
-            rescan_s=options.rescan_s,
         )
         self._inputs = tuple(range(max(2, len(options.watch))))
         self._rng = np.random.default_rng(options.seed)

@@ -1,59 +1,8 @@
-"""Reads the virtual meter's ground truth (the exact modelled power per sample)."""
+"""Reads the modelled meters' ground truth (the exact modelled power per sample): the reader
+lives with the analysis, which checks each trial against it (`analysis.truth`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from analysis.truth import TRUTH_HEADER, Truth
 
-import numpy as np
-import numpy.typing as npt
-
-from controller.errors import ConfigError
-from controller.meter.node_power import TRUTH_HEADER
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class Truth:
-    """Segments: samples first..end-1 of the `start`-th START on `analog_input` at `power_mw`."""
-
-    start: IntArray
-    first_sample_index: IntArray
-    end_sample_index: IntArray
-    analog_input: IntArray
-    power_mw: FloatArray
-
-    @classmethod
-    def load(cls, path: Path) -> Truth:
-        try:
-            with path.open(encoding="ascii") as f:
-                header = f.readline()
-                rows = np.loadtxt(f, delimiter=",", ndmin=2)
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-        except ValueError as exc:
-            raise ConfigError(f"{path}: not a truth file: {exc}") from None
-        if header != TRUTH_HEADER:
-            raise ConfigError(f"{path}: header is not {TRUTH_HEADER.strip()!r}")
-        if rows.size == 0:
-            rows = np.empty((0, 5))
-        ints = rows[:, :4].astype(np.int64)
-        return cls(ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3], rows[:, 4].copy())
-
-    @property
-    def starts(self) -> int:
-        return int(self.start.max()) if len(self.start) else 0
-
-    def per_sample(self, analog_input: int = 0, start: int | None = None) -> FloatArray:
-        """Power of every sample 0..n-1 of one START (default: the last); NaN where unknown."""
-        run = self.starts if start is None else start
-        keep = (self.start == run) & (self.analog_input == analog_input)
-        ends = self.end_sample_index[keep]
-        out = np.full(int(ends.max()) if len(ends) else 0, np.nan)
-        for first, end, power in zip(
-            self.first_sample_index[keep], ends, self.power_mw[keep], strict=True
-        ):
-            out[first:end] = power
-        return out
+__all__ = ["TRUTH_HEADER", "Truth"]

@@ -29,7 +29,13 @@ from controller.meter.device import BoardIdentity, DeviceCore
 from controller.meter.driver import DriverThread
 from controller.meter.ina219 import ADDRESSES as INA219_ADDRESSES
 from controller.meter.ina219 import Ina219Model
-from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
+from controller.meter.node_power import (
+    EdgeLog,
+    MarkerFifo,
+    ModelledMeterOptions,
+    NodePower,
+    TruthWriter,
+)
 from controller.meter.protocol import SampleArray
 
 _OUTPUT_CAP_BYTES = 1 << 20  # a host that stops reading loses the oldest bytes beyond this
@@ -51,11 +57,11 @@ class VirtualMeter:
             options.model,
             time.monotonic(),
             no_load=options.no_load,
-            rescan_s=options.rescan_s,
         )
         self._rng = np.random.default_rng(options.seed)
         self._device = DeviceCore(self._sample, options.identity, self._sample_i2c)
         self._truth = TruthWriter(options.truth_path)
+        self._edges = EdgeLog(options.edges_path)
         self._marker = MarkerFifo(options.marker_fifo)
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)  # no echo, no line discipline before a host configures it
@@ -91,9 +97,11 @@ class VirtualMeter:
                 os.close(fd)
         self._marker.close()
         self._truth.close()
+        self._edges.close()
 
     def run(self) -> None:
         """Serve until `stop()`."""
+        _prompt()
         tick = self.options.tick_s
         next_tick = time.monotonic()
         while not self._stop.is_set():
@@ -107,7 +115,10 @@ class VirtualMeter:
             if self._marker.fd in readable:
                 for edge in self._marker.edges():
                     self._power.refresh(now)
-                    self._device.marker(edge, now)
+                    index = self._device.marker(edge, now)
+                    if index is not None:
+                        inputs = len(self.options.watch)
+                        self._edges.edge(self._truth.starts, index, edge, self._power, inputs)
             if now >= next_tick:
                 self._power.refresh(now)
                 self._device.advance(now)
@@ -164,3 +175,15 @@ class VirtualMeter:
             except BlockingIOError:
                 return
             del self._out[:written]
+
+
+def _prompt() -> None:
+    """Real-time priority for the calling thread, where this process may have it (root).
+
+    A board notices a marker edge within microseconds (a pin interrupt); this thread notices a
+    node's FIFO line only when the kernel runs it, which under load can be milliseconds late,
+    and an edge stamped late moves the node's work across the trial's window edge. The thread
+    sleeps in select() between ticks and does well under a millisecond of work per tick, so the
+    lowest real-time priority costs the nodes nothing but lets it run as soon as it wakes."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from agent.workloads import ParamValue
@@ -25,6 +25,10 @@ SERVER_START_TIMEOUT_S = 30.0
 # The agent finishes the streams in flight for up to 30 s after TERM.
 SERVER_STOP_GRACE_S = 35.0
 FETCH_MARGIN_S = 15.0  # beyond the agent's own --timeout: start-up and connection set-up
+TRIAL_PROCESS = "trial_process"
+"""The key `run_trial` adds to a trial's record where the node timed the trial process:
+`t_mono_start_ns`, `t_mono_end_ns` (node's CLOCK_MONOTONIC, as the record's `t_mono_*`) and
+`cpu_s` (`controller.nodes.records.ProcessSpan`)."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +215,12 @@ class AgentNode:
         records = [_json_or_none(line) for line in result.stdout.splitlines()]
         found = [record for record in records if record is not None]
         if result.exit_status in (0, 1) and found:
-            return found[-1]
+            record = found[-1]
+            if result.process is not None:
+                # The node saw the trial process itself (a local node's anchor): its whole
+                # life, for the energy window "process". The controller's, not the agent's.
+                record[TRIAL_PROCESS] = asdict(result.process)
+            return record
         raise CommandFailedError(
             f"{self.node.label}: trial {url} exited {result.exit_status} without a record: "
             f"{_last_line(result.stderr or result.stdout)}"

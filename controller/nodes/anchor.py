@@ -8,7 +8,12 @@ orphans are re-parented to it rather than to init. The virtual meter watches `pi
 
 Run as `python -m controller.nodes.anchor`: it reads one JSON request per line on stdin
 (`{"command": ..., "timeout_s": ...}`), runs it with `/bin/sh -c` in a session of its own, and
-answers one JSON line on stdout (`stdout`, `stderr`, `exit_status`, `duration_s`).
+answers one JSON line on stdout (`stdout`, `stderr`, `exit_status`, `duration_s`, and the
+process's span: `t_mono_start_ns` just before it is started, `t_mono_end_ns` once it is reaped,
+`cpu_s` the CPU time it and the children it waited for used). The span is what the energy
+window "process" integrates over (a trial process's whole life, start-up included); the CPU time
+is the growth of the anchor's RUSAGE_CHILDREN across the command, so while a command runs the
+anchor reaps no adopted orphan (one would add its time): those wait for the command's end.
 `AnchoredLocalTransport` is the controller's side, a `Transport` like `LocalTransport`.
 
 Nothing of the node outlives the controller: only the controller holds the anchor's stdin, so
@@ -25,6 +30,7 @@ import ctypes
 import json
 import os
 import queue
+import resource
 import signal
 import subprocess
 import sys
@@ -35,7 +41,7 @@ from pathlib import Path
 import psutil
 
 from controller.nodes.errors import CommandTimeoutError, NodeUnreachableError
-from controller.nodes.records import ClockOffset, CommandResult
+from controller.nodes.records import ClockOffset, CommandResult, ProcessSpan
 from controller.nodes.transport import LocalTransport
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -103,20 +109,26 @@ def _is_zombie(pid: int) -> bool:
 
 
 def _reap_adopted(direct: set[int], lock: threading.Lock) -> None:
-    """Collect adopted orphans that exited; commands we wait for ourselves are left alone."""
+    """Collect adopted orphans that exited, between commands only (a command's CPU time is
+    measured through RUSAGE_CHILDREN); commands we wait for ourselves are left alone."""
     while True:
         time.sleep(_REAP_INTERVAL_S)
         with lock:
-            ours = set(direct)
-        for pid in _children() - ours:
-            if _is_zombie(pid):
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
+            if direct:
+                continue
+            for pid in _children():
+                if _is_zombie(pid):
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(pid, os.WNOHANG)
 
 
 def _run(
     command: str, timeout_s: float, direct: set[int], lock: threading.Lock
 ) -> dict[str, object]:
+    with lock:  # no orphan is reaped from here on, until the command is reaped
+        direct.add(-1)
+        cpu_before = _children_cpu_s()
+        started_ns = time.monotonic_ns()
     started = time.monotonic()
     process = subprocess.Popen(
         ["/bin/sh", "-c", command],
@@ -135,8 +147,11 @@ def _run(
         stdout, stderr = process.communicate()
         timed_out = True
     finally:
+        ended_ns = time.monotonic_ns()
+        cpu_s = _children_cpu_s() - cpu_before
         with lock:
             direct.discard(process.pid)
+            direct.discard(-1)
     status = process.returncode if process.returncode >= 0 else 128 - process.returncode
     return {
         "stdout": stdout.decode(errors="replace"),
@@ -144,6 +159,9 @@ def _run(
         "exit_status": status,
         "duration_s": time.monotonic() - started,
         "timed_out": timed_out,
+        "t_mono_start_ns": started_ns,
+        "t_mono_end_ns": ended_ns,
+        "cpu_s": cpu_s,
     }
 
 
@@ -157,6 +175,11 @@ def _serve(requests: queue.Queue[str], direct: set[int], lock: threading.Lock) -
             sys.stdout.flush()
         except (BrokenPipeError, ValueError):  # the controller is gone: main ends the tree
             return
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -217,6 +240,11 @@ class AnchoredLocalTransport:
             stderr=answer["stderr"],
             exit_status=int(answer["exit_status"]),
             duration_s=float(answer["duration_s"]),
+            process=ProcessSpan(
+                int(answer["t_mono_start_ns"]),
+                int(answer["t_mono_end_ns"]),
+                float(answer["cpu_s"]),
+            ),
         )
 
     def put(self, local: Path, remote: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from controller.nodes import shell
@@ -41,9 +42,7 @@ class Node:
         """Run a command line built with shlex quoting. With check, a non-zero exit raises
         CommandFailedError; a command past timeout_s is killed and raises CommandTimeoutError."""
         result = self.transport.run(shell.with_timeout(command, timeout_s), timeout_s + BACKSTOP_S)
-        result = CommandResult(
-            command, result.stdout, result.stderr, result.exit_status, result.duration_s
-        )
+        result = replace(result, command=command)
         if shell.is_timeout(result.exit_status, result.duration_s, timeout_s):
             raise CommandTimeoutError(f"{self.label}: `{command}` killed after {timeout_s:g} s")
         if check and not result.ok:

@@ -12,17 +12,35 @@ StopOutcome = Literal["not-running", "terminated", "killed"]
 @dataclass(frozen=True)
 class CommandResult:
     """One finished command: its output (decoded as UTF-8), exit status (128 + N when a
-    signal N killed it) and wall duration."""
+    signal N killed it) and wall duration; where the transport sees the process itself (a local
+    node's anchor), its span on the node's monotonic clock and its CPU time, its descendants'
+    included (None elsewhere)."""
 
     command: str
     stdout: str
     stderr: str
     exit_status: int
     duration_s: float
+    process: ProcessSpan | None = None
 
     @property
     def ok(self) -> bool:
         return self.exit_status == 0
+
+
+@dataclass(frozen=True)
+class ProcessSpan:
+    """A command's process from its start to its reaping, on the node's CLOCK_MONOTONIC (the
+    clock of an agent's `t_mono_*` fields), and the CPU time it and the children it waited for
+    used (getrusage RUSAGE_CHILDREN of the process that reaped it)."""
+
+    t_mono_start_ns: int
+    t_mono_end_ns: int
+    cpu_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return (self.t_mono_end_ns - self.t_mono_start_ns) / 1e9
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,34 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     Column("client_response_s", "s", "connect start -> last byte of the last resource"),
     Column("client_ttfb_s", "s", "connect start -> the page's response headers"),
     Column("client_cpu_s", "s", "client agent process CPU time (user + sys) over the fetch"),
-    Column("client_cpu_pct", "%", "client CPU time / response time, percent of one core"),
+    Column(
+        "client_cpu_pct",
+        "%",
+        "100 x client_cpu_s / client_response_s: percent of one core over the response time",
+    ),
+    Column(
+        "client_process_s",
+        "s",
+        "the client's trial process, from its start to its reaping, start-up included "
+        '(local nodes; empty for SSH nodes); the energy window "process" spans it',
+    ),
+    Column(
+        "client_process_cpu_s",
+        "s",
+        "CPU time (user + sys) of that whole process and the children it waited for",
+    ),
     Column("client_rss_peak_bytes", "B", "client agent peak resident set size over the fetch"),
     Column("client_bytes_received", "B", "bytes the client received, frame headers included"),
+    Column("client_bytes_sent", "B", "bytes the client sent, frame headers included"),
+    Column(
+        "client_interface_bytes",
+        "B",
+        "bytes on the client node's network interface while its trial process ran, both "
+        "directions, TCP/IP headers included (local nodes; loopback: each frame once, shared)",
+    ),
+    Column(
+        "client_interface_packets", "", "packets on that interface over the same span, likewise"
+    ),
     Column("client_data_frames", "", "DATA frames the client received"),
     Column("client_window_update_frames", "", "WINDOW_UPDATE frames the client sent"),
     Column("server_serve_s", "s", "first request received -> last byte handed to the kernel"),
@@ -53,10 +78,20 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     Column("energy_mj", "mJ", "client node energy: measured power integrated over the window"),
     Column("energy_above_idle_mj", "mJ", "energy_mj minus idle power x window duration"),
     Column("mean_power_mw", "mW", "energy_mj / window duration"),
-    Column("window_s", "s", "duration of the energy window"),
+    Column(
+        "window_s",
+        "s",
+        "duration of the energy window: the fetch, or the client's trial process "
+        "(manifest energy_window)",
+    ),
     Column("window_start_s", "s", "start of the window on the meter's timebase (index / rate)"),
     Column("window_source", "", "marker (edges in the sample stream) or clock (mapped times)"),
-    Column("samples", "", "meter samples inside the window"),
+    Column(
+        "samples",
+        "",
+        "meter samples the energy depends on: those inside the window and the one either "
+        "side each edge is interpolated from",
+    ),
     Column("samples_lost", "", "samples missing inside the window (gaps, device drops)"),
     Column("meter_crc_errors", "", "corrupt meter frames skipped during the trial"),
     Column("meter_frame_gaps", "", "meter frames missed (sequence gaps) during the trial"),

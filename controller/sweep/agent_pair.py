@@ -10,15 +10,22 @@ restarted only when what it serves changes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from typing import Any
 
 from agent.workloads import ParamValue
 from agent.workloads.spec import ParamSide
 from controller.config.model import AxisValue, Config, TrialPoint
+from controller.meter.net_load import Counters
 from controller.nodes.agent import AgentNode, ServerMount, ServerProcess
 from controller.nodes.errors import CommandFailedError, NodeError, NodeUnreachableError
 from controller.sweep.errors import NodeLost
 from controller.workloads import Served, params_for
+
+TRIAL_INTERFACE = "trial_interface"
+"""The key `run_trial` adds to a local client's record: the bytes and packets its network
+interface carried while the trial command ran (loopback: each frame once, and anything else on
+this machine that used it then)."""
 
 
 class AgentPair:
@@ -32,6 +39,7 @@ class AgentPair:
         marker: str | None,
         client_offset_ns: int,
         facts: Mapping[str, Any],
+        client_traffic: Callable[[], Counters | None] | None = None,
     ) -> None:
         self.config = config
         self.client = client
@@ -40,6 +48,7 @@ class AgentPair:
         self.marker = marker
         self._client_offset_ns = client_offset_ns
         self._facts = dict(facts)
+        self._client_traffic = client_traffic
         self._running: ServerProcess | None = None
         self._served = Served()
 
@@ -86,8 +95,9 @@ class AgentPair:
         control = self._running.control_port
         # nghttpd's agent counts trials by the client's trial-control messages, not the header.
         trial_control = None if control is None else f"{self.config.client.address}:{control}"
+        before = self._client_traffic() if self._client_traffic else None
         try:
-            return self.client.run_trial(
+            record = self.client.run_trial(
                 url,
                 workload=self.config.workload.kind,
                 params=self._side(point, "client"),
@@ -109,6 +119,11 @@ class AgentPair:
             # the next attempt's ensure_server starts a new one.
             gone = "" if self.server.server_pid() else " (the server agent is not running)"
             return {"ok": False, "error": f"{exc}{gone}"}
+        after = self._client_traffic() if self._client_traffic else None
+        if before is not None and after is not None:
+            moved = Counters(after.bytes - before.bytes, after.packets - before.packets)
+            record[TRIAL_INTERFACE] = asdict(moved)
+        return record
 
     def server_trial(self, trial_id: str, timeout_s: float) -> dict[str, Any] | None:
         try:

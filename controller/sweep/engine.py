@@ -27,6 +27,7 @@ from controller.sweep.errors import SweepError, SweepPaused
 from controller.sweep.interfaces import PowerMeter, PowerWindow, TrialNodes
 from controller.sweep.plan import PlannedTrial, Point
 from controller.sweep.rows import trial_row
+from controller.sweep.window import WindowError, trial_span
 
 # How long the server's record may lag behind the client's last byte.
 SERVER_RECORD_TIMEOUT_S = 10.0
@@ -74,6 +75,7 @@ class SweepEngine:
         post: Callable[[DashboardEvent], None],
         stop: threading.Event | None = None,
         stop_rule: StopRule | None = None,
+        energy_window: str = "fetch",
     ) -> None:
         self.recorder = recorder
         self.nodes = nodes
@@ -84,6 +86,7 @@ class SweepEngine:
         self.post = post
         self.stop = stop or threading.Event()
         self.stop_rule = stop_rule
+        self.energy_window = energy_window  # [energy] window: "fetch" or "process"
         self._last_metric: float | None = None
 
     def run(self, plan: Sequence[PlannedTrial]) -> SweepOutcome:
@@ -208,9 +211,12 @@ class SweepEngine:
             return _Attempt("server agent wrote no record for the trial", client, None, None, None)
         if not server.get("ok"):
             return _Attempt("server agent reports the trial incomplete", client, server, None, None)
-        offset_ns = self.nodes.client_clock_offset_ns()
+        try:
+            span = trial_span(client, self.nodes.client_clock_offset_ns(), self.energy_window)
+        except WindowError as exc:
+            return _Attempt(f"energy window: {exc}", client, server, None, None)
         power = self.meter.window(
-            int(client["t_wall_start_ns"]) - offset_ns, int(client["t_wall_end_ns"]) - offset_ns
+            span.start_wall_ns, span.end_wall_ns, before_s=span.before_s, after_s=span.after_s
         )
         try:
             energy = energy_in_window(

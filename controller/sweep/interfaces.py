@@ -72,9 +72,12 @@ class PowerMeter(Protocol):
         """A trial is about to start: its marker edges (where wired) belong to it."""
         ...
 
-    def window(self, start_wall_ns: int, end_wall_ns: int) -> PowerWindow:
+    def window(
+        self, start_wall_ns: int, end_wall_ns: int, *, before_s: float = 0.0, after_s: float = 0.0
+    ) -> PowerWindow:
         """The trial's power: cut by its marker edges when they arrived, else by the controller
-        wall-clock span mapped onto the meter's timebase."""
+        wall-clock span mapped onto the meter's timebase; widened by `before_s` and `after_s`
+        (the energy window "process": the trial process around the fetch)."""
         ...
 
     def health(self) -> tuple[float, int, int, int]:

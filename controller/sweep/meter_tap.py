@@ -132,7 +132,9 @@ class MeterTap:
         self._markers_seen = len(self.session.markers())
         self._counters = _Counters.of(self.session.decoder.stats)
 
-    def window(self, start_wall_ns: int, end_wall_ns: int) -> PowerWindow:
+    def window(
+        self, start_wall_ns: int, end_wall_ns: int, *, before_s: float = 0.0, after_s: float = 0.0
+    ) -> PowerWindow:
         self._check()
         edges = self._trial_edges()
         source: Literal["marker", "clock"]
@@ -142,6 +144,8 @@ class MeterTap:
         else:
             start_index, end_index = self._indices_of(start_wall_ns, end_wall_ns)
             source = "clock"
+        start_index -= before_s * self.rate_hz
+        end_index += after_s * self.rate_hz
         self._await(int(np.ceil(end_index)) + _EDGE_PAD_SAMPLES)
         first = max(0, int(np.floor(start_index)) - _EDGE_PAD_SAMPLES)
         end = int(np.ceil(end_index)) + _EDGE_PAD_SAMPLES

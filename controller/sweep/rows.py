@@ -7,6 +7,8 @@ from typing import Any
 
 from agent.workloads import SPECS
 from controller.energy import WindowEnergy
+from controller.nodes.agent import TRIAL_PROCESS
+from controller.sweep.agent_pair import TRIAL_INTERFACE
 from controller.sweep.interfaces import PowerWindow
 from controller.sweep.plan import PlannedTrial
 
@@ -22,6 +24,15 @@ def _frames(record: Mapping[str, Any], direction: str, frame_type: str) -> int |
 def _bytes(record: Mapping[str, Any], direction: str) -> int | None:
     counts = record.get(direction)
     return int(counts["bytes"]) if isinstance(counts, Mapping) and "bytes" in counts else None
+
+
+def _cpu_pct(record: Mapping[str, Any]) -> object:
+    """client_cpu_s / client_response_s in percent of one core, as data/README.md defines it
+    (the agent's own cpu_pct divides by the span its probe measured, a little longer)."""
+    cpu, response = record.get("cpu_s"), record.get("response_s")
+    if isinstance(cpu, int | float) and isinstance(response, int | float) and response > 0:
+        return 100.0 * cpu / response
+    return record.get("cpu_pct")
 
 
 def trial_row(
@@ -58,12 +69,23 @@ def trial_row(
             client_response_s=client.get("response_s"),
             client_ttfb_s=client.get("ttfb_s"),
             client_cpu_s=client.get("cpu_s"),
-            client_cpu_pct=client.get("cpu_pct"),
+            client_cpu_pct=_cpu_pct(client),
             client_rss_peak_bytes=client.get("rss_peak_bytes"),
             client_bytes_received=_bytes(client, "received"),
+            client_bytes_sent=_bytes(client, "sent"),
             client_data_frames=_frames(client, "received", "DATA"),
             client_window_update_frames=_frames(client, "sent", "WINDOW_UPDATE"),
         )
+        interface = client.get(TRIAL_INTERFACE)
+        if isinstance(interface, Mapping):
+            row["client_interface_bytes"] = interface.get("bytes")
+            row["client_interface_packets"] = interface.get("packets")
+        process = client.get(TRIAL_PROCESS)
+        if isinstance(process, Mapping):
+            row["client_process_s"] = (
+                int(process["t_mono_end_ns"]) - int(process["t_mono_start_ns"])
+            ) / 1e9
+            row["client_process_cpu_s"] = process["cpu_s"]
         metrics = client.get("metrics")
         if isinstance(metrics, Mapping):
             # The declared fields only: the columns were fixed when the run was created.

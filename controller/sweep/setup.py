@@ -12,15 +12,17 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from agent import __version__
+from analysis.truth import EDGES_FILE, TRUTH_FILE
 from controller.config.model import (
     Config,
     MeterConfig,
     NodeConfig,
+    Role,
     channel_source,
     is_ina219,
 )
@@ -30,7 +32,9 @@ from controller.errors import ConfigError, DeviceError, MeterError
 from controller.link import shaped_link
 from controller.meter.calibration import Calibration, nominal
 from controller.meter.ina219 import Ina219Calibration, Ina219Model
+from controller.meter.net_load import InterfaceCounters
 from controller.meter.node_power import WatchSpec
+from controller.meter.power_model import PI_3B, PowerModel
 from controller.meter.session import MeterSession
 from controller.meter.simulate import SimulatedMeter, SimulateOptions
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
@@ -45,7 +49,7 @@ from controller.sweep.meter_tap import MeterTap
 from controller.workloads import prepare_sweep, preparer
 
 MARKER_FIFO = "marker.fifo"
-TRUTH = "meter-truth.csv"
+TRUTH = TRUTH_FILE
 
 
 def open_node(
@@ -90,6 +94,11 @@ def _require_port(config: Config) -> None:
         raise ConfigError(f"{layer}: meter.port: {meter.port}: no such device")
 
 
+def _model(meter: MeterConfig) -> PowerModel:
+    """The modelled meters' Pi 3B model, with the config's network term."""
+    return replace(PI_3B, network_nj_per_byte=meter.network_nj_per_byte)
+
+
 @contextmanager
 def _device(
     meter: MeterConfig, watch: tuple[WatchSpec, ...], run_dir: Path, marker: Path | None
@@ -103,29 +112,37 @@ def _device(
         yield meter.port, {}, None
         return
     truth = run_dir / TRUTH
+    model = _model(meter)
+    ina219 = Ina219Model(Ina219Calibration(shunt_ohm=meter.shunt_ohm))
     modelled: VirtualMeter | SimulatedMeter
     if meter.source == "virtual":
-        modelled = VirtualMeter(
-            VirtualMeterOptions(
-                watch=watch,
-                truth_path=truth,
-                marker_fifo=marker,
-                ina219=Ina219Model(Ina219Calibration(shunt_ohm=meter.shunt_ohm)),
-            )
+        options = VirtualMeterOptions(
+            watch=watch,
+            truth_path=truth,
+            edges_path=run_dir / EDGES_FILE,
+            marker_fifo=marker,
+            model=model,
+            ina219=ina219,
         )
-        facts: dict[str, Any] = {"ground_truth": TRUTH}
+        modelled = VirtualMeter(options)
+        facts: dict[str, Any] = {
+            "ground_truth": TRUTH,
+            "edges": EDGES_FILE,
+            "model": asdict(model),
+        }
     else:
-        ina219 = tuple(sorted(channel_source(c) for _role, c in meter.channels if is_ina219(c)))
+        sources = tuple(sorted(channel_source(c) for _role, c in meter.channels if is_ina219(c)))
         modelled = SimulatedMeter(
             SimulateOptions(
                 watch=watch,
                 truth_path=truth,
                 marker_fifo=marker,
-                ina219_sources=ina219,
-                ina219=Ina219Model(Ina219Calibration(shunt_ohm=meter.shunt_ohm)),
+                model=model,
+                ina219_sources=sources,
+                ina219=ina219,
             )
         )
-        facts = {"ground_truth": TRUTH, "simulator": "simavr"}
+        facts = {"ground_truth": TRUTH, "simulator": "simavr", "model": asdict(model)}
     modelled.start()
     try:
         yield modelled.port, facts, lambda: modelled.error
@@ -200,6 +217,8 @@ def open_sweep(
         port, device_facts, source_error = stack.enter_context(
             _device(config.meter, watch, run_dir, marker_path)
         )
+        if modelled:
+            device_facts["accounting"] = devices.accounting_facts(_watched_roles(config))
         tap = _open_tap(config.meter, port, device_facts, source_error)
         stack.callback(tap.close)
         offset = facts["client"]["clock"]["wall_offset_ns"] if facts["client"]["clock"] else 0
@@ -212,6 +231,11 @@ def open_sweep(
             marker=f"fifo:{marker_path}" if marker_path is not None else None,
             client_offset_ns=int(offset),
             facts=facts,
+            client_traffic=(
+                None
+                if client_anchor is None
+                else InterfaceCounters(devices.interface("client"), client_anchor).read
+            ),
         )
         stack.callback(_stop_server, pair)
         yield pair, tap, {"nodes": facts, "meter": tap.facts(), "link": link, "device": device}
@@ -241,6 +265,13 @@ def _watch(
             )
         specs.append(devices.watch(role, pid))
     return tuple(specs)
+
+
+def _watched_roles(config: Config) -> tuple[Role, ...]:
+    """The nodes a modelled meter follows, in the order of the sources it models."""
+    return tuple(
+        role for role, _c in sorted(config.meter.channels, key=lambda c: channel_source(c[1]))
+    )
 
 
 def _open_tap(

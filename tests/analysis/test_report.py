@@ -24,6 +24,7 @@ FIGURES = (
     "power_traces",
     "frames_per_byte",
     "memory",
+    "frame_model",
 )
 SUMMARY_HEAD = [
     "metric",
@@ -58,6 +59,12 @@ def test_the_report_holds_every_figure_and_table(reported: tuple[Path, Path]) ->
     assert "| client CPU time at 4096 vs 65535 | +42 % |" in markdown
     assert "| client response time at 4096 vs 65535 | +300 % |" in markdown
     assert "| failed attempts | 1 |" in markdown
+    assert "## Per-frame cost model" in markdown and "| per WINDOW_UPDATE frame |" in markdown
+    summary = pd.read_csv(report / "summary.csv")
+    coefficients = summary[summary["metric"].str.startswith("frame_model:")]
+    assert "frame_model:cpu_us:client_window_update_frames" in set(coefficients["metric"])
+    assert (coefficients["ci_low"] <= coefficients["mean"]).all()
+    assert (report / "frame_model_residuals.csv").exists()
     assert "- client (h2): this machine's own core, unthrottled" in markdown
     assert "emulated" not in markdown
     assert markdown.count("\n| --- |") == html.count("<table>")
@@ -68,7 +75,10 @@ def test_summary_csv_has_a_row_per_point_and_metric(reported: tuple[Path, Path])
     summary = pd.read_csv(study / "report" / "summary.csv")
     assert list(summary.columns[: len(SUMMARY_HEAD)]) == SUMMARY_HEAD
     assert {m.name for m in METRICS} <= set(summary["metric"])
-    assert len(summary) == 9 * summary["metric"].nunique()
+    model = summary["metric"].str.startswith("frame_model:")
+    per_point = summary[~model]
+    assert len(per_point) == 9 * per_point["metric"].nunique()
+    assert summary.loc[model, "initial_window_size"].isna().all()  # one row per coefficient
     assert (summary["confidence"] == 0.90).all()
     ok = load_run(study).ok
     at = summary.query("metric == 'client_response_s' and initial_window_size == 65535").iloc[0]
@@ -146,7 +156,8 @@ def test_a_grid_run_without_power_traces_still_reports(tmp_path: Path) -> None:
     assert "max_concurrent_streams = 100" in markdown
     summary = pd.read_csv(files.summary_csv)
     assert list(summary.columns[:3]) == ["metric", "initial_window_size", "max_concurrent_streams"]
-    assert len(summary) == 6 * summary["metric"].nunique()
+    per_point = summary[~summary["metric"].str.startswith("frame_model:")]
+    assert len(per_point) == 6 * per_point["metric"].nunique()
 
 
 def test_a_categorical_axis_becomes_one_series_per_value(tmp_path: Path) -> None:
@@ -164,8 +175,9 @@ def test_a_categorical_axis_becomes_one_series_per_value(tmp_path: Path) -> None
     assert "window_update_policy = every-frame" in markdown
     assert "| 4096 | every-frame |" in markdown
     summary = pd.read_csv(files.summary_csv)
-    assert set(summary["window_update_policy"]) == {"half", "every-frame"}
-    assert len(summary) == 6 * summary["metric"].nunique()
+    per_point = summary[~summary["metric"].str.startswith("frame_model:")]
+    assert set(per_point["window_update_policy"]) == {"half", "every-frame"}
+    assert len(per_point) == 6 * per_point["metric"].nunique()
     assert (files.directory / "figures" / "figure1_client.png").exists()
 
 

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from analysis.study import Check, increase, knee, percent, study_checks
+from analysis.study import Check, increase, knee, magnitude, percent, study_checks
 
 WINDOWS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65535)
 
@@ -102,6 +102,33 @@ def test_an_increase_within_the_noise_does_not_hold() -> None:
     checks = _by_finding(study_checks(_table(noisy, sd=0.1, n=5), ["initial_window_size"], 0.9))
     check = checks["client CPU time at 4096 vs 65535"]
     assert check.verdict == "differs" and "CI -" in check.measured
+    assert check.measured.endswith("no clear change where the study found +42 %")
+
+
+def test_an_increase_is_judged_on_its_size_as_well_as_its_direction() -> None:
+    """The issue's case: the study has +42 % for the client's CPU time, the run +297 %."""
+    low = pd.Series({"n": 5, "mean": 3.97, "sd": 0.2})
+    high = pd.Series({"n": 5, "mean": 1.0, "sd": 0.05})
+    verdict, text = magnitude(increase(low, high, 0.9), 0.42)
+    assert verdict == "same direction"
+    assert text == "same direction, 7.1x the study's effect"
+    near = magnitude(increase(pd.Series({"n": 5, "mean": 1.45, "sd": 0.05}), high, 0.9), 0.42)
+    assert near[0] == "agrees"
+    opposite = magnitude(increase(pd.Series({"n": 5, "mean": 0.5, "sd": 0.01}), high, 0.9), 0.42)
+    assert opposite[0] == "differs" and opposite[1].startswith("opposite direction")
+    nothing = magnitude(increase(pd.Series({"n": 5, "mean": 1.0, "sd": 0.01}), high, 0.9), 3.0)
+    assert nothing == ("differs", "no clear change where the study found +300 %")
+
+
+def test_with_five_trials_a_side_the_interval_is_students_not_the_normals() -> None:
+    """n = 5 per point (the embedded default): t(df) is wider than z, so the old z-based
+    interval excluded zero too readily."""
+    low = pd.Series({"n": 5, "mean": 1.2, "sd": 0.2})
+    high = pd.Series({"n": 5, "mean": 1.0, "sd": 0.2})
+    change = increase(low, high, 0.90)
+    assert 7.0 < change.df < 8.0
+    z_half = 1.6448536 * math.sqrt(0.04 / (5 * 1.44) + 0.04 / 5)
+    assert math.log(1.2) - math.log(1 + change.ci_low) > z_half
 
 
 def test_missing_windows_and_axes_give_n_a() -> None:
@@ -133,8 +160,12 @@ def test_knee_and_increase_by_hand() -> None:
     high = pd.Series({"n": 10, "mean": 1.0, "sd": 0.1})
     change = increase(low, high, 0.90)
     assert change.relative == 3.0
-    # delta method: se = 4 * sqrt(0.016/16 + 0.001/1) = 4 * sqrt(0.002)
-    half = 1.6448536 * 4 * math.sqrt(0.002)
-    assert (change.ci_low, change.ci_high) == pytest.approx((3 - half, 3 + half), rel=1e-6)
+    # delta method on log(m1 / m2): var = 0.4^2 / (10 x 4^2) + 0.1^2 / (10 x 1^2) = 0.002;
+    # Welch-Satterthwaite df = 0.002^2 / (0.001^2 / 9 + 0.001^2 / 9) = 18; t(18, 0.95) = 1.734064
+    assert change.df == pytest.approx(18.0)
+    half = 1.734064 * math.sqrt(0.002)
+    expected = (4 * math.exp(-half) - 1, 4 * math.exp(half) - 1)
+    assert (change.ci_low, change.ci_high) == pytest.approx(expected, rel=1e-6)
     assert change.holds
+    assert change.text() == "+300 % (90 % CI +270 % .. +332 %; t, Welch df 18.0)"
     assert percent(-0.001) == "+0 %" and percent(0.42) == "+42 %"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -74,3 +75,21 @@ def test_the_node_ends_with_its_controller(tmp_path: Path, during_a_command: boo
         assert survivors(pids, within_s=5) == []
     finally:
         transport.close()
+
+
+def test_a_command_reports_its_process_span_and_the_cpu_it_and_its_children_used() -> None:
+    """What the energy window "process" integrates over: the trial process from its start to
+    its reaping on the node's monotonic clock, and its CPU time, children included."""
+    transport = AnchoredLocalTransport("client (local)")
+    try:
+        before_ns = time.monotonic_ns()
+        busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
+        result = Node(transport).run(["sh", "-c", '"$0" -c "$1"', sys.executable, busy])
+        after_ns = time.monotonic_ns()
+    finally:
+        transport.close()
+    span = result.process
+    assert span is not None
+    assert before_ns <= span.t_mono_start_ns < span.t_mono_end_ns <= after_ns
+    assert span.cpu_s >= 0.2  # the grandchild's busy loop, reaped through its parent
+    assert span.duration_s >= 0.2

@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 
 from controller.config.profile import DeviceProfile
+from controller.device.accounting import accounting_cgroups
 from controller.device.cgroup import NodeCgroup, system_layout
 from controller.device.netns import DATA_INTERFACE, create_link, destroy_link, run_inside
 from controller.device.transport import CgroupTransport
+from controller.meter.cpu_load import CgroupCpu
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.node import Node
 from tests.conftest import h2iot, require_tool
@@ -244,3 +246,24 @@ def test_without_root_an_emulated_sweep_says_in_one_line_what_needs_it(open_dir:
         "h2iot: error: nodes calibrate: measuring under a CPU quota needs root (cgroups); "
         "run it as root\n"
     )
+
+
+def test_an_accounting_cgroup_counts_every_process_of_its_node_and_limits_nothing() -> None:
+    """The modelled meters' exact source for a local node without a device profile: a busy
+    command of the node shows in its counter, and it is removed with what is left in it."""
+    require_root()
+    accounting = accounting_cgroups(("client",))
+    assert set(accounting.cgroups) == {"client"}, accounting.reasons
+    cgroup = accounting.cgroups["client"]
+    assert accounting.facts()["client"]["source"] == "cgroup"
+    counter = CgroupCpu(cgroup.usage_directory)
+    node = Node(CgroupTransport(AnchoredLocalTransport("acct"), cgroup.procs_files))
+    try:
+        before = counter.cpu_seconds()
+        busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
+        node.run([sys.executable, "-c", busy])
+        assert counter.cpu_seconds() - before >= 0.2
+    finally:
+        node.close()
+        cgroup.remove()
+    assert not cgroup.directory.exists()

@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 from controller.config import load_config
 from controller.config.profile import PROFILES, DeviceProfile, pinned_cores, resolve
 from controller.device.calibrate import ProbeRun, candidate_quotas, fit_quota
-from controller.device.hierarchy import Layout, LayoutError, Write, find_layout, limit_writes
+from controller.device.hierarchy import (
+    AccountingPlace,
+    Layout,
+    LayoutError,
+    Write,
+    accounting_place,
+    find_layout,
+    limit_writes,
+)
 from controller.device.probe import fnv1a, run
 from controller.device.transport import JOIN_FAILED_STATUS, joined_command
 from controller.errors import ConfigError
@@ -85,6 +93,20 @@ def test_pure_v2_puts_node_cgroups_under_a_shared_parent_at_the_root() -> None:
     layout = find_layout(mounts, "0::/user.slice/session-1.scope\n", "cpuset cpu io memory pids\n")
     assert layout.version == 2 and layout.v2_root == "/sys/fs/cgroup"
     assert layout.directories("n") == ("/sys/fs/cgroup/h2iot/n",)
+
+
+def test_an_accounting_cgroup_goes_under_our_own_cpuacct_cgroup_else_under_v2s_h2iot() -> None:
+    assert accounting_place(V1_MOUNTS, V1_SELF) == AccountingPlace(1, "/sys/fs/cgroup/cpuacct")
+    co_mounted = "25 24 0:22 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n"
+    place = accounting_place(co_mounted, "2:cpu,cpuacct:/user.slice\n")
+    assert place.parent == "/sys/fs/cgroup/cpu,cpuacct/user.slice"
+    v2 = "29 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+    # No controller is needed: a v2 cgroup counts its CPU time in cpu.stat regardless.
+    assert accounting_place(v2, "0::/user.slice\n") == AccountingPlace(
+        2, "/sys/fs/cgroup/h2iot", v2_root="/sys/fs/cgroup"
+    )
+    with pytest.raises(LayoutError, match="no cgroup v1 cpuacct controller and no cgroup v2"):
+        accounting_place("", "")
 
 
 def test_missing_controllers_are_named() -> None:

@@ -14,7 +14,19 @@ def test_constant_power_is_power_times_duration() -> None:
     assert result.energy_mj == pytest.approx(3600.0)
     assert result.energy_above_idle_mj == pytest.approx(600.0)
     assert result.mean_power_mw == pytest.approx(1200.0)
-    assert result.samples == 3000
+    # 3000 inside, and the one either side each edge is interpolated from
+    assert result.samples == 3002
+
+
+def test_samples_count_what_the_energy_depends_on() -> None:
+    t = np.arange(0, 1.001, 0.1)
+    power = np.zeros_like(t)
+    on_samples = energy_in_window(t, power, 0.2, 0.5)  # edges on samples 2 and 5
+    assert on_samples.samples == 4
+    power[[1, 6]] = 1000.0  # the neighbours of a window between samples change its energy
+    between = energy_in_window(t, power, 0.15, 0.55)
+    assert between.samples == 6  # samples 1..6
+    assert between.energy_mj > 0
 
 
 @given(st.floats(0, 5), st.floats(0, 5), st.floats(1, 5000), st.floats(-100, 100))

@@ -87,11 +87,12 @@ class ConstantMeter:
     def begin_trial(self) -> None:
         pass
 
-    def window(self, start_wall_ns: int, end_wall_ns: int) -> PowerWindow:
-        t = np.arange(start_wall_ns / 1e9 - 0.01, end_wall_ns / 1e9 + 0.01, 0.001)
-        return PowerWindow(
-            t, np.full_like(t, POWER_MW), start_wall_ns / 1e9, end_wall_ns / 1e9, "clock", 0, 0, 0
-        )
+    def window(
+        self, start_wall_ns: int, end_wall_ns: int, *, before_s: float = 0.0, after_s: float = 0.0
+    ) -> PowerWindow:
+        start, end = start_wall_ns / 1e9 - before_s, end_wall_ns / 1e9 + after_s
+        t = np.arange(start - 0.01, end + 0.01, 0.001)
+        return PowerWindow(t, np.full_like(t, POWER_MW), start, end, "clock", 0, 0, 0)
 
     def health(self) -> tuple[float, int, int, int]:
         return (1000.0, 0, 0, 0)

@@ -12,9 +12,17 @@ import time
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller.errors import ConfigError
-from controller.meter.cpu_load import CgroupCpu, ProcessTreeCpu, Utilisation
+from controller.meter.cpu_load import (
+    CgroupCpu,
+    ProcessTreeCpu,
+    TreeLedger,
+    TreeMember,
+    Utilisation,
+)
 from controller.meter.power_model import PI_3B
 
 # A parent that runs two short-lived busy children one after the other, then reports its own and
@@ -36,13 +44,13 @@ def test_tree_cpu_counts_children_that_have_exited_once():
     )
     assert parent.stdout is not None
     try:
-        tree = ProcessTreeCpu(parent.pid, rescan_s=0.0)
+        tree = ProcessTreeCpu(parent.pid)
         members_seen = 1
         # Read the tree while the children run (so it sees them come and go), until the parent
         # reports; select's timeout only paces the readings.
         while not select.select([parent.stdout], [], [], 0.02)[0]:
             tree.cpu_seconds()
-            members_seen = max(members_seen, len(tree._members))
+            members_seen = max(members_seen, len(tree.members))
         truth = float(parent.stdout.readline())
         measured = tree.cpu_seconds()
     finally:
@@ -123,17 +131,17 @@ def test_time_of_an_orphan_reaped_by_init_is_kept(tmp_path):
     assert parent.stdin is not None
     orphan = 0
     try:
-        tree = ProcessTreeCpu(parent.pid, rescan_s=0.0)
+        tree = ProcessTreeCpu(parent.pid)
         _poll(tree, running.exists)
         orphan = int(running.read_text())
         tree.cpu_seconds()  # a scan while the shell still waits: the grandchild is in the tree
-        assert orphan in tree._members
+        assert orphan in tree.members
         parent.stdin.write("\n")  # the shell's `read` returns and it exits
         parent.stdin.flush()
         _poll(tree, spun.exists)
         tree.cpu_seconds()  # its last reading alive holds all its busy time
         os.kill(orphan, signal.SIGKILL)
-        _poll(tree, lambda: len(tree._members) == 1)  # shell and orphan came and went
+        _poll(tree, lambda: len(tree.members) == 1)  # shell and orphan came and went
         assert tree.cpu_seconds() >= 0.4  # the orphan's time is still counted after it died
     finally:
         parent.kill()
@@ -148,3 +156,112 @@ def test_cgroup_cpu_reads_usage_usec(tmp_path):
     assert CgroupCpu(tmp_path).cpu_seconds() == 2.5
     with pytest.raises(ConfigError, match=r"no cpu\.stat"):
         CgroupCpu(tmp_path / "nope")
+
+
+# The booking rules, pure: a snapshot of (pid, parent, start, CPU so far) per reading.
+
+
+def _m(pid: int, cpu_s: float, start_s: float = 0.0, parent: int = 1) -> TreeMember:
+    return TreeMember(pid, parent, start_s, cpu_s)
+
+
+def test_a_member_known_from_the_start_books_what_it_used_since():
+    ledger = TreeLedger(10.0, [_m(1, 5.0, parent=0)])
+    assert ledger.update(10.1, [_m(1, 5.02, parent=0)]) == pytest.approx(0.02)
+    assert ledger.update(10.2, [_m(1, 5.05, parent=0)]) == pytest.approx(0.05)
+
+
+def test_a_process_found_late_books_only_the_share_of_its_life_since_the_last_reading():
+    """Today's defect, in the ledger's terms: an interpreter found 0.2 s into its life with 0.2 s
+    of start-up behind it was booked whole at once (and then carried into the trial)."""
+    ledger = TreeLedger(0.0, [_m(1, 0.0, parent=0)])
+    ledger.update(1.0, [_m(1, 0.0, parent=0)])
+    booked = ledger.update(1.01, [_m(1, 0.0, parent=0), _m(2, 0.2, start_s=0.81)])
+    assert booked == pytest.approx(0.2 * 0.01 / 0.2)  # the last 10 ms of its 200 ms life
+    assert ledger.late_s == pytest.approx(0.2 * 0.19 / 0.2)  # spent before: not booked later
+
+
+def test_a_process_started_since_the_last_reading_is_booked_whole():
+    ledger = TreeLedger(0.0, [_m(1, 0.0, parent=0)])
+    booked = ledger.update(0.01, [_m(1, 0.0, parent=0), _m(2, 0.008, start_s=0.001)])
+    assert booked == pytest.approx(0.008)
+    assert ledger.late_s == 0.0
+
+
+def test_a_child_reaped_inside_the_tree_is_not_counted_twice():
+    ledger = TreeLedger(0.0, [_m(1, 1.0, parent=0), _m(2, 0.5)])
+    ledger.update(0.1, [_m(1, 1.0, parent=0), _m(2, 0.7)])  # the child used 0.2 s
+    # It exits with 0.75 s and its parent reaps it: 0.75 s moves into the parent's children_*.
+    assert ledger.update(0.2, [_m(1, 1.75, parent=0)]) == pytest.approx(0.25)
+
+
+def test_a_dip_between_readings_is_repaid_before_anything_is_booked():
+    ledger = TreeLedger(0.0, [_m(1, 1.0, parent=0), _m(2, 0.5)])
+    # The child was reaped after its parent was read, before it was: 0.5 s vanish for now.
+    assert ledger.update(0.1, [_m(1, 1.0, parent=0)]) == 0.0
+    assert ledger.update(0.2, [_m(1, 1.6, parent=0)]) == pytest.approx(0.1)
+
+
+def test_a_member_reaped_outside_the_tree_keeps_its_last_reading():
+    ledger = TreeLedger(0.0, [_m(1, 1.0, parent=0), _m(2, 0.0, parent=1)])
+    ledger.update(0.1, [_m(1, 1.0, parent=0), _m(2, 0.3, parent=99)])  # reparented to init
+    assert ledger.update(0.2, [_m(1, 1.0, parent=0)]) == pytest.approx(0.3)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0.0, 0.05),  # CPU the process uses per reading while alive
+            st.integers(1, 20),  # the reading it starts after
+            st.integers(1, 20),  # readings it lives
+        ),
+        max_size=6,
+    )
+)
+def test_every_cpu_second_is_booked_once_or_counted_late(processes):
+    """Children of the root, reaped by it: booked + late = all the CPU they used."""
+    ledger = TreeLedger(0.0, [_m(1, 0.0, parent=0)])
+    reaped = 0.0
+    total = 0.0
+    for reading in range(1, 45):
+        now = reading * 0.01
+        members = [_m(1, reaped, parent=0)]
+        for pid, (rate, start, life) in enumerate(processes, start=2):
+            if start < reading <= start + life:
+                members.append(_m(pid, rate * (reading - start), start_s=(start - 0.5) * 0.01))
+            elif reading == start + life + 1:
+                reaped += rate * life  # reaped by the root: into its children_* time
+        ledger.update(now, members)
+        total = sum(rate * min(life, max(0, reading - start)) for rate, start, life in processes)
+    assert ledger.booked_s + ledger.late_s == pytest.approx(total, abs=1e-9)
+
+
+def test_a_real_child_is_booked_while_it_runs_not_after(tmp_path):
+    """A child busy for 0.3 s from its start: its time is booked by the reading after it said
+    it was done, and nothing after that (an interpreter found late was booked whole, later)."""
+    done = tmp_path / "done"
+    script = (
+        "import sys, time\nt = time.process_time()\n"
+        "while time.process_time() - t < 0.3: pass\n"
+        "open(sys.argv[1], 'w').close()\ntime.sleep(30)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_OF_ONE, script, str(done)])
+    try:
+        tree = ProcessTreeCpu(parent.pid)
+        _poll(tree, done.exists)
+        at_done = tree.cpu_seconds()
+        assert at_done >= 0.3
+        assert tree.late_s < 0.05  # found within a reading of its start
+        time.sleep(0.3)
+        assert tree.cpu_seconds() - at_done < 0.05  # idle since
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+PARENT_OF_ONE = """
+import subprocess, sys, time
+time.sleep(0.2)
+subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]])
+time.sleep(60)
+"""

@@ -1,0 +1,181 @@
+"""The report's energy sections: the idle baseline and its check, each trial's ground truth
+against the model of its own activity (modelled meters), and the per-frame cost model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.agreement import TOLERANCE, agreement, outside
+from analysis.document import Block, Bullets, Heading, Paragraph, Table
+from analysis.frame_model import Fit
+from analysis.load import Run
+
+_WORST = 5
+
+
+def _number(value: Any, digits: int = 4) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float) and np.isfinite(value):
+        return f"{value:.{digits}g}"
+    return "-"
+
+
+def idle_blocks(run: Run) -> list[Block]:
+    """The baseline before (and after) the sweep, with its check (controller/sweep/baseline.py)."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for when, key in (("before", "idle_baseline"), ("after", "idle_baseline_end")):
+        facts = run.manifest.get(key)
+        if isinstance(facts, Mapping):
+            found[when] = facts
+    if not found:
+        return []
+    keys = (
+        ("mean_mw", "mean (mW)"),
+        ("sd_mw", "sd of the samples (mW)"),
+        ("noise_mw", "meter noise (mW)"),
+        ("spread_mw", "spread of its fifths (mW)"),
+        ("drift_mw", "drift over it (mW)"),
+        ("bound_mw", "allowed spread and drift (mW)"),
+        ("quiet", "quiet"),
+        ("attempts", "attempts"),
+        ("duration_s", "length (s)"),
+    )
+    rows = tuple((label, *(_number(found[when].get(key)) for when in found)) for key, label in keys)
+    blocks: list[Block] = [
+        Heading("Idle baseline"),
+        Paragraph(
+            "The idle power subtracted in energy above idle, measured once the nodes were quiet "
+            "and checked: quiet when every fifth of it is within the allowed spread of the "
+            "others and it does not drift by more (the tolerance plus 4 standard errors of the "
+            "meter's own noise, configs/README.md [energy])."
+        ),
+        Table(("", *(f"{when} the sweep" for when in found)), rows),
+    ]
+    end = found.get("after")
+    change = end.get("change_mw") if end else None
+    if isinstance(change, int | float) and "window_s" in run.ok:
+        window = float(run.ok["window_s"].median())
+        blocks.append(
+            Paragraph(
+                f"The idle power moved by {change:+.1f} mW between the two: on a median "
+                f"window of {window * 1e3:.0f} ms, energy above idle is uncertain by about "
+                f"{abs(change) * window:.2f} mJ from that drift."
+            )
+        )
+    return blocks
+
+
+def truth_blocks(run: Run) -> list[Block]:
+    """Each trial's ground truth against the model applied to the client's own activity."""
+    table = agreement(run)
+    if table is None or table.empty:
+        return []
+    stray = outside(table, TOLERANCE)
+    ratios = table["ratio"]
+    worst = table.reindex((ratios - 1).abs().sort_values(ascending=False).index).head(_WORST)
+    return [
+        Heading("Ground truth of the modelled meter"),
+        Paragraph(
+            "The modelled meter's exact power, integrated over each trial's own window, against "
+            "its model applied to the client's own activity in that window as the agent "
+            "measured it (its CPU time; the bytes on its interface in the window: between the "
+            "fetch's marker edges, or over the trial process; analysis/agreement.py). A ratio "
+            "far from 1 means the meter booked work at the "
+            "wrong moment, or that something else ran on the node. The bytes are the network "
+            "term's own input, so this checks when the traffic was booked, not whose it was: "
+            "on loopback, shared by both nodes and the rest of the machine, other traffic "
+            "counts too (data/README.md)."
+        ),
+        Table(
+            ("trials", f"within {TOLERANCE * 100:g} %", "median ratio", "lowest", "highest"),
+            (
+                (
+                    str(len(table)),
+                    str(len(table) - len(stray)),
+                    f"{ratios.median():.3f}",
+                    f"{ratios.min():.3f}",
+                    f"{ratios.max():.3f}",
+                ),
+            ),
+        ),
+        Table(
+            ("trial", "window (ms)", "CPU (ms)", "truth above idle (mJ)", "model (mJ)", "ratio"),
+            tuple(
+                (
+                    str(row["trial_id"]),
+                    f"{row['window_s'] * 1e3:.1f}",
+                    f"{row['cpu_s'] * 1e3:.2f}",
+                    f"{row['truth_above_idle_mj']:.2f}",
+                    f"{row['model_mj']:.2f}",
+                    f"{row['ratio']:.3f}",
+                )
+                for _, row in worst.iterrows()
+            ),
+            f"The {len(worst)} trials furthest from the model",
+        ),
+    ]
+
+
+def frame_model_blocks(fits: Sequence[Fit]) -> list[Block]:
+    """The per-frame cost model's coefficients with their CIs, per engine and device."""
+    blocks: list[Block] = [
+        Heading("Per-frame cost model"),
+        Paragraph(
+            "Energy above idle (uJ) and client CPU time (us) per trial, fitted by least squares "
+            "as a linear function of the DATA frames the client received, the WINDOW_UPDATE "
+            "frames it sent, the KiB it received and sent, the energy window's length in ms and "
+            "the workload's own counts (analysis/frame_model.py). Each coefficient is what one "
+            "more unit costs on this node, with a Student-t CI at n - p degrees of freedom; "
+            "summary.csv has them as frame_model:* rows, report/frame_model_residuals.csv each "
+            "trial's residual."
+        ),
+    ]
+    if not fits:
+        blocks.append(Paragraph("Not fitted: too few trials with frame counters."))
+        return blocks
+    for fit in fits:
+        unit = fit.response.unit
+        level = f"{fit.confidence * 100:g} %"
+        blocks.append(
+            Table(
+                ("term", f"{unit} per unit", f"CI low ({level})", "CI high"),
+                tuple(
+                    (
+                        c.term.label,
+                        _number(c.estimate),
+                        _number(c.ci_low),
+                        _number(c.ci_high),
+                    )
+                    for c in fit.coefficients
+                ),
+                f"{fit.group}: {fit.response.label} per trial; n = {fit.n}, df = {fit.df}, "
+                f"R² = {fit.r2:.3f}, residual sd = {fit.residual_sd:.3g} {unit}",
+            )
+        )
+        notes = [f"{name}: not estimated, {why}" for name, why in fit.left_out]
+        notes += [
+            f"{a} and {b} move together in this run (r = {r:+.3f}): their coefficients trade "
+            "off against each other; a sweep that varies one without the other (the "
+            "WINDOW_UPDATE policy, the page size) separates them"
+            for a, b, r in fit.entangled
+        ]
+        if notes:
+            blocks.append(Bullets(tuple(notes)))
+    return blocks
+
+
+def residuals_table(fits: Sequence[Fit]) -> pd.DataFrame:
+    """frame_model_residuals.csv: per fit and trial, measured, predicted and residual."""
+    frames = [
+        fit.residuals.assign(group=fit.group, response=fit.response.key, unit=fit.response.unit)
+        for fit in fits
+    ]
+    columns = ["group", "response", "unit", "trial_id", "measured", "predicted", "residual"]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)[columns]
