@@ -18,7 +18,6 @@ from typing import Any, Literal
 from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, ParamValue
 from controller.config.profile import DeviceProfile
-from controller.meter.power_model import POWERPI_NJ_PER_BYTE
 
 Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]
@@ -155,8 +154,11 @@ class MeterConfig:
     sensor: Sensor = "5A"
     supply_v: float = 5.0
     calibration: Path | None = None
-    # A modelled meter's network term, per byte on the node's interface (0: none).
-    network_nj_per_byte: float = POWERPI_NJ_PER_BYTE
+    # A modelled meter's network term, per byte on the node's interface (0: none): PowerPi's
+    # slope, controller.meter.power_model.POWERPI_NJ_PER_BYTE, written out here because the
+    # config is imported on SSH nodes (device set-up), where the meter's numpy is not; a test
+    # checks the two agree.
+    network_nj_per_byte: float = 4.813 * 8
 
     def channel_of(self, role: Role) -> int | None:
         """The analog channel measuring this node's supply, or None if it is not metered."""
