@@ -21,6 +21,7 @@ EDGES_FILE = "meter-edges.csv"
 EDGES_HEADER = "start,sample_index,level,analog_input,interface_bytes,interface_packets\n"
 """The virtual meter's marker edges: the sample index each was stamped with and the input's
 interface counters (cumulative) at that moment (`controller.meter.node_power.EdgeLog`)."""
+
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 

@@ -18,7 +18,6 @@ from typing import Any, Literal
 from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, ParamValue
 from controller.config.profile import DeviceProfile
-from controller.meter.power_model import POWERPI_NJ_PER_BYTE
 
 Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]
@@ -156,8 +155,11 @@ class MeterConfig:
     supply_v: float = 5.0
     calibration: Path | None = None
     shunt_ohm: float = 0.1  # the INA219s' shunt resistor
-    # A modelled meter's network term, per byte on the node's interface (0: none).
-    network_nj_per_byte: float = POWERPI_NJ_PER_BYTE
+    # A modelled meter's network term, per byte on the node's interface (0: none): PowerPi's
+    # slope, controller.meter.power_model.POWERPI_NJ_PER_BYTE, written out here because the
+    # config is imported on SSH nodes (device set-up), where the meter's numpy is not; a test
+    # checks the two agree.
+    network_nj_per_byte: float = 4.813 * 8
 
     def channel_of(self, role: Role) -> int | None:
         """The channel measuring this node's supply (analog input n, or an INA219's I2C

@@ -130,6 +130,18 @@ class NodePower:
         return self._power_mw[list(inputs)]
 
 
+def _csv(path: Path | None, header: str, option: str = "") -> IO[str] | None:
+    """A new CSV file with its header line (None for no path)."""
+    if path is None:
+        return None
+    try:
+        handle = path.open("w", encoding="ascii")
+    except OSError as exc:
+        raise ConfigError(f"{option}{path}: cannot write: {exc.strerror}") from None
+    handle.write(header)
+    return handle
+
+
 class TruthWriter:
     """The ground-truth file. It is a by-product of the measurement: a write that fails (a full
     disk) ends the file on its last whole line, is kept in `error`, and the meter goes on, so
@@ -188,13 +200,7 @@ class EdgeLog:
     that moment, so a trial's own traffic can be read between its two edges."""
 
     def __init__(self, path: Path | None) -> None:
-        self._file: IO[str] | None = None
-        if path is not None:
-            try:
-                self._file = path.open("w", encoding="ascii")
-            except OSError as exc:
-                raise ConfigError(f"{path}: cannot write: {exc.strerror}") from None
-            self._file.write(EDGES_HEADER)
+        self._file = _csv(path, EDGES_HEADER)
 
     def edge(self, start: int, index: int, level: int, power: NodePower, inputs: int) -> None:
         if self._file is None:

@@ -4,6 +4,7 @@ command that joins a cgroup, the config key, and the meter's scaling to the emul
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -368,3 +369,10 @@ def test_an_emulated_one_core_device_bursting_past_its_core_reads_as_one_busy_co
     assert power.power_mw((0,))[0] == pytest.approx(one_core_busy)
     power.refresh(0.03)
     assert power.power_mw((0,))[0] == pytest.approx(PI_3B.idle_mw)
+
+
+def test_what_an_ssh_node_runs_of_the_controller_needs_no_numpy() -> None:
+    """A node gets the agent's dependencies only: the device set-up it runs
+    (`controller.device.node_side`) must not pull in the meter's numpy through the config."""
+    check = "import sys, controller.device.node_side; assert 'numpy' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", check], check=False).returncode == 0

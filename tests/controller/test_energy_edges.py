@@ -12,9 +12,9 @@ T = np.array([0.0, 1.0, 2.0, 3.0])
 P = np.array([1000.0, 2000.0, 4000.0, 4000.0])
 
 
-def test_samples_on_the_edges_are_not_inside_and_count_once():
+def test_samples_on_the_edges_count_once():
     window = energy_in_window(T, P, 1.0, 3.0)
-    assert window.samples == 1  # only t = 2 is strictly inside
+    assert window.samples == 3  # what the energy depends on: t = 1, 2 and 3, each once
     assert window.energy_mj == pytest.approx(3000.0 + 4000.0)
     assert window.duration_s == 2.0
     assert window.mean_power_mw == pytest.approx(3500.0)
@@ -25,12 +25,12 @@ def test_a_short_window_averages_its_own_power_not_its_start():
     assert window.duration_s == 0.5
     assert window.mean_power_mw == pytest.approx(2500.0)
     assert window.energy_mj == pytest.approx(1250.0)
-    assert window.samples == 0
+    assert window.samples == 2  # none inside: the two it is interpolated between
 
 
 def test_an_empty_window_has_the_power_at_its_instant():
     window = energy_in_window(T, P, 1.5, 1.5)
-    assert (window.energy_mj, window.duration_s, window.samples) == (0.0, 0.0, 0)
+    assert (window.energy_mj, window.duration_s, window.samples) == (0.0, 0.0, 2)
     assert window.mean_power_mw == pytest.approx(3000.0)
 
 

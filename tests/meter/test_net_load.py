@@ -42,3 +42,9 @@ def test_the_network_term_is_powerpis_slope_per_byte() -> None:
     # FastEthernet at 94 Mbit/s: 11.75 MB/s x 38.5 nJ = 0.45 W above idle.
     assert PI_3B.power_mw(0.0, bytes_per_s=94e6 / 8) - PI_3B.idle_mw == pytest.approx(452.4, 0.01)
     assert PI_3B.energy_above_idle_mj(cpu_s=0.1, bytes_=1e6) == pytest.approx(68.75 + 38.504)
+
+
+def test_the_configs_default_network_term_is_the_models() -> None:
+    from controller.config.model import MeterConfig  # noqa: PLC0415
+
+    assert MeterConfig().network_nj_per_byte == POWERPI_NJ_PER_BYTE
