@@ -129,13 +129,17 @@ class ServerConnection(asyncio.BufferedProtocol):
                 return
         conn = self.conn
         fast = self._fast_enabled and H2Internals.is_open(conn)
-        while not reader.passthrough:
-            frame = reader.next_frame()
+        while True:
+            try:
+                frame = reader.next_frame()
+            except ProtocolError as exc:
+                # Refused on its header (too long, wrong kind of stream): never buffered.
+                tally.feed(reader.take_all())
+                self._refuse(exc)
+                return
             if frame is None:
                 break
             frame_type, _flags, stream_id, start, length = frame
-            if reader.passthrough:
-                break
             if (
                 fast
                 and frame_type == TYPE_WINDOW_UPDATE
@@ -152,18 +156,14 @@ class ServerConnection(asyncio.BufferedProtocol):
                 tally.feed(reader.take_all())
                 return
             fast = self._fast_enabled and H2Internals.is_open(conn)
-        if reader.passthrough:
-            rest = reader.take_all()
-            tally.feed(rest)
-            if not self._receive_h2(rest):
-                return
         self._pump()
         self._flush()
 
     def _fast_window_update(self, stream_id: int, increment: int) -> bool:
-        """Apply a WINDOW_UPDATE to h2's counters; False leaves it to h2 (a zero increment, an
-        overflow, a stream not being sent: RFC 9113 section 6.9.1 errors or no-ops)."""
-        if not increment:
+        """Apply a WINDOW_UPDATE to h2's counters; False leaves it to h2 (an increment of zero
+        or with the reserved bit set, an overflow, a stream not being sent: errors or no-ops
+        h2 judges)."""
+        if not 0 < increment <= MAX_WINDOW:
             return False
         if stream_id == 0:
             window = self.conn.outbound_flow_control_window + increment
@@ -185,11 +185,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         try:
             events = self.conn.receive_data(data)
         except ProtocolError as exc:
-            # h2 queues the GOAWAY with the error code RFC 9113 prescribes, except for a bad
-            # preface, which it refuses before its state machine runs.
-            if self.conn.state_machine.state is not ConnectionState.CLOSED:
-                self.conn.close_connection(exc.error_code)
-            self._fail(f"{type(exc).__name__}: {exc}")
+            self._refuse(exc)
             return False
         self._reader.max_frame_size = self.conn.max_inbound_frame_size
         if self.lifecycle.state is State.HANDSHAKE:
@@ -429,6 +425,14 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.tally_out.feed(data)
         self.transport.write(data)
         self._close_transport()
+
+    def _refuse(self, exc: ProtocolError) -> None:
+        """The peer broke HTTP/2: GOAWAY with the error's code, then close. h2 has queued that
+        GOAWAY already when the error was its own, except for a bad preface, which it refuses
+        before its state machine runs; errors found before h2 saw the frame are queued here."""
+        if self.conn.state_machine.state is not ConnectionState.CLOSED:
+            self.conn.close_connection(exc.error_code)
+        self._fail(f"{type(exc).__name__}: {exc}")
 
     def _fail(self, reason: str) -> None:
         self._advance(Input.FAILURE)
