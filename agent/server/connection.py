@@ -10,9 +10,14 @@ last frame goes through h2 so it closes the stream. Every stream with credit get
 round (fair, like nghttp2), and all frames produced by one read leave in one transport.write.
 
 The connection knows its server only as a `ConnectionHost` (agent.server.host): what to
-announce, who answers requests, where trial accounting goes. Its lifecycle is one state
-(agent.server.lifecycle); the one flag beside it, `_paused`, is the transport's write
-back-pressure, which comes and goes in any state.
+announce, who answers requests, where trial accounting goes, the limits it holds to
+(agent.limits). Its lifecycle is one state (agent.server.lifecycle); the one flag beside
+it, `_paused`, is the transport's write back-pressure, which comes and goes in any state.
+
+Two timers bound how long a peer can hold the connection without using it: the handshake
+deadline until the peer's preface and first SETTINGS frame are in, then the idle timeout, which
+counts from the last progress (a request received, response bytes sent), never from PINGs or
+other frames.
 """
 
 from __future__ import annotations
@@ -53,9 +58,9 @@ from agent.trial_header import TRIAL_HEADER
 log = logging.getLogger("h2iot.server")
 
 _TRIAL_HEADER = TRIAL_HEADER.encode()
-# How long a connection may take to send its preface and first SETTINGS.
-HANDSHAKE_TIMEOUT_S = 10.0
 _FLUSH_BYTES = 256 * 1024
+# States in which the host may close the connection to make room, when it serves nothing.
+_SHEDDABLE = frozenset({State.HANDSHAKE, State.OPEN})
 
 
 @dataclass(eq=False)
@@ -87,6 +92,13 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._paused = False
         self._last_byte_timer: asyncio.TimerHandle | None = None
         self._handshake_timer: asyncio.TimerHandle | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Event-loop time of the last progress: connection made, handshake done, a request
+        # received, response bytes written. `_sent_response` marks response frames queued
+        # since the last write (one clock read per write, not per frame).
+        self.last_progress_s = 0.0
+        self._sent_response = False
 
     # asyncio callbacks -------------------------------------------------------------------------
 
@@ -97,18 +109,27 @@ class ServerConnection(asyncio.BufferedProtocol):
         if peername:
             self.peer = f"{peername[0]}:{peername[1]}"
         self.lifecycle.advance(Input.MADE)
-        self.host.connection_opened(self)
         self.conn.initiate_connection()
         self._flush()
-        loop = asyncio.get_running_loop()
-        self._handshake_timer = loop.call_later(HANDSHAKE_TIMEOUT_S, self._handshake_expired)
+        loop = self._loop = asyncio.get_running_loop()
+        self.last_progress_s = loop.time()
+        self._handshake_timer = loop.call_later(
+            self.host.limits.handshake_timeout_s, self._handshake_expired
+        )
+        # Last: over the connection cap, the host may close this very connection.
+        self.host.connection_opened(self)
 
     def _advance(self, event: Input) -> bool:
-        """The lifecycle's step; leaving the handshake stops its timer, whichever way."""
+        """The lifecycle's step; leaving the handshake stops its timer, whichever way, and
+        leaving OPEN the idle timer."""
         changed = self.lifecycle.advance(event)
-        if changed and self._handshake_timer is not None:
-            self._handshake_timer.cancel()
-            self._handshake_timer = None
+        if changed:
+            if self._handshake_timer is not None:
+                self._handshake_timer.cancel()
+                self._handshake_timer = None
+            if self._idle_timer is not None and self.lifecycle.state is not State.OPEN:
+                self._idle_timer.cancel()
+                self._idle_timer = None
         return changed
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -188,13 +209,14 @@ class ServerConnection(asyncio.BufferedProtocol):
             self._refuse(exc)
             return False
         self._reader.max_frame_size = self.conn.max_inbound_frame_size
-        if self.lifecycle.state is State.HANDSHAKE:
-            self._advance(Input.PREFACE)
         for event in events:
             kind = type(event)
-            if kind is ev.WindowUpdated or kind is ev.RemoteSettingsChanged:
+            if kind is ev.WindowUpdated:
                 continue
-            if kind is ev.RequestReceived:
+            if kind is ev.RemoteSettingsChanged:
+                if self.lifecycle.state is State.HANDSHAKE:
+                    self._handshake_done()
+            elif kind is ev.RequestReceived:
                 self._on_request(event)  # type: ignore[arg-type]
             elif kind is ev.StreamReset:
                 self._on_reset(event)  # type: ignore[arg-type]
@@ -212,6 +234,13 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._drain_h2()
         return True
 
+    def _handshake_done(self) -> None:
+        """The peer's preface and first SETTINGS frame are in (RFC 9113 section 3.4)."""
+        self._advance(Input.PREFACE)
+        assert self._loop is not None
+        self.last_progress_s = self._loop.time()
+        self._idle_timer = self._loop.call_later(self.host.limits.idle_timeout_s, self._idle_check)
+
     def pause_writing(self) -> None:
         self._paused = True
 
@@ -223,15 +252,18 @@ class ServerConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         failed = self.lifecycle.state is State.FAILED
         self._advance(Input.LOST)
-        if self._last_byte_timer is not None:
-            self._last_byte_timer.cancel()
-            self._last_byte_timer = None
+        for timer in (self._last_byte_timer, self._idle_timer):
+            if timer is not None:
+                timer.cancel()
+        self._last_byte_timer = self._idle_timer = None
         self._finish_trial()
         self.host.connection_closed(self, failed)
 
     # requests ----------------------------------------------------------------------------------
 
     def _on_request(self, event: ev.RequestReceived) -> None:
+        assert self._loop is not None
+        self.last_progress_s = self._loop.time()
         stream_id = event.stream_id
         stream = self.conn.streams.get(stream_id)
         if stream is None or stream.closed:
@@ -320,6 +352,7 @@ class ServerConnection(asyncio.BufferedProtocol):
                 queued = 0
 
     def _send_frame(self, stream_id: int, stream: _OutStream, size: int, fast: bool) -> None:
+        self._sent_response = True
         offset = stream.offset
         end = offset + size
         last = end == len(stream.body)
@@ -348,6 +381,9 @@ class ServerConnection(asyncio.BufferedProtocol):
     def _write_out(self) -> None:
         """Everything queued (ours and h2's, in order) in one write."""
         self._drain_h2()
+        if self._sent_response and self._loop is not None:
+            self._sent_response = False
+            self.last_progress_s = self._loop.time()
         self._out.write(self.transport, self.tally_out)
 
     def _flush(self) -> None:
@@ -401,7 +437,35 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.host.trial_responses_done(self._done_trials)
         self._done_trials.clear()
 
-    # shutdown and failures ---------------------------------------------------------------------
+    # limits, shutdown and failures --------------------------------------------------------------
+
+    @property
+    def sheddable(self) -> bool:
+        """The host may close it to make room: still in its handshake, or serving nothing."""
+        return self.lifecycle.state in _SHEDDABLE and not self.pending
+
+    def shed(self) -> None:
+        """Closed by the host to make room: GOAWAY NO_ERROR naming the last stream handled
+        (nothing in flight is lost: the host sheds only sheddable connections)."""
+        self.drain()
+
+    def _idle_check(self) -> None:
+        self._idle_timer = None
+        if self.lifecycle.state is not State.OPEN:
+            return
+        assert self._loop is not None
+        idle_timeout_s = self.host.limits.idle_timeout_s
+        due_s = self.last_progress_s + idle_timeout_s
+        if self._loop.time() < due_s:
+            self._idle_timer = self._loop.call_at(due_s, self._idle_check)
+            return
+        # Even a stream stalled for want of flow-control credit ends here: no progress is no
+        # progress, and a peer must not hold a connection by granting no window.
+        self._advance(Input.IDLE_TIMEOUT)
+        log.debug("peer %s: idle for %g s; sent GOAWAY and closed", self.peer, idle_timeout_s)
+        self.conn.close_connection(ErrorCodes.NO_ERROR)
+        self._write_out()
+        self._close_transport()
 
     def drain(self) -> None:
         """Graceful shutdown: GOAWAY now, finish the streams in flight, then close."""
@@ -443,7 +507,7 @@ class ServerConnection(asyncio.BufferedProtocol):
     def _handshake_expired(self) -> None:
         self._handshake_timer = None
         self.conn.close_connection(ErrorCodes.SETTINGS_TIMEOUT)
-        self._fail(f"no preface within {HANDSHAKE_TIMEOUT_S:.0f} s")
+        self._fail(f"no preface and SETTINGS within {self.host.limits.handshake_timeout_s:g} s")
 
     def _close_transport(self) -> None:
         self.pending.clear()
