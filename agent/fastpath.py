@@ -61,7 +61,7 @@ _NEEDS_STREAM: Final[tuple[bool | None, ...]] = tuple(
 )
 
 DEFAULT_CAPACITY: Final = 256 * 1024
-# Below this much free space at the buffer's end, the unread bytes move to its start.
+# By default, below this much free space at the buffer's end the unread bytes move to its start.
 MIN_FREE_BYTES: Final = 64 * 1024
 
 
@@ -98,14 +98,20 @@ class FrameReader:
         "end",
         "header_block",
         "max_frame_size",
+        "min_free",
         "preface_left",
         "start",
         "view",
     )
 
     def __init__(
-        self, max_frame_size: int, preface_bytes: int = 0, capacity: int = DEFAULT_CAPACITY
+        self,
+        max_frame_size: int,
+        preface_bytes: int = 0,
+        capacity: int = DEFAULT_CAPACITY,
+        min_free: int = MIN_FREE_BYTES,
     ) -> None:
+        self.min_free = min_free  # free bytes each read is offered, at least
         self.buffer = bytearray(capacity)
         self.view = memoryview(self.buffer)
         self.start = 0  # first unread byte
@@ -118,12 +124,12 @@ class FrameReader:
         self.header_block = False
 
     def get_buffer(self) -> memoryview:
-        """Free space for the next read (at least 64 KiB or the frame being received)."""
+        """Free space for the next read (at least `min_free` or the frame being received)."""
         start, end = self.start, self.end
         if start == end:
             self.start = self.end = 0
         elif (
-            len(self.buffer) - end < MIN_FREE_BYTES
+            len(self.buffer) - end < self.min_free
             or self._pending_frame_bytes() > len(self.buffer) - start
         ):
             self._make_room()
@@ -205,7 +211,7 @@ class FrameReader:
 
     def _make_room(self) -> None:
         start, end = self.start, self.end
-        needed = max(self._pending_frame_bytes(), end - start) + MIN_FREE_BYTES
+        needed = max(self._pending_frame_bytes(), end - start) + self.min_free
         if needed > len(self.buffer):
             # A new buffer, not a resize: the transport may still hold a view of the old one.
             grown = bytearray(max(needed, 2 * len(self.buffer)))

@@ -59,6 +59,11 @@ log = logging.getLogger("h2iot.server")
 
 _TRIAL_HEADER = TRIAL_HEADER.encode()
 _FLUSH_BYTES = 256 * 1024
+# The receive buffer: a server receives requests and WINDOW_UPDATEs, small frames, so it reads
+# in 16 KiB steps and holds one frame of the protocol's MAX_FRAME_SIZE without growing (the
+# client's 256 KiB would cost every idle connection that much).
+_READ_CAPACITY = 40 * 1024
+_READ_MIN_FREE = 16 * 1024
 # States in which the host may close the connection to make room, when it serves nothing.
 _SHEDDABLE = frozenset({State.HANDSHAKE, State.OPEN})
 
@@ -79,7 +84,12 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.lifecycle = Lifecycle()
         self.conn = h2_connection(client_side=False, settings=dict(host.h2_settings))
         self.tally_in = SplitTally(expect_preface=True)
-        self._reader = FrameReader(self.conn.max_inbound_frame_size, len(CLIENT_PREFACE))
+        self._reader = FrameReader(
+            self.conn.max_inbound_frame_size,
+            len(CLIENT_PREFACE),
+            capacity=_READ_CAPACITY,
+            min_free=_READ_MIN_FREE,
+        )
         self._fast_enabled = fast_path and H2Internals.available()
         self._out = Outgoing(TYPE_DATA)
         self.tally_out = SplitTally()

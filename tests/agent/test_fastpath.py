@@ -190,11 +190,12 @@ def read_all(
     st.lists(frame_strategy(700), max_size=12),
     st.lists(st.integers(0, 9000), max_size=8),
     st.sampled_from([64, 256, 4096]),
+    st.sampled_from([1, 100, MIN_FREE_BYTES]),
 )
 def test_reader_yields_every_frame_whole_and_in_order(
-    frames: list[bytes], cuts: list[int], capacity: int
+    frames: list[bytes], cuts: list[int], capacity: int, min_free: int
 ) -> None:
-    reader = FrameReader(max_frame_size=16384, capacity=capacity)
+    reader = FrameReader(max_frame_size=16384, capacity=capacity, min_free=min_free)
     got, passed, error = read_all(reader, b"".join(frames), cuts)
     assert passed == b"" and error is None
     assert [raw for *_, raw in got] == frames
