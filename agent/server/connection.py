@@ -5,7 +5,8 @@ The hot path (a WINDOW_UPDATE arrives, DATA goes out) is kept short: the kernel 
 applied here, straight to h2's window counters, and DATA frames other than a body's last are
 built here, their size taken off the same counters, so h2's flow-control view stays exact while
 its per-frame machinery is skipped. Everything else (and any WINDOW_UPDATE h2 must judge: zero
-increment, overflow, odd length, unknown stream) goes to h2 unchanged, in order, and a body's
+increment or reserved bit set, overflow, odd length, unknown stream) goes to h2 unchanged, in
+order, and a body's
 last frame goes through h2 so it closes the stream. Every stream with credit gets one frame per
 round (fair, like nghttp2), and all frames produced by one read leave in one transport.write.
 
