@@ -6,13 +6,19 @@ state machines, window managers, events). At small windows a page is tens of tho
 frames (client) and WINDOW_UPDATE frames (server), so the endpoints handle those two kinds
 themselves while the connection is in its steady state, and hand h2 every other frame, and any
 frame they are not sure about, unchanged and in order. `FrameReader` is the buffer an
-`asyncio.BufferedProtocol` reads into (no per-read allocation); it yields whole frames, except
-that a frame longer than MAX_FRAME_SIZE switches it to passthrough, where every byte from that
-frame on goes to h2 (which then rejects the frame as RFC 9113 prescribes).
+`asyncio.BufferedProtocol` reads into (no per-read allocation); it yields whole frames.
 
-What the endpoints keep consistent with h2 is stated where they bypass it (the client's and
-server's connection modules); `H2Internals` names the few attributes of h2's objects involved
-and checks once that the installed h2 has them, else the fast path stays off.
+A reader in front of h2 inherits every check h2's own reader (h2's FrameBuffer with hyperframe)
+makes, and must make them no later than h2 would. On the 9-byte header h2 checks the stream
+association of the frame's type (DATA needs a stream, PING must have none): so does
+`FrameReader`, raising h2's own ProtocolError. The length h2 compares with MAX_FRAME_SIZE only
+once the whole payload is in (h2 4.4 buffers a 16 MiB frame before refusing it); `FrameReader`
+refuses it on the header (RFC 9113 section 4.2: FRAME_SIZE_ERROR), with h2's FrameTooLargeError,
+so nothing longer than one legal frame is ever buffered. Every check h2 makes on a payload stays
+h2's: the frames go to it whole. What the endpoints keep consistent with h2 when they handle a
+frame themselves is stated where they do (the client's and server's connection modules);
+`H2Internals` names the few attributes of h2's objects involved and checks once that the
+installed h2 has them, else the fast path stays off.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from typing import Any, Final
 
 from h2.config import H2Configuration
 from h2.connection import ConnectionState, H2Connection
-from h2.exceptions import ProtocolError
+from h2.exceptions import FrameTooLargeError, ProtocolError
+from hyperframe.exceptions import InvalidDataError
+from hyperframe.frame import FRAMES, Frame
 
 from agent.frames import FrameCounts, FrameTally, frame_type_name
 
@@ -44,9 +52,17 @@ _HEADER = struct.Struct(">HBBBL")
 _WINDOW_UPDATE = struct.Struct(">HBBBLL")
 _INCREMENT = struct.Struct(">L")
 
+# By frame type, as hyperframe judges a header: True, the type needs a stream (stream 0 is
+# refused); False, it must be on stream 0; None, either (unknown types too).
+_ASSOCIATIONS: Final[dict[str | None, bool]] = {"has-stream": True, "no-stream": False}
+_NEEDS_STREAM: Final[tuple[bool | None, ...]] = tuple(
+    _ASSOCIATIONS.get(FRAMES[kind].stream_association) if kind in FRAMES else None
+    for kind in range(256)
+)
+
 DEFAULT_CAPACITY: Final = 256 * 1024
-# Below this much free space at the buffer's end, the unread bytes move to its start.
-_MIN_FREE: Final = 64 * 1024
+# By default, below this much free space at the buffer's end the unread bytes move to its start.
+MIN_FREE_BYTES: Final = 64 * 1024
 
 
 def data_frame_header(stream_id: int, size: int, end_stream: bool) -> bytes:
@@ -61,9 +77,10 @@ def window_update_frame(stream_id: int, increment: int) -> bytes:
 
 
 def window_increment(buffer: bytearray, payload_start: int) -> int:
-    """The increment of a WINDOW_UPDATE payload (reserved bit dropped; 0 is the caller's to
-    refuse)."""
-    return int(_INCREMENT.unpack_from(buffer, payload_start)[0]) & STREAM_ID_MASK
+    """The 32 bits of a WINDOW_UPDATE payload as they are. Only 1..2^31-1 is an increment the
+    fast path may apply: hyperframe refuses 0 and values with the reserved bit set (h2 answers
+    PROTOCOL_ERROR), so those go to h2."""
+    return int(_INCREMENT.unpack_from(buffer, payload_start)[0])
 
 
 class FrameReader:
@@ -71,7 +88,9 @@ class FrameReader:
 
     Use: `get_buffer()` -> the kernel writes into it -> `commit(n)` -> `next_frame()` until it
     returns None. A frame's payload is `buffer[start:start + length]`, valid until the next
-    `get_buffer()`. `raw(...)` gives the bytes h2 must see instead."""
+    `get_buffer()`. `raw(...)` gives the bytes h2 must see instead. `next_frame` raises h2's
+    ProtocolError for a header h2's reader would refuse; the stream is finished then (the
+    caller sends the GOAWAY for `error_code` and closes)."""
 
     __slots__ = (
         "_frame_start",
@@ -79,15 +98,20 @@ class FrameReader:
         "end",
         "header_block",
         "max_frame_size",
-        "passthrough",
+        "min_free",
         "preface_left",
         "start",
         "view",
     )
 
     def __init__(
-        self, max_frame_size: int, preface_bytes: int = 0, capacity: int = DEFAULT_CAPACITY
+        self,
+        max_frame_size: int,
+        preface_bytes: int = 0,
+        capacity: int = DEFAULT_CAPACITY,
+        min_free: int = MIN_FREE_BYTES,
     ) -> None:
+        self.min_free = min_free  # free bytes each read is offered, at least
         self.buffer = bytearray(capacity)
         self.view = memoryview(self.buffer)
         self.start = 0  # first unread byte
@@ -98,15 +122,14 @@ class FrameReader:
         # Inside a header block (HEADERS or PUSH_PROMISE without END_HEADERS) only h2 may judge
         # the frames: RFC 9113 allows nothing but CONTINUATION there.
         self.header_block = False
-        self.passthrough = False
 
     def get_buffer(self) -> memoryview:
-        """Free space for the next read (at least 64 KiB or the frame being received)."""
+        """Free space for the next read (at least `min_free` or the frame being received)."""
         start, end = self.start, self.end
         if start == end:
             self.start = self.end = 0
         elif (
-            len(self.buffer) - end < _MIN_FREE
+            len(self.buffer) - end < self.min_free
             or self._pending_frame_bytes() > len(self.buffer) - start
         ):
             self._make_room()
@@ -124,7 +147,7 @@ class FrameReader:
         return data
 
     def take_all(self) -> bytes:
-        """Every unread byte (passthrough: h2 takes over the stream from here)."""
+        """Every unread byte, consumed (the connection failed: they are only counted)."""
         data = bytes(self.view[self.start : self.end])
         self.start = self.end
         return data
@@ -132,22 +155,37 @@ class FrameReader:
     def next_frame(self) -> tuple[int, int, int, int, int] | None:
         """(type, flags, stream id, payload start, length) of the next whole frame, or None.
 
-        A frame longer than `max_frame_size` is returned as soon as its header is here, with
-        `passthrough` set and `start` left at its header: the caller hands h2 `take_all()`."""
+        Raises ProtocolError (PROTOCOL_ERROR) for a frame on the wrong kind of stream and
+        FrameTooLargeError (FRAME_SIZE_ERROR) for one longer than `max_frame_size`, as soon as
+        its header is here, leaving `start` at that header."""
         start = self.start
         if self.end - start < FRAME_HEADER_BYTES:
             return None
         high, low, frame_type, flags, stream_id = _HEADER.unpack_from(self.buffer, start)
+        stream_id &= STREAM_ID_MASK
+        # h2's order: the header's own checks, then the length.
+        needs_stream = _NEEDS_STREAM[frame_type]
+        if needs_stream is not None and needs_stream is not bool(stream_id):
+            raise self._header_error(start)
         length = (high << 8) | low
         if length > self.max_frame_size:
-            self.passthrough = True
-            return frame_type, flags, stream_id & STREAM_ID_MASK, start + FRAME_HEADER_BYTES, length
+            raise FrameTooLargeError(
+                f"Received overlong frame: length {length}, max {self.max_frame_size}"
+            )
         payload = start + FRAME_HEADER_BYTES
         if self.end - payload < length:
             return None
         self._frame_start = start
         self.start = payload + length
-        return frame_type, flags, stream_id & STREAM_ID_MASK, payload, length
+        return frame_type, flags, stream_id, payload, length
+
+    def _header_error(self, start: int) -> ProtocolError:
+        """h2's own error for a header hyperframe refuses, message and all."""
+        try:
+            Frame.parse_frame_header(self.view[start : start + FRAME_HEADER_BYTES])
+        except InvalidDataError as exc:
+            return ProtocolError(f"Received frame with invalid header: {exc!s}")
+        return ProtocolError("Received frame with invalid header")  # pragma: no cover
 
     def raw(self) -> bytes:
         """The whole frame `next_frame` returned last, as bytes, for h2; tracks header blocks."""
@@ -161,17 +199,19 @@ class FrameReader:
         return bytes(self.view[start : self.start])
 
     def _pending_frame_bytes(self) -> int:
-        """Size of the partly received frame at `start` (0 while its header is incomplete)."""
+        """Size of the partly received frame at `start` (0 while its header is incomplete),
+        never more than a legal frame: the buffer is not grown for a length `next_frame`
+        refuses."""
         if self.end - self.start < FRAME_HEADER_BYTES:
             return 0
         high: int
         low: int
         high, low = _HEADER.unpack_from(self.buffer, self.start)[:2]
-        return FRAME_HEADER_BYTES + ((high << 8) | low)
+        return FRAME_HEADER_BYTES + min((high << 8) | low, self.max_frame_size)
 
     def _make_room(self) -> None:
         start, end = self.start, self.end
-        needed = max(self._pending_frame_bytes(), end - start) + _MIN_FREE
+        needed = max(self._pending_frame_bytes(), end - start) + self.min_free
         if needed > len(self.buffer):
             # A new buffer, not a resize: the transport may still hold a view of the old one.
             grown = bytearray(max(needed, 2 * len(self.buffer)))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import h2.events as ev
-from h2.errors import ErrorCodes
+from h2.connection import ConnectionState
 from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError
 
 from agent.errors import PeerProtocolError
@@ -130,13 +130,17 @@ class ClientConnection(asyncio.BufferedProtocol):
         reader.commit(nbytes)
         fast = self._fast
         tally = self.tally_in
-        while not reader.passthrough:
-            frame = reader.next_frame()
+        while True:
+            try:
+                frame = reader.next_frame()
+            except ProtocolError as exc:
+                # Refused on its header (too long, wrong kind of stream): never buffered.
+                tally.feed(reader.take_all())
+                self._protocol_failure(exc)
+                return
             if frame is None:
                 break
             frame_type, flags, stream_id, start, length = frame
-            if reader.passthrough:
-                break
             if frame_type == TYPE_DATA and not reader.header_block:
                 stream = fast.get(stream_id)
                 if stream is not None:
@@ -150,11 +154,6 @@ class ClientConnection(asyncio.BufferedProtocol):
             tally.feed(raw)
             if not self._receive_h2(raw):
                 tally.feed(reader.take_all())
-                return
-        if reader.passthrough:
-            rest = reader.take_all()
-            tally.feed(rest)
-            if not self._receive_h2(rest):
                 return
         self._write_out()
 
@@ -174,7 +173,6 @@ class ClientConnection(asyncio.BufferedProtocol):
         connection_window = self.connection_window
         window = stream.window
         if length > connection_window.allowance or length > window.allowance:
-            self.conn.close_connection(ErrorCodes.FLOW_CONTROL_ERROR)
             self._protocol_failure(FlowControlError("Flow control window shrunk below 0"))
             return False
         end_stream = flags & FLAG_END_STREAM
@@ -235,6 +233,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         return True
 
     def _protocol_failure(self, exc: ProtocolError) -> None:
+        """The server broke HTTP/2: GOAWAY with the error's code (h2 has queued it already when
+        the error was its own), fail every request, close."""
+        if self.conn.state_machine.state is not ConnectionState.CLOSED:
+            self.conn.close_connection(exc.error_code)
         self._fail_all(PeerProtocolError(f"server broke HTTP/2: {type(exc).__name__}: {exc}"))
         self._flush()
         if self.transport is not None:

@@ -9,8 +9,10 @@ from typing import Any, Protocol
 
 from agent.client.connect import Target
 from agent.client.options import RunPlan
-from agent.client.trial import Driver, run_trial
+from agent.client.trial import Driver, run_trial, unrun_record
+from agent.errors import AgentError, UsageError
 from agent.marker import open_marker
+from agent.workloads import spec_of
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,32 @@ class TrialBracket(Protocol):
     def close(self) -> None: ...
 
 
+def print_unrun(plan: RunPlan, error: str, engine: str) -> int:
+    """A failed record for every trial of the plan, none of which could start; status 1."""
+    metric_names = [field.name for field in spec_of(plan.workload).fields]
+    for repetition, trial_id in enumerate(plan.trial_ids(), 1):
+        record = unrun_record(
+            plan,
+            trial_id=trial_id,
+            repetition=repetition,
+            error=error,
+            engine=engine,
+            metric_names=metric_names,
+            marker=plan.marker,
+        )
+        print_record(record.to_dict(), plan.json_lines)
+    return 1
+
+
 async def run_trials(plan: RunPlan, prepare: Prepare, bracket: TrialBracket | None = None) -> int:
     """Every trial of the plan, one output line each; exit status 1 if any failed."""
     target = Target.parse(plan.url)
-    prepared = await prepare(plan, target)
+    try:
+        prepared = await prepare(plan, target)
+    except UsageError:
+        raise  # the user's mistake (a --manifest file): one line, status 2, no trial
+    except AgentError as exc:
+        return print_unrun(plan, str(exc), "h2")
     marker = open_marker(plan.marker)
     failures = 0
     try:

@@ -2,8 +2,10 @@
 `Driver`), the process's CPU, memory and frames measured over exactly that span, one record.
 
 The driver decides what to request and checks what comes back; this module does the rest the
-same way for every workload: the marker, the probes, the timeout, the trial header on every
-request, and the record's common fields (agent/client/record.py).
+same way for every workload: the marker, the probes, the timeout (connecting included: a
+server that never accepts is a timeout too), the trial header on every request, and the
+record's common fields (agent/client/record.py). However a trial fails, it is a record: a
+failure before it could start (the page's manifest) is `unrun_record`.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
+from h2.exceptions import H2Error
+
 from agent import __version__, probe
 from agent.client.connect import Target, open_connection
 from agent.client.connection import ClientConnection, Response
-from agent.client.options import TrialOptions
+from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import ClientRecord
 from agent.errors import AgentError, BodyMismatchError, FetchError
 from agent.marker import Marker
@@ -105,16 +109,23 @@ async def run_trial(
     """The trial's record, failed or not."""
     connection: ClientConnection | None = None
     error: str | None = None
+
+    async def connect_and_run() -> None:
+        nonlocal connection
+        connection = await open_connection(target, options)
+        await driver.run(TrialSession(connection, target, trial_id))
+
     marker.raise_line()
     window = probe.ProbeWindow()
     try:
-        connection = await open_connection(target, options)
-        session = TrialSession(connection, target, trial_id)
-        await asyncio.wait_for(driver.run(session), options.timeout_s)
+        await asyncio.wait_for(connect_and_run(), options.timeout_s)
     except TimeoutError:
-        error = f"timeout: the {workload} trial took longer than {options.timeout_s:g} s"
+        stage = "trial" if connection is not None else "trial's connection"
+        error = f"timeout: the {workload} {stage} took longer than {options.timeout_s:g} s"
     except AgentError as exc:
         error = str(exc)
+    except H2Error as exc:  # h2 refused what we asked of it, e.g. a stream the peer forbids
+        error = f"HTTP/2: {type(exc).__name__}: {exc}"
     span = window.close()
     marker.lower_line()
     if connection is not None:
@@ -158,4 +169,55 @@ async def run_trial(
         params=params,
         metrics=driver.metrics(),
         extra=driver.extra(start_ns),
+    )
+
+
+def unrun_record(
+    plan: RunPlan,
+    *,
+    trial_id: str,
+    repetition: int,
+    error: str,
+    engine: str,
+    metric_names: Sequence[str],
+    marker: str,
+) -> ClientRecord:
+    """The record of a trial that failed before it could start (the page's manifest could not
+    be had): `ok` false, the reason, nothing measured (zero times, null counts and metrics)."""
+    now = probe.sample()
+    options = plan.options
+    return ClientRecord(
+        ok=False,
+        error=error,
+        trial_id=trial_id,
+        repetition=repetition,
+        url=plan.url,
+        workload=plan.workload,
+        engine=engine,
+        agent_version=__version__,
+        tls=plan.url.startswith("https:"),
+        settings={},
+        flow_control=options.flow.record(options.initial_window_size),
+        peer_settings={},
+        response_s=0.0,
+        ttfb_s=None,
+        cpu_user_s=0.0,
+        cpu_sys_s=0.0,
+        cpu_s=0.0,
+        cpu_pct=0.0,
+        rss_peak_bytes=probe.peak_rss_bytes(),
+        rss_peak_is_fetch=False,
+        sent=None,
+        received=None,
+        window_updates_sent=None,
+        t_wall_start_ns=now.t_wall_ns,
+        t_wall_end_ns=now.t_wall_ns,
+        t_mono_start_ns=now.t_mono_ns,
+        t_mono_end_ns=now.t_mono_ns,
+        probe_overhead_s=0.0,
+        cpu_pin=options.cpu_pin,
+        marker=marker,
+        params=plan.params,
+        metrics=dict.fromkeys(metric_names),
+        extra={},
     )

@@ -8,6 +8,13 @@ from typing import Any
 
 from agent.commands.common import add_engine_options, add_workload_options, pin, workload_params
 from agent.errors import UsageError
+from agent.limits import (
+    DEFAULT_HANDSHAKE_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    RESERVED_DESCRIPTORS,
+    ConnectionLimits,
+    default_max_connections,
+)
 from agent.settings import parse_settings
 
 
@@ -33,6 +40,27 @@ def register(commands: Any) -> None:
         help="append one JSON line per finished trial here (default: stdout)",
     )
     serve.add_argument("--cpu", type=int, help="pin the process to this core")
+    serve.add_argument(
+        "--handshake-timeout",
+        type=float,
+        metavar="S",
+        help="a connection's preface and first SETTINGS (and its TLS handshake) must be in "
+        f"within S seconds, else GOAWAY SETTINGS_TIMEOUT (default {DEFAULT_HANDSHAKE_TIMEOUT_S:g})",
+    )
+    serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="S",
+        help="close a connection on which no request arrived and no response byte was sent "
+        f"for S seconds (GOAWAY NO_ERROR; default {DEFAULT_IDLE_TIMEOUT_S:g})",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="connections held at once; over it the longest idle one is closed to make room "
+        f"(default: the open-files limit less {RESERVED_DESCRIPTORS})",
+    )
     add_engine_options(serve)
     serve.add_argument(
         "--control-port",
@@ -57,6 +85,14 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "nghttp2":
         from agent.nghttp2 import cli_support  # noqa: PLC0415
 
+        for option, value in (
+            ("--handshake-timeout", args.handshake_timeout),
+            ("--idle-timeout", args.idle_timeout),
+            ("--max-connections", args.max_connections),
+        ):
+            if value is not None:
+                raise UsageError(f"{option} is for --engine h2 (nghttpd keeps its own limits)")
+
         if args.root is None:
             raise UsageError("--root DIR (the site) is required for the page workload")
         if args.control_port is not None and not 0 <= args.control_port <= 65535:
@@ -64,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         return cli_support.serve(args, settings)
     if args.control_port is not None:
         raise UsageError("--control-port is for --engine nghttp2")
+    limits = connection_limits(args)
     from agent.server.app import ServerOptions, serve  # noqa: PLC0415
     from agent.workloads.load import server_mount  # noqa: PLC0415
 
@@ -76,7 +113,27 @@ def run(args: argparse.Namespace) -> int:
         tls_key=args.key if args.tls else None,
         trial_log=args.trial_log,
         workload=spec.kind,
+        limits=limits,
     )
     import asyncio  # noqa: PLC0415
 
     return asyncio.run(serve(options, handler))
+
+
+def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
+    """The h2 engine's connection limits from the command line, each checked here, once."""
+    handshake_timeout_s = _seconds("--handshake-timeout", args.handshake_timeout)
+    idle_timeout_s = _seconds("--idle-timeout", args.idle_timeout)
+    if args.max_connections is not None and args.max_connections < 1:
+        raise UsageError(f"--max-connections {args.max_connections} must be at least 1")
+    return ConnectionLimits(
+        handshake_timeout_s=handshake_timeout_s or DEFAULT_HANDSHAKE_TIMEOUT_S,
+        idle_timeout_s=idle_timeout_s or DEFAULT_IDLE_TIMEOUT_S,
+        max_connections=args.max_connections or default_max_connections(),
+    )
+
+
+def _seconds(option: str, value: float | None) -> float | None:
+    if value is not None and not 0 < value < float("inf"):
+        raise UsageError(f"{option} {value:g} must be a positive number of seconds")
+    return value

@@ -19,8 +19,8 @@ from pathlib import Path
 from agent.client.connect import Target
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import ClientRecord
-from agent.client.run import print_record
-from agent.errors import AgentError
+from agent.client.run import print_record, print_unrun
+from agent.errors import AgentError, UsageError
 from agent.marker import Marker, open_marker
 from agent.nghttp2.control import TrialControl
 from agent.nghttp2.errors import NghttpOutputError
@@ -113,7 +113,12 @@ def run_nghttp_fetches(plan: NghttpPlan) -> int:
     """Every fetch of the plan, one output line each; exit status 1 if any failed."""
     run = plan.run
     nghttp = find_tool("nghttp")
-    manifest = _manifest(run)  # before any trial: never inside a timed fetch
+    try:
+        manifest = _manifest(run)  # before any trial: never inside a timed fetch
+    except UsageError:
+        raise  # a --manifest file: the user's mistake
+    except AgentError as exc:
+        return print_unrun(run, str(exc), "nghttp2")
     control = TrialControl(run.trial_control) if run.trial_control else None
     marker = open_marker(run.marker)
     failures = 0

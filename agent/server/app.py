@@ -1,8 +1,10 @@
-"""The server process: listening socket(s), shared state across connections, signals, trial log."""
+"""The server process: listening socket(s), shared state across connections, the connection
+cap, signals, trial log."""
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import logging
 import signal
@@ -10,6 +12,7 @@ import ssl
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import IO
 
@@ -18,10 +21,12 @@ from h2.settings import SettingCodes
 from agent import probe
 from agent.errors import UsageError
 from agent.frames import FrameCounts
+from agent.limits import ConnectionLimits
 from agent.server.connection import ServerConnection
 from agent.server.handler import Handler, Reply, Request
 from agent.server.host import HostedConnection
 from agent.server.ledger import TrialLedger, TrialRecord
+from agent.server.listener import Listener, bind
 from agent.settings import to_h2
 
 log = logging.getLogger("h2iot.server")
@@ -39,6 +44,7 @@ class ServerOptions:
     tls_key: Path | None = None
     trial_log: Path | None = None
     workload: str = "page"  # the kind whose handler is mounted, named in every trial record
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
 
 class ServerApp:
@@ -55,7 +61,12 @@ class ServerApp:
             SettingCodes.MAX_HEADER_LIST_SIZE: 65536,
             **to_h2(options.settings),
         }
+        self.limits = options.limits
+        # Connections not yet closing (shed ones leave at once, the others when lost), and how
+        # many sockets connections hold (made and not yet lost, closing ones included).
         self.connections: set[HostedConnection] = set()
+        self.open_sockets = 0
+        self.setting_up = 0  # accepted by the listener, not yet a connection
         self.hostile_connections = 0
         self._next_id = 0
         self._trial_sink = trial_sink
@@ -76,13 +87,41 @@ class ServerApp:
 
     def connection_opened(self, connection: HostedConnection) -> None:
         self.connections.add(connection)
+        self.open_sockets += 1
+        # A connection made on a transport of the tests' own was never accepted here.
+        self.setting_up = max(0, self.setting_up - 1)
         self._idle.clear()
 
     def connection_closed(self, connection: HostedConnection, failed: bool) -> None:
         self.connections.discard(connection)
+        self.open_sockets -= 1
         self.hostile_connections += failed
-        if not self.connections:
+        if not self.open_sockets:
             self._idle.set()
+
+    # Admission (agent.server.listener) ----------------------------------------------------------
+
+    def sockets_in_use(self) -> int:
+        return self.setting_up + self.open_sockets
+
+    def accepted(self) -> None:
+        self.setting_up += 1
+
+    def setup_failed(self) -> None:
+        self.setting_up -= 1
+
+    def make_room(self, wanted: int) -> int:
+        """Have `wanted` connections closing (those closing already count), closing the
+        longest idle sheddable ones; how many are closing now."""
+        closing = self.open_sockets - len(self.connections)
+        candidates = [c for c in self.connections if c.sheddable]
+        victims = heapq.nsmallest(
+            max(0, wanted - closing), candidates, key=attrgetter("last_progress_s")
+        )
+        for victim in victims:
+            self.connections.discard(victim)
+            victim.shed()
+        return closing + len(victims)
 
     def trial_request(self, trial_id: str, connection_id: int) -> None:
         reset = False
@@ -146,21 +185,17 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
     app = ServerApp(options, sink, handler)
     loop = asyncio.get_running_loop()
     try:
-        server = await loop.create_server(
-            app.new_connection,
-            options.host,
-            options.port,
-            ssl=context,
-            reuse_address=True,
-        )
+        sockets = bind(options.host, options.port)
     except OSError as exc:
         raise UsageError(
-            f"cannot listen on {options.host}:{options.port}: {exc.strerror}"
+            f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}"
         ) from None
+    listener = Listener(sockets, app.new_connection, options.limits, app, tls=context)
+    listener.start()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    bound = ", ".join(f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in server.sockets)
+    bound = ", ".join(f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in sockets)
     scheme = "https" if context else "http"
     log.info("serving on %s (%s)", bound, scheme)
     print(
@@ -169,7 +204,9 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
                 "event": "listening",
                 "scheme": scheme,
                 "address": bound,
-                "port": server.sockets[0].getsockname()[1],
+                "port": sockets[0].getsockname()[1],
+                **options.limits.to_dict(),
+                "accept_log_interval_s": listener.log_interval_s,
             }
         ),
         file=sys.stderr,
@@ -178,9 +215,8 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
     try:
         await stop.wait()
     finally:
-        server.close()
+        listener.close()
         await app.drain()
-        await server.wait_closed()
         if sink is not sys.stdout:
             sink.close()
     return 0

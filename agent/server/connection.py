@@ -5,14 +5,20 @@ The hot path (a WINDOW_UPDATE arrives, DATA goes out) is kept short: the kernel 
 applied here, straight to h2's window counters, and DATA frames other than a body's last are
 built here, their size taken off the same counters, so h2's flow-control view stays exact while
 its per-frame machinery is skipped. Everything else (and any WINDOW_UPDATE h2 must judge: zero
-increment, overflow, odd length, unknown stream) goes to h2 unchanged, in order, and a body's
+increment or reserved bit set, overflow, odd length, unknown stream) goes to h2 unchanged, in
+order, and a body's
 last frame goes through h2 so it closes the stream. Every stream with credit gets one frame per
 round (fair, like nghttp2), and all frames produced by one read leave in one transport.write.
 
 The connection knows its server only as a `ConnectionHost` (agent.server.host): what to
-announce, who answers requests, where trial accounting goes. Its lifecycle is one state
-(agent.server.lifecycle); the one flag beside it, `_paused`, is the transport's write
-back-pressure, which comes and goes in any state.
+announce, who answers requests, where trial accounting goes, the limits it holds to
+(agent.limits). Its lifecycle is one state (agent.server.lifecycle); the one flag beside
+it, `_paused`, is the transport's write back-pressure, which comes and goes in any state.
+
+Two timers bound how long a peer can hold the connection without using it: the handshake
+deadline until the peer's preface and first SETTINGS frame are in, then the idle timeout, which
+counts from the last progress (a request received, response bytes sent), never from PINGs or
+other frames.
 """
 
 from __future__ import annotations
@@ -53,9 +59,14 @@ from agent.trial_header import TRIAL_HEADER
 log = logging.getLogger("h2iot.server")
 
 _TRIAL_HEADER = TRIAL_HEADER.encode()
-# How long a connection may take to send its preface and first SETTINGS.
-HANDSHAKE_TIMEOUT_S = 10.0
 _FLUSH_BYTES = 256 * 1024
+# The receive buffer: a server receives requests and WINDOW_UPDATEs, small frames, so it reads
+# in 16 KiB steps and holds one frame of the protocol's MAX_FRAME_SIZE without growing (the
+# client's 256 KiB would cost every idle connection that much).
+_READ_CAPACITY = 40 * 1024
+_READ_MIN_FREE = 16 * 1024
+# States in which the host may close the connection to make room, when it serves nothing.
+_SHEDDABLE = frozenset({State.HANDSHAKE, State.OPEN})
 
 
 @dataclass(eq=False)
@@ -74,7 +85,12 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.lifecycle = Lifecycle()
         self.conn = h2_connection(client_side=False, settings=dict(host.h2_settings))
         self.tally_in = SplitTally(expect_preface=True)
-        self._reader = FrameReader(self.conn.max_inbound_frame_size, len(CLIENT_PREFACE))
+        self._reader = FrameReader(
+            self.conn.max_inbound_frame_size,
+            len(CLIENT_PREFACE),
+            capacity=_READ_CAPACITY,
+            min_free=_READ_MIN_FREE,
+        )
         self._fast_enabled = fast_path and H2Internals.available()
         self._out = Outgoing(TYPE_DATA)
         self.tally_out = SplitTally()
@@ -87,6 +103,13 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._paused = False
         self._last_byte_timer: asyncio.TimerHandle | None = None
         self._handshake_timer: asyncio.TimerHandle | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Event-loop time of the last progress: connection made, handshake done, a request
+        # received, response bytes written. `_sent_response` marks response frames queued
+        # since the last write (one clock read per write, not per frame).
+        self.last_progress_s = 0.0
+        self._sent_response = False
 
     # asyncio callbacks -------------------------------------------------------------------------
 
@@ -97,18 +120,27 @@ class ServerConnection(asyncio.BufferedProtocol):
         if peername:
             self.peer = f"{peername[0]}:{peername[1]}"
         self.lifecycle.advance(Input.MADE)
-        self.host.connection_opened(self)
         self.conn.initiate_connection()
         self._flush()
-        loop = asyncio.get_running_loop()
-        self._handshake_timer = loop.call_later(HANDSHAKE_TIMEOUT_S, self._handshake_expired)
+        loop = self._loop = asyncio.get_running_loop()
+        self.last_progress_s = loop.time()
+        self._handshake_timer = loop.call_later(
+            self.host.limits.handshake_timeout_s, self._handshake_expired
+        )
+        # Last: over the connection cap, the host may close this very connection.
+        self.host.connection_opened(self)
 
     def _advance(self, event: Input) -> bool:
-        """The lifecycle's step; leaving the handshake stops its timer, whichever way."""
+        """The lifecycle's step; leaving the handshake stops its timer, whichever way, and
+        leaving OPEN the idle timer."""
         changed = self.lifecycle.advance(event)
-        if changed and self._handshake_timer is not None:
-            self._handshake_timer.cancel()
-            self._handshake_timer = None
+        if changed:
+            if self._handshake_timer is not None:
+                self._handshake_timer.cancel()
+                self._handshake_timer = None
+            if self._idle_timer is not None and self.lifecycle.state is not State.OPEN:
+                self._idle_timer.cancel()
+                self._idle_timer = None
         return changed
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -129,13 +161,17 @@ class ServerConnection(asyncio.BufferedProtocol):
                 return
         conn = self.conn
         fast = self._fast_enabled and H2Internals.is_open(conn)
-        while not reader.passthrough:
-            frame = reader.next_frame()
+        while True:
+            try:
+                frame = reader.next_frame()
+            except ProtocolError as exc:
+                # Refused on its header (too long, wrong kind of stream): never buffered.
+                tally.feed(reader.take_all())
+                self._refuse(exc)
+                return
             if frame is None:
                 break
             frame_type, _flags, stream_id, start, length = frame
-            if reader.passthrough:
-                break
             if (
                 fast
                 and frame_type == TYPE_WINDOW_UPDATE
@@ -152,18 +188,14 @@ class ServerConnection(asyncio.BufferedProtocol):
                 tally.feed(reader.take_all())
                 return
             fast = self._fast_enabled and H2Internals.is_open(conn)
-        if reader.passthrough:
-            rest = reader.take_all()
-            tally.feed(rest)
-            if not self._receive_h2(rest):
-                return
         self._pump()
         self._flush()
 
     def _fast_window_update(self, stream_id: int, increment: int) -> bool:
-        """Apply a WINDOW_UPDATE to h2's counters; False leaves it to h2 (a zero increment, an
-        overflow, a stream not being sent: RFC 9113 section 6.9.1 errors or no-ops)."""
-        if not increment:
+        """Apply a WINDOW_UPDATE to h2's counters; False leaves it to h2 (an increment of zero
+        or with the reserved bit set, an overflow, a stream not being sent: errors or no-ops
+        h2 judges)."""
+        if not 0 < increment <= MAX_WINDOW:
             return False
         if stream_id == 0:
             window = self.conn.outbound_flow_control_window + increment
@@ -185,20 +217,17 @@ class ServerConnection(asyncio.BufferedProtocol):
         try:
             events = self.conn.receive_data(data)
         except ProtocolError as exc:
-            # h2 queues the GOAWAY with the error code RFC 9113 prescribes, except for a bad
-            # preface, which it refuses before its state machine runs.
-            if self.conn.state_machine.state is not ConnectionState.CLOSED:
-                self.conn.close_connection(exc.error_code)
-            self._fail(f"{type(exc).__name__}: {exc}")
+            self._refuse(exc)
             return False
         self._reader.max_frame_size = self.conn.max_inbound_frame_size
-        if self.lifecycle.state is State.HANDSHAKE:
-            self._advance(Input.PREFACE)
         for event in events:
             kind = type(event)
-            if kind is ev.WindowUpdated or kind is ev.RemoteSettingsChanged:
+            if kind is ev.WindowUpdated:
                 continue
-            if kind is ev.RequestReceived:
+            if kind is ev.RemoteSettingsChanged:
+                if self.lifecycle.state is State.HANDSHAKE:
+                    self._handshake_done()
+            elif kind is ev.RequestReceived:
                 self._on_request(event)  # type: ignore[arg-type]
             elif kind is ev.StreamReset:
                 self._on_reset(event)  # type: ignore[arg-type]
@@ -216,6 +245,13 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._drain_h2()
         return True
 
+    def _handshake_done(self) -> None:
+        """The peer's preface and first SETTINGS frame are in (RFC 9113 section 3.4)."""
+        self._advance(Input.PREFACE)
+        assert self._loop is not None
+        self.last_progress_s = self._loop.time()
+        self._idle_timer = self._loop.call_later(self.host.limits.idle_timeout_s, self._idle_check)
+
     def pause_writing(self) -> None:
         self._paused = True
 
@@ -227,15 +263,18 @@ class ServerConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         failed = self.lifecycle.state is State.FAILED
         self._advance(Input.LOST)
-        if self._last_byte_timer is not None:
-            self._last_byte_timer.cancel()
-            self._last_byte_timer = None
+        for timer in (self._last_byte_timer, self._idle_timer):
+            if timer is not None:
+                timer.cancel()
+        self._last_byte_timer = self._idle_timer = None
         self._finish_trial()
         self.host.connection_closed(self, failed)
 
     # requests ----------------------------------------------------------------------------------
 
     def _on_request(self, event: ev.RequestReceived) -> None:
+        assert self._loop is not None
+        self.last_progress_s = self._loop.time()
         stream_id = event.stream_id
         stream = self.conn.streams.get(stream_id)
         if stream is None or stream.closed:
@@ -324,6 +363,7 @@ class ServerConnection(asyncio.BufferedProtocol):
                 queued = 0
 
     def _send_frame(self, stream_id: int, stream: _OutStream, size: int, fast: bool) -> None:
+        self._sent_response = True
         offset = stream.offset
         end = offset + size
         last = end == len(stream.body)
@@ -352,6 +392,9 @@ class ServerConnection(asyncio.BufferedProtocol):
     def _write_out(self) -> None:
         """Everything queued (ours and h2's, in order) in one write."""
         self._drain_h2()
+        if self._sent_response and self._loop is not None:
+            self._sent_response = False
+            self.last_progress_s = self._loop.time()
         self._out.write(self.transport, self.tally_out)
 
     def _flush(self) -> None:
@@ -405,7 +448,35 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.host.trial_responses_done(self._done_trials)
         self._done_trials.clear()
 
-    # shutdown and failures ---------------------------------------------------------------------
+    # limits, shutdown and failures --------------------------------------------------------------
+
+    @property
+    def sheddable(self) -> bool:
+        """The host may close it to make room: still in its handshake, or serving nothing."""
+        return self.lifecycle.state in _SHEDDABLE and not self.pending
+
+    def shed(self) -> None:
+        """Closed by the host to make room: GOAWAY NO_ERROR naming the last stream handled
+        (nothing in flight is lost: the host sheds only sheddable connections)."""
+        self.drain()
+
+    def _idle_check(self) -> None:
+        self._idle_timer = None
+        if self.lifecycle.state is not State.OPEN:
+            return
+        assert self._loop is not None
+        idle_timeout_s = self.host.limits.idle_timeout_s
+        due_s = self.last_progress_s + idle_timeout_s
+        if self._loop.time() < due_s:
+            self._idle_timer = self._loop.call_at(due_s, self._idle_check)
+            return
+        # Even a stream stalled for want of flow-control credit ends here: no progress is no
+        # progress, and a peer must not hold a connection by granting no window.
+        self._advance(Input.IDLE_TIMEOUT)
+        log.debug("peer %s: idle for %g s; sent GOAWAY and closed", self.peer, idle_timeout_s)
+        self.conn.close_connection(ErrorCodes.NO_ERROR)
+        self._write_out()
+        self._close_transport()
 
     def drain(self) -> None:
         """Graceful shutdown: GOAWAY now, finish the streams in flight, then close."""
@@ -430,6 +501,14 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.transport.write(data)
         self._close_transport()
 
+    def _refuse(self, exc: ProtocolError) -> None:
+        """The peer broke HTTP/2: GOAWAY with the error's code, then close. h2 has queued that
+        GOAWAY already when the error was its own, except for a bad preface, which it refuses
+        before its state machine runs; errors found before h2 saw the frame are queued here."""
+        if self.conn.state_machine.state is not ConnectionState.CLOSED:
+            self.conn.close_connection(exc.error_code)
+        self._fail(f"{type(exc).__name__}: {exc}")
+
     def _fail(self, reason: str) -> None:
         self._advance(Input.FAILURE)
         log.warning("peer %s: %s; sent GOAWAY and closed the connection", self.peer, reason)
@@ -439,7 +518,7 @@ class ServerConnection(asyncio.BufferedProtocol):
     def _handshake_expired(self) -> None:
         self._handshake_timer = None
         self.conn.close_connection(ErrorCodes.SETTINGS_TIMEOUT)
-        self._fail(f"no preface within {HANDSHAKE_TIMEOUT_S:.0f} s")
+        self._fail(f"no preface and SETTINGS within {self.host.limits.handshake_timeout_s:g} s")
 
     def _close_transport(self) -> None:
         self.pending.clear()

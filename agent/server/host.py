@@ -1,9 +1,10 @@
 """The narrow interface between a server connection and the server that runs it.
 
 A `ServerConnection` sees its server only as a `ConnectionHost`: the SETTINGS to announce, the
-handler that answers requests, the per-trial accounting, and being told when it opens and
-closes. It never imports the server app (agent.server.app), which holds the connections, the
-ledger and the trial log; tests can host a connection on anything with these members.
+limits to hold to, the handler that answers requests, the per-trial accounting, and being told
+when it opens and closes. It never imports the server app (agent.server.app), which holds the
+connections, the ledger and the trial log; tests can host a connection on anything with these
+members.
 """
 
 from __future__ import annotations
@@ -14,19 +15,36 @@ from typing import Protocol
 from h2.settings import SettingCodes
 
 from agent.frames import FrameCounts
+from agent.limits import ConnectionLimits
 from agent.server.handler import Reply, Request
 
 
 class HostedConnection(Protocol):
-    """What the host may do with a connection it holds: end it gracefully at shutdown."""
+    """What the host may do with a connection it holds: end it gracefully at shutdown, and
+    close it to make room for another when it serves nothing (the longest idle first)."""
+
+    @property
+    def sheddable(self) -> bool: ...
+
+    @property
+    def last_progress_s(self) -> float:
+        """Event-loop time of the connection's last progress (agent.limits)."""
+        ...
 
     def drain(self) -> None: ...
+
+    def shed(self) -> None: ...
 
 
 class ConnectionHost(Protocol):
     @property
     def h2_settings(self) -> Mapping[SettingCodes, int]:
         """The SETTINGS every connection announces in its first frame."""
+        ...
+
+    @property
+    def limits(self) -> ConnectionLimits:
+        """The handshake deadline and idle timeout every connection holds to."""
         ...
 
     def handle(self, request: Request) -> Reply:

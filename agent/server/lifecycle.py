@@ -4,8 +4,11 @@
                       |                    |                 |
                       +--------------------+-- failure ------+--> FAILED --lost--> CLOSED
                                            +-- peer GOAWAY --+--> CLOSING
+                                           +-- idle timeout -----> CLOSING
 
-- HANDSHAKE: our SETTINGS are out, the handshake timer runs until the peer's first bytes.
+- HANDSHAKE: our SETTINGS are out, the handshake timer runs until the peer's preface and first
+  SETTINGS frame are in (a preface alone, or part of one, does not end it).
+- OPEN: the idle timer runs; no progress for the idle timeout ends the connection.
 - DRAINING: we sent GOAWAY (shutdown); streams in flight finish, new ones are refused.
 - CLOSING: we closed the transport after a graceful end or the peer's GOAWAY.
 - FAILED: the peer broke HTTP/2 or a limit; GOAWAY with the error is out, the transport closing.
@@ -36,10 +39,11 @@ class State(enum.Enum):
 
 class Input(enum.Enum):
     MADE = "made"  # the transport is up (asyncio's connection_made)
-    PREFACE = "preface"  # the peer's first bytes were accepted by h2
+    PREFACE = "preface"  # the peer's preface and first SETTINGS frame were accepted by h2
     DRAIN = "drain"  # graceful shutdown asked (SIGTERM)
     IDLE = "idle"  # draining, and no stream has anything left to send
     PEER_GOAWAY = "peer_goaway"  # the peer ended the connection
+    IDLE_TIMEOUT = "idle_timeout"  # open, and nothing progressed for the idle timeout
     FAILURE = "failure"  # the peer broke HTTP/2, a limit or the handshake timeout
     LOST = "lost"  # the transport is gone (asyncio's connection_lost)
 
@@ -54,6 +58,7 @@ TRANSITIONS: Mapping[tuple[State, Input], State] = MappingProxyType(
         (_S.HANDSHAKE, _I.LOST): _S.CLOSED,
         (_S.OPEN, _I.DRAIN): _S.DRAINING,
         (_S.OPEN, _I.PEER_GOAWAY): _S.CLOSING,
+        (_S.OPEN, _I.IDLE_TIMEOUT): _S.CLOSING,
         (_S.OPEN, _I.FAILURE): _S.FAILED,
         (_S.OPEN, _I.LOST): _S.CLOSED,
         (_S.DRAINING, _I.DRAIN): _S.DRAINING,

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ class RunningServer:
     port: int
     stderr_path: Path
     trial_log: Path | None
+    listening: dict[str, Any] = field(default_factory=dict)  # `serve`'s listening line
 
     @property
     def url(self) -> str:
@@ -88,9 +89,15 @@ _SERVERS = itertools.count(1)
 
 @contextmanager
 def agent_server(
-    root: Path | None, tmp: Path, *extra: str, tls: bool = False
+    root: Path | None,
+    tmp: Path,
+    *extra: str,
+    tls: bool = False,
+    open_files_limit: int | None = None,
 ) -> Iterator[RunningServer]:
-    """`serve` on a free port; `root` None: no --root (a workload other than the page)."""
+    """`serve` on a free port; `root` None: no --root (a workload other than the page).
+    `open_files_limit`: the server process's RLIMIT_NOFILE (set by a shell that then execs
+    the server, so the process and its pid are the server's)."""
     # Port 0: the server binds a free port and names it. A port picked here and bound by the
     # server later could be taken in between, and our readiness probe would find the taker.
     name = f"server-{next(_SERVERS)}"
@@ -99,11 +106,13 @@ def agent_server(
     args = [*AGENT, "serve", "--port", "0", "--trial-log", str(trial_log), *extra]
     if root is not None:
         args += ["--root", str(root)]
+    if open_files_limit is not None:
+        args = ["sh", "-c", f'ulimit -n {int(open_files_limit)} && exec "$@"', "sh", *args]
     with stderr_path.open("w") as err:
         process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, text=True)
     try:
-        port = int(listening_line(stderr_path, process)["port"])
-        yield RunningServer(process, port, stderr_path, trial_log)
+        listening = listening_line(stderr_path, process)
+        yield RunningServer(process, int(listening["port"]), stderr_path, trial_log, listening)
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)

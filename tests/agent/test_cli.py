@@ -40,6 +40,13 @@ def _one_line_usage_error(result: object, *fragments: str) -> None:
         (["serve", "--root", ".", "--setting", "bogus=1"], ["unknown HTTP/2 setting 'bogus'"]),
         (["serve", "--root", "/nonexistent/site"], ["--root /nonexistent/site"]),
         (["serve", "--root", ".", "--tls"], ["--tls needs --cert and --key"]),
+        (["serve", "--workload", "blob", "--idle-timeout", "0"], ["--idle-timeout 0"]),
+        (["serve", "--workload", "blob", "--handshake-timeout", "nan"], ["--handshake-timeout"]),
+        (["serve", "--workload", "blob", "--max-connections", "0"], ["--max-connections 0"]),
+        (
+            ["serve", "--root", ".", "--engine", "nghttp2", "--idle-timeout", "5"],
+            ["--idle-timeout is for --engine h2"],
+        ),
         (
             ["fetch", "http://127.0.0.1:1/", "--initial-window-size", "-1"],
             ["initial_window_size=-1"],

@@ -1,8 +1,10 @@
-"""The fast path: the frame splitter and frame builders against hyperframe, and both endpoints
-run with the fast path on and off (h2 alone: the reference), fed the same bytes cut into the
-same reads. They must write the same bytes and reach the same results, for valid peers and for
-peers that overrun windows, send bad padding, wrong body lengths, odd WINDOW_UPDATEs, resets and
-header blocks split over CONTINUATION frames."""
+"""The fast path: the frame splitter and frame builders against hyperframe, the splitter against
+h2's own frame reader (h2 fed every read whole) on hostile byte streams, and both endpoints run
+with the fast path on and off (h2 judging every frame: the reference), fed the same bytes cut
+into the same reads. They must write the same bytes and reach the same results, for valid peers
+and for peers that overrun windows, send bad padding, wrong body lengths, odd WINDOW_UPDATEs
+(zero, overflowing, reserved bit set, wrong length), frames longer than MAX_FRAME_SIZE, frames
+on the wrong kind of stream, resets and header blocks split over CONTINUATION frames."""
 
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from h2.connection import H2Connection
+from h2.exceptions import FrameTooLargeError, ProtocolError
 from h2.settings import SettingCodes
 from hpack import Encoder, NeverIndexedHeaderTuple
 from hyperframe.frame import (
+    FRAMES,
     ContinuationFrame,
     DataFrame,
     Frame,
@@ -31,6 +36,8 @@ from hypothesis import strategies as st
 
 from agent.client.connection import ClientConnection
 from agent.fastpath import (
+    FRAME_HEADER_BYTES,
+    MIN_FREE_BYTES,
     FrameReader,
     H2Internals,
     data_frame_header,
@@ -125,12 +132,22 @@ def test_data_frame_header_is_hyperframes(stream_id: int, size: int, end: bool) 
     assert data_frame_header(stream_id, size, end) == bytes(expected)
 
 
+def _stream_for(kind: int, stream_id: int) -> int:
+    """`stream_id` made legal for a frame of `kind` (the reserved bit left as drawn)."""
+    if kind in FRAMES and FRAMES[kind].stream_association == "no-stream":
+        return stream_id & 0x80000000
+    if kind in FRAMES and FRAMES[kind].stream_association == "has-stream":
+        return stream_id if stream_id & 0x7FFFFFFF else stream_id | 1
+    return stream_id
+
+
 def frame_strategy(max_payload: int) -> st.SearchStrategy[bytes]:
+    """Any well-formed frame header: any type and flags, a stream its type allows."""
     return st.builds(
         lambda kind, flags, stream_id, payload: (
             len(payload).to_bytes(3, "big")
             + bytes([kind, flags])
-            + stream_id.to_bytes(4, "big")
+            + _stream_for(kind, stream_id).to_bytes(4, "big")
             + payload
         ),
         st.integers(0, 12),
@@ -142,10 +159,11 @@ def frame_strategy(max_payload: int) -> st.SearchStrategy[bytes]:
 
 def read_all(
     reader: FrameReader, data: bytes, cuts: list[int]
-) -> tuple[list[tuple[int, int, int, bytes, bytes]], bytes]:
-    """Frames as (type, flags, stream id, payload, raw) and, in passthrough, the bytes for h2."""
+) -> tuple[list[tuple[int, int, int, bytes, bytes]], bytes, ProtocolError | None]:
+    """Frames as (type, flags, stream id, payload, raw), the preface bytes for h2, and the
+    error the reader refused the stream with (reading stops there)."""
     frames: list[tuple[int, int, int, bytes, bytes]] = []
-    passed = bytearray()
+    preface = bytearray()
     bounds = sorted({c for c in cuts if 0 < c < len(data)} | {len(data)})
     position = 0
     for bound in bounds:
@@ -156,16 +174,15 @@ def read_all(
             position += size
             reader.commit(size)
             if reader.preface_left:
-                passed += reader.take_preface()
-            while not reader.passthrough and (frame := reader.next_frame()) is not None:
-                kind, flags, stream_id, start, length = frame
-                if reader.passthrough:
-                    break
-                payload = bytes(reader.buffer[start : start + length])
-                frames.append((kind, flags, stream_id, payload, reader.raw()))
-            if reader.passthrough:
-                passed += reader.take_all()
-    return frames, bytes(passed)
+                preface += reader.take_preface()
+            try:
+                while (frame := reader.next_frame()) is not None:
+                    kind, flags, stream_id, start, length = frame
+                    payload = bytes(reader.buffer[start : start + length])
+                    frames.append((kind, flags, stream_id, payload, reader.raw()))
+            except ProtocolError as exc:
+                return frames, bytes(preface), exc
+    return frames, bytes(preface), None
 
 
 @settings(max_examples=200)
@@ -173,13 +190,14 @@ def read_all(
     st.lists(frame_strategy(700), max_size=12),
     st.lists(st.integers(0, 9000), max_size=8),
     st.sampled_from([64, 256, 4096]),
+    st.sampled_from([1, 100, MIN_FREE_BYTES]),
 )
 def test_reader_yields_every_frame_whole_and_in_order(
-    frames: list[bytes], cuts: list[int], capacity: int
+    frames: list[bytes], cuts: list[int], capacity: int, min_free: int
 ) -> None:
-    reader = FrameReader(max_frame_size=16384, capacity=capacity)
-    got, passed = read_all(reader, b"".join(frames), cuts)
-    assert passed == b""
+    reader = FrameReader(max_frame_size=16384, capacity=capacity, min_free=min_free)
+    got, passed, error = read_all(reader, b"".join(frames), cuts)
+    assert passed == b"" and error is None
     assert [raw for *_, raw in got] == frames
     for (kind, flags, stream_id, payload, _raw), frame in zip(got, frames, strict=True):
         assert (kind, flags, payload) == (frame[3], frame[4], frame[9:])
@@ -189,26 +207,42 @@ def test_reader_yields_every_frame_whole_and_in_order(
 
 @given(
     st.lists(frame_strategy(300), max_size=4),
-    st.binary(min_size=1, max_size=400),
+    st.integers(301, 2**24 - 1),
+    st.binary(max_size=400),
     st.lists(st.integers(0, 2000), max_size=6),
 )
-def test_an_oversize_frame_hands_everything_from_it_to_h2(
-    before: list[bytes], rest: bytes, cuts: list[int]
+def test_an_oversize_frame_is_refused_on_its_header(
+    before: list[bytes], declared: int, rest: bytes, cuts: list[int]
 ) -> None:
-    oversize = (301).to_bytes(3, "big") + b"\0\0\0\0\0\1"
+    """Whatever it declares and however much of it has come, a frame longer than
+    MAX_FRAME_SIZE is refused as soon as its 9-byte header is in: nothing of it is buffered."""
+    oversize = declared.to_bytes(3, "big") + b"\x06\0\0\0\0\0"
     data = b"".join(before) + oversize + rest
     reader = FrameReader(max_frame_size=300, capacity=128)
-    got, passed = read_all(reader, data, cuts)
+    got, _preface, error = read_all(reader, data, cuts)
     assert [raw for *_, raw in got] == before
-    assert passed == oversize + rest
+    assert isinstance(error, FrameTooLargeError)
+    assert error.error_code == 6  # FRAME_SIZE_ERROR
+    assert len(reader.buffer) <= max(128, 2 * (FRAME_HEADER_BYTES + 300 + MIN_FREE_BYTES))
+
+
+def test_a_frame_on_the_wrong_kind_of_stream_is_refused_on_its_header() -> None:
+    """As h2's reader does (hyperframe checks it in the header): DATA needs a stream, PING
+    must not have one."""
+    for header in (b"\0\0\x10\x00\0\0\0\0\0", b"\0\0\x08\x06\0\0\0\0\x01"):
+        reader = FrameReader(max_frame_size=16384)
+        _got, _preface, error = read_all(reader, header, [])
+        assert type(error) is ProtocolError
+        assert error.error_code == 1  # PROTOCOL_ERROR
+        assert "invalid header" in str(error)
 
 
 @given(st.lists(st.integers(0, 100), max_size=5))
 def test_the_preface_goes_to_h2_and_frames_follow(cuts: list[int]) -> None:
     ping = PingFrame(0, opaque_data=b"12345678").serialize()
     reader = FrameReader(max_frame_size=16384, preface_bytes=len(CLIENT_PREFACE))
-    got, passed = read_all(reader, CLIENT_PREFACE + ping, cuts)
-    assert passed == CLIENT_PREFACE
+    got, passed, error = read_all(reader, CLIENT_PREFACE + ping, cuts)
+    assert passed == CLIENT_PREFACE and error is None
     assert [raw for *_, raw in got] == [ping]
 
 
@@ -229,6 +263,142 @@ def test_a_header_block_lasts_until_end_headers() -> None:
 
 def test_the_installed_h2_has_what_the_fast_path_uses() -> None:
     assert H2Internals.available()
+
+
+# the splitter against h2's own reader, on hostile streams -------------------------------------
+
+MAX_FRAME = 16384  # the server's SETTINGS_MAX_FRAME_SIZE in these streams (the protocol's)
+
+
+def raw_frame(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:
+    return (
+        len(payload).to_bytes(3, "big")
+        + bytes([kind, flags])
+        + stream_id.to_bytes(4, "big")
+        + payload
+    )
+
+
+@st.composite
+def hostile_frame(draw: st.DrawFn) -> bytes:
+    pick = draw(st.integers(0, 9))
+    stream_id = draw(st.sampled_from([0, 1, 3, 2**31 + 1]))
+    if pick == 0:
+        return PingFrame(0, opaque_data=b"pingpong").serialize()
+    if pick == 1:
+        return SettingsFrame(0, flags=draw(st.sampled_from([[], ["ACK"]]))).serialize()
+    if pick == 2:  # any increment: zero, overflowing, reserved bit set
+        increment = draw(st.integers(0, 2**32 - 1))
+        return raw_frame(0x8, 0, stream_id, increment.to_bytes(4, "big"))
+    if pick == 3:  # longer than MAX_FRAME_SIZE, all of it sent
+        size = draw(st.integers(MAX_FRAME + 1, MAX_FRAME + 300))
+        return raw_frame(
+            draw(st.integers(0, 12)), draw(st.integers(0, 255)), stream_id, bytes(size)
+        )
+    if pick == 4:  # exactly MAX_FRAME_SIZE, of a type h2 ignores
+        return raw_frame(0x20, 0, 0, bytes(MAX_FRAME))
+    if pick == 5:  # a frame of a known type with the wrong length or on the wrong stream
+        kind = draw(st.sampled_from([0x3, 0x4, 0x6, 0x7, 0x8, 0x2]))
+        return raw_frame(kind, draw(st.integers(0, 255)), stream_id, draw(st.binary(max_size=12)))
+    return raw_frame(
+        draw(st.integers(0, 255)),
+        draw(st.integers(0, 255)),
+        stream_id,
+        draw(st.binary(max_size=40)),
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    refused_in_read: int | None  # the read during which the stream was refused
+    error: tuple[type[ProtocolError], int] | None
+    written: bytes
+
+
+def _h2_server() -> H2Connection:
+    conn = h2_connection(client_side=False, settings={})
+    conn.initiate_connection()
+    return conn
+
+
+def h2_alone(reads: list[bytes]) -> Verdict:
+    conn = _h2_server()
+    for index, data in enumerate(reads):
+        try:
+            conn.receive_data(data)
+        except ProtocolError as exc:
+            return Verdict(index, (type(exc), exc.error_code), conn.data_to_send())
+    return Verdict(None, None, conn.data_to_send())
+
+
+def h2_behind_reader(reads: list[bytes], capacity: int) -> Verdict:
+    """What the endpoints do: the reader splits, h2 judges each frame; a stream the reader
+    refuses gets the GOAWAY h2 would have sent."""
+    conn = _h2_server()
+    reader = FrameReader(conn.max_inbound_frame_size, len(CLIENT_PREFACE), capacity=capacity)
+    bound = max(capacity, 2 * (FRAME_HEADER_BYTES + MAX_FRAME + MIN_FREE_BYTES))
+    for index, data in enumerate(reads):
+        position = 0
+        while position < len(data):
+            buffer = reader.get_buffer()
+            assert len(reader.buffer) <= bound  # nothing beyond one legal frame is buffered
+            size = min(len(buffer), len(data) - position)
+            buffer[:size] = data[position : position + size]
+            position += size
+            reader.commit(size)
+            try:
+                if reader.preface_left:
+                    conn.receive_data(reader.take_preface())
+                while True:
+                    try:
+                        frame = reader.next_frame()
+                    except ProtocolError as exc:
+                        conn.close_connection(exc.error_code)  # h2 never saw this frame
+                        raise
+                    if frame is None:
+                        break
+                    conn.receive_data(reader.raw())
+            except ProtocolError as exc:
+                return Verdict(index, (type(exc), exc.error_code), conn.data_to_send())
+    return Verdict(None, None, conn.data_to_send())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(hostile_frame(), max_size=8),
+    st.booleans(),
+    st.lists(st.integers(0, 40000), max_size=8),
+    st.sampled_from([64, 4096, 256 * 1024]),
+)
+def test_the_reader_judges_as_h2s_own_reader_and_never_later(
+    frames: list[bytes], bad_preface: bool, cuts: list[int], capacity: int
+) -> None:
+    """Every check h2's reader makes, the reader in front of it makes too, with the same error
+    code and the same bytes written, in the same read; except that a frame longer than
+    MAX_FRAME_SIZE is refused on its header where h2 alone waits for the whole payload."""
+    preface = CLIENT_PREFACE[:-1] + b"?" if bad_preface else CLIENT_PREFACE
+    data = preface + SettingsFrame(0).serialize() + b"".join(frames)
+    bounds = sorted({c for c in cuts if 0 < c < len(data)} | {len(data)})
+    reads = [data[a:b] for a, b in zip([0, *bounds], bounds, strict=False)]
+    alone, behind = h2_alone(reads), h2_behind_reader(reads, capacity)
+    assert behind.error == alone.error
+    assert behind.written == alone.written
+    if behind.error is not None and behind.error[0] is FrameTooLargeError:
+        assert behind.refused_in_read is not None and alone.refused_in_read is not None
+        assert behind.refused_in_read <= alone.refused_in_read
+    else:
+        assert behind.refused_in_read == alone.refused_in_read
+
+
+def test_h2_alone_buffers_an_oversize_frame_the_reader_refuses() -> None:
+    """Why the reader checks the length itself: h2 4.x's reader waits for the whole payload
+    of a frame before it compares the length with MAX_FRAME_SIZE."""
+    start = CLIENT_PREFACE + SettingsFrame(0).serialize()
+    reads = [start, (2**24 - 1).to_bytes(3, "big") + b"\x06\0\0\0\0\0" + bytes(100_000)]
+    assert h2_alone(reads).error is None
+    behind = h2_behind_reader(reads, 4096)
+    assert behind.error == (FrameTooLargeError, 6)
+    assert behind.written.endswith(b"\0\0\0\0\0\0\0\0\0\x06")  # GOAWAY FRAME_SIZE_ERROR
 
 
 # the client: fast path on and off, same server bytes -----------------------------------------
@@ -290,7 +460,7 @@ def client_cases(draw: st.DrawFn) -> ClientCase:
         declared = draw(st.sampled_from([size, size, size, None, size + 1, max(0, size - 1)]))
         headers = _headers(stream_id, declared, split=draw(st.booleans()))
         per_stream.append([headers, *([frame] for frame in body)])
-    extras: list[Frame] = [
+    extras: list[Frame | bytes] = [
         PingFrame(0, opaque_data=b"pingpong"),
         SettingsFrame(0, settings={SettingsFrame.MAX_CONCURRENT_STREAMS: 50}),
         WindowUpdateFrame(0, window_increment=1000),
@@ -298,14 +468,26 @@ def client_cases(draw: st.DrawFn) -> ClientCase:
         RstStreamFrame(3, error_code=8),
         DataFrame(5, data=b"late", flags=["END_STREAM"]),
     ]
-    chosen = [[frame] for frame in draw(st.lists(st.sampled_from(extras), max_size=2))]
+    hostile = [
+        raw_frame(0x0, 0, 1, bytes(MAX_FRAME + 1)),  # longer than the client's MAX_FRAME_SIZE
+        raw_frame(0x0, 0, 1, bytes(MAX_FRAME + 1))[:200],  # the same, only begun
+        raw_frame(0x0, 0x1, 0, b"x"),  # DATA on stream 0
+        raw_frame(0x6, 0, 1, b"pingpong"),  # PING on a stream
+        raw_frame(0x8, 0, 1, (2**31 + 5).to_bytes(4, "big")),  # reserved bit in the increment
+        raw_frame(0x0, 0x8, 1, b""),  # PADDED without a pad length
+    ]
+    if draw(st.integers(0, 4)) == 0:
+        extras.append(draw(st.sampled_from(hostile)))  # type: ignore[arg-type]
+    chosen: list[list[Frame | bytes]] = [
+        [frame] for frame in draw(st.lists(st.sampled_from(extras), max_size=2))
+    ]
     order = draw(st.lists(st.integers(0, 2), max_size=200))
-    queues = [per_stream[0], per_stream[1], chosen]
-    frames: list[Frame] = [SettingsFrame(0)]
+    queues: list[list[list[Frame | bytes]]] = [per_stream[0], per_stream[1], chosen]  # type: ignore[list-item]
+    frames: list[Frame | bytes] = [SettingsFrame(0)]
     for pick in order + [0] * 100 + [1] * 100 + [2] * 5:
         if queues[pick]:
             frames += queues[pick].pop(0)
-    data = b"".join(f.serialize() for f in frames)
+    data = b"".join(f if isinstance(f, bytes) else f.serialize() for f in frames)
     cuts = draw(st.lists(st.integers(0, len(data)), max_size=10))
     policy = draw(st.sampled_from(WINDOW_UPDATE_POLICIES))
     return ClientCase(window, connection_window, policy, data, cuts)
@@ -427,7 +609,7 @@ def server_cases(draw: st.DrawFn) -> ServerCase:
     data = bytearray(client.data_to_send())
     # Mostly what a client sends while the bodies flow; now and then what h2 must answer.
     for _ in range(draw(st.integers(0, 40))):
-        kind = draw(st.integers(0, 99))
+        kind = draw(st.integers(0, 104))
         target = draw(st.sampled_from([0, *stream_ids]))
         if kind < 90:
             data += window_update_frame(target, draw(st.integers(1, 70000)))
@@ -446,6 +628,20 @@ def server_cases(draw: st.DrawFn) -> ServerCase:
             data += SettingsFrame(0, settings=initial).serialize()
         elif kind == 96:
             data += SettingsFrame(0, flags=["ACK"]).serialize()
+        elif kind == 100:  # the increment's reserved bit set: hyperframe refuses it
+            increment = 2**31 + draw(st.integers(1, 70000))
+            data += raw_frame(0x8, 0, target, increment.to_bytes(4, "big"))
+        elif kind == 101:  # longer than MAX_FRAME_SIZE, whole or only begun
+            oversize = raw_frame(
+                draw(st.sampled_from([0x0, 0x6, 0x8, 0x20])), 0, target, bytes(MAX_FRAME + 1)
+            )
+            data += oversize[: draw(st.sampled_from([9, 100, len(oversize)]))]
+        elif kind == 102:  # the wrong kind of stream
+            data += raw_frame(0x6, 0, 1, b"12345678") if target == 0 else raw_frame(0x0, 0, 0, b"x")
+        elif kind == 103:
+            data += b"\0\0\x03\x08\0" + target.to_bytes(4, "big") + b"\0\0\x01"  # short
+        elif kind == 104:
+            data += raw_frame(0x20, 0xFF, target, b"extension")
         else:
             data += PingFrame(0, opaque_data=b"12345678").serialize()
     cuts = draw(st.lists(st.integers(0, len(data)), max_size=12))

@@ -14,6 +14,7 @@ from h2.events import ConnectionTerminated, DataReceived, ResponseReceived, Stre
 from h2.settings import SettingCodes
 
 from agent.frames import FrameCounts
+from agent.limits import ConnectionLimits
 from agent.server.connection import ServerConnection
 from agent.server.handler import NOT_FOUND, Reply, Request
 from agent.server.host import HostedConnection
@@ -28,6 +29,7 @@ class StandInHost:
     h2_settings: Mapping[SettingCodes, int] = field(
         default_factory=lambda: {SettingCodes.MAX_CONCURRENT_STREAMS: 10}
     )
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     calls: list[tuple[object, ...]] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     closed: asyncio.Event = field(default_factory=asyncio.Event)

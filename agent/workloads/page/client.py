@@ -8,11 +8,11 @@ import asyncio
 from pathlib import Path
 
 from agent.client.connect import Target, open_connection
-from agent.client.connection import Response
+from agent.client.connection import ClientConnection, Response
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.run import Prepared
 from agent.client.trial import TrialSession, check_body
-from agent.errors import BodyMismatchError, FetchError, SiteError
+from agent.errors import BodyMismatchError, FetchError, PeerProtocolError, SiteError
 from agent.html_links import subresource_paths
 from agent.site.manifest import MANIFEST_NAME, SiteManifest, parse_manifest
 from agent.workloads.page.record import ResourceTiming, page_extra, page_metrics, page_params
@@ -27,19 +27,36 @@ def read_manifest(path: Path) -> SiteManifest:
 
 
 async def download_manifest(target: Target, options: TrialOptions) -> SiteManifest:
-    """The site's manifest from the server itself, outside any timed trial."""
-    connection = await open_connection(target, options)
+    """The site's manifest from the server itself, outside any timed trial, within the trial
+    timeout (connecting included). Every failure is a FetchError naming the manifest: the
+    trials it was for fail with it."""
+    path = target.path.rsplit("/", 1)[0] + "/" + MANIFEST_NAME
+    connection: ClientConnection | None = None
+
+    async def get() -> Response:
+        nonlocal connection
+        connection = await open_connection(target, options)
+        return await connection.request(target.authority, target.scheme, path, [], keep_body=True)
+
     try:
-        path = target.path.rsplit("/", 1)[0] + "/" + MANIFEST_NAME
-        response = await asyncio.wait_for(
-            connection.request(target.authority, target.scheme, path, [], keep_body=True),
-            options.timeout_s,
-        )
+        response = await asyncio.wait_for(get(), options.timeout_s)
+    except TimeoutError:
+        raise FetchError(
+            f"timeout: no answer to GET {path} (the site manifest) from {target.authority} "
+            f"within {options.timeout_s:g} s"
+        ) from None
+    except PeerProtocolError as exc:
+        raise FetchError(f"{target.url}: GET {path} (the site manifest): {exc}") from None
     finally:
-        await connection.close()
+        if connection is not None:
+            await connection.close()
     if response.status != 200 or response.body is None:
         raise FetchError(f"{target.url}: GET {path} answered {response.status}; pass --manifest")
-    return parse_manifest(bytes(response.body).decode("utf-8"), source=f"{target.url}{path}")
+    text = bytes(response.body).decode("utf-8", errors="replace")
+    try:
+        return parse_manifest(text, source=f"{target.url}{path}")
+    except SiteError as exc:  # the server's mistake here, not the user's
+        raise FetchError(str(exc)) from None
 
 
 async def site_manifest(plan: RunPlan, target: Target) -> SiteManifest:

@@ -1,0 +1,82 @@
+"""The server's connection limits, sans-IO: the default cap below a descriptor limit, the
+interval tally behind every rate-limited log line, and the accept backoff."""
+
+from __future__ import annotations
+
+import itertools
+import resource
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.limits import (
+    RESERVED_DESCRIPTORS,
+    UNLIMITED_DESCRIPTORS_CAP,
+    AcceptBackoff,
+    ConnectionLimits,
+    IntervalTally,
+    default_max_connections,
+)
+
+
+@given(st.integers(1, 2**20))
+def test_the_default_cap_leaves_room_below_any_descriptor_limit(limit: int) -> None:
+    cap = default_max_connections(limit)
+    assert cap >= 1
+    assert cap < limit or limit == 1
+    assert cap >= limit - RESERVED_DESCRIPTORS
+
+
+def test_the_default_cap_follows_this_process_limit() -> None:
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert ConnectionLimits().max_connections == default_max_connections(soft)
+    assert default_max_connections(1024) == 1024 - RESERVED_DESCRIPTORS
+    assert default_max_connections(resource.RLIM_INFINITY) == UNLIMITED_DESCRIPTORS_CAP
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"handshake_timeout_s": 0}, {"idle_timeout_s": -1}, {"max_connections": 0}],
+)
+def test_limits_refuse_values_that_cannot_work(fields: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        ConnectionLimits(**fields)  # type: ignore[arg-type]
+
+
+@given(st.lists(st.floats(0, 100), max_size=50))
+def test_the_tally_gives_one_line_per_interval_and_loses_no_count(gaps: list[float]) -> None:
+    tally = IntervalTally(interval_s=10.0)
+    now, lines, reported = 0.0, [], 0
+    for gap in gaps:
+        now += gap
+        due = tally.note(now, events=1)
+        if due is not None:
+            lines.append(now)
+            reported += due["events"]
+    if gaps:
+        assert lines[0] == gaps[0]  # the first event is told at once
+    assert all(b - a >= 10.0 for a, b in itertools.pairwise(lines))
+    pending = tally.note(now + 10.0) or {}
+    assert reported + pending.get("events", 0) == len(gaps)
+
+
+def test_the_backoff_retries_soon_while_room_is_made_and_backs_off_when_none_is() -> None:
+    backoff = AcceptBackoff(log_interval_s=10.0, min_delay_s=0.01, max_delay_s=1.0)
+    delays = [backoff.paused(0.1 * i, "full", 0, 5)[0] for i in range(10)]
+    assert delays == sorted(delays) and delays[0] == 0.01 and delays[-1] == 1.0
+    assert backoff.paused(2.0, "full", 3, 5)[0] == 0.01
+    backoff.accepted()
+    assert backoff.paused(3.0, "full", 0, 5)[0] == 0.01
+
+
+def test_the_backoff_logs_once_per_interval_with_what_happened_since() -> None:
+    backoff = AcceptBackoff(log_interval_s=10.0)
+    lines = [backoff.paused(t * 0.5, "cap reached", t % 2, 7)[1] for t in range(41)]
+    told = [line for line in lines if line is not None]
+    assert len(told) == 3  # at 0, 10 and 20 s
+    assert told[0] == (
+        "cap reached with 7 sockets in use (1 pauses, 0 idle connections closed to make room "
+        "since the last such line); accepting again in 10 ms"
+    )
+    assert "(20 pauses, 10 idle connections closed" in told[1]
