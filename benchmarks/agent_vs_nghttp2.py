@@ -33,7 +33,6 @@ import platform
 import re
 import resource
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -41,8 +40,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+
+from bench_support import free_port, pinned, process_cpu_s, terminated, write_csv
 
 from agent.site import DEFAULT_TOTAL_BYTES, build_site, load_manifest
 
@@ -50,7 +51,6 @@ REPO = Path(__file__).resolve().parent.parent
 
 STUDY_WINDOWS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65535)
 QUICK_WINDOWS = (256, 4096, 65535)
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 START_TIMEOUT_S = 20.0
 
 
@@ -96,23 +96,6 @@ class BenchError(Exception):
 # processes ------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _pinned(core: int) -> Iterator[None]:
-    """Children started inside inherit the affinity (no preexec_fn: it is unsafe with threads)."""
-    previous = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {core})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, previous)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -129,32 +112,11 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
 @contextmanager
 def server(args: list[str], port: int, core: int, log: Path) -> Iterator[int]:
     """Start a server pinned to `core`; yields its pid; SIGTERM on exit."""
-    with log.open("wb") as err, _pinned(core):
+    with log.open("wb") as err, pinned(core):
         process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err)
-    try:
+    with terminated(process):
         _wait_for_port(port, process)
         yield process.pid
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-def process_cpu_s(pid: int) -> float:
-    """CPU time of a running process: the scheduler's nanosecond count summed over its threads
-    (/proc/PID/task/*/schedstat), else utime + stime in clock ticks from /proc/PID/stat."""
-    tasks = Path(f"/proc/{pid}/task").glob("*/schedstat")
-    try:
-        return sum(int(path.read_text().split()[0]) for path in tasks) / 1e9
-    except (OSError, ValueError, IndexError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()
-        # Fields 14 and 15 of proc(5), counted after the comm field closes.
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 @dataclass(frozen=True)
@@ -170,7 +132,7 @@ def run_client(args: list[str], setup: Setup, server_pid: int) -> ClientRun:
     """Run a client to completion, pinned; its CPU from getrusage of the reaped child."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     server_before = process_cpu_s(server_pid)
-    with _pinned(setup.client_core):
+    with pinned(setup.client_core):
         start = time.monotonic()
         result = subprocess.run(
             args, capture_output=True, text=True, timeout=setup.timeout_s, check=False
@@ -326,7 +288,7 @@ def hashing_s_per_fetch(setup: Setup, window: int) -> float:
     piece = min(2 ** nghttp2_bits(window) - 1, 16384)
     bodies = [memoryview((setup.site / path).read_bytes()) for path in setup.urls_path]
     best = math.inf
-    with _pinned(setup.client_core):
+    with pinned(setup.client_core):
         for _ in range(3):
             start = time.process_time()
             for body in bodies:
@@ -419,16 +381,6 @@ def markdown_table(rows: Sequence[Row]) -> str:
             f"{r.client_cpu_ratio_unhashed:.2f} ({r.hashing_ms_per_fetch:.1f}) | {r.runs} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def write_csv(path: Path, records: Sequence[object]) -> None:
-    dicts = [asdict(record) for record in records]  # type: ignore[call-overload]
-    if not dicts:
-        return
-    with path.open("w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=list(dicts[0]))
-        writer.writeheader()
-        writer.writerows(dicts)
 
 
 def describe(setup: Setup, windows: Sequence[int], runs: int) -> str:

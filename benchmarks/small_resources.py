@@ -30,13 +30,10 @@ Run from the repository root with the project's venv:
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import platform
 import re
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,8 +41,10 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+
+from bench_support import free_port, pinned, process_cpu_s, terminated, write_csv
 
 from agent.workloads.blob.body import PATH_PREFIX, blob_body
 
@@ -82,17 +81,6 @@ class Measurement:
 
 
 # processes -------------------------------------------------------------------------------------
-
-
-@contextmanager
-def _pinned(core: int) -> Iterator[None]:
-    """Children started inside inherit the affinity (no preexec_fn: unsafe with threads)."""
-    previous = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {core})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, previous)
 
 
 def _listening_port(stderr: Path, process: subprocess.Popen[bytes]) -> int:
@@ -133,39 +121,19 @@ def our_server(setup: Setup, log: Path) -> Iterator[tuple[int, int]]:
     """`serve --workload blob` on a free port, pinned; yields (pid, port)."""
     args = [sys.executable, "-m", "agent.cli", "serve", "--workload", "blob", "--port", "0"]
     args += ["--trial-log", os.devnull]
-    with log.open("w") as err, _pinned(setup.server_core):
+    with log.open("w") as err, pinned(setup.server_core):
         process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err)
-    with _stopped(process):
+    with terminated(process):
         yield process.pid, _listening_port(log, process)
 
 
 @contextmanager
 def nghttpd(setup: Setup, root: Path, port: int, log: Path) -> Iterator[tuple[int, int]]:
     args = ["nghttpd", "--no-tls", "-d", str(root), str(port)]
-    with log.open("w") as err, _pinned(setup.server_core):
+    with log.open("w") as err, pinned(setup.server_core):
         process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err)
-    with _stopped(process):
+    with terminated(process):
         yield process.pid, _nghttpd_port(process.pid, process)
-
-
-@contextmanager
-def _stopped(process: subprocess.Popen[bytes]) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-def server_cpu_s(pid: int) -> float:
-    """The scheduler's nanosecond count summed over the process's threads."""
-    tasks = Path(f"/proc/{pid}/task").glob("*/schedstat")
-    return sum(int(path.read_text().split()[0]) for path in tasks) / 1e9
 
 
 def reset_peak_rss(pid: int) -> None:
@@ -193,14 +161,14 @@ def load(
     args = ["h2load", "-n", str(setup.requests), "-c", str(clients), "-m", str(streams), url]
     idle = status_bytes(pid, "VmRSS")
     reset_peak_rss(pid)
-    cpu_before = server_cpu_s(pid)
-    with _pinned(setup.client_core):
+    cpu_before = process_cpu_s(pid)
+    with pinned(setup.client_core):
         started = time.monotonic()
         result = subprocess.run(
             args, capture_output=True, text=True, timeout=setup.timeout_s, check=False
         )
         wall_s = time.monotonic() - started
-    cpu_s = server_cpu_s(pid) - cpu_before
+    cpu_s = process_cpu_s(pid) - cpu_before
     peak = status_bytes(pid, "VmHWM")
     done = f"{setup.requests} succeeded, 0 failed, 0 errored"
     rate = _REQ_PER_S.search(result.stdout)
@@ -313,16 +281,6 @@ def markdown_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def write_csv(path: Path, records: Sequence[object]) -> None:
-    rows = [asdict(record) for record in records]  # type: ignore[call-overload]
-    if not rows:
-        return
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def describe(setup: Setup, runs: int) -> str:
     h2load = subprocess.run(["h2load", "--version"], capture_output=True, text=True, check=False)
     return (
@@ -373,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 # Fresh servers for every profile: a peak is that load's alone.
                 with (
                     our_server(setup, out / "ours.log") as ours,
-                    nghttpd(setup, root, _free_port(), out / "nghttpd.log") as theirs,
+                    nghttpd(setup, root, free_port(), out / "nghttpd.log") as theirs,
                 ):
                     servers = {"ours": ours, "nghttpd": theirs}
                     order = ["ours", "nghttpd"] if run % 2 == 0 else ["nghttpd", "ours"]
@@ -400,12 +358,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _profile(text: str) -> tuple[int, int]:
     clients, _, streams = text.partition("x")
     return int(clients), int(streams)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,73 @@
+"""What the benchmarks share: pinned child processes, stopping them, a process's CPU time from
+the scheduler, free ports, CSV output. Imported by the scripts beside it (run as
+`python benchmarks/NAME.py`, this directory is first on sys.path)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def pinned(core: int) -> Iterator[None]:
+    """Children started inside inherit the affinity (no preexec_fn: it is unsafe with threads)."""
+    previous = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, previous)
+
+
+@contextmanager
+def terminated(process: subprocess.Popen[bytes]) -> Iterator[None]:
+    """SIGTERM the process on leaving (it drains), SIGKILL it after 40 s."""
+    try:
+        yield
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU time of a running process: the scheduler's nanosecond count summed over its threads
+    (/proc/PID/task/*/schedstat), else utime + stime in clock ticks from /proc/PID/stat."""
+    tasks = Path(f"/proc/{pid}/task").glob("*/schedstat")
+    try:
+        return sum(int(path.read_text().split()[0]) for path in tasks) / 1e9
+    except (OSError, ValueError, IndexError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        # Fields 14 and 15 of proc(5), counted after the comm field closes.
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def write_csv(path: Path, records: Sequence[object]) -> None:
+    """Dataclass records as CSV rows, their fields as the header; nothing for no records."""
+    dicts = [asdict(record) for record in records]  # type: ignore[call-overload]
+    if not dicts:
+        return
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(dicts[0]))
+        writer.writeheader()
+        writer.writerows(dicts)
