@@ -191,9 +191,9 @@ class AgentNode:
         trial_control: str | None = None,
     ) -> dict[str, Any]:
         """One trial of the workload by the client agent (`h2iot-agent trial`); its JSON record
-        (agent/README.md), also when the trial failed (`ok` false, e.g. a body mismatch). A
-        failure before any record (a usage error, a refused connection) raises
-        CommandFailedError with the agent's error."""
+        (agent/README.md), also when the trial failed (`ok` false: a body mismatch, a refused
+        connection, a timeout). A failure before any record (a usage error, an agent that
+        died) raises CommandFailedError with the agent's error."""
         argv = ["trial", url, "--workload", workload, "--json", "--timeout", f"{timeout_s:g}"]
         argv += self._cpu_args()
         options: Sequence[tuple[str, object]] = (
