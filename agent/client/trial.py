@@ -32,6 +32,7 @@ class TrialSession:
     def __init__(self, connection: ClientConnection, target: Target, trial_id: str) -> None:
         self.connection = connection
         self.target = target
+        self.trial_id = trial_id
         self._extra = [(TRIAL_HEADER.encode(), trial_id.encode())]
 
     def request(self, path: str, keep_body: bool = False) -> asyncio.Future[Response]:

@@ -11,7 +11,7 @@ import signal
 import ssl
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from pathlib import Path
 from typing import IO
@@ -19,6 +19,7 @@ from typing import IO
 from h2.settings import SettingCodes
 
 from agent import probe
+from agent.cpu_peak import CpuSampler
 from agent.errors import UsageError
 from agent.frames import FrameCounts
 from agent.limits import ConnectionLimits
@@ -55,6 +56,7 @@ class ServerApp:
         self.options = options
         self.handler = handler
         self.ledger = TrialLedger(options.workload)
+        self.cpu_peaks = CpuSampler()
         self.h2_settings: dict[SettingCodes, int] = {
             # h2's own defaults for a server, made explicit so they are what we report.
             SettingCodes.MAX_CONCURRENT_STREAMS: 100,
@@ -125,9 +127,11 @@ class ServerApp:
 
     def trial_request(self, trial_id: str, connection_id: int) -> None:
         reset = False
-        if not self.ledger.is_open(trial_id) and not self.ledger.open_trials:
-            # Only a trial that runs alone may reset the process's peak-RSS mark.
-            reset = probe.reset_peak_rss()
+        if not self.ledger.is_open(trial_id):
+            if not self.ledger.open_trials:
+                # Only a trial that runs alone may reset the process's peak-RSS mark.
+                reset = probe.reset_peak_rss()
+            self.cpu_peaks.open(trial_id)
         self.ledger.request(trial_id, connection_id, probe.sample(), rss_reset=reset)
 
     def trial_responses_done(self, trial_ids: Sequence[str]) -> None:
@@ -143,7 +147,7 @@ class ServerApp:
     ) -> None:
         record = self.ledger.detach(trial_id, connection_id, sent, received, probe.peak_rss_bytes())
         if record is not None:
-            self._write_record(record)
+            self._write_record(replace(record, cpu_peak_pct=self.cpu_peaks.close(trial_id)))
 
     def _write_record(self, record: TrialRecord) -> None:
         self._trial_sink.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")

@@ -39,6 +39,8 @@ class TrialRecord:
     t_mono_start_ns: int
     t_mono_end_ns: int
     overlapping_trials: tuple[str, ...]
+    # Highest CPU % over the trial's 100 ms intervals (agent.cpu_peak); None where unmeasured.
+    cpu_peak_pct: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -62,6 +64,7 @@ class TrialRecord:
             "t_mono_start_ns": self.t_mono_start_ns,
             "t_mono_end_ns": self.t_mono_end_ns,
             "overlapping_trials": list(self.overlapping_trials),
+            "cpu_peak_pct": self.cpu_peak_pct,
         }
 
 

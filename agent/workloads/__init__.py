@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from agent.errors import UsageError
+from agent.workloads.api.spec import API
 from agent.workloads.blob.spec import BLOB
 from agent.workloads.page.spec import PAGE
 from agent.workloads.spec import Field, Param, ParamError, ParamValue, WorkloadSpec
@@ -18,7 +19,9 @@ __all__ = ["SPECS", "Field", "Param", "ParamError", "ParamValue", "WorkloadSpec"
 
 DEFAULT_KIND = "page"
 
-SPECS: Mapping[str, WorkloadSpec] = MappingProxyType({spec.kind: spec for spec in (PAGE, BLOB)})
+SPECS: Mapping[str, WorkloadSpec] = MappingProxyType(
+    {spec.kind: spec for spec in (PAGE, BLOB, API)}
+)
 
 
 def spec_of(kind: str) -> WorkloadSpec:

@@ -313,8 +313,10 @@ def test_toml_syntax_error_names_line_and_column(tmp_path: Path, text: str, wher
 
 KEY_ERRORS = [
     (
-        '[workload]\nkind = "stream"',
-        'workload.kind: expected one of "page", "blob", got a string ("stream")',
+        '[workload]\nkind = "bulk"',
+        "workload.kind: expected one of "
+        + ", ".join(f'"{kind}"' for kind in SPECS)
+        + ', got a string ("bulk")',
     ),
     (
         '[workload]\nkind = "blob"\nsite_seed = 3',
@@ -420,7 +422,9 @@ KEY_ERRORS = [
         "sweep.window: not an HTTP/2 setting, flow-control key or workload parameter (known: "
         "header_table_size, enable_push, max_concurrent_streams, initial_window_size, "
         "max_frame_size, max_header_list_size, connection_window, window_update_policy, "
-        "site_seed, total_bytes, size_bytes, requests, mode)",
+        # then every workload's parameters, once each, in the registry's order
+        + ", ".join(dict.fromkeys(p.name for spec in SPECS.values() for p in spec.params))
+        + ")",
     ),
     (
         "[sweep]\ninitial_window_size = [1]\nSETTINGS_INITIAL_WINDOW_SIZE = [2]",
