@@ -10,7 +10,9 @@ from agent.workloads import WorkloadSpec
 from agent.workloads.params import parse_params
 from agent.workloads.spec import ParamSide, ParamValue
 
-ENGINES = ("h2", "nghttp2")
+ENGINES = ("h2", "nghttp2", "hypercorn")
+# Engines that only serve: a client runs h2 or nghttp2 against them.
+SERVER_ONLY_ENGINES = ("hypercorn",)
 UNREPRESENTABLE_WINDOW = ("map", "reject")
 
 
@@ -19,8 +21,8 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         "--engine",
         choices=ENGINES,
         default="h2",
-        help="HTTP/2 implementation: this agent's own (h2) or the study's nghttp2 tools "
-        "(nghttp / nghttpd); default h2",
+        help="HTTP/2 implementation: this agent's own (h2), the study's nghttp2 tools "
+        "(nghttp / nghttpd), or hypercorn + Starlette (serve, api workload); default h2",
     )
     parser.add_argument(
         "--unrepresentable-window",

@@ -16,12 +16,17 @@ from agent.limits import (
     default_max_connections,
 )
 from agent.settings import parse_settings
+from agent.workloads.spec import ParamValue
 
 
 def register(commands: Any) -> None:
     serve = commands.add_parser("serve", help="serve a workload over HTTP/2")
     add_workload_options(serve, default="page")
-    serve.add_argument("--root", type=Path, help="page: the site's directory (required)")
+    serve.add_argument(
+        "--root",
+        type=Path,
+        help="page: the site's directory; api: the database file (`api-db`); required for both",
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8443, help="0 picks a free port")
     serve.add_argument("--tls", action="store_true", help="TLS with ALPN h2 (needs --cert, --key)")
@@ -98,8 +103,10 @@ def run(args: argparse.Namespace) -> int:
         if args.control_port is not None and not 0 <= args.control_port <= 65535:
             raise UsageError(f"--control-port {args.control_port} is not a TCP port")
         return cli_support.serve(args, settings)
+    if args.engine == "hypercorn":
+        return _serve_hypercorn(args, params, settings)
     if args.control_port is not None:
-        raise UsageError("--control-port is for --engine nghttp2")
+        raise UsageError("--control-port is for --engine nghttp2 or hypercorn")
     limits = connection_limits(args)
     from agent.server.app import ServerOptions, serve  # noqa: PLC0415
     from agent.workloads.load import server_mount  # noqa: PLC0415
@@ -118,6 +125,38 @@ def run(args: argparse.Namespace) -> int:
     import asyncio  # noqa: PLC0415
 
     return asyncio.run(serve(options, handler))
+
+
+def _serve_hypercorn(
+    args: argparse.Namespace, params: dict[str, ParamValue], settings: dict[str, int]
+) -> int:
+    for option, value in (
+        ("--handshake-timeout", args.handshake_timeout),
+        ("--idle-timeout", args.idle_timeout),
+        ("--max-connections", args.max_connections),
+    ):
+        if value is not None:
+            raise UsageError(f"{option} is for --engine h2 (hypercorn keeps its own limits)")
+    if args.control_port is not None and not 0 <= args.control_port <= 65535:
+        raise UsageError(f"--control-port {args.control_port} is not a TCP port")
+    import asyncio  # noqa: PLC0415
+
+    from agent.workloads.api.hypercorn_engine import (  # noqa: PLC0415
+        HypercornServeOptions,
+        serve_hypercorn,
+    )
+
+    options = HypercornServeOptions(
+        root=args.root,
+        params=params,
+        host=args.host,
+        port=args.port,
+        settings=settings,
+        tls=(args.cert, args.key) if args.tls else None,
+        trial_log=args.trial_log,
+        control_port=args.control_port or 0,
+    )
+    return asyncio.run(serve_hypercorn(options))
 
 
 def connection_limits(args: argparse.Namespace) -> ConnectionLimits:

@@ -10,7 +10,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from agent.commands.common import add_engine_options, add_workload_options, pin, workload_params
+from agent.commands.common import (
+    SERVER_ONLY_ENGINES,
+    add_engine_options,
+    add_workload_options,
+    pin,
+    workload_params,
+)
 from agent.errors import UsageError
 from agent.flow import (
     DEFAULT_WINDOW_UPDATE_POLICY,
@@ -104,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
     from agent.workloads import spec_of  # noqa: PLC0415
 
     spec = spec_of(args.workload)
+    if args.engine in SERVER_ONLY_ENGINES:
+        raise UsageError(f"--engine {args.engine} only serves; a client runs h2 or nghttp2")
     params = workload_params(spec, args, "client")
     settings = client_settings(args)
     if not 0 <= args.connection_window <= MAX_WINDOW:

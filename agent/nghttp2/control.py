@@ -15,10 +15,11 @@ the client waits for the answer, so the server has sampled nghttpd before the fe
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agent.errors import UsageError
 from agent.nghttp2.errors import TrialControlError
@@ -73,6 +74,47 @@ def parse_request(line: bytes) -> Begin | End:
             trial_id, ok, _count(document, "requests"), _count(document, "responses_completed")
         )
     raise TrialControlError(f"trial control: unknown op {op!r} (begin, end)")
+
+
+class TrialBrackets(Protocol):
+    """A server agent's side: what it does at each message (the nghttp2 engine's Supervisor,
+    the api workload's hypercorn engine). An error it raises is the answer's `error`."""
+
+    async def begin(self, message: Begin) -> None: ...
+
+    async def end(self, message: End) -> None: ...
+
+    def abandon(self, trial_id: str) -> None:
+        """The client hung up between `begin` and `end`."""
+        ...
+
+
+async def answer_control(
+    brackets: TrialBrackets, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """One client's control connection: messages in order; a hang-up abandons its trial."""
+    mine: str | None = None
+    try:
+        while line := await reader.readline():
+            try:
+                message = parse_request(line[:MAX_LINE_BYTES])
+                if isinstance(message, Begin):
+                    await brackets.begin(message)
+                    mine = message.trial_id
+                else:
+                    await brackets.end(message)
+                    mine = None
+                answer: dict[str, object] = {"ok": True}
+            except TrialControlError as exc:
+                answer = {"ok": False, "error": str(exc)}
+            writer.write(encode(answer))
+            await writer.drain()
+    except (ConnectionError, asyncio.IncompleteReadError):
+        pass
+    finally:
+        if mine is not None:
+            brackets.abandon(mine)
+        writer.close()
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -27,7 +27,7 @@ from typing import IO
 
 from agent.errors import AgentError, UsageError
 from agent.nghttp2.accounting import ActivityTracker, trial_record
-from agent.nghttp2.control import MAX_LINE_BYTES, Begin, End, encode, parse_request
+from agent.nghttp2.control import Begin, End, answer_control
 from agent.nghttp2.errors import TrialControlError
 from agent.nghttp2.options import NghttpdOptions
 from agent.nghttp2.poller import POLL_S, ActivityPoller, wait_until_idle
@@ -120,29 +120,7 @@ class Supervisor:
             self.trial = None
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One client's control connection: messages in order; a hang-up abandons its trial."""
-        mine: str | None = None
-        try:
-            while line := await reader.readline():
-                try:
-                    message = parse_request(line[:MAX_LINE_BYTES])
-                    if isinstance(message, Begin):
-                        await self.begin(message)
-                        mine = message.trial_id
-                    else:
-                        await self.end(message)
-                        mine = None
-                    answer: dict[str, object] = {"ok": True}
-                except TrialControlError as exc:
-                    answer = {"ok": False, "error": str(exc)}
-                writer.write(encode(answer))
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            if mine is not None:
-                self.abandon(mine)
-            writer.close()
+        await answer_control(self, reader, writer)
 
 
 async def _relay(stream: asyncio.StreamReader, tail: deque[str]) -> None:

@@ -9,7 +9,6 @@ take their request counts and serve window from it."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
@@ -17,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from agent.probe import ProbeSample, sample
 from agent.workloads.api.rest import Answer, Api, Target, too_large
 from agent.workloads.api.schema import BY_NAME
 
@@ -25,24 +25,26 @@ _NO_ROUTE = Answer.error(404, "no such resource (see /api/<resource>)")
 
 @dataclass
 class Activity:
-    """Requests and responses since `reset`, and when the first began and the last ended."""
+    """Requests and responses since `reset`, and the process's accounting when the first began
+    and the last ended: a trial's serve window, as the agent's own server's ledger has it."""
 
     requests: int = 0
     responses: int = 0
-    first_ns: int = 0
-    last_ns: int = 0
+    first: ProbeSample | None = None
+    last: ProbeSample | None = None
 
     def reset(self) -> None:
-        self.requests = self.responses = self.first_ns = self.last_ns = 0
+        self.requests = self.responses = 0
+        self.first = self.last = None
 
     def began(self) -> None:
         self.requests += 1
-        if not self.first_ns:
-            self.first_ns = time.monotonic_ns()
+        if self.first is None:
+            self.first = sample()
 
     def ended(self) -> None:
         self.responses += 1
-        self.last_ns = time.monotonic_ns()
+        self.last = sample()
 
 
 async def read_limited(request: Request, limit_bytes: int) -> bytes | None:

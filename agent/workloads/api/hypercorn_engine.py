@@ -1,0 +1,233 @@
+"""`h2iot-agent serve --workload api --engine hypercorn`: the ecosystem's production stack,
+hypercorn serving the Starlette app (agent.workloads.api.asgi) over HTTP/2, in the agent's
+process, over the same database and data layer as the agent's own server.
+
+Hypercorn cannot see the trial header's meaning, so trials are bracketed as the nghttp2 engine
+brackets them: the client sends `begin` and `end` to the control port announced in the
+listening line (agent.nghttp2.control), and each `end` appends the trial's record to the trial
+log, with the fields of the own server's records (agent/README.md): requests and the serve
+window from the app's own `Activity`, CPU time over that window (getrusage: hypercorn runs in
+this process), peak RSS (reset at `begin`), CPU % peak over 100 ms intervals. Frames and bytes
+are hypercorn's own business: null.
+
+Hypercorn announces MAX_CONCURRENT_STREAMS, MAX_HEADER_LIST_SIZE and takes frames up to its
+inbound frame size; any other SETTINGS value asked for is refused (exit 2), never ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+
+from agent import probe
+from agent.cpu_peak import CpuSampler
+from agent.errors import UsageError
+from agent.frames import FrameCounts
+from agent.nghttp2.control import Begin, End, answer_control
+from agent.nghttp2.errors import TrialControlError
+from agent.server.ledger import TrialRecord
+from agent.server.listener import bind
+from agent.workloads.api.asgi import Activity, starlette_app
+from agent.workloads.api.rest import Api
+from agent.workloads.api.server import open_api
+
+log = logging.getLogger("h2iot.hypercorn")
+
+ENGINE = "hypercorn"
+# Our canonical setting names (agent.settings) -> hypercorn's Config attribute.
+SETTINGS: Mapping[str, str] = {
+    "max_concurrent_streams": "h2_max_concurrent_streams",
+    "max_header_list_size": "h2_max_header_list_size",
+    "max_frame_size": "h2_max_inbound_frame_size",
+}
+
+
+@dataclass(frozen=True)
+class HypercornServeOptions:
+    root: Path | None
+    params: Mapping[str, object]
+    host: str
+    port: int
+    settings: Mapping[str, int]
+    tls: tuple[Path, Path] | None  # (cert, key)
+    trial_log: Path | None
+    control_port: int = 0
+
+
+def hypercorn_config(settings: Mapping[str, int], tls: tuple[Path, Path] | None) -> Config:
+    """Hypercorn's Config for the SETTINGS asked for; UsageError naming one it cannot announce."""
+    config = Config()
+    for name, value in settings.items():
+        attribute = SETTINGS.get(name)
+        if attribute is None:
+            raise UsageError(
+                f"setting {name}: hypercorn has no option to announce it (engine hypercorn: "
+                f"{', '.join(SETTINGS)}); use --engine h2 for it"
+            )
+        setattr(config, attribute, value)
+    config.accesslog = None  # a log line per request would be CPU the comparison pays for
+    if tls is not None:
+        config.certfile, config.keyfile = (str(path) for path in tls)
+        config.alpn_protocols = ["h2"]
+    return config
+
+
+def announced(config: Config) -> dict[str, int]:
+    return {name: int(getattr(config, attribute)) for name, attribute in SETTINGS.items()}
+
+
+class HypercornTrials:
+    """The trial brackets around hypercorn in this process; one trial at a time."""
+
+    def __init__(self, activity: Activity, sink: IO[str]) -> None:
+        self.activity = activity
+        self.sink = sink
+        self.cpu_peaks = CpuSampler()
+        self.trial: tuple[str, bool] | None = None  # (trial_id, peak RSS mark reset)
+
+    async def begin(self, message: Begin) -> None:
+        if self.trial is not None:
+            raise TrialControlError(
+                f"trial {self.trial[0]} is still open: the hypercorn engine's trials cannot "
+                "overlap (its CPU time is counted per process)"
+            )
+        self.activity.reset()
+        self.trial = (message.trial_id, probe.reset_peak_rss())
+        self.cpu_peaks.open(message.trial_id)
+
+    async def end(self, message: End) -> None:
+        if self.trial is None or self.trial[0] != message.trial_id:
+            raise TrialControlError(f"trial {message.trial_id} is not open")
+        trial_id, rss_reset = self.trial
+        self.trial = None
+        record = self.record(trial_id, message.ok, rss_reset)
+        self.sink.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self.sink.flush()
+
+    def abandon(self, trial_id: str) -> None:
+        if self.trial is not None and self.trial[0] == trial_id:
+            log.warning("trial %s: its client hung up before `end`; no record", trial_id)
+            self.cpu_peaks.close(trial_id)
+            self.trial = None
+
+    def record(self, trial_id: str, client_ok: bool, rss_reset: bool) -> dict[str, object]:
+        activity = self.activity
+        cpu_peak_pct = self.cpu_peaks.close(trial_id)
+        now = probe.sample()
+        start, end = activity.first or now, activity.last or activity.first or now
+        span = probe.ProbeSpan(start, end, probe.peak_rss_bytes(), rss_reset)
+        nothing = FrameCounts({}, {}, 0)
+        record = TrialRecord(
+            trial_id=trial_id,
+            workload="api",
+            ok=client_ok and activity.requests > 0 and activity.responses == activity.requests,
+            requests=activity.requests,
+            responses_completed=activity.responses,
+            streams_reset=0,
+            serve_s=span.duration_s,
+            cpu_user_s=span.cpu_user_s,
+            cpu_sys_s=span.cpu_sys_s,
+            cpu_s=span.cpu_s,
+            cpu_pct=span.cpu_pct,
+            rss_peak_bytes=span.rss_peak_bytes,
+            rss_peak_is_trial=rss_reset,
+            sent=nothing,
+            received=nothing,
+            t_wall_start_ns=start.t_wall_ns,
+            t_wall_end_ns=end.t_wall_ns,
+            t_mono_start_ns=start.t_mono_ns,
+            t_mono_end_ns=end.t_mono_ns,
+            overlapping_trials=(),
+            cpu_peak_pct=cpu_peak_pct,
+        )
+        # What hypercorn does not tell: null, not zero.
+        unknown = dict.fromkeys(("streams_reset", "sent", "received"))
+        return {**record.to_dict(), **unknown, "engine": ENGINE, "counts_from": "server"}
+
+
+async def serve_hypercorn(options: HypercornServeOptions) -> int:
+    """Serve until SIGTERM/SIGINT (exit 0)."""
+    api = open_api(options.root, options.params)
+    config = hypercorn_config(options.settings, options.tls)
+    try:
+        sockets = bind(options.host, options.port)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}"
+        ) from None
+    port = sockets[0].getsockname()[1]
+    # Hypercorn takes the sockets over by descriptor: this process bound them, so the port is
+    # known (port 0 included) before hypercorn starts.
+    config.bind = [f"fd://{sock.detach()}" for sock in sockets]
+    sink: IO[str]
+    sink = options.trial_log.open("a", encoding="utf-8") if options.trial_log else sys.stdout
+    activity = Activity()
+    trials = HypercornTrials(activity, sink)
+    try:
+        return await _serve(
+            options, config=config, api=api, activity=activity, trials=trials, port=port
+        )
+    finally:
+        api.layer.close()
+        if sink is not sys.stdout:
+            sink.close()
+
+
+async def _serve(
+    options: HypercornServeOptions,
+    *,
+    config: Config,
+    api: Api,
+    activity: Activity,
+    trials: HypercornTrials,
+    port: int,
+) -> int:
+    async def control_connection(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await answer_control(trials, reader, writer)
+
+    try:
+        control = await asyncio.start_server(control_connection, options.host, options.control_port)
+    except OSError as exc:
+        raise UsageError(
+            f"--control-port {options.control_port}: cannot listen on {options.host}: "
+            f"{exc.strerror}"
+        ) from None
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(
+        json.dumps(
+            {
+                "event": "listening",
+                "engine": ENGINE,
+                "scheme": "http" if options.tls is None else "https",
+                "address": f"{options.host}:{port}",
+                "port": port,
+                "control_port": control.sockets[0].getsockname()[1],
+                "settings": announced(config),
+                "data_layer": api.layer.kind,
+            }
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        # Starlette and hypercorn spell the same ASGI callable with different type names.
+        app: Any = starlette_app(api, activity)
+        await serve(app, config, shutdown_trigger=stop.wait)
+    finally:
+        control.close()
+    return 0
