@@ -53,8 +53,9 @@ class SendQueue:
 
     def put(self, data: bytes | memoryview) -> None:
         view = memoryview(data).cast("B")
-        self._chunks.append(view)
-        self.buffered_bytes += len(view)
+        if view:  # an empty chunk would become an empty DATA frame
+            self._chunks.append(view)
+            self.buffered_bytes += len(view)
 
     def take(self, max_bytes: int) -> memoryview:
         """Up to `max_bytes` from the front, for one DATA frame."""

@@ -8,7 +8,8 @@ Paths:
 - `POST /echo`: the whole body back, with its length and sha256 in headers.
 - `POST /limited`: as /echo, but `body_limit_bytes` is LIMITED_BYTES (over it: 413).
 - `POST /read-limit`: `read_body(LIMITED_BYTES)` inside the handler.
-- `GET /stream?chunks=N&size=S`: N chunks of S bytes, then trailers with their sha256.
+- `GET /stream?chunks=N&size=S[&length=1]`: N chunks of S bytes, then trailers with their
+  sha256 (with `length`, content-length too).
 - `POST /count`: reads the body chunk by chunk with `receive()`, answers the chunk count and
   bytes; the request's `x-read-delay-ms` sleeps before each read (a slow reader).
 - `POST /echo` logs what `receive()` raised (ExchangeClosed) when the peer resets the stream.
@@ -72,10 +73,14 @@ async def read_limit(exchange: ServerExchange) -> None:
 
 async def stream(exchange: ServerExchange) -> None:
     query = _query(exchange.request)
+    chunks, size = query.get("chunks", 4), query.get("size", 1000)
     digest = hashlib.sha256()
-    exchange.send_headers(200, [(b"content-type", b"application/octet-stream")])
-    for index in range(query.get("chunks", 4)):
-        chunk = bytes([index % 256]) * query.get("size", 1000)
+    headers = [(b"content-type", b"application/octet-stream")]
+    if query.get("length"):
+        headers.append((b"content-length", str(chunks * size).encode()))
+    exchange.send_headers(200, headers)
+    for index in range(chunks):
+        chunk = bytes([index % 256]) * size
         digest.update(chunk)
         exchange.send(chunk)
         await exchange.drain(64 * 1024)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -27,6 +29,7 @@ from agent.flow import FlowControlOptions
 from tests.agent.servers import agent_server, listening_line
 
 SERVER_SCRIPT = Path(__file__).with_name("exchange_server.py")
+HYPERCORN_SCRIPT = Path(__file__).with_name("hypercorn_ws_server.py")
 LIMITED_BYTES = 1000  # exchange_server.LIMITED_BYTES
 T = TypeVar("T")
 
@@ -241,6 +244,23 @@ def test_call_uploads_a_body_and_gets_the_whole_response(server: ExchangeServer)
     run_session(server.url, scenario)
 
 
+def test_request_fast_path_takes_trailers_after_a_content_length_body(
+    server: ExchangeServer,
+) -> None:
+    """A GET through `TrialSession.request` (the fast path hashes its DATA without h2): the
+    trailers' END_STREAM is judged by h2 against content-length, so its count must be right."""
+    chunks, size = 6, 30_000
+
+    async def scenario(session: TrialSession) -> None:
+        url = f"/stream?chunks={chunks}&size={size}&length=1"
+        response = await session.request(url, keep_body=True)
+        assert response.status == 200 and response.size_bytes == chunks * size
+        assert response.trailers is not None
+        assert response.trailers[b"x-sha256"] == response.digest.hexdigest().encode()
+
+    run_session(server.url, scenario)
+
+
 def test_upload_is_paced_by_a_256_byte_server_window(small_window_server: ExchangeServer) -> None:
     body = random_body(20_000)
 
@@ -410,3 +430,61 @@ def test_a_peer_reset_mid_upload_ends_receive_quietly(tmp_path: Path) -> None:
         log = running.stderr()
     assert log.count("echo: receive raised ExchangeClosed") == 3
     assert "Traceback" not in log and "reset storm" not in log
+
+
+def websocket_frame(opcode: int, payload: bytes) -> bytes:
+    """One client WebSocket frame (RFC 6455 section 5.2: FIN set, masked), payload < 64 KiB."""
+    mask = os.urandom(4)
+    size = len(payload)
+    length = bytes([0x80 | size]) if size < 126 else bytes([0x80 | 126]) + struct.pack(">H", size)
+    masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
+    return bytes([0x80 | opcode]) + length + mask + masked
+
+
+@pytest.mark.skipif(
+    not os.environ.get("CI") and importlib.util.find_spec("hypercorn") is None,
+    reason="hypercorn is not installed (the `test` extra has it)",
+)
+def test_extended_connect_to_hypercorn_websocket() -> None:
+    """Our client against another RFC 8441 implementation: hypercorn's WebSocket over HTTP/2
+    (an ASGI echo app), frames written and read by hand."""
+    process = subprocess.Popen(
+        [sys.executable, str(HYPERCORN_SCRIPT)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+
+        async def scenario(session: TrialSession) -> None:
+            exchange = session.exchange(
+                b"CONNECT",
+                "/ws",
+                [(b":protocol", b"websocket"), (b"sec-websocket-version", b"13")],
+                end_stream=False,
+            )
+            status, headers = await exchange.response_head()
+            assert status == 200 and headers[b"server"] == b"hypercorn-h2"
+            for opcode, payload in ((0x2, b"binary hello"), (0x1, b"text " * 40)):
+                exchange.send(websocket_frame(opcode, payload))
+                expected = bytes([0x80 | opcode]) + (
+                    bytes([len(payload)])
+                    if len(payload) < 126
+                    else b"\x7e" + struct.pack(">H", len(payload))
+                )
+                echoed = b""
+                while len(echoed) < len(expected) + len(payload):
+                    chunk = await exchange.receive()
+                    assert chunk is not None
+                    echoed += chunk
+                assert echoed == expected + payload
+            exchange.send(websocket_frame(0x8, struct.pack(">H", 1000)))
+            assert await exchange.receive() == b"\x88\x02" + struct.pack(">H", 1000)
+            exchange.reset()
+
+        run_session(f"http://127.0.0.1:{port}", scenario)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
