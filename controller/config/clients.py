@@ -69,6 +69,12 @@ def check_clients(stack: Stack, config: Config) -> None:
         if node.name in names:
             raise ConfigError(f"{origin}: {key}.name: {node.name!r} names an earlier node too")
         names.add(str(node.name))
+    if config.server.engine == "nghttp2":
+        raise ConfigError(
+            f"{stack.origin('nodes.server.engine')}: nodes.server.engine: nghttpd's agent counts "
+            "trials by one client's trial-control messages; with several client nodes use "
+            '"h2"'
+        )
     if config.link.is_shaped:
         raise ConfigError(
             f"{stack.origin('link')}: link: [link] shapes one client-server link; with "
