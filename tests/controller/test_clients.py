@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 from controller.config import load_config
 from controller.config.clients import node_params, spread
 from controller.errors import ConfigError
-from controller.sweep.merge import NodeRun, merge, pooled_sd, rule_of, side_header, side_row
+from controller.sweep.merge import (
+    SIDE_COLUMNS,
+    NodeRun,
+    merge,
+    pooled_sd,
+    rule_of,
+    side_header,
+    side_row,
+)
 
 BASE = """
 [workload]
@@ -251,3 +259,9 @@ def test_a_failed_node_is_named_and_its_row_kept() -> None:
     assert failed["status"] == "failed" and str(failed["error"]).startswith("b (pi@b:22)")
     assert failed["start_lag_s"] is None and failed["share"] == ""
     assert row["response_s"] == pytest.approx(1e-6)
+
+
+def test_every_side_table_column_is_documented() -> None:
+    text = (Path(__file__).resolve().parents[2] / "data" / "README.md").read_text()
+    for name, meaning in SIDE_COLUMNS:
+        assert f"| `{name}` | {meaning} |" in text, name
