@@ -23,7 +23,7 @@ import csv
 import os
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,12 +37,19 @@ from agent.workloads import ParamValue
 from controller.config.clients import SPREAD_PARAMS, node_params
 from controller.config.model import Config, NodeConfig
 from controller.errors import ControllerError, DeviceError
-from controller.nodes.agent import AgentNode
+from controller.nodes.agent import POLL_S, AgentNode
 from controller.nodes.connect import connect
-from controller.nodes.errors import NodeUnreachableError
+from controller.nodes.errors import NodeError, NodeUnreachableError
 from controller.nodes.facts import inspect_node
 from controller.nodes.group import fan_out
-from controller.sweep.merge import NodeRun, merge, side_header, side_row
+from controller.sweep.merge import (
+    NodeRun,
+    merge,
+    merge_server,
+    requests_sent,
+    side_header,
+    side_row,
+)
 
 SIDE_TABLE = "trial_clients.csv"
 MIN_LEAD_S = 0.3
@@ -115,6 +122,9 @@ class ClientGroup(AgentNode):
         self.lead_s = lead_s
         self.side_table = SideTable(side_table, kind)
         self._lost: str | None = None
+        # Per trial id, the requests the nodes sent in its last attempt (the server's count).
+        self.requests_sent: dict[str, int | None] = {}
+        self.before_trial: Callable[[str], None] = lambda _trial_id: None
 
     def run_trial(self, url: str, **options: Any) -> dict[str, Any]:
         if self._lost is not None:
@@ -122,6 +132,7 @@ class ClientGroup(AgentNode):
         params: Sequence[tuple[str, ParamValue]] = options.pop("params", ())
         marker = options.pop("marker", None)
         trial_id = str(options.get("trial_id"))
+        self.before_trial(trial_id)
         shares = node_params(self.kind, params, len(self.members))
         start_at_ns = time.time_ns() + int(self.lead_s * 1e9)
         jobs = [
@@ -162,6 +173,7 @@ class ClientGroup(AgentNode):
         failed = [run for run in runs if not run.ok]
         if failed:
             return {"ok": False, "error": "; ".join(run.failure() for run in failed)}
+        self.requests_sent[trial_id] = requests_sent(runs)
         return merge(self.kind, runs)
 
     def _node_run(self, job: _NodeTrial, result: object) -> NodeRun:
@@ -187,6 +199,54 @@ class ClientGroup(AgentNode):
             record,
             error,
         )
+
+
+class GroupServer(AgentNode):
+    """The server agent under a group of client nodes. Their connections carry one trial, which
+    the server records when the last of them closes; a node whose connection opens after the
+    others' closed makes the server record the trial in parts. A trial's record is then every
+    part, until they count the requests the nodes sent, merged (`merge_server`)."""
+
+    def __init__(self, server: AgentNode, group: ClientGroup) -> None:
+        super().__init__(server.node, server.python, server.state_dir, server.cpu, server.trial_log)
+        self.group = group
+        self._parts: dict[str, list[dict[str, Any]]] = {}
+        group.before_trial = self._forget
+
+    def _collect(self) -> None:
+        for record in self.new_trial_records():
+            trial_id = str(record["trial_id"])
+            self._trials.pop(trial_id, None)
+            self._parts.setdefault(trial_id, []).append(record)
+
+    def _forget(self, trial_id: str) -> None:
+        """A new attempt of the trial begins: what the server recorded of earlier ones goes."""
+        self._collect()
+        self._parts.pop(trial_id, None)
+
+    def trial_record(self, trial_id: str, *, timeout_s: float = 10.0) -> dict[str, Any]:
+        expected = self.group.requests_sent.pop(trial_id, None)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._collect()
+            parts = self._parts.get(trial_id, [])
+            counted = sum(int(part.get("requests") or 0) for part in parts)
+            if parts and (expected is None or counted >= expected):
+                return merge_server(self._parts.pop(trial_id))
+            if time.monotonic() > deadline:
+                if not parts:
+                    raise NodeError(
+                        f"{self.node.label}: no record of trial {trial_id} in {self.trial_log} "
+                        f"after {timeout_s:g} s"
+                    )
+                # The server saw fewer requests than the nodes sent: incomplete.
+                return {**merge_server(self._parts.pop(trial_id)), "ok": False}
+            time.sleep(POLL_S)
+
+
+def grouped_server(client: AgentNode, server: AgentNode) -> AgentNode:
+    """The server agent as the sweep drives it: under a group of client nodes, a `GroupServer`."""
+    return GroupServer(server, client) if isinstance(client, ClientGroup) else server
 
 
 def _state_dir(config: NodeConfig) -> str:

@@ -237,3 +237,59 @@ def side_row(
     for name in side_header(kind)[len(SIDE_COLUMNS) :]:
         row[name] = metrics.get(name.removeprefix(f"{kind}_"))
     return row
+
+
+def requests_sent(runs: Sequence[NodeRun]) -> int | None:
+    """The requests the nodes sent in a trial (a HEADERS frame each), which the server's records
+    of the trial add up to; None when a node's record does not count them."""
+    total = 0
+    for run in runs:
+        frames = ((run.record or {}).get("sent") or {}).get("frames")
+        if not isinstance(frames, Mapping) or not isinstance(frames.get("HEADERS"), int):
+            return None
+        total += frames["HEADERS"]
+    return total
+
+
+def merge_server(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The server's records of one trial as one. A trial the server saw in parts (a node's
+    connection closed before another's opened, so the trial closed and opened again) has a
+    record per part; the parts' windows do not overlap, so CPU times, requests and bytes add up
+    exactly; the serve time spans the first part's start to the last part's end."""
+    if len(records) == 1:
+        return dict(records[0])
+    first = records[0]
+    start = min(int(r["t_wall_start_ns"]) for r in records)
+    end = max(int(r["t_wall_end_ns"]) for r in records)
+    serve_s = (end - start) / 1e9
+    sums = {
+        key: sum(r.get(key) or 0 for r in records)
+        for key in ("requests", "responses_completed", "streams_reset", "cpu_user_s",
+                    "cpu_sys_s", "cpu_s")
+    }  # fmt: skip
+    return {
+        **first,
+        **sums,
+        "ok": all(bool(r.get("ok")) for r in records),
+        "serve_s": serve_s,
+        "cpu_pct": 100.0 * sums["cpu_s"] / serve_s if serve_s > 0 else None,
+        "rss_peak_bytes": _largest(records, "rss_peak_bytes"),
+        "rss_peak_is_trial": all(bool(r.get("rss_peak_is_trial")) for r in records),
+        "sent": _frame_counts(records, "sent"),
+        "received": _frame_counts(records, "received"),
+        "t_wall_start_ns": start,
+        "t_wall_end_ns": end,
+        "t_mono_start_ns": min(int(r["t_mono_start_ns"]) for r in records),
+        "t_mono_end_ns": max(int(r["t_mono_end_ns"]) for r in records),
+        "overlapping_trials": sorted({t for r in records for t in r.get("overlapping_trials", ())}),
+        "parts": len(records),
+    }
+
+
+def _frame_counts(records: Sequence[Mapping[str, Any]], direction: str) -> dict[str, Any]:
+    merged = _counts(records, direction)
+    frame_bytes: dict[str, int] = {}
+    for record in records:
+        for frame, count in ((record.get(direction) or {}).get("frame_bytes") or {}).items():
+            frame_bytes[frame] = frame_bytes.get(frame, 0) + int(count)
+    return {**merged, "frame_bytes": frame_bytes}

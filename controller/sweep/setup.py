@@ -44,7 +44,7 @@ from controller.nodes.connect import connect, node_label
 from controller.nodes.facts import inspect_node
 from controller.nodes.node import Node
 from controller.sweep.agent_pair import AgentPair
-from controller.sweep.client_group import client_group
+from controller.sweep.client_group import client_group, grouped_server
 from controller.sweep.memory_pair import make_pair
 from controller.sweep.meter_tap import MeterTap
 from controller.workloads import prepare_sweep, preparer
@@ -207,6 +207,7 @@ def open_sweep(
             config.server.cpu,
             trial_log=trial_log,
         )
+        server = grouped_server(client, server)
         prepare = preparer(
             config.workload.kind,
             server,

@@ -18,7 +18,9 @@ from controller.sweep.merge import (
     SIDE_COLUMNS,
     NodeRun,
     merge,
+    merge_server,
     pooled_sd,
+    requests_sent,
     rule_of,
     side_header,
     side_row,
@@ -265,3 +267,48 @@ def test_every_side_table_column_is_documented() -> None:
     text = (Path(__file__).resolve().parents[2] / "data" / "README.md").read_text()
     for name, meaning in SIDE_COLUMNS:
         assert f"| `{name}` | {meaning} |" in text, name
+
+
+def _server_part(start_ns: int, end_ns: int, requests: int, cpu_s: float) -> dict[str, object]:
+    counts = {"bytes": 100 * requests, "frames": {"DATA": requests}, "frame_bytes": {"DATA": 90}}
+    return {
+        "trial_id": "t001",
+        "ok": True,
+        "requests": requests,
+        "responses_completed": requests,
+        "streams_reset": 0,
+        "serve_s": (end_ns - start_ns) / 1e9,
+        "cpu_user_s": cpu_s,
+        "cpu_sys_s": 0.0,
+        "cpu_s": cpu_s,
+        "rss_peak_bytes": 10 * requests,
+        "rss_peak_is_trial": True,
+        "sent": counts,
+        "received": counts,
+        "t_wall_start_ns": start_ns,
+        "t_wall_end_ns": end_ns,
+        "t_mono_start_ns": start_ns,
+        "t_mono_end_ns": end_ns,
+        "overlapping_trials": [],
+    }
+
+
+def test_a_trial_the_server_saw_in_parts_adds_up() -> None:
+    first = _server_part(0, 100_000_000, 4, 0.02)
+    second = _server_part(150_000_000, 200_000_000, 3, 0.01)
+    merged = merge_server([first, second])
+    assert merged["parts"] == 2 and merged["ok"] is True
+    assert merged["requests"] == 7 and merged["cpu_s"] == pytest.approx(0.03)
+    assert merged["serve_s"] == pytest.approx(0.2)  # first start to last end
+    assert merged["cpu_pct"] == pytest.approx(15.0)
+    assert merged["sent"] == {"bytes": 700, "frames": {"DATA": 7}, "frame_bytes": {"DATA": 180}}
+    assert merged["rss_peak_bytes"] == 40
+    assert merge_server([first]) == first
+    assert merge_server([first, {**second, "ok": False}])["ok"] is False
+
+
+def test_the_requests_sent_are_the_nodes_headers_frames() -> None:
+    a = _run("a", 0, {**_record(0, 1, [0.1]), "sent": {"bytes": 1, "frames": {"HEADERS": 3}}})
+    b = _run("b", 0, {**_record(0, 1, [0.1]), "sent": {"bytes": 1, "frames": {"HEADERS": 2}}})
+    assert requests_sent([a, b]) == 5
+    assert requests_sent([a, _run("c", 0, _record(0, 1, [0.1]))]) is None  # c counts none
