@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -228,3 +230,52 @@ def test_a_client_node_lost_fails_its_trial_naming_it_and_keeps_the_others(
     (paused,) = [e for e in events if e["event"] == "sweep_paused"]
     assert "client2 (" in paused["reason"]
     print(f"paused: {paused['reason']}")
+
+
+def _trial_agent(star: Star, name: str) -> int | None:
+    """The pid of the client agent's trial process on the node, if one runs."""
+    for pid in star.pids(name):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except FileNotFoundError:
+            continue
+        if b"agent.cli" in argv and b"trial" in argv:
+            return pid
+    return None
+
+
+def test_a_client_agent_killed_fails_its_trial_naming_it_and_the_retry_runs(
+    star: Star, tmp_path: Path
+) -> None:
+    config = _config(star, tmp_path)
+    text = config.read_text().replace(f"repetitions = {REPETITIONS}", "repetitions = 3")
+    config.write_text(text.replace(f"requests = {list(REQUESTS)}", "requests = [9]"))
+    meter = _meter(star, tmp_path)
+    try:
+        sweep = _sweep(config, meter.port, tmp_path / "runs")
+        deadline = time.monotonic() + 120
+        while (pid := _trial_agent(star, "client3")) is None:
+            assert sweep.poll() is None, sweep.communicate()
+            assert time.monotonic() < deadline, "client3 ran no trial"
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGKILL)
+        stdout, stderr = sweep.communicate(timeout=300)
+    finally:
+        meter.stop()
+        meter.close()
+    assert sweep.returncode == 0, stdout + stderr  # the retry completed the trial
+    (run,) = (tmp_path / "runs").iterdir()
+    rows = _rows(run / "trials.csv")
+    (failed,) = [row for row in rows if row["status"] == "failed"]
+    print(f"failed attempt {failed['trial_id']}/{failed['attempt']}: {failed['error']}")
+    assert failed["error"].startswith("client3 ("), failed["error"]
+    assert "without a record" in failed["error"]
+    retried = [r for r in rows if r["trial_id"] == failed["trial_id"] and r["status"] == "ok"]
+    assert [r["attempt"] for r in retried] == ["2"]
+    assert sum(row["status"] == "ok" for row in rows) == 3
+    nodes = [n for n in _rows(run / "trial_clients.csv") if n["trial_id"] == failed["trial_id"]]
+    first = {n["node"]: n for n in nodes if n["attempt"] == "1"}
+    assert first["client3"]["status"] == "failed"
+    for name in ("client1", "client2"):
+        assert first[name]["status"] == "ok" and int(first[name]["blob_request_count"]) == 3
+    assert all(n["status"] == "ok" for n in nodes if n["attempt"] == "2")
