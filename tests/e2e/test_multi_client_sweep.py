@@ -180,7 +180,7 @@ def test_a_sweep_spreads_each_trial_over_three_client_nodes(star: Star, tmp_path
 
 
 def test_a_client_node_lost_fails_its_trial_naming_it_and_keeps_the_others(
-    star: Star, tmp_path: Path
+    star: Star, tmp_path: Path, ssh_key: SshKey
 ) -> None:
     # Enough trials that the sweep is still running when the node goes down.
     config = _config(star, tmp_path)
@@ -203,6 +203,7 @@ def test_a_client_node_lost_fails_its_trial_naming_it_and_keeps_the_others(
     finally:
         meter.stop()
         meter.close()
+        star.revive("client2", ssh_key)
     assert sweep.returncode == 3, stdout + stderr  # paused: a lost node
     run = side.parent
     rows = _rows(run / "trials.csv")

@@ -54,6 +54,16 @@ class Star:
         for pid in self.pids(name):
             kill_and_wait(pid)
 
+    def revive(self, name: str, key: SshKey) -> SshHost:
+        """Bring a node taken down back: a new sshd (with a new host key and home) at its
+        address."""
+        down = self.hosts[name]
+        netns = self.namespaces[name]
+        directory = self.directory / f"{name}-{len(list(self.directory.glob(f'{name}*')))}"
+        host = start_sshd(directory, name, down.address, down.port, key, netns=netns)
+        self.hosts[name] = host
+        return host
+
     def create(self, key: SshKey) -> None:
         reap_stale()
         subnet = _free_subnet()
