@@ -280,3 +280,16 @@ def test_a_client_agent_killed_fails_its_trial_naming_it_and_the_retry_runs(
     for name in ("client1", "client2"):
         assert first[name]["status"] == "ok" and int(first[name]["blob_request_count"]) == 3
     assert all(n["status"] == "ok" for n in nodes if n["attempt"] == "2")
+
+
+def test_nodes_check_reports_every_client_node(star: Star, tmp_path: Path) -> None:
+    config = _config(star, tmp_path)
+    argv = [sys.executable, "-m", "controller.cli", "nodes", "check", str(config)]
+    wide = {**os.environ, "COLUMNS": "300"}  # the table unwrapped
+    result = subprocess.run(
+        argv, capture_output=True, text=True, timeout=120, check=False, env=wide
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name, host in zip(("client1", "client2", "client3"), star.client_hosts, strict=True):
+        assert f"{name} ({host.user}@{host.address}:22)" in result.stdout, result.stdout
+    assert f"server ({star.server.user}@{star.server.address}:22)" in result.stdout
