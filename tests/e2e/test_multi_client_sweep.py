@@ -128,6 +128,9 @@ def test_a_sweep_spreads_each_trial_over_three_client_nodes(star: Star, tmp_path
     assert len(nodes) == CLIENTS * len(rows)
     manifest = json.loads((run / "manifest.json").read_text())
     assert list(manifest["nodes"]["clients"]) == ["client1", "client2", "client3"]
+    lead_s = manifest["nodes"]["clients_start_lead_s"]
+    print(f"start lead {lead_s * 1000:.0f} ms")
+    assert 0.3 <= lead_s < 10
     assert [c["name"] for c in manifest["config"]["nodes"]["clients"]] == [
         "client1",
         "client2",
