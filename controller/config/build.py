@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from agent.nghttp2.options import NGHTTP_SETTINGS, NGHTTPD_SETTINGS
@@ -16,9 +16,12 @@ from agent.workloads import SPECS, ParamError
 from controller.config.clients import check_clients
 from controller.config.layers import KeyPath, Stack
 from controller.config.model import (
+    ENGINES,
     INA219_RATE_MAX_HZ,
     LOCAL_HOST,
     ROLES,
+    SERVER_ENGINE_AXIS,
+    SERVER_ONLY_ENGINES,
     AxisValue,
     Config,
     EnergyConfig,
@@ -34,7 +37,7 @@ from controller.config.model import (
     is_ina219,
 )
 from controller.config.profile import DeviceProfile, not_applied_message, resolve
-from controller.config.schema import FLOW_READERS, PARAM_NAMES
+from controller.config.schema import FLOW_READERS, NODE_AXES, PARAM_NAMES
 from controller.errors import ConfigError
 
 DEFAULTS = "<defaults>"
@@ -232,7 +235,7 @@ def _axes(stack: Stack, workload: WorkloadConfig) -> tuple[tuple[str, tuple[Axis
     spec = SPECS[workload.kind]
     checked = []
     for name, values in axes:
-        if name in SETTING_SPECS or name in FLOW_READERS:
+        if name in SETTING_SPECS or name in FLOW_READERS or name in NODE_AXES:
             checked.append((name, values))
             continue
         key = f"sweep.{name}"
@@ -289,13 +292,33 @@ def _check_energy_window(stack: Stack, config: Config) -> None:
         )
 
 
+def _servers(config: Config) -> list[tuple[str, NodeConfig]]:
+    """The server node as each trial runs it, with the key that sets its engine: one, or one
+    per value of a swept server_engine."""
+    swept = dict(config.sweep.axes).get(SERVER_ENGINE_AXIS)
+    if swept is None:
+        return [("nodes.server.engine", config.server)]
+    return [
+        (f"sweep.{SERVER_ENGINE_AXIS}[{index}]", replace(config.server, engine=engine))
+        for index, engine in enumerate(e for value in swept for e in ENGINES if e == value)
+    ]
+
+
 def _check_kind_engine(stack: Stack, config: Config) -> None:
     spec = SPECS[config.workload.kind]
-    for node in (*config.client_nodes, config.server):
-        if node.engine not in spec.engines:
+    for node in config.client_nodes:
+        if node.engine in SERVER_ONLY_ENGINES:
             key = f"nodes.{node.role}.engine"
             raise ConfigError(
-                f"{stack.origin(key)}: {key}: workload {spec.kind!r} runs on "
+                f"{stack.origin(key)}: {key}: {node.engine!r} only serves; a client runs "
+                '"h2" or "nghttp2"'
+            )
+    nodes = [(f"nodes.{node.role}.engine", node) for node in config.client_nodes]
+    for key, node in nodes + _servers(config):
+        if node.engine not in spec.engines:
+            origin = stack.origin(key.split("[", 1)[0])
+            raise ConfigError(
+                f"{origin}: {key}: workload {spec.kind!r} runs on "
                 f"{' or '.join(repr(e) for e in spec.engines)}, not {node.engine!r}"
             )
 
@@ -303,7 +326,7 @@ def _check_kind_engine(stack: Stack, config: Config) -> None:
 def _check_engines(stack: Stack, config: Config) -> None:
     """What nghttp / nghttpd cannot run is refused before the sweep starts, naming the node."""
     _check_kind_engine(stack, config)
-    for node in (*config.client_nodes, config.server):
+    for node in (*config.client_nodes, *(server for _key, server in _servers(config))):
         if node.engine != "nghttp2":
             continue
         engine = f'nodes.{node.role}.engine = "nghttp2"'

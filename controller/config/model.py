@@ -22,7 +22,7 @@ from controller.config.profile import DeviceProfile
 Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]
 MeterSource = Literal["serial", "virtual", "simavr"]
-Engine = Literal["h2", "nghttp2"]
+Engine = Literal["h2", "nghttp2", "hypercorn"]
 UnrepresentableWindow = Literal["map", "reject"]
 Sensor = Literal["5A", "20A", "30A"]
 
@@ -31,7 +31,11 @@ ROLES: tuple[Role, ...] = ("client", "server")
 DelayMethod = Literal["netem", "relay"]
 DELAY_METHODS: tuple[DelayMethod, ...] = ("netem", "relay")
 METER_SOURCES: tuple[MeterSource, ...] = ("serial", "virtual", "simavr")
-ENGINES: tuple[Engine, ...] = ("h2", "nghttp2")
+ENGINES: tuple[Engine, ...] = ("h2", "nghttp2", "hypercorn")
+# Engines that only serve (hypercorn + Starlette, the api workload's second stack).
+SERVER_ONLY_ENGINES: tuple[Engine, ...] = ("hypercorn",)
+SERVER_ENGINE_AXIS = "server_engine"
+"""A sweep axis over nodes.server.engine: the server agent restarts when it changes."""
 UNREPRESENTABLE_WINDOW: tuple[UnrepresentableWindow, ...] = ("map", "reject")
 SENSORS: tuple[Sensor, ...] = ("5A", "20A", "30A")
 EnergyWindow = Literal["fetch", "process"]
@@ -110,6 +114,7 @@ class TrialPoint:
     connection_window: int | None  # None: the agent's default (65535)
     window_update_policy: str
     params: tuple[tuple[str, ParamValue], ...]
+    server_engine: Engine | None = None  # swept (server_engine); None: nodes.server.engine
 
     def param(self, name: str) -> ParamValue:
         return dict(self.params)[name]
@@ -131,7 +136,8 @@ class NodeConfig:
     address: str = "127.0.0.1"
     # The interface of the node's end of the client<->server data link, shaped by [link].
     data_interface: str | None = None
-    # The HTTP/2 implementation the node's agent runs: its own (h2) or nghttp / nghttpd.
+    # The HTTP/2 implementation the node's agent runs: its own (h2), nghttp / nghttpd, or (a
+    # server of the api workload) hypercorn + Starlette.
     engine: Engine = "h2"
     # The constrained device it emulates (cgroups, controller.device); None: none.
     device: DeviceProfile | None = None
@@ -283,6 +289,7 @@ class Config:
                 flow.get("window_update_policy", self.workload.window_update_policy)
             ),
             params=tuple(params.items()),
+            server_engine=next((e for e in ENGINES if e == axes.get(SERVER_ENGINE_AXIS)), None),
         )
 
     def to_dict(self) -> dict[str, Any]:

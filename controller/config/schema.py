@@ -30,6 +30,7 @@ from controller.config.model import (
     ORDERS,
     ROLES,
     SENSORS,
+    SERVER_ENGINE_AXIS,
     UNREPRESENTABLE_WINDOW,
 )
 from controller.config.profile import MAX_PERIOD_US, MIN_PERIOD_US, PROFILE_NAMES
@@ -258,7 +259,7 @@ def sweep(value: Any) -> dict[str, tuple[Any, ...] | None]:
             elif name in SETTING_SPECS:
                 axes[name] = _axis(name, values)
             else:
-                axes[name] = _values(values, FLOW_READERS.get(name))
+                axes[name] = _values(values, FLOW_READERS.get(name) or NODE_AXES.get(name))
         except _Invalid as exc:
             raise _Invalid(str(exc), at + exc.at) from None
     return axes
@@ -410,7 +411,9 @@ FLOW_READERS: dict[str, Reader] = {
     "window_update_policy": choice(WINDOW_UPDATE_POLICIES),
 }
 PARAM_NAMES = tuple(dict.fromkeys(p.name for spec in SPECS.values() for p in spec.params))
-SWEEPABLE_KEYS = (*FLOW_READERS, *PARAM_NAMES)
+# Node keys a sweep may vary: the server's stack (model.SERVER_ENGINE_AXIS).
+NODE_AXES: dict[str, Reader] = {SERVER_ENGINE_AXIS: choice(ENGINES)}
+SWEEPABLE_KEYS = (*FLOW_READERS, *PARAM_NAMES, *NODE_AXES)
 
 
 SCHEMA: Schema = {

@@ -72,6 +72,11 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     Column("server_serve_s", "s", "first request received -> last byte handed to the kernel"),
     Column("server_cpu_s", "s", "server agent process CPU time over its serve window"),
     Column("server_cpu_pct", "%", "server CPU time / serve time, percent of one core"),
+    Column(
+        "server_cpu_peak_pct",
+        "%",
+        "server CPU use over its busiest 100 ms interval of the trial, percent of one core",
+    ),
     Column("server_rss_peak_bytes", "B", "server agent peak resident set size over the trial"),
     Column("server_bytes_sent", "B", "bytes the server sent on the trial's connection"),
     Column("server_data_frames", "", "DATA frames the server sent"),

@@ -50,6 +50,7 @@ class AgentPair:
         self._facts = dict(facts)
         self._client_traffic = client_traffic
         self._running: ServerProcess | None = None
+        self._engine = config.server.engine  # the running server's (a swept server_engine)
         self._served = Served()
 
     def facts(self) -> Mapping[str, Any]:
@@ -68,8 +69,14 @@ class AgentPair:
                 params=self._side(point, "server"),
                 root=served.root,
             )
+            engine = point.server_engine or self.config.server.engine
             running = self._running
-            if running is not None and running.mount == mount and self.server.server_pid():
+            if (
+                running is not None
+                and running.mount == mount
+                and self._engine == engine
+                and self.server.server_pid()
+            ):
                 return
             self.server.stop_server()
             self._running = self.server.start_server(
@@ -77,9 +84,10 @@ class AgentPair:
                 host=self.config.server.address,
                 # Local nodes take a free port: several local sweeps may run side by side.
                 port=0 if self.config.server.is_local else self.config.server.http_port,
-                engine=self.config.server.engine,
+                engine=engine,
                 unrepresentable_window=self.config.workload.unrepresentable_window,
             )
+            self._engine = engine
             self._served = served
         except NodeUnreachableError as exc:
             raise NodeLost(str(exc), role="server") from None

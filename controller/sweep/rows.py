@@ -96,6 +96,7 @@ def trial_row(
             server_serve_s=server.get("serve_s"),
             server_cpu_s=server.get("cpu_s"),
             server_cpu_pct=server.get("cpu_pct"),
+            server_cpu_peak_pct=server.get("cpu_peak_pct"),
             server_rss_peak_bytes=server.get("rss_peak_bytes"),
             server_bytes_sent=_bytes(server, "sent"),
             server_data_frames=_frames(server, "sent", "DATA"),

@@ -14,6 +14,7 @@ from agent.workloads import SPECS, ParamValue
 from agent.workloads.spec import ParamSide
 from controller.config.model import Config
 from controller.nodes.agent import AgentNode
+from controller.workloads.api import ApiDatabases
 from controller.workloads.page import PageSites
 from controller.workloads.served import Served
 
@@ -41,4 +42,6 @@ def preparer(kind: str, server: AgentNode, state_dir: str, *, client_shares_host
     """For a workload kind: set-up parameters -> what the server serves them from."""
     if kind == "page":
         return PageSites(server, state_dir, client_shares_host=client_shares_host)
+    if kind == "api":
+        return ApiDatabases(server, state_dir)
     return lambda _setup: Served()

@@ -424,7 +424,7 @@ KEY_ERRORS = [
         "max_frame_size, max_header_list_size, connection_window, window_update_policy, "
         # then every workload's parameters, once each, in the registry's order
         + ", ".join(dict.fromkeys(p.name for spec in SPECS.values() for p in spec.params))
-        + ")",
+        + ", server_engine)",
     ),
     (
         "[sweep]\ninitial_window_size = [1]\nSETTINGS_INITIAL_WINDOW_SIZE = [2]",

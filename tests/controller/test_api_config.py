@@ -1,0 +1,84 @@
+"""The api workload in the controller: configs/api.toml loads, `server_engine` is a sweep axis
+(a server stack per trial, refused where the workload cannot run it), hypercorn only serves,
+and the set-up builds one database per `records` on the server node."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.config.load import load_config
+from controller.errors import ConfigError
+from controller.nodes.agent import AgentNode
+from controller.nodes.node import Node
+from controller.nodes.transport import LocalTransport
+from controller.workloads import preparer
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def test_the_api_config_sweeps_users_stacks_and_data_layers() -> None:
+    config = load_config(CONFIGS / "api.toml")
+    axes = dict(config.sweep.axes)
+    assert axes["users"] == (16, 32, 64, 128)
+    assert axes["server_engine"] == ("h2", "hypercorn")
+    assert axes["data_layer"] == ("sql", "orm")
+    points = [config.point(axes) for axes in config.sweep.points()]
+    assert {(p.server_engine, p.param("data_layer")) for p in points} == {
+        ("h2", "sql"),
+        ("h2", "orm"),
+        ("hypercorn", "sql"),
+        ("hypercorn", "orm"),
+    }
+
+
+def test_without_the_axis_a_trial_runs_the_nodes_engine(tmp_path: Path) -> None:
+    config = load_config(
+        CONFIGS / "api.toml", ["sweep.server_engine=none", 'nodes.server.engine="hypercorn"']
+    )
+    assert config.server.engine == "hypercorn"
+    assert {config.point(a).server_engine for a in config.sweep.points()} == {None}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            [
+                'workload.kind="page"',
+                "sweep.users=none",
+                "sweep.data_layer=none",
+                'sweep.server_engine=["h2", "hypercorn"]',
+            ],
+            "sweep.server_engine[1]: workload 'page' runs on 'h2' or 'nghttp2', not 'hypercorn'",
+        ),
+        (
+            ['nodes.client.engine="hypercorn"'],
+            'nodes.client.engine: \'hypercorn\' only serves; a client runs "h2" or "nghttp2"',
+        ),
+        (
+            ['sweep.server_engine=["h2", "tomcat"]'],
+            "sweep.server_engine[1]: expected one of",
+        ),
+    ],
+)
+def test_an_engine_that_cannot_run_is_refused_naming_the_key(
+    overrides: list[str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_config(CONFIGS / "api.toml", overrides)
+
+
+def test_the_set_up_builds_one_database_per_records(tmp_path: Path) -> None:
+    server = AgentNode(Node(LocalTransport("server")), sys.executable, str(tmp_path / "state"))
+    prepare = preparer("api", server, str(tmp_path / "state"), client_shares_host=True)
+    small, again, large = prepare({"records": 3}), prepare({"records": 3}), prepare({"records": 9})
+    assert small is again and small.root != large.root
+    for served, records in ((small, 3), (large, 9)):
+        assert served.root is not None
+        connection = sqlite3.connect(served.root)
+        assert connection.execute("SELECT count(*) FROM orders").fetchone() == (records,)
+        connection.close()
