@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis.api import api_blocks
 from analysis.bounds import Bounds, bounds_of
 from analysis.columns import WINDOW_AXIS, metric_of
 from analysis.document import (
@@ -381,6 +382,7 @@ def build_blocks(
     if comparisons:
         blocks += [Heading("Comparisons"), Links(tuple(comparisons))]
     blocks += study_blocks(run, summary)
+    blocks += api_blocks(run)
     blocks += energy
     blocks += [
         Heading("Figures"),

@@ -235,3 +235,10 @@ def test_the_database_builder_is_a_command(tmp_path: Path) -> None:
     refused = run_agent("api-db", str(path), "--records", "0")
     assert refused.returncode == 2 and "--records: 0 is outside 1..1000000" in refused.stderr
     assert path.exists()
+
+
+def test_a_trial_of_more_than_a_thousand_requests_on_hypercorn(hypercorn: RunningServer) -> None:
+    # hypercorn's default ends a connection after 1000 requests; the engine lifts that cap
+    record = _trial(hypercorn, "long-trial", "loops=40", "page_size=1")
+    assert record["ok"], record["error"]
+    assert record["metrics"]["requests"] == USERS * 40 * 7
