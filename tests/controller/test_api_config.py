@@ -12,10 +12,12 @@ import pytest
 
 from controller.config.load import load_config
 from controller.errors import ConfigError
-from controller.nodes.agent import AgentNode
+from controller.nodes.agent import AgentNode, ServerMount, ServerProcess
 from controller.nodes.node import Node
+from controller.nodes.records import BackgroundProcess
 from controller.nodes.transport import LocalTransport
-from controller.workloads import preparer
+from controller.sweep.agent_pair import AgentPair
+from controller.workloads import Served, preparer
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -82,3 +84,43 @@ def test_the_set_up_builds_one_database_per_records(tmp_path: Path) -> None:
         connection = sqlite3.connect(served.root)
         assert connection.execute("SELECT count(*) FROM orders").fetchone() == (records,)
         connection.close()
+
+
+class EngineRecordingNode:
+    """The parts of `AgentNode` a pair's server calls, recording each start's engine."""
+
+    def __init__(self) -> None:
+        self.engines: list[str | None] = []
+        self.running = False
+
+    def stop_server(self, grace_s: float = 0) -> str:
+        self.running = False
+        return "terminated"
+
+    def server_pid(self) -> int | None:
+        return 7 if self.running else None
+
+    def start_server(
+        self, *, mount: ServerMount, engine: str | None = None, **_: object
+    ) -> ServerProcess:
+        self.engines.append(engine)
+        self.running = True
+        return ServerProcess(BackgroundProcess(7, "server.pid", "server.log"), 8443, mount)
+
+
+def test_a_swept_server_engine_restarts_the_server_on_that_engine() -> None:
+    config = load_config(CONFIGS / "api.toml")
+    server = EngineRecordingNode()
+    pair = AgentPair(
+        config,
+        EngineRecordingNode(),
+        server,
+        prepare=lambda _setup: Served(root="/srv/inventory.sqlite"),
+        marker=None,
+        client_offset_ns=0,
+        facts={},
+    )
+    base = {"users": 16, "data_layer": "sql", "max_concurrent_streams": 128}
+    for engine in ("h2", "h2", "hypercorn", "hypercorn", "h2"):
+        pair.ensure_server({**base, "server_engine": engine})
+    assert server.engines == ["h2", "hypercorn", "h2"]
