@@ -2,8 +2,9 @@
 
 1. Our client against h2load: the same 7 list endpoints, the same users as streams on one
    connection (`h2load -c 1 -m USERS -n USERS*LOOPS*7` over the 7 URLs; our client `trial
-   --workload api --param users=USERS --param loops=LOOPS`), against the same server: req/s of
-   ours / h2load's shows whether the client is the bottleneck (target >= 0.8).
+   --workload api --param users=USERS --param loops=LOOPS`), against the same server, both
+   announcing the protocol's 65535-byte stream and connection windows: req/s of ours /
+   h2load's shows whether the client is the bottleneck (target >= 0.8).
 2. Our server against hypercorn + Starlette: both serve the same API (agent.workloads.api.rest)
    over the same SQLite file and data layer, each loaded by h2load as above: req/s ours /
    hypercorn's (target >= 1.0) and server CPU per request ours / hypercorn's (target <= 1.0).
@@ -113,7 +114,10 @@ _H2LOAD_RATE = re.compile(r"finished in [\d.]+\w+, ([\d.]+) req/s")
 
 def h2load(setup: Setup, port: int) -> float:
     urls = [f"http://127.0.0.1:{port}{path}" for path in list_paths("/", 50)]
-    args = ["h2load", "-n", str(setup.requests), "-c", "1", "-m", str(setup.users), *urls]
+    # -w 16 -W 16: stream and connection windows of 2^16 - 1 bytes, what our client announces
+    # by default (h2load's own default is 2^30 - 1, which would compare windows, not clients).
+    args = ["h2load", "-n", str(setup.requests), "-c", "1", "-m", str(setup.users)]
+    args += ["-w", "16", "-W", "16", *urls]
     result = subprocess.run(
         args, capture_output=True, text=True, timeout=setup.timeout_s, check=False
     )
