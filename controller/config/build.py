@@ -13,6 +13,7 @@ from agent.nghttp2.options import NGHTTP_SETTINGS, NGHTTPD_SETTINGS
 from agent.nghttp2.windows import is_representable, nearest_bits
 from agent.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
+from agent.workloads.api.spec import HYPERCORN_SETTINGS
 from controller.config.clients import check_clients
 from controller.config.layers import KeyPath, Stack
 from controller.config.model import (
@@ -326,6 +327,16 @@ def _check_kind_engine(stack: Stack, config: Config) -> None:
 def _check_engines(stack: Stack, config: Config) -> None:
     """What nghttp / nghttpd cannot run is refused before the sweep starts, naming the node."""
     _check_kind_engine(stack, config)
+    for key, server in _servers(config):
+        if server.engine != "hypercorn":
+            continue
+        for name in config.sweep.names:
+            if name in SETTING_SPECS and name not in HYPERCORN_SETTINGS:
+                axis = f"sweep.{name}"
+                raise ConfigError(
+                    f"{stack.origin(axis)}: {axis}: hypercorn has no option to announce it "
+                    f'({key} is "hypercorn"; it announces {", ".join(HYPERCORN_SETTINGS)})'
+                )
     for node in (*config.client_nodes, *(server for _key, server in _servers(config))):
         if node.engine != "nghttp2":
             continue

@@ -124,3 +124,12 @@ def test_a_swept_server_engine_restarts_the_server_on_that_engine() -> None:
     for engine in ("h2", "h2", "hypercorn", "hypercorn", "h2"):
         pair.ensure_server({**base, "server_engine": engine})
     assert server.engines == ["h2", "hypercorn", "h2"]
+
+
+def test_a_setting_hypercorn_cannot_announce_is_refused_at_load() -> None:
+    with pytest.raises(ConfigError, match=r"sweep.initial_window_size: hypercorn has no option"):
+        load_config(CONFIGS / "api.toml", ["sweep.initial_window_size=[4096, 65535]"])
+    swept_h2_only = ['sweep.server_engine=["h2"]', "sweep.initial_window_size=[4096, 65535]"]
+    assert load_config(CONFIGS / "api.toml", swept_h2_only).sweep.names[-1] == (
+        "initial_window_size"
+    )

@@ -40,16 +40,12 @@ from agent.server.listener import bind
 from agent.workloads.api.asgi import Activity, starlette_app
 from agent.workloads.api.rest import Api
 from agent.workloads.api.server import open_api
+from agent.workloads.api.spec import HYPERCORN_SETTINGS
 
 log = logging.getLogger("h2iot.hypercorn")
 
 ENGINE = "hypercorn"
-# Our canonical setting names (agent.settings) -> hypercorn's Config attribute.
-SETTINGS: Mapping[str, str] = {
-    "max_concurrent_streams": "h2_max_concurrent_streams",
-    "max_header_list_size": "h2_max_header_list_size",
-    "max_frame_size": "h2_max_inbound_frame_size",
-}
+SETTINGS: Mapping[str, str] = HYPERCORN_SETTINGS
 
 
 @dataclass(frozen=True)
