@@ -151,7 +151,13 @@ def stream_check(
         status: Status = "fail" if missing > taken * 0.001 else "warn"
         return Check(name, status, detail, fix)
     if abs(achieved - configured_hz) > RATE_TOLERANCE * configured_hz:
-        return Check(name, "warn", detail, "the board's clock or the host's reading lags")
+        return Check(
+            name,
+            "warn",
+            detail,
+            "the board's clock is off, or (simavr) the simulator runs slower than real time on "
+            "a loaded machine",
+        )
     return Check(name, "pass", detail)
 
 

@@ -148,6 +148,7 @@ def _check_meter(
     client = config.client
     if marker is None and modelled and client.is_local:
         marker = f"fifo:{scratch / 'marker.fifo'}"
+    marker = marker or client.marker
     try:
         with _device(config, nodes, marker, emit) as port:
             session = MeterSession.open(port, meter.baud)

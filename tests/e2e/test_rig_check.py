@@ -80,7 +80,10 @@ def test_the_real_firmware_in_simavr(simavr_buildable: None) -> None:
     found = verdicts(result.stdout)
     version = (LOCAL.parents[1] / "firmware" / "VERSION").read_text().strip()
     assert found["board identity"] == ("PASS", f"mega2560, firmware {version}, protocol 2")
-    assert found["sample stream"][0] == "PASS"
+    # The simulator paces itself to real time but falls behind on a loaded machine: a slow
+    # rate may warn; a gap may not.
+    status, detail = found["sample stream"]
+    assert status in {"PASS", "WARN"} and " 0 missing" in detail, detail
     assert found["marker loop"][0] == "PASS", found["marker loop"]
 
 
