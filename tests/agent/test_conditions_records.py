@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.servers import RunningServer, agent_server, run_agent
+from tests.conftest import require_tool
 
 FIELDS = {"cpu_freq_mhz", "governor", "temp_c", "throttled_flags", "other_cpu_pct"}
 
@@ -91,3 +92,13 @@ def test_marker_pulse_without_a_reader_is_one_line(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert result.stderr.strip().startswith("h2iot-agent: error: --marker fifo:")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_nghttp2_client_record_carries_them_too(server: RunningServer, site: Path) -> None:
+    require_tool("nghttp")
+    result = run_agent(
+        "fetch", server.url, "--json", "--trial-id", "ng-cond", "--engine", "nghttp2",
+        "--manifest", str(site / "manifest.json"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    _complete(json.loads(result.stdout)["conditions"])
