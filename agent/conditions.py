@@ -18,6 +18,10 @@ Every path is under a `root` (default "/"), so a test can build a fake sysfs tre
 - Other processes: busy time of those CPUs (/proc/stat) over the trial minus this process's own
   CPU time and its children's, in percent of one core. /proc/stat counts in ticks of 10 ms, so
   a 1 s trial's figure is good to about 1 % per CPU.
+
+The client reads all of it before its marker rises and after it falls. The server reads only the
+CPU counters when a trial's first request arrives (that reading is on the request path) and the
+rest when the trial's record is written.
 """
 
 from __future__ import annotations
@@ -89,13 +93,20 @@ class Host:
         # Decided once: a node has the sysfs file, or vcgencmd, or neither.
         self._throttled_file = root / THROTTLED_SYSFS
         self._vcgencmd = None if self._throttled_file.exists() else _find_vcgencmd(root)
+        # Thermal zones do not come and go while a node runs.
+        self._zones = sorted((root / "sys/class/thermal").glob("thermal_zone*"))
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, instant: bool = True) -> Snapshot:
+        """A reading; without `instant`, the CPU counters only (cheap: the server takes its
+        trial's first one on the request path, and the clock, temperature and flags at the
+        trial's end)."""
         missing: dict[str, str] = {}
         # The CPU counters first, so the rest of the reading is not in the trial's span.
         busy = self._busy_ticks(missing)
         own = _own_cpu_s()
         now = time.monotonic_ns()
+        if not instant:
+            return Snapshot(now, None, None, None, None, None, busy, own, missing)
         freq = self._per_cpu("scaling_cur_freq", "cpu_freq_mhz", missing)
         governors = self._per_cpu("scaling_governor", "governor", missing)
         temp, zone = self._temperature(missing)
@@ -126,9 +137,8 @@ class Host:
         return tuple(values)
 
     def _temperature(self, missing: dict[str, str]) -> tuple[int | None, str | None]:
-        zones = sorted((self.root / "sys/class/thermal").glob("thermal_zone*"))
         readings: list[tuple[int, str]] = []
-        for zone in zones:
+        for zone in self._zones:
             try:
                 milli = int((zone / "temp").read_text().strip())
                 kind = (zone / "type").read_text().strip()
@@ -294,12 +304,13 @@ def memory_bytes(root: Path = Path("/")) -> dict[str, int]:
 
 
 class TrialWatch:
-    """`begin()` before the trial, `end()` after it: its conditions. Never raises: what cannot
-    be read is None with a reason."""
+    """Made before the trial, `end()` after it: its conditions. Never raises: what cannot be
+    read is None with a reason. `instant_start=False`: the clock, temperature and flags are
+    read at the end only."""
 
-    def __init__(self, host: Host | None = None) -> None:
+    def __init__(self, host: Host | None = None, *, instant_start: bool = True) -> None:
         self.host = host or Host()
-        self.start = self.host.snapshot()
+        self.start = self.host.snapshot(instant_start)
 
     def end(self) -> TrialConditions:
         return combine(self.start, self.host.snapshot(), self.host.cpus)

@@ -130,7 +130,8 @@ class ServerApp:
     def trial_request(self, trial_id: str, connection_id: int) -> None:
         reset = False
         if not self.ledger.is_open(trial_id):
-            self._conditions[trial_id] = TrialWatch(self._node)  # before the trial's span
+            # Before the trial's span; the counters only, on the request path.
+            self._conditions[trial_id] = TrialWatch(self._node, instant_start=False)
         if not self.ledger.is_open(trial_id) and not self.ledger.open_trials:
             # Only a trial that runs alone may reset the process's peak-RSS mark.
             reset = probe.reset_peak_rss()

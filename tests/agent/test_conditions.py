@@ -60,13 +60,13 @@ def test_a_pi_tree_reads_every_field(tmp_path: Path) -> None:
 
 def test_a_trial_takes_the_lowest_clock_the_hottest_zone_and_ored_flags(tmp_path: Path) -> None:
     _pi(tmp_path, flags="0")
+    _write(tmp_path, "sys/class/thermal/thermal_zone1/temp", "40000\n")
+    _write(tmp_path, "sys/class/thermal/thermal_zone1/type", "gpu\n")
     watch = TrialWatch(Host(tmp_path, cpus=(0, 1, 2, 3)))
     # During the trial the firmware capped the clock on one CPU, the SoC warmed up and the soft
     # limit became active; another process kept the CPUs busy.
     _write(tmp_path, "sys/devices/system/cpu/cpu2/cpufreq/scaling_cur_freq", "600000\n")
     _write(tmp_path, "sys/class/thermal/thermal_zone0/temp", "81500\n")
-    _write(tmp_path, "sys/class/thermal/thermal_zone1/temp", "40000\n")
-    _write(tmp_path, "sys/class/thermal/thermal_zone1/type", "gpu\n")
     _write(tmp_path, THROTTLED_SYSFS, "80008\n")
     _stat(tmp_path, 100 + 10 * TICKS)  # 10 s of busy time per CPU: far more than this test
     conditions = watch.end()
@@ -192,3 +192,20 @@ def test_this_machine() -> None:
         assert (conditions[name] is None) == (name in reasons), name
     assert conditions["other_cpu_pct"] is not None  # every Linux has /proc/stat
     assert conditions["cpus"] == sorted(os.sched_getaffinity(0))
+
+
+def test_a_counters_only_start_reads_the_rest_at_the_end(tmp_path: Path) -> None:
+    """The server's way: a cheap first reading on the request path, the clock, temperature and
+    flags when the trial's record is written."""
+    _pi(tmp_path, temp_mc=90_000, flags="4")
+    host = Host(tmp_path, cpus=(0,))
+    watch = TrialWatch(host, instant_start=False)
+    assert watch.start.cpu_freq_khz is None and watch.start.throttled_flags is None
+    assert watch.start.busy_ticks == 100
+    _write(tmp_path, "sys/class/thermal/thermal_zone0/temp", "50000\n")
+    _write(tmp_path, THROTTLED_SYSFS, "0\n")
+    conditions = watch.end()
+    assert conditions.temp_c == 50.0  # the hot start was not read
+    assert conditions.throttled_flags == 0
+    assert conditions.cpu_freq_mhz == 1200.0
+    assert conditions.unavailable == {}
