@@ -331,7 +331,7 @@ def _marker_loop(
     rate_hz: int,
 ) -> Check:
     if marker is None:
-        why = "no marker line: the client is an SSH node and --marker gpio:CHIP:LINE was not given"
+        why = "no marker line: nodes.client.marker is unset (and no --marker gpio:CHIP:LINE)"
         return checks.marker_check(node_width_s=None, meter_width_s=None, why=why)
     if "client" not in nodes:
         return checks.marker_check(
