@@ -26,8 +26,10 @@ import pytest
 from agent.client.connect import Target, open_connection
 from agent.client.options import TrialOptions
 from agent.client.trial import TrialSession
-from agent.errors import ExchangeClosed, ExchangeRefused
+from agent.errors import ExchangeClosed, ExchangeRefused, UsageError
 from agent.flow import FlowControlOptions
+from agent.server.app import handler_settings
+from agent.server.handler import NOT_FOUND, Reply, Request, Streamed
 from tests.agent.servers import agent_server, listening_line
 
 SERVER_SCRIPT = Path(__file__).with_name("exchange_server.py")
@@ -412,6 +414,27 @@ def test_extended_connect_round_trip(server: ExchangeServer) -> None:
         assert exchange.trailers == {b"x-echoed": str(40_008).encode()}
 
     run_session(server.url, scenario)
+
+
+class _PlainHandler:
+    def handle(self, request: Request) -> Reply | Streamed:
+        return NOT_FOUND
+
+
+class _SettingsHandler:
+    def __init__(self, extra_settings: dict[str, int]) -> None:
+        self.extra_settings = extra_settings
+
+    def handle(self, request: Request) -> Reply | Streamed:
+        return NOT_FOUND
+
+
+def test_handler_extra_settings_map_to_h2_codes_and_unknown_names_are_refused() -> None:
+    codes = handler_settings(_SettingsHandler({"enable_connect_protocol": 1}))
+    assert {code.name: value for code, value in codes.items()} == {"ENABLE_CONNECT_PROTOCOL": 1}
+    assert handler_settings(_PlainHandler()) == {}
+    with pytest.raises(UsageError, match="_SettingsHandler: unknown HTTP/2 setting 'bogus'"):
+        handler_settings(_SettingsHandler({"bogus": 1}))
 
 
 def test_extended_connect_is_refused_when_the_server_does_not_enable_it(tmp_path: Path) -> None:
