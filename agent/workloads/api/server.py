@@ -1,36 +1,68 @@
 """The api workload on the agent's own HTTP/2 server: `--root` is the database file (built by
 `h2iot-agent api-db`), `data_layer` picks plain SQL or the ORM. Requests without a body answer
-on the handler's plain `Reply` path, the hot one (the 7 list endpoints)."""
+on the handler's plain `Reply` path, the hot one (the 7 list endpoints); a POST or PUT is
+`Streamed` (agent/server/exchange.py) so its body can be read, under `body_limit_bytes`: over it
+the connection answers 413 before the body is read whole and refuses the rest."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
 
-from agent.errors import UsageError
-from agent.server.handler import SERVER_HEADER, Handler, Reply, Request
-from agent.workloads.api.rest import JSON_CONTENT_TYPE, Answer, Api, locate
+from agent.errors import ExchangeClosed, UsageError
+from agent.server.exchange import BodyTooLarge, ServerExchange
+from agent.server.handler import SERVER_HEADER, Handler, Reply, Request, Streamed
+from agent.workloads.api.rest import JSON_CONTENT_TYPE, WITH_BODY, Answer, Api, Target, locate
 from agent.workloads.api.spec import API
 from agent.workloads.api.store import DataLayerKind, open_layer
 
 _JSON = (b"content-type", JSON_CONTENT_TYPE)
 
 
-def reply(answer: Answer) -> Reply:
+def _headers(answer: Answer) -> tuple[tuple[bytes, bytes], ...]:
     headers: tuple[tuple[bytes, bytes], ...] = (SERVER_HEADER,)
     if answer.body:
         headers = (_JSON, SERVER_HEADER)
     if answer.allow:
         headers += ((b"allow", b", ".join(answer.allow)),)
-    return Reply(answer.status, headers, memoryview(answer.body))
+    return headers
+
+
+def reply(answer: Answer) -> Reply:
+    return Reply(answer.status, _headers(answer), memoryview(answer.body))
 
 
 class ApiHandler:
     def __init__(self, api: Api) -> None:
         self.api = api
 
-    def handle(self, request: Request) -> Reply:
-        return reply(self.api.answer(request.method, locate(request.path)))
+    def handle(self, request: Request) -> Reply | Streamed:
+        target = locate(request.path)
+        method = request.method
+        if target is not None and method in WITH_BODY and method in target.methods:
+            limit = self.api.body_limit_bytes
+
+            async def run(exchange: ServerExchange) -> None:
+                await self._with_body(method, target, exchange)
+
+            return Streamed(run, body_limit_bytes=limit)
+        return reply(self.api.answer(method, target))
+
+    async def _with_body(self, method: bytes, target: Target, exchange: ServerExchange) -> None:
+        try:
+            body = await exchange.read_body(self.api.body_limit_bytes)
+        except BodyTooLarge:
+            self.api.statuses[413] += 1  # the connection answered it
+            return
+        except ExchangeClosed:
+            return  # the peer reset the stream: nobody to answer
+        answer = self.api.answer(method, target, body)
+        headers = (*_headers(answer), (b"content-length", str(len(answer.body)).encode()))
+        if not answer.body:
+            exchange.send_headers(answer.status, headers, end_stream=True)
+            return
+        exchange.send_headers(answer.status, headers)
+        exchange.send(answer.body, end_stream=True)
 
 
 def open_api(root: Path | None, params: Mapping[str, object]) -> Api:
