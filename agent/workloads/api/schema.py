@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+from agent.errors import AgentError
+
 ColumnKind = Literal["int", "str", "bool", "ref"]
 JsonValue = int | str | bool
 Row = dict[str, object]
@@ -191,8 +193,9 @@ def seed_rows(resource: Resource, records: int) -> Iterator[tuple[JsonValue, ...
         yield (row, *values, 1, stamp, stamp)
 
 
-class BodyError(ValueError):
-    """A request body the API refuses (400); the message says what is wrong, naming the field."""
+class BodyError(AgentError):
+    """A request body or query the API refuses (400, the peer's mistake); the message says what
+    is wrong, naming the field."""
 
 
 def _checked(resource: Resource, name: str, value: object) -> JsonValue:
