@@ -3,7 +3,7 @@
 1. Our client against h2load: the same 7 list endpoints, the same users as streams on one
    connection (`h2load -c 1 -m USERS -n USERS*LOOPS*7` over the 7 URLs; our client `trial
    --workload api --param users=USERS --param loops=LOOPS`), against the same server, both
-   announcing the protocol's 65535-byte stream and connection windows: req/s of ours /
+   with h2load's default stream and connection windows (2^30 - 1 bytes): req/s of ours /
    h2load's shows whether the client is the bottleneck (target >= 0.8).
 2. Our server against hypercorn + Starlette: both serve the same API (agent.workloads.api.rest)
    over the same SQLite file and data layer, each loaded by h2load as above: req/s ours /
@@ -47,6 +47,7 @@ REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 60.0
 STACKS = ("h2", "hypercorn")
 LAYERS = ("sql", "orm")
+H2LOAD_WINDOW = 2**30 - 1  # h2load's default stream and connection windows (-w 30 -W 30)
 
 
 class BenchError(Exception):
@@ -114,10 +115,7 @@ _H2LOAD_RATE = re.compile(r"finished in [\d.]+\w+, ([\d.]+) req/s")
 
 def h2load(setup: Setup, port: int) -> float:
     urls = [f"http://127.0.0.1:{port}{path}" for path in list_paths("/", 50)]
-    # -w 16 -W 16: stream and connection windows of 2^16 - 1 bytes, what our client announces
-    # by default (h2load's own default is 2^30 - 1, which would compare windows, not clients).
-    args = ["h2load", "-n", str(setup.requests), "-c", "1", "-m", str(setup.users)]
-    args += ["-w", "16", "-W", "16", *urls]
+    args = ["h2load", "-n", str(setup.requests), "-c", "1", "-m", str(setup.users), *urls]
     result = subprocess.run(
         args, capture_output=True, text=True, timeout=setup.timeout_s, check=False
     )
@@ -133,6 +131,9 @@ def ours(setup: Setup, port: int, listening: dict[str, object], trial_id: str) -
     args += ["--workload", "api", "--json", "--trial-id", trial_id]
     args += ["--param", f"users={setup.users}", "--param", f"loops={setup.loops}"]
     args += ["--setting", f"max_concurrent_streams={max(100, setup.users)}"]
+    # h2load's windows (its default -w 30 -W 30): the comparison is of clients, not windows.
+    args += ["--setting", f"initial_window_size={H2LOAD_WINDOW}"]
+    args += ["--connection-window", str(H2LOAD_WINDOW)]
     if listening.get("control_port") is not None:
         args += ["--trial-control", f"127.0.0.1:{listening['control_port']}"]
     result = subprocess.run(
