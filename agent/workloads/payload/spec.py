@@ -11,7 +11,8 @@ DEFAULT_BODY_LIMIT_BYTES = 32 * 2**20
 PAYLOAD = WorkloadSpec(
     kind="payload",
     doc=(
-        "POST `messages` datasets (an n x n float64 matrix or m records of string, int, bool) "
+        "POST `messages` datasets (a square float64 matrix or an array of records of string, "
+        "int32, bool) "
         "in one encoding; the server decodes each, checks its digest and answers an empty body"
     ),
     params=(
@@ -23,13 +24,22 @@ PAYLOAD = WorkloadSpec(
             "what a message carries: a square float64 matrix or an array of records",
             choices=("matrix", "structs"),
         ),
-        Param("n", "int", 64, "", "matrix side (data = matrix)", minimum=1, maximum=MAX_SIDE),
+        # Not the reference's "n" and "m": "n" is also the sample count of every summary row.
         Param(
-            "m",
+            "matrix_side",
+            "int",
+            64,
+            "",
+            "the matrix is matrix_side x matrix_side float64 values (data = matrix)",
+            minimum=1,
+            maximum=MAX_SIDE,
+        ),
+        Param(
+            "record_count",
             "int",
             1000,
             "",
-            "record count (data = structs)",
+            "records in the array (data = structs)",
             minimum=0,
             maximum=MAX_RECORDS,
         ),
@@ -68,7 +78,8 @@ PAYLOAD = WorkloadSpec(
             "int",
             DEFAULT_BODY_LIMIT_BYTES,
             "bytes",
-            "largest request body the server reads; a larger one is answered 413 unread",
+            "largest request body the server takes; a larger one is answered 413 and the rest "
+            "refused",
             "server",
             minimum=1,
             maximum=2**30,
