@@ -138,6 +138,8 @@ class NodeConfig:
     # SSH nodes: apply `device` on the node's host too (its own hardware is its device otherwise).
     remote_device: bool = False
     http_port: int = 8443
+    # An entry of nodes.clients: its name (client1, client2, ... unless given); None otherwise.
+    name: str | None = None
 
     @property
     def is_local(self) -> bool:
@@ -247,6 +249,9 @@ class Config:
     meter: MeterConfig = field(default_factory=MeterConfig)
     link: LinkConfig = field(default_factory=LinkConfig)
     energy: EnergyConfig = field(default_factory=EnergyConfig)
+    # nodes.clients: the client nodes a trial's load is spread over, `client` the first of them
+    # (the metered one); empty for the one client of nodes.client alone.
+    clients: tuple[NodeConfig, ...] = ()
     # Provenance, not content: two configs with the same values are equal wherever they came from.
     source: str = field(default="<defaults>", compare=False)
     layers: tuple[str, ...] = field(default=("<defaults>",), compare=False)
@@ -255,6 +260,11 @@ class Config:
 
     def node(self, role: Role) -> NodeConfig:
         return self.client if role == "client" else self.server
+
+    @property
+    def client_nodes(self) -> tuple[NodeConfig, ...]:
+        """Every client node: nodes.clients, else nodes.client alone."""
+        return self.clients or (self.client,)
 
     def point(self, axes: Mapping[str, AxisValue]) -> TrialPoint:
         """The grid point `axes` (axis name -> value) over this config's other values."""
@@ -286,8 +296,13 @@ class Config:
                 **_section(self.workload, skip=("kind", "params")),
             },
             "nodes": {
-                "client": _section(self.client, skip=("role", "http_port")),
-                "server": _section(self.server, skip=("role",)),
+                "client": _section(self.client, skip=("role", "http_port", "name")),
+                "server": _section(self.server, skip=("role", "name")),
+                **(
+                    {"clients": [_section(c, skip=("role", "http_port")) for c in self.clients]}
+                    if self.clients
+                    else {}
+                ),
             },
             "meter": {**_section(self.meter), "channels": dict(self.meter.channels)},
             "link": _section(self.link),

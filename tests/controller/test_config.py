@@ -366,7 +366,7 @@ KEY_ERRORS = [
         "idle_baseline_s, retries, trial_timeout_s, stop_metric, stop_half_width, stop_min_n)",
     ),
     ("run = 5", "run: expected a table, got an integer (5)"),
-    ("[nodes.gateway]", "nodes.gateway: unknown key (known: client, server)"),
+    ("[nodes.gateway]", "nodes.gateway: unknown key (known: client, server, clients)"),
     (
         "[nodes.client]\nhttp_port = 1",
         "nodes.client.http_port: unknown key (known: host, user, "
