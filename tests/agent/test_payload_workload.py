@@ -19,6 +19,7 @@ from agent.workloads.payload.protocol import (
     DIGEST_HEADER,
     PATH,
     REFUSALS_HEADER,
+    RSS_ADDED_HEADER,
     RSS_PEAK_HEADER,
 )
 from tests.agent.servers import RunningServer, agent_server, run_agent
@@ -173,6 +174,8 @@ def test_hostile_bodies_are_refused_and_counted(
     sha256 = "0" * 64
     got, headers, answer = curl_post(payload_server.url, content_type, body, sha256, tmp_path)
     assert got == status and reason in answer and answer.count("\n") == 1
+    if status == 400:  # decoded (and refused) with its memory measured: bounded
+        assert int(headers[RSS_ADDED_HEADER.decode()]) < 16 * 2**20
     before = refusal_count(headers)
     got, headers, _ = curl_post(payload_server.url, content_type, body, sha256, tmp_path)
     assert refusal_count(headers) == before + 1
