@@ -102,6 +102,11 @@ def _node(
         remote = bool(given.get("remote_device"))
         given = {**given, "device": _device(stack, role, local or remote, given["device"])}
     node = NodeConfig(role=role, **{**defaults, **given})
+    if role == "server" and node.marker is not None:
+        raise ConfigError(
+            f"{stack.origin('nodes.server.marker')}: nodes.server.marker: the marker is the "
+            "client's (it raises the line for each trial it runs)"
+        )
     if not local and node.known_hosts is None:
         where = f"{key}.known_hosts"
         raise ConfigError(

@@ -133,6 +133,9 @@ class NodeConfig:
     data_interface: str | None = None
     # The HTTP/2 implementation the node's agent runs: its own (h2) or nghttp / nghttpd.
     engine: Engine = "h2"
+    # The client's wired trial-marker line, "gpio:CHIP:LINE" (docs/bring-up.md); None: none
+    # (a local client with a modelled meter always has its software line).
+    marker: str | None = None
     # The constrained device it emulates (cgroups, controller.device); None: none.
     device: DeviceProfile | None = None
     # SSH nodes: apply `device` on the node's host too (its own hardware is its device otherwise).

@@ -313,6 +313,7 @@ STOP_METRICS = (
     "server_cpu_s",
 )
 _IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
+_GPIO_MARKER = re.compile(r"gpio:[A-Za-z0-9_./-]+:[0-9]{1,4}")
 
 _DEVICE: dict[str, Reader] = {
     "profile": choice(PROFILE_NAMES),
@@ -356,6 +357,7 @@ _NODE: dict[str, Reader] = {
     "address": _HOST_READER,
     "data_interface": optional(text(_IFNAME, "a network interface name (at most 15 characters)")),
     "engine": choice(ENGINES),
+    "marker": optional(text(_GPIO_MARKER, "gpio:CHIP:LINE, e.g. gpio:gpiochip0:17")),
     "device": optional(device),
     "remote_device": boolean,
 }

@@ -234,7 +234,7 @@ def open_sweep(
             client,
             server,
             prepare=prepare,
-            marker=f"fifo:{marker_path}" if marker_path is not None else None,
+            marker=f"fifo:{marker_path}" if marker_path is not None else config.client.marker,
             client_offset_ns=int(offset),
             facts=facts,
             client_traffic=(
