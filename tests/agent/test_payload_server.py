@@ -3,12 +3,15 @@ measured around the decode) and the decode figures' round trip through response 
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from agent.errors import PeerProtocolError
 from agent.server.handler import Reply, Request, Streamed
 from agent.workloads.payload.codecs import ENCODINGS
 from agent.workloads.payload.dataset import digest, make_dataset
+from agent.workloads.payload.errors import PayloadError
 from agent.workloads.payload.protocol import DIGEST_HEADER, PATH, DecodeFigures
 from agent.workloads.payload.server import PayloadHandler, judge, rss_now_and_peak_bytes
 
@@ -73,3 +76,18 @@ def test_the_handler_answers_before_the_body_what_needs_no_body() -> None:
     fields = {b"content-type": b"application/cbor", DIGEST_HEADER: b"0" * 64}
     streamed = handler.handle(Request(b"POST", PATH, fields))
     assert isinstance(streamed, Streamed) and streamed.body_limit_bytes == 1000
+
+
+def test_an_encoding_whose_library_is_missing_is_named_not_crashed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An SSH node gets the agent without extras: CBOR then fails with the extra's name, on
+    the client before any trial and on the server as a 415, which keeps serving."""
+    monkeypatch.setitem(sys.modules, "cbor2", None)  # import cbor2 raises ImportError
+    monkeypatch.delitem(sys.modules, "agent.workloads.payload.codecs.cbor_codec", raising=False)
+    with pytest.raises(PayloadError, match=r"encoding cbor needs the payload extra"):
+        ENCODINGS["cbor"].encode(make_dataset("matrix", 2, 0))
+    fields = {b"content-type": b"application/cbor", DIGEST_HEADER: b"0" * 64}
+    reply = PayloadHandler(1000).handle(Request(b"POST", PATH, fields))
+    assert isinstance(reply, Reply) and reply.status == 415
+    assert b"pip install 'h2iot[payload]'" in bytes(reply.body)

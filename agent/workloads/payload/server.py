@@ -29,7 +29,7 @@ from agent.server.exchange import BodyTooLarge, ServerExchange
 from agent.server.handler import NOT_FOUND, SERVER_HEADER, Handler, Reply, Request, Streamed
 from agent.workloads.payload.codecs import BY_MEDIA_TYPE, media_type
 from agent.workloads.payload.dataset import pack
-from agent.workloads.payload.errors import DecodeError
+from agent.workloads.payload.errors import DecodeError, PayloadError
 from agent.workloads.payload.protocol import DIGEST_HEADER, PATH, REFUSALS_HEADER, DecodeFigures
 from agent.workloads.payload.spec import PAYLOAD
 
@@ -100,9 +100,14 @@ class PayloadHandler:
         if request.method != b"POST":
             return _POST_ONLY
         content_type = request.headers.get(b"content-type", b"").decode("latin-1")
-        if media_type(content_type) not in BY_MEDIA_TYPE:
+        encoding = BY_MEDIA_TYPE.get(media_type(content_type))
+        if encoding is None:
             known = ", ".join(sorted(BY_MEDIA_TYPE))
             return self._refusal(415, f"Content-Type {content_type!r} is none of {known}")
+        try:
+            encoding.load()
+        except PayloadError as exc:
+            return self._refusal(415, str(exc))
         digest = request.headers.get(DIGEST_HEADER, b"").decode("latin-1")
         if len(digest) != 64:
             return self._refusal(400, f"header {DIGEST_HEADER.decode()} must hold a sha256 in hex")

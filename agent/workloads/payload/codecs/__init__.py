@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from agent.workloads.payload.dataset import Dataset
+from agent.workloads.payload.errors import PayloadError
 
 Encode = Callable[[Dataset], tuple[str, bytes]]
 Decode = Callable[[str, "bytes | memoryview"], Dataset]
@@ -24,7 +25,15 @@ class Encoding:
     module: str
 
     def load(self) -> ModuleType:
-        return importlib.import_module(f"{__name__}.{self.module}")
+        """The codec's module; PayloadError naming the extra where its library is missing (an
+        SSH node gets the agent without extras)."""
+        try:
+            return importlib.import_module(f"{__name__}.{self.module}")
+        except ImportError as exc:
+            raise PayloadError(
+                f"encoding {self.name} needs the payload extra (pip install 'h2iot[payload]'): "
+                f"{exc}"
+            ) from None
 
     @property
     def encode(self) -> Encode:
