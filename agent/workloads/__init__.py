@@ -13,12 +13,15 @@ from agent.errors import UsageError
 from agent.workloads.blob.spec import BLOB
 from agent.workloads.page.spec import PAGE
 from agent.workloads.spec import Field, Param, ParamError, ParamValue, WorkloadSpec
+from agent.workloads.stream.spec import STREAM
 
 __all__ = ["SPECS", "Field", "Param", "ParamError", "ParamValue", "WorkloadSpec", "spec_of"]
 
 DEFAULT_KIND = "page"
 
-SPECS: Mapping[str, WorkloadSpec] = MappingProxyType({spec.kind: spec for spec in (PAGE, BLOB)})
+SPECS: Mapping[str, WorkloadSpec] = MappingProxyType(
+    {spec.kind: spec for spec in (PAGE, BLOB, STREAM)}
+)
 
 
 def spec_of(kind: str) -> WorkloadSpec:
