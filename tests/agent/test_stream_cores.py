@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent.workloads.spec import ParamError
 from agent.workloads.stream.errors import GrpcStatusError, ItemError
 from agent.workloads.stream.grpcwire import (
     MessageReader,
@@ -35,7 +36,6 @@ from agent.workloads.stream.item import (
     sse_data,
 )
 from agent.workloads.stream.proto import (
-    Subscription,
     decode_subscription,
     decode_tune,
     encode_subscription,
@@ -43,6 +43,7 @@ from agent.workloads.stream.proto import (
 )
 from agent.workloads.stream.schedule import Schedule, Verdict, verdict
 from agent.workloads.stream.sse import Event, SseError, SseParser, encode_event
+from agent.workloads.stream.subscription import Subscription, parse_query
 from agent.workloads.stream.tally import SequenceTally, nearest_rank, summarise
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
@@ -151,12 +152,55 @@ def test_a_protobuf_that_does_not_parse_is_an_item_error() -> None:
 
 @given(
     st.floats(0.01, 1e4),
-    st.integers(0, 2**32 - 1),
-    st.floats(0.01, 1e5),
+    st.integers(0, 2_000_000),
+    st.floats(0.01, 86_400),
+    st.sampled_from(["json", "cbor"]),
 )
-def test_a_subscription_survives_protobuf(rate: float, doubles: int, duration: float) -> None:
-    subscription = Subscription(rate, doubles, duration)
-    assert decode_subscription(encode_subscription(subscription)) == subscription
+def test_a_subscription_survives_protobuf_and_its_query(
+    rate: float, doubles: int, duration: float, encoding: str
+) -> None:
+    asked = Subscription(rate, doubles, duration, encoding)  # type: ignore[arg-type]
+    assert decode_subscription(encode_subscription(asked)) == Subscription(
+        rate, doubles, duration, "protobuf"
+    )
+    assert parse_query(asked.query()) == asked
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("rate_hz=1&duration_s=1", "payload_doubles: missing from the subscription's query"),
+        ("rate_hz=0&payload_doubles=1&duration_s=1", "rate_hz: 0.0 is outside 0.01..10000"),
+        ("rate_hz=1&payload_doubles=x&duration_s=1", "payload_doubles: expected an integer"),
+        ("rate_hz=1&payload_doubles=1&duration_s=1&encoding=xml", "encoding: expected one of"),
+    ],
+)
+def test_a_bad_query_names_the_param(query: str, message: str) -> None:
+    with pytest.raises(ParamError, match=f"^{message}"):
+        parse_query(query)
+
+
+def test_a_grpc_subscription_out_of_range_names_the_param() -> None:
+    wire = encode_subscription(Subscription(1.0, 3_000_000, 1.0, "protobuf"))
+    with pytest.raises(ParamError, match=r"^payload_doubles: 3000000 is outside 0\.\.2000000"):
+        decode_subscription(wire)
+
+
+def test_the_item_bound_holds_for_the_widest_doubles() -> None:
+    pool = DoublePool()
+    item = pool.item(1, 2**63 - 1, 2**40, 1000)
+    widest = Tune(
+        item.seq,
+        item.t_publish_ns,
+        -1.2345678901234567e-308,
+        -1e-300,
+        item.dropped,
+        array("d", [-1.2345678901234567e-308] * 1000),
+    )
+    bound = Subscription(1.0, 1000, 1.0, "json").max_item_bytes
+    assert len(encode_item(widest, "json")) <= bound
+    assert len(sse_data(encode_item(widest, "cbor"), "cbor")) <= bound
+    assert len(encode_tune(widest)) <= bound
 
 
 # SSE -------------------------------------------------------------------------------------------

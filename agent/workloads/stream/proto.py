@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol, cast
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -24,6 +23,7 @@ from google.protobuf.message import DecodeError, Message
 
 from agent.workloads.stream.errors import ItemError
 from agent.workloads.stream.item import Tune
+from agent.workloads.stream.subscription import Subscription, checked
 
 PACKAGE = "h2iot.stream"
 SUBSCRIBE_PATH = f"/{PACKAGE}.Telemetry/Subscribe"
@@ -88,13 +88,6 @@ class _TuneFields(Protocol):
     doubles: Sequence[float]
 
 
-@dataclass(frozen=True)
-class Subscription:
-    rate_hz: float
-    payload_doubles: int
-    duration_s: float
-
-
 def _parse(cls: type[Message], body: bytes, what: str) -> Message:
     try:
         return cls.FromString(body)
@@ -111,8 +104,9 @@ def encode_subscription(subscription: Subscription) -> bytes:
 
 
 def decode_subscription(body: bytes) -> Subscription:
+    """The request, its values held to the params' ranges (ParamError otherwise)."""
     fields = cast(_SubscribeFields, _parse(_SUBSCRIBE, body, "SubscribeRequest"))
-    return Subscription(fields.rate_hz, fields.payload_doubles, fields.duration_s)
+    return checked(fields.rate_hz, fields.payload_doubles, fields.duration_s)
 
 
 def encode_tune(item: Tune) -> bytes:
