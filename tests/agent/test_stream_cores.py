@@ -42,9 +42,10 @@ from agent.workloads.stream.proto import (
     encode_tune,
 )
 from agent.workloads.stream.schedule import Schedule, Verdict, verdict
+from agent.workloads.stream.spec import STREAM
 from agent.workloads.stream.sse import Event, SseError, SseParser, encode_event
 from agent.workloads.stream.subscription import Subscription, parse_query
-from agent.workloads.stream.tally import SequenceTally, nearest_rank, summarise
+from agent.workloads.stream.tally import Reception, SequenceTally, nearest_rank, summarise
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 counts = st.integers(0, 2**53)
@@ -431,3 +432,48 @@ def test_nearest_rank_by_hand() -> None:
     assert nearest_rank([7.0], 0.99) == 7.0
     assert summarise([]) is None
     assert math.isclose(summarise([1.0, 2.0, 6.0]).mean_s, 3.0)  # type: ignore[union-attr]
+
+
+def test_a_reception_adds_up_to_the_records_fields() -> None:
+    pool = DoublePool()
+    reception = Reception(payload_doubles=3)
+    for seq, late_ns in ((0, 1_000_000), (1, 3_000_000), (1, 9), (3, 2_000_000)):
+        item = pool.item(seq, 10**18 + seq, seq // 2, 3)
+        reception.item(item, 100, item.t_publish_ns + late_ns)
+    reception.ended(StreamEnd(published=5, dropped=2))
+    metrics = reception.metrics(10.0, 0.5)
+    assert metrics == {
+        "demanded_rate_hz": 10.0,
+        "received_rate_hz": 6.0,
+        "items_published": 5,
+        "items_received": 3,
+        "items_dropped": 2,
+        "items_lost": 2,
+        "items_repeated": 1,
+        "latency_mean_s": 0.002,
+        "latency_p50_s": 0.002,
+        "latency_p99_s": 0.003,
+        "latency_max_s": 0.003,
+        "payload_bytes": 400,
+        "subscription_s": 0.5,
+    }
+    assert set(metrics) == {field.name for field in STREAM.fields}
+
+
+def test_a_reception_refuses_the_wrong_payload_and_a_second_end() -> None:
+    reception = Reception(payload_doubles=3)
+    with pytest.raises(ItemError, match="item 4 carries 2 doubles, 3 were asked for"):
+        reception.item(DoublePool().item(4, 0, 0, 2), 10, 0)
+    reception.ended(StreamEnd(1, 0))
+    with pytest.raises(ItemError, match="a second end"):
+        reception.ended(StreamEnd(1, 0))
+
+
+def test_an_empty_reception_has_no_latency_and_no_rate() -> None:
+    metrics = Reception(payload_doubles=0, first_seq=None).metrics(5.0, None)
+    assert metrics["latency_p50_s"] is None and metrics["received_rate_hz"] is None
+    assert (metrics["items_received"], metrics["items_lost"], metrics["items_published"]) == (
+        0,
+        0,
+        None,
+    )

@@ -14,6 +14,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agent.workloads.stream.errors import ItemError
+from agent.workloads.stream.item import StreamEnd, Tune
+
 
 @dataclass(frozen=True)
 class LatencySummary:
@@ -73,3 +76,54 @@ class SequenceTally:
             return self.gaps
         after = self.first_seq - 1 if self.highest is None else self.highest
         return self.gaps + max(0, self.first_seq + published - 1 - after)
+
+
+class Reception:
+    """Everything a subscriber received, and its record's fields."""
+
+    def __init__(self, payload_doubles: int, first_seq: int | None = 0) -> None:
+        self.payload_doubles = payload_doubles
+        self.sequence = SequenceTally(first_seq)
+        self.latencies_s: list[float] = []
+        self.payload_bytes = 0
+        self.dropped = 0  # the server's count, as of the latest item or the end
+        self.end: StreamEnd | None = None
+
+    def item(self, item: Tune, size_bytes: int, t_receive_ns: int) -> None:
+        """One item, `size_bytes` as it was encoded, received at the client's wall clock."""
+        if len(item.doubles) != self.payload_doubles:
+            raise ItemError(
+                f"item {item.seq} carries {len(item.doubles)} doubles, "
+                f"{self.payload_doubles} were asked for"
+            )
+        self.payload_bytes += size_bytes
+        if self.sequence.add(item.seq):
+            self.latencies_s.append((t_receive_ns - item.t_publish_ns) / 1e9)
+        self.dropped = max(self.dropped, item.dropped)
+
+    def ended(self, end: StreamEnd) -> None:
+        if self.end is not None:
+            raise ItemError("a second end of the stream")
+        self.end = end
+        self.dropped = end.dropped
+
+    def metrics(self, demanded_rate_hz: float, subscription_s: float | None) -> dict[str, object]:
+        """The workload's fields (agent.workloads.stream.spec)."""
+        summary = summarise(self.latencies_s)
+        received = self.sequence.received
+        published = None if self.end is None else self.end.published
+        return {
+            "demanded_rate_hz": demanded_rate_hz,
+            "received_rate_hz": received / subscription_s if subscription_s else None,
+            "items_published": published,
+            "items_received": received,
+            "items_dropped": self.dropped,
+            "items_lost": self.sequence.lost(published),
+            "items_repeated": self.sequence.repeated,
+            "latency_mean_s": summary and summary.mean_s,
+            "latency_p50_s": summary and summary.p50_s,
+            "latency_p99_s": summary and summary.p99_s,
+            "latency_max_s": summary and summary.max_s,
+            "payload_bytes": self.payload_bytes,
+            "subscription_s": subscription_s,
+        }
