@@ -10,7 +10,7 @@ import logging
 import signal
 import ssl
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -19,11 +19,12 @@ from typing import IO
 from h2.settings import SettingCodes
 
 from agent import probe
+from agent.conditions import Host, TrialWatch
 from agent.errors import UsageError
 from agent.frames import FrameCounts
 from agent.limits import ConnectionLimits
 from agent.server.connection import ServerConnection
-from agent.server.handler import Handler, Reply, Request
+from agent.server.handler import Handler, Reply, Request, Streamed
 from agent.server.host import HostedConnection
 from agent.server.ledger import TrialLedger, TrialRecord
 from agent.server.listener import Listener, bind
@@ -55,11 +56,15 @@ class ServerApp:
         self.options = options
         self.handler = handler
         self.ledger = TrialLedger(options.workload)
+        # Each open trial's node conditions (agent.conditions), read when it opens and closes.
+        self._node = Host()
+        self._conditions: dict[str, TrialWatch] = {}
         self.h2_settings: dict[SettingCodes, int] = {
             # h2's own defaults for a server, made explicit so they are what we report.
             SettingCodes.MAX_CONCURRENT_STREAMS: 100,
             SettingCodes.MAX_HEADER_LIST_SIZE: 65536,
             **to_h2(options.settings),
+            **handler_settings(handler),
         }
         self.limits = options.limits
         # Connections not yet closing (shed ones leave at once, the others when lost), and how
@@ -82,7 +87,7 @@ class ServerApp:
 
     # ConnectionHost ----------------------------------------------------------------------------
 
-    def handle(self, request: Request) -> Reply:
+    def handle(self, request: Request) -> Reply | Streamed:
         return self.handler.handle(request)
 
     def connection_opened(self, connection: HostedConnection) -> None:
@@ -125,6 +130,9 @@ class ServerApp:
 
     def trial_request(self, trial_id: str, connection_id: int) -> None:
         reset = False
+        if not self.ledger.is_open(trial_id):
+            # Before the trial's span; the counters only, on the request path.
+            self._conditions[trial_id] = TrialWatch(self._node, instant_start=False)
         if not self.ledger.is_open(trial_id) and not self.ledger.open_trials:
             # Only a trial that runs alone may reset the process's peak-RSS mark.
             reset = probe.reset_peak_rss()
@@ -146,7 +154,10 @@ class ServerApp:
             self._write_record(record)
 
     def _write_record(self, record: TrialRecord) -> None:
-        self._trial_sink.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
+        watch = self._conditions.pop(record.trial_id, None)
+        conditions = None if watch is None else watch.end().to_dict()
+        line = {**record.to_dict(), "conditions": conditions}
+        self._trial_sink.write(json.dumps(line, separators=(",", ":")) + "\n")
         self._trial_sink.flush()
 
     async def drain(self) -> None:
@@ -160,6 +171,22 @@ class ServerApp:
                 len(self.connections),
                 SHUTDOWN_GRACE_S,
             )
+
+
+def handler_settings(handler: Handler) -> dict[SettingCodes, int]:
+    """The handler's `extra_settings` (canonical names, e.g. enable_connect_protocol for RFC
+    8441) as h2's codes; names h2 does not know are the handler's bug."""
+    extra: Mapping[str, int] = getattr(handler, "extra_settings", {})
+    codes: dict[SettingCodes, int] = {}
+    for name, value in extra.items():
+        try:
+            codes[SettingCodes[name.upper()]] = value
+        except KeyError:
+            raise UsageError(
+                f"handler {type(handler).__name__}: unknown HTTP/2 setting {name!r} in its"
+                " extra_settings"
+            ) from None
+    return codes
 
 
 def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
