@@ -326,7 +326,8 @@ def test_a_cut_message_is_partial() -> None:
 
 def test_an_oversize_message_is_refused_from_its_prefix_alone() -> None:
     reader = MessageReader(max_message_bytes=1000)
-    with pytest.raises(GrpcStatusError, match="1001 bytes, more than the 1000 allowed") as caught:
+    message = "RESOURCE_EXHAUSTED: gRPC message of 1001 bytes, more than the 1000 allowed"
+    with pytest.raises(GrpcStatusError, match=message) as caught:
         reader.feed(b"\x00\x00\x00\x03\xe9")
     assert caught.value.code == Status.RESOURCE_EXHAUSTED
 

@@ -74,15 +74,19 @@ class MessageReader:
 
     def _check(self, flag: int, length: int) -> None:
         if flag not in (0, 1):
-            raise GrpcStatusError(Status.INTERNAL, f"gRPC message flag {flag:#04x} is not 0 or 1")
+            raise GrpcStatusError(
+                Status.INTERNAL, f"INTERNAL: gRPC message flag {flag:#04x} is not 0 or 1"
+            )
         if flag:
             raise GrpcStatusError(
-                Status.INTERNAL, "a compressed gRPC message, and no compression was agreed"
+                Status.INTERNAL,
+                "INTERNAL: a compressed gRPC message, and no compression was agreed",
             )
         if length > self.max_message_bytes:
             raise GrpcStatusError(
                 Status.RESOURCE_EXHAUSTED,
-                f"gRPC message of {length} bytes, more than the {self.max_message_bytes} allowed",
+                f"RESOURCE_EXHAUSTED: gRPC message of {length} bytes, more than the "
+                f"{self.max_message_bytes} allowed",
             )
 
     @property
