@@ -26,6 +26,7 @@ from agent.workloads.stream import proto
 from agent.workloads.stream.item import StreamEnd, Tune, decode_message
 from agent.workloads.stream.sse import SseParser
 from agent.workloads.stream.subscription import Subscription
+from tests.agent import test_lifecycle
 from tests.agent.servers import RunningServer, agent_server, run_agent
 from tests.agent.stream_peers.grpc_server import Behaviour, grpc_server
 from tests.agent.stream_peers.h2_client import H2Client
@@ -95,6 +96,33 @@ def test_a_trial_subscribes_end_to_end(
     served = server.wait_for_trials(record["trial_id"])[record["trial_id"]]
     assert served["ok"] and served["workload"] == "stream"
     assert record["received"]["frames"]["DATA"] >= (1 if transport == "poll" else ITEMS)
+
+
+certificate = test_lifecycle.certificate  # the fixture: a self-signed cert for 127.0.0.1
+
+
+def test_every_transport_runs_over_tls(tmp_path: Path, certificate: tuple[Path, Path]) -> None:
+    cert, key = certificate
+    tls = ("--tls", "--cert", str(cert), "--key", str(key))
+    with agent_server(None, tmp_path, "--workload", "stream", *tls) as server:
+        url = f"https://127.0.0.1:{server.port}/"
+        for transport in ("sse", "websocket", "grpc", "poll"):
+            done = run_agent(
+                "trial",
+                url,
+                "--workload",
+                "stream",
+                "--json",
+                "--ca-file",
+                str(cert),
+                "--param",
+                f"transport={transport}",
+                "--param",
+                "duration_s=0.2",
+            )
+            record = json.loads(done.stdout)
+            assert record["ok"] and record["tls"], (transport, record["error"])
+            assert record["metrics"]["items_received"] >= 1
 
 
 def test_a_trial_cut_short_records_what_it_got(server: RunningServer) -> None:
