@@ -179,6 +179,9 @@ class StreamDriver:
                     exchange.send(ws.send(event.response()))
                 elif isinstance(event, CloseConnection):
                     self._websocket_closed(exchange, ws, event)
+        # The close handshake is done; the server's END_STREAM follows (RFC 8441 section 6).
+        while await exchange.receive() is not None:
+            pass
         self._ended(response, exchange)
 
     def _websocket_closed(

@@ -34,10 +34,11 @@ class Publisher:
     async def run(
         self, sink: Sink, subscription: Subscription, frame: Callable[[Tune], bytes]
     ) -> StreamEnd:
-        """Every item of the subscription, then one period of quiet; its counts. A publisher
-        that finds itself more than a period late (CPU, or waiting under `block`) shifts its
-        timeline instead of sending what it missed in a burst. Raises ExchangeClosed if the
-        subscriber goes away."""
+        """Every item of the subscription, then one period of quiet; its counts. Under `drop`
+        the publisher keeps the schedule (late items go out at once, and the bound drops what
+        the subscriber cannot take); under `block`, once more than a period late, it shifts
+        its timeline instead of sending what it missed in a burst. Raises ExchangeClosed if
+        the subscriber goes away."""
         loop = asyncio.get_running_loop()
         schedule = Schedule(subscription.rate_hz, subscription.duration_s)
         period_s = 1.0 / subscription.rate_hz
@@ -47,7 +48,7 @@ class Publisher:
             delay = start + schedule.due_s(seq) - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            elif -delay > period_s:
+            elif self.policy == "block" and -delay > period_s:
                 start -= delay
             decided = verdict(self.policy, sink.buffered_bytes, self.buffer_bytes)
             if decided is Verdict.DROP:

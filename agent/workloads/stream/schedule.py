@@ -3,10 +3,10 @@ pure.
 
 Item k of a subscription is due at k / rate_hz after its start; a subscription of duration_s
 publishes the items due before duration_s (at least one) and ends one period after the last,
-so an on-time stream lasts duration_s. Under `block` a late publisher sends each item as soon
-as it may, without bursting to catch up; under `drop` it keeps the schedule and drops an item
-while more than `buffer_bytes` wait for the subscriber (memory stays bounded by about
-buffer_bytes plus one item).
+so an on-time stream lasts duration_s. Under `drop` the publisher keeps the schedule and drops
+an item while more than `buffer_bytes` wait for the subscriber (memory stays bounded by about
+buffer_bytes plus one item); under `block` it waits for them to drain, then shifts its
+timeline rather than bursting to catch up.
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ STREAM = WorkloadSpec(
         Param(
             "buffer_bytes",
             "int",
-            262_144,
+            65_536,
             "bytes",
             "bytes queued for one subscriber beyond which the backpressure policy applies",
             "server",
