@@ -83,8 +83,9 @@ def test_a_trial_subscribes_end_to_end(
     assert metrics["demanded_rate_hz"] == RATE_HZ
     assert metrics["items_dropped"] == 0 and metrics["items_repeated"] >= 0
     if transport == "poll":
-        # Each poll gets the latest item: ITEMS polls, some of them possibly the same item.
-        assert metrics["items_received"] + metrics["items_repeated"] == ITEMS
+        # Each poll gets the latest item (possibly the same one again); at most ITEMS polls,
+        # fewer if some did not fit in duration_s.
+        assert 1 <= metrics["items_received"] + metrics["items_repeated"] <= ITEMS
         assert metrics["items_published"] is None
     else:
         assert (metrics["items_received"], metrics["items_lost"]) == (ITEMS, 0)

@@ -239,20 +239,21 @@ class StreamDriver:
     # poll --------------------------------------------------------------------------------------
 
     async def _poll(self, session: TrialSession) -> None:
-        """GET the latest item at rate_hz for duration_s, one poll after another; a poll that
-        comes late shifts the timeline rather than bursting (the publisher's rule,
-        agent.workloads.stream.publish)."""
+        """GET the latest item at rate_hz, one poll after another, until duration_s is over:
+        a poll due while the previous one is still out goes as soon as it returns, and polls
+        that no longer fit are not made (the received rate shows it), as a push subscription
+        keeps its schedule under `drop`."""
         loop = asyncio.get_running_loop()
         schedule = Schedule(self.subscription.rate_hz, self.subscription.duration_s)
-        period_s = 1.0 / self.subscription.rate_hz
         path = self._path(POLL_PATH)
         start = loop.time()
+        end = start + schedule.due_s(schedule.items)
         for seq in range(schedule.items):
             delay = start + schedule.due_s(seq) - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            elif -delay > period_s:
-                start -= delay
+            elif loop.time() >= end:
+                break
             response = await session.request(path, keep_body=True)
             now_ns = time.time_ns()
             self.responses.append(response)
@@ -262,7 +263,7 @@ class StreamDriver:
             self.reception.item(decode_item(body, self.encoding), len(body), now_ns)
         # As a push subscription does: the last item's period ends it, so an on-time
         # subscription lasts duration_s.
-        quiet = start + schedule.due_s(schedule.items) - loop.time()
+        quiet = end - loop.time()
         if quiet > 0:
             await asyncio.sleep(quiet)
 
