@@ -8,7 +8,8 @@ node's measured offset, so spans are exact within the two nodes' offset uncertai
   within the offsets' uncertainty.
 - `cpu_s`, bytes and frames sent and received: sums; exact.
 - `rss_peak_bytes`, `ttfb_s`: the largest node's (each node is its own machine); exact.
-- `t_wall_*`, `flow_control`: the metered node's (the first), whose energy window they give.
+- `t_wall_*`, `flow_control`, `conditions`: the metered node's (the first), whose energy window
+  they give and whose CPU the trials.csv `client_*` condition columns describe.
 - a workload field `*_count`, `*_bytes`, `*_errors`: sum; exact.
 - `*_max_*` / `*_min_*`: largest / smallest; exact.
 - `*_mean_*`: the mean weighted by the kind's count field (`COUNT_FIELDS`); exact.
@@ -151,7 +152,10 @@ def merge(kind: str, runs: Sequence[NodeRun]) -> dict[str, Any]:
     metrics = [r.get("metrics") or {} for r in records]
     names = [field.name for field in SPECS[kind].fields] if kind in SPECS else []
     return {
-        **{key: first.get(key) for key in ("trial_id", "workload", "engine", "flow_control")},
+        **{
+            key: first.get(key)
+            for key in ("trial_id", "workload", "engine", "flow_control", "conditions")
+        },
         "ok": True,
         "error": None,
         "t_wall_start_ns": first.get("t_wall_start_ns"),

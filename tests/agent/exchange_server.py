@@ -1,8 +1,9 @@
 """A server process for the exchange tests: our server (agent.server.app.serve) with a handler of
 the tests' own that answers every path through a `ServerExchange`, no workload involved.
 
-Run as `python tests/agent/exchange_server.py [--setting NAME=VALUE ...]`; it listens on a free
-loopback port and names it in `serve`'s JSON listening line on stderr, where its log goes too.
+Run as `python tests/agent/exchange_server.py [--setting NAME=VALUE ...] [--trial-log FILE]`;
+it listens on a free loopback port and names it in `serve`'s JSON listening line on stderr,
+where its log goes too.
 
 Paths:
 - `POST /echo`: the whole body back, with its length and sha256 in headers.
@@ -29,6 +30,7 @@ import asyncio
 import hashlib
 import logging
 import sys
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from agent.server.app import ServerOptions, serve
@@ -179,9 +181,15 @@ class ExchangeTestHandler:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--setting", action="append", default=[])
+    parser.add_argument("--trial-log", type=Path)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
-    options = ServerOptions(port=0, settings=parse_settings(args.setting), workload="exchange")
+    options = ServerOptions(
+        port=0,
+        settings=parse_settings(args.setting),
+        trial_log=args.trial_log,
+        workload="exchange",
+    )
     return asyncio.run(serve(options, ExchangeTestHandler()))
 
 

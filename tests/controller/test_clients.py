@@ -228,9 +228,15 @@ def _run(
 
 def test_merge_sums_counts_and_spans_on_the_controller_clock() -> None:
     # Node b's clock runs 5 s ahead: its times mean 5 s less on the controller's clock.
-    a = _run("a", 0, _record(10_000_000_000, 10_200_000_000, [0.1, 0.2]))
-    b = _run("b", 5_000_000_000, _record(15_050_000_000, 15_300_000_000, [0.3], rss_peak_bytes=7))
+    a = _run("a", 0, _record(10_000_000_000, 10_200_000_000, [0.1, 0.2], conditions={"temp_c": 40}))
+    b = _run(
+        "b",
+        5_000_000_000,
+        _record(15_050_000_000, 15_300_000_000, [0.3], rss_peak_bytes=7, conditions={"temp_c": 9}),
+    )
     merged = merge("blob", [a, b])
+    # trials.csv's client_* condition columns describe the metered node, not the last one.
+    assert merged["conditions"] == {"temp_c": 40}
     assert merged["ok"] is True and merged["client_nodes"] == 2
     assert merged["response_s"] == pytest.approx(0.3)  # 10.0 s to 10.3 s
     assert merged["t_wall_start_ns"] == 10_000_000_000  # the metered node's own
