@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -443,3 +444,26 @@ def test_a_subscriber_gone_mid_item_costs_no_error_storm(tmp_path: Path, transpo
         log = server.stderr()
     assert after["ok"], after["error"]
     assert "Traceback" not in log and "ERROR" not in log
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_a_stalled_subscriber_keeps_the_servers_memory_bounded(tmp_path: Path) -> None:
+    """30 items of about 1.9 MB each (58 MB in all) published at a reader that takes none:
+    under drop the server holds at most its bound and an item or two of them."""
+    items, doubles = 30, 100_000
+    with agent_server(None, tmp_path, "--workload", "stream") as server:
+        trial(server.url, f"payload_doubles={doubles}", "duration_s=0.1")  # warm: the pool
+        before = rss_bytes(server.process.pid)
+        stalled, stream_id = stalled_subscription(server.port, doubles, items)
+        time.sleep(items / RATE_HZ + 1.0)  # the publication is over (not a timing assertion)
+        during = rss_bytes(server.process.pid)
+        assert during - before < 16 * 2**20, (before, during)
+        *tunes, end = read_out(stalled, stream_id)
+    assert isinstance(end, StreamEnd) and end.published == items
+    assert end.dropped >= items - 4 and len(tunes) + end.dropped == items
