@@ -132,7 +132,8 @@ class StreamHandler:
         encoding = _item_encoding(subscription)
         now_ns = time.time_ns()
         seq = math.floor(now_ns * subscription.rate_hz / 1e9)
-        published_ns = math.ceil(seq * 1e9 / subscription.rate_hz)
+        # Float rounding at a period's edge must not date an item after the poll.
+        published_ns = min(now_ns, math.ceil(seq * 1e9 / subscription.rate_hz))
         item = self.publisher.pool.item(seq, published_ns, 0, subscription.payload_doubles)
         body = memoryview(encode_item(item, encoding))
         return Reply(200, ((b"content-type", _CONTENT_TYPES[encoding]), SERVER_HEADER), body)
