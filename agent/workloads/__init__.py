@@ -12,6 +12,7 @@ from types import MappingProxyType
 from agent.errors import UsageError
 from agent.workloads.blob.spec import BLOB
 from agent.workloads.page.spec import PAGE
+from agent.workloads.payload.spec import PAYLOAD
 from agent.workloads.spec import Field, Param, ParamError, ParamValue, WorkloadSpec
 from agent.workloads.stream.spec import STREAM
 
@@ -20,7 +21,7 @@ __all__ = ["SPECS", "Field", "Param", "ParamError", "ParamValue", "WorkloadSpec"
 DEFAULT_KIND = "page"
 
 SPECS: Mapping[str, WorkloadSpec] = MappingProxyType(
-    {spec.kind: spec for spec in (PAGE, BLOB, STREAM)}
+    {spec.kind: spec for spec in (PAGE, BLOB, PAYLOAD, STREAM)}
 )
 
 
