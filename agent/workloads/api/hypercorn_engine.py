@@ -30,6 +30,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
 from agent import probe
+from agent.conditions import Host, TrialWatch
 from agent.cpu_peak import CpuSampler
 from agent.errors import UsageError
 from agent.frames import FrameCounts
@@ -93,6 +94,9 @@ class HypercornTrials:
         self.sink = sink
         self.cpu_peaks = CpuSampler()
         self.trial: tuple[str, bool] | None = None  # (trial_id, peak RSS mark reset)
+        # The node's state over each trial (agent.conditions), as the own server's records have.
+        self._node = Host()
+        self._watch: TrialWatch | None = None
 
     async def begin(self, message: Begin) -> None:
         if self.trial is not None:
@@ -102,6 +106,7 @@ class HypercornTrials:
             )
         self.activity.reset()
         self.trial = (message.trial_id, probe.reset_peak_rss())
+        self._watch = TrialWatch(self._node, instant_start=False)
         self.cpu_peaks.open(message.trial_id)
 
     async def end(self, message: End) -> None:
@@ -117,7 +122,7 @@ class HypercornTrials:
         if self.trial is not None and self.trial[0] == trial_id:
             log.warning("trial %s: its client hung up before `end`; no record", trial_id)
             self.cpu_peaks.close(trial_id)
-            self.trial = None
+            self.trial = self._watch = None
 
     def record(self, trial_id: str, client_ok: bool, rss_reset: bool) -> dict[str, object]:
         activity = self.activity
@@ -151,7 +156,15 @@ class HypercornTrials:
         )
         # What hypercorn does not tell: null, not zero.
         unknown = dict.fromkeys(("streams_reset", "sent", "received"))
-        return {**record.to_dict(), **unknown, "engine": ENGINE, "counts_from": "server"}
+        watch, self._watch = self._watch, None
+        conditions = None if watch is None else watch.end().to_dict()
+        return {
+            **record.to_dict(),
+            **unknown,
+            "conditions": conditions,
+            "engine": ENGINE,
+            "counts_from": "server",
+        }
 
 
 async def serve_hypercorn(options: HypercornServeOptions) -> int:
