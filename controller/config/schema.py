@@ -29,6 +29,7 @@ from controller.config.model import (
     METER_SOURCES,
     ORDERS,
     ROLES,
+    SEARCH_HOLDS,
     SENSORS,
     UNREPRESENTABLE_WINDOW,
 )
@@ -303,6 +304,7 @@ def channels(value: Any) -> dict[str, int | None]:
 
 
 _HOST_READER = text(_HOST, "a host name or address")
+_COLUMN = text(re.compile(r"[a-z][a-z0-9_]{0,63}"), "a trials.csv column name")
 # trials.csv metrics a point can settle on (the run format's names).
 STOP_METRICS = (
     "client_response_s",
@@ -432,6 +434,20 @@ SCHEMA: Schema = {
         "idle_wait_s": number(0, 3600),
         "idle_noisy": choice(IDLE_NOISY),
         "idle_end": boolean,
+    },
+    # Checked against the workload and the sweep once the layers are merged (build.py).
+    "search": {
+        "param": _COLUMN,
+        "low": number(0, 1e15, low_open=True),
+        "high": number(0, 1e15, low_open=True),
+        "metric": _COLUMN,
+        "relative_to": optional(_COLUMN),
+        "threshold": number(-1e15, 1e15),
+        "holds": choice(SEARCH_HOLDS),
+        "repetitions": integer(1, 10_000),
+        "max_repetitions": integer(1, 10_000),
+        "resolution": number(1, 1e6, low_open=True),
+        "unit_bytes": optional(number(0, 1e9, low_open=True)),
     },
 }
 

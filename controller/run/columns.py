@@ -98,6 +98,16 @@ METRIC_COLUMNS: tuple[Column, ...] = (
 )
 
 
+SEARCH_COLUMNS: tuple[Column, ...] = (
+    Column(
+        "search_group",
+        "",
+        "breakdown search runs only: the group searched (a point of the sweep's axes), from 1",
+    ),
+    Column("search_probe", "", "breakdown search runs only: the group's probe, from 1"),
+)
+
+
 def workload_columns(kind: str) -> tuple[Column, ...]:
     """The columns a workload adds, from its declaration's fields."""
     return tuple(
@@ -112,10 +122,15 @@ def _axis_column(name: str) -> Column:
     return Column(name, unit_of(name), f"swept workload or flow-control value {name}")
 
 
-def trial_columns(axes: tuple[str, ...], workload: str = "page") -> tuple[Column, ...]:
+def trial_columns(
+    axes: tuple[str, ...], workload: str = "page", search: bool = False
+) -> tuple[Column, ...]:
+    """A breakdown search's run has SEARCH_COLUMNS after the axes (the searched parameter
+    last among them)."""
     swept = tuple(_axis_column(name) for name in axes)
-    return LEADING_COLUMNS + swept + METRIC_COLUMNS + workload_columns(workload)
+    probes = SEARCH_COLUMNS if search else ()
+    return LEADING_COLUMNS + swept + probes + METRIC_COLUMNS + workload_columns(workload)
 
 
-def header(axes: tuple[str, ...], workload: str = "page") -> list[str]:
-    return [column.name for column in trial_columns(axes, workload)]
+def header(axes: tuple[str, ...], workload: str = "page", search: bool = False) -> list[str]:
+    return [column.name for column in trial_columns(axes, workload, search)]
