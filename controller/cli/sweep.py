@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console
 
 from agent import __version__
+from analysis.columns import BREAKDOWN
 from controller.config import DEFAULT_CONFIG_PATH, Config
 from controller.config.load import Layer, config_of, read_layers, with_overrides
 from controller.dashboard.live import LiveDashboard, MeterWatch, PlainLines, Sink
@@ -35,7 +36,6 @@ from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
 from controller.sweep.errors import MeterLost, NodeLost
 from controller.sweep.plan import PlannedTrial, plan_trials
 from controller.sweep.search_run import (
-    BREAKDOWN_FILE,
     BreakdownRun,
     first_point,
     search_axes,
@@ -335,7 +335,7 @@ def _conclude(console: Console, outcome: SweepOutcome, run_dir: Path) -> int:
     if outcome.failed_trials:
         say(f"failed after every attempt: {', '.join(outcome.failed_trials)}")
         return EXIT_FAILED_TRIALS
-    if (run_dir / BREAKDOWN_FILE).exists():
-        say(f"breakdown: {run_dir / BREAKDOWN_FILE}")
+    if (run_dir / BREAKDOWN).exists():
+        say(f"breakdown: {run_dir / BREAKDOWN}")
     say(f"report: h2iot report {shlex.quote(str(run_dir))}")
     return 0

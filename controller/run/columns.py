@@ -126,7 +126,7 @@ def trial_columns(
     axes: tuple[str, ...], workload: str = "page", search: bool = False
 ) -> tuple[Column, ...]:
     """A breakdown search's run has SEARCH_COLUMNS after the axes (the searched parameter
-    last among them)."""
+    first among them)."""
     swept = tuple(_axis_column(name) for name in axes)
     probes = SEARCH_COLUMNS if search else ()
     return LEADING_COLUMNS + swept + probes + METRIC_COLUMNS + workload_columns(workload)

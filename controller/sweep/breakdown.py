@@ -143,6 +143,11 @@ class Breakdown:
         return sum(len(probe.scores) for probe in self.probes)
 
 
+def value_text(value: float) -> str:
+    """A probe's value as written in logs and breakdown.csv: whole numbers in full."""
+    return str(int(value)) if math.isfinite(value) and value == int(value) else f"{value:.6g}"
+
+
 def judge(scores: Sequence[float], spec: SearchSpec) -> tuple[Verdict, Summary, bool]:
     """A probe's verdict on its scores so far (judged when a round is complete), its summary,
     and whether the mean alone decided it."""

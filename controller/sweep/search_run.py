@@ -20,14 +20,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.workloads import SPECS
+from analysis.columns import BREAKDOWN
 from controller.config.model import AxisValue, Config, SearchConfig
 from controller.dashboard.state import DashboardEvent, Notice, SearchProgress
-from controller.sweep.breakdown import Breakdown, Probe, SearchSpec, SearchState, start
+from controller.sweep.breakdown import (
+    Breakdown,
+    Probe,
+    SearchSpec,
+    SearchState,
+    start,
+    value_text,
+)
 from controller.sweep.engine import SweepEngine, SweepOutcome
 from controller.sweep.errors import SweepError
 from controller.sweep.plan import PlannedTrial, Point
 
-BREAKDOWN_FILE = "breakdown.csv"
 BREAKDOWN_COLUMNS = (
     "param",  # the searched parameter's name
     "status",  # found, below_low, above_high, or failed (a trial failed every attempt)
@@ -80,8 +87,9 @@ def _search(config: Config) -> SearchConfig:
 
 
 def search_axes(config: Config) -> tuple[str, ...]:
-    """The run's axes: the sweep's (the groups), then the searched parameter."""
-    return (*config.sweep.names, _search(config).param)
+    """The run's axes: the searched parameter first (the report's figures put the first
+    numeric axis on x, one series per group), then the sweep's (the groups)."""
+    return (_search(config).param, *config.sweep.names)
 
 
 def _probe_value(spec: SearchSpec, value: float) -> AxisValue:
@@ -91,7 +99,7 @@ def _probe_value(spec: SearchSpec, value: float) -> AxisValue:
 def first_point(config: Config) -> dict[str, AxisValue]:
     """The search's first trial's point: where the server starts (the idle baseline's)."""
     spec = search_spec(config)
-    return {**config.sweep.points()[0], _search(config).param: _probe_value(spec, spec.low)}
+    return {_search(config).param: _probe_value(spec, spec.low), **config.sweep.points()[0]}
 
 
 def trials_bound(config: Config) -> int:
@@ -197,7 +205,7 @@ def breakdown_csv(results: Sequence[GroupResult], axes: Sequence[str], search: S
                 len(found.probes),
                 sum(probe.forced for probe in found.probes),
                 found.trials,
-                " ".join(f"{p.value:g}:{p.verdict.value}" for p in found.probes),
+                " ".join(f"{value_text(p.value)}:{p.verdict.value}" for p in found.probes),
                 result.error,
             )
         )
@@ -238,7 +246,7 @@ class BreakdownRun:
                 result = self._group(index, group, rows, attempts, failed)
                 results.append(result)
                 recorder.write_file(
-                    BREAKDOWN_FILE, breakdown_csv(results, self.axes, self.search).encode()
+                    BREAKDOWN, breakdown_csv(results, self.axes, self.search).encode()
                 )
                 recorder.event(
                     "search_group_done", group=dict(group), status=result.status,
@@ -278,7 +286,7 @@ class BreakdownRun:
                     self._index,
                     index - 1,
                     repetition,
-                    (*group, (self.search.param, _probe_value(self.spec, ask.value))),
+                    ((self.search.param, _probe_value(self.spec, ask.value)), *group),
                     probe=(index, ask.probe),
                 )
                 self._index += 1
@@ -302,9 +310,9 @@ class BreakdownRun:
             ask = state.ask()
             value = _number(row.get(self.search.param))
             if ask is None or int(row["search_probe"]) != ask.probe or value != ask.value:
+                planned = "nothing more" if ask is None else f"probe {ask.probe} at {ask.value:g}"
                 raise SweepError(
-                    f"trials.csv: {row['trial_id']} does not replay: the search planned "
-                    f"{'nothing more' if ask is None else f'probe {ask.probe} at {ask.value:g}'}"
+                    f"trials.csv: {row['trial_id']} does not replay: the search planned {planned}"
                 )
             state = self._feed(state, row, references)
         return state
@@ -344,8 +352,9 @@ class BreakdownRun:
         forced = " (by the mean: the interval holds the threshold)" if probe.forced else ""
         self.post(
             Notice(
-                f"search {where}: {self.search.param}={probe.value:g}: {probe.verdict.value}, "
-                f"mean {s.mean:.4g} [{s.ci_low:.4g}, {s.ci_high:.4g}] over {s.n}{forced}"
+                f"search {where}: {self.search.param}={value_text(probe.value)}: "
+                f"{probe.verdict.value}, mean {s.mean:.4g} [{s.ci_low:.4g}, {s.ci_high:.4g}] "
+                f"over {s.n}{forced}"
             )
         )
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from analysis.columns import BREAKDOWN
 from controller.config import load_config
 from controller.config.model import Config
 from controller.dashboard.state import (
@@ -30,7 +31,6 @@ from controller.run.recorder import RunRecorder, read_trials
 from controller.sweep.engine import SweepEngine
 from controller.sweep.search_run import (
     BREAKDOWN_COLUMNS,
-    BREAKDOWN_FILE,
     BreakdownRun,
     first_point,
     search_axes,
@@ -112,7 +112,7 @@ def _search(run: Path, nodes: BlobNodes, config: Config, events: list[DashboardE
 
 
 def _breakdown(run: Path) -> list[dict[str, str]]:
-    with (run / BREAKDOWN_FILE).open() as handle:
+    with (run / BREAKDOWN).open() as handle:
         return list(csv.DictReader(handle))
 
 
@@ -124,7 +124,7 @@ def test_each_group_is_searched_with_recorded_probe_trials(tmp_path: Path) -> No
     assert outcome.paused is None and not outcome.failed_trials
     assert [r.status for r in search.results] == ["found", "found"]
     rows = read_trials(run)
-    assert list(rows[0]) == header(("mode", "size_bytes"), "blob", search=True)
+    assert list(rows[0]) == header(("size_bytes", "mode"), "blob", search=True)
     assert all(row["status"] == "ok" for row in rows) and outcome.completed == len(rows)
     assert len(rows) <= trials_bound(config)
     for row in rows:
@@ -201,8 +201,8 @@ def test_unit_bytes_gives_the_offered_load_at_the_breakdown(tmp_path: Path) -> N
 
 def test_the_first_point_is_the_first_groups_low_end() -> None:
     config = search_config()
-    assert first_point(config) == {"mode": "sequential", "size_bytes": 1024}
-    assert search_axes(config) == ("mode", "size_bytes")
+    assert first_point(config) == {"size_bytes": 1024, "mode": "sequential"}
+    assert search_axes(config) == ("size_bytes", "mode")
 
 
 @pytest.mark.parametrize(
