@@ -52,3 +52,18 @@ class LifecycleError(AgentError):
         super().__init__(f"input {event!r} is not allowed in state {state!r}")
         self.state = state
         self.event = event
+
+
+class ExchangeClosed(AgentError):
+    """A stream an exchange (agent.server.exchange, agent.client.exchange) uses was reset, by
+    either side, or its connection went away: nothing more can be received or sent on it."""
+
+
+class ExchangeRefused(AgentError):
+    """The peer does not offer what an exchange needs, e.g. an RFC 8441 extended CONNECT to a
+    server that did not announce SETTINGS_ENABLE_CONNECT_PROTOCOL."""
+
+
+class ExchangeStateError(AgentError):
+    """An exchange was used out of order (a body before the headers, anything after the end):
+    a bug in the workload that uses it."""

@@ -8,11 +8,16 @@ them either: DATA that h2 saw is credited through h2, DATA it did not through ou
 both by the same `ReceiveWindow`. A stream's end reaches h2 as a zero-length DATA frame with
 END_STREAM, after h2's body-length count is set to what arrived, so h2 closes the stream and
 checks content-length itself. All output of one read leaves in one write.
+
+Streams opened as exchanges (agent.client.exchange) stay off the fast path: their DATA goes
+through h2 to the exchange and is credited, by the same `ReceiveWindow`s, only when the
+workload takes it; what the workload sends goes out through h2 under the server's windows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from collections.abc import Mapping
@@ -23,12 +28,15 @@ import h2.events as ev
 from h2.connection import ConnectionState
 from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError
 
-from agent.errors import PeerProtocolError
+from agent.client.exchange import ClientExchange
+from agent.errors import ExchangeClosed, ExchangeRefused, PeerProtocolError
+from agent.exchange_queues import error_code_name
 from agent.fastpath import (
     FLAG_END_STREAM,
     FLAG_PADDED,
     FRAME_HEADER_BYTES,
     TYPE_DATA,
+    TYPE_HEADERS,
     TYPE_WINDOW_UPDATE,
     WINDOW_UPDATE_BYTES,
     FrameReader,
@@ -67,6 +75,7 @@ class Response:
     size_bytes: int = 0
     digest: hashlib._Hash = field(default_factory=hashlib.sha256)
     body: bytearray | None = None
+    trailers: dict[bytes, bytes] | None = None
 
 
 @dataclass(eq=False)
@@ -109,6 +118,12 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._settings_received = asyncio.get_running_loop().create_future()
         self._closed = asyncio.get_running_loop().create_future()
         self.window_updates_sent = 0
+        # Exchanges by stream; those with bytes or an end to send; extended CONNECTs waiting
+        # for the server's SETTINGS (with their headers and end flag).
+        self._exchanges: dict[int, ClientExchange] = {}
+        self._uploads: dict[int, ClientExchange] = {}
+        self._unopened: list[tuple[ClientExchange, list[tuple[bytes, bytes]], bool]] = []
+        self._kicked = False
 
     # asyncio callbacks -------------------------------------------------------------------------
 
@@ -150,6 +165,10 @@ class ClientConnection(asyncio.BufferedProtocol):
                         tally.feed(reader.take_all())
                         return
                     continue
+            elif frame_type == TYPE_HEADERS and (stream := fast.get(stream_id)) is not None:
+                # Trailers: h2 checks content-length at their END_STREAM, so its count must
+                # hold what the fast path received.
+                H2Internals.set_received_length(stream.h2_stream, stream.received_bytes)
             raw = reader.raw()
             tally.feed(raw)
             if not self._receive_h2(raw):
@@ -224,6 +243,12 @@ class ClientConnection(asyncio.BufferedProtocol):
             elif kind is ev.RemoteSettingsChanged:
                 if not self._settings_received.done():
                     self._settings_received.set_result(None)
+                    self._open_waiting()
+                self._pump_uploads()
+            elif kind is ev.WindowUpdated:
+                self._pump_uploads()
+            elif kind is ev.TrailersReceived:
+                self._on_trailers(event)  # type: ignore[arg-type]
             elif kind is ev.StreamReset:
                 self._on_reset(event)  # type: ignore[arg-type]
             elif kind is ev.ConnectionTerminated:
@@ -252,14 +277,15 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _on_response(self, event: ev.ResponseReceived, now: int) -> None:
         entry = self._responses.get(event.stream_id)
         if entry is None:
+            exchange = self._exchanges.get(event.stream_id)
+            if exchange is not None:
+                headers = dict(event.headers or ())
+                exchange.deliver_head(_status(headers), headers, now)
             return
         response = entry[0]
         response.t_headers_ns = now
         response.headers = dict(event.headers or ())
-        try:
-            response.status = int(response.headers.get(b":status", b"0"))
-        except ValueError:
-            response.status = 0
+        response.status = _status(response.headers)
         window = self._stream_windows.get(event.stream_id)
         if self._fast_enabled and window is not None and event.stream_ended is None:
             h2_stream = self.conn.streams.get(event.stream_id)
@@ -268,23 +294,14 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._fast[event.stream_id] = _FastStream(response, window, h2_stream, expected)
 
     def _on_data(self, event: ev.DataReceived, now: int) -> None:
-        # DATA that h2 saw (zero-length stream ends, or every frame with the fast path off).
+        # DATA that h2 saw (zero-length stream ends, or every frame with the fast path off,
+        # or an exchange's: credited when the workload takes it).
         stream_id = event.stream_id
         size = event.flow_controlled_length
-        increment = self.connection_window.consume(size)
-        if increment:
-            self.conn.increment_flow_control_window(increment)
-            self.window_updates_sent += 1
-        window = self._stream_windows.get(stream_id)
-        if window is not None and event.stream_ended is None:
-            increment = window.consume(size)
-            if increment:
-                try:
-                    self.conn.increment_flow_control_window(increment, stream_id=stream_id)
-                    self.window_updates_sent += 1
-                except StreamClosedError:
-                    # END_STREAM arrived later in the same read: no credit is needed any more.
-                    pass
+        if self._exchanges and (exchange := self._exchanges.get(stream_id)) is not None:
+            exchange.deliver(event.data, size)
+            return
+        self._credit(stream_id, size, event.stream_ended is None)
         entry = self._responses.get(stream_id)
         if entry is not None:
             response = entry[0]
@@ -294,20 +311,56 @@ class ClientConnection(asyncio.BufferedProtocol):
             if response.body is not None:
                 response.body += data
 
+    def _credit(self, stream_id: int, size: int, stream_open: bool) -> None:
+        """Account `size` received bytes to the connection's and the stream's windows, with
+        WINDOW_UPDATEs through h2 as their policy decides."""
+        increment = self.connection_window.consume(size)
+        if increment:
+            self.conn.increment_flow_control_window(increment)
+            self.window_updates_sent += 1
+        window = self._stream_windows.get(stream_id)
+        if window is not None and stream_open:
+            increment = window.consume(size)
+            if increment:
+                try:
+                    self.conn.increment_flow_control_window(increment, stream_id=stream_id)
+                    self.window_updates_sent += 1
+                except StreamClosedError:
+                    # END_STREAM arrived later in the same read: no credit is needed any more.
+                    pass
+
     def _on_end(self, stream_id: int, now: int) -> None:
         self._fast.pop(stream_id, None)
         self._stream_windows.pop(stream_id, None)
         entry = self._responses.pop(stream_id, None)
         if entry is None:
+            exchange = self._exchanges.get(stream_id)
+            if exchange is not None:
+                exchange.deliver_end(now)
+                self._forget_if_done(exchange)
             return
         response, future = entry
         response.t_end_ns = now
         if not future.done():
             future.set_result(response)
 
+    def _on_trailers(self, event: ev.TrailersReceived) -> None:
+        trailers = dict(event.headers or ())
+        entry = self._responses.get(event.stream_id)
+        if entry is not None:
+            entry[0].trailers = trailers
+        elif (exchange := self._exchanges.get(event.stream_id)) is not None:
+            exchange.deliver_trailers(trailers)
+
     def _on_reset(self, event: ev.StreamReset) -> None:
         self._fast.pop(event.stream_id, None)
         self._stream_windows.pop(event.stream_id, None)
+        exchange = self._exchanges.get(event.stream_id)
+        if exchange is not None:
+            reason = f"server reset the stream of {exchange.path}"
+            self._close_exchange(
+                exchange, ExchangeClosed(f"{reason} ({error_code_name(event.error_code)})")
+            )
         entry = self._responses.pop(event.stream_id, None)
         if entry is not None and not entry[1].done():
             code = event.error_code
@@ -317,6 +370,11 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _fail_all(self, error: Exception) -> None:
         self._fast.clear()
+        for exchange, _headers, _end in self._unopened:
+            exchange.close(ExchangeClosed(f"{exchange.path}: {error}"))
+        self._unopened.clear()
+        for exchange in list(self._exchanges.values()):
+            self._close_exchange(exchange, ExchangeClosed(f"{exchange.path}: {error}"))
         for _response, future in self._responses.values():
             if not future.done():
                 future.set_exception(error)
@@ -358,6 +416,145 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._flush()
         return future
 
+    def open_exchange(
+        self,
+        method: bytes,
+        authority: str,
+        scheme: str,
+        path: str,
+        headers: list[tuple[bytes, bytes]],
+        *,
+        end_stream: bool,
+    ) -> ClientExchange:
+        """A stream for an exchange: pseudo-headers in `headers` (`:protocol`) go with the
+        request's own, the rest after them. An extended CONNECT (RFC 8441) opens once the
+        server's SETTINGS are in, if they allow it."""
+        if self.transport is None or self.transport.is_closing():
+            raise PeerProtocolError("connection is closed")
+        pseudo = [(name, value) for name, value in headers if name.startswith(b":")]
+        regular = [(name, value) for name, value in headers if not name.startswith(b":")]
+        request_headers = [
+            (b":method", method),
+            (b":scheme", scheme.encode()),
+            (b":authority", authority.encode()),
+            (b":path", path.encode()),
+            *pseudo,
+            (b"user-agent", b"h2iot-agent"),
+            *regular,
+        ]
+        exchange = ClientExchange(self, method, path, time.monotonic_ns())
+        if pseudo and not self._settings_received.done():
+            self._unopened.append((exchange, request_headers, end_stream))
+        else:
+            self._open(exchange, request_headers, end_stream)
+        return exchange
+
+    def _open(
+        self, exchange: ClientExchange, headers: list[tuple[bytes, bytes]], end_stream: bool
+    ) -> None:
+        if any(name == b":protocol" for name, _value in headers) and not (
+            self.conn.remote_settings.enable_connect_protocol
+        ):
+            exchange.close(
+                ExchangeRefused(
+                    f"extended CONNECT to {exchange.path}: the server did not announce"
+                    " SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441)"
+                )
+            )
+            return
+        stream_id = self.conn.get_next_available_stream_id()
+        exchange.stream_id = stream_id
+        self._exchanges[stream_id] = exchange
+        self._stream_windows[stream_id] = ReceiveWindow(
+            self.initial_window_size, self.initial_window_size, self.flow.window_update_policy
+        )
+        self.conn.send_headers(stream_id, headers, end_stream=end_stream)
+        exchange.end_queued = exchange.end_queued or end_stream
+        if exchange.buffered_bytes or (exchange.end_queued and not end_stream):
+            self._uploads[stream_id] = exchange
+        self._kick()
+
+    def _open_waiting(self) -> None:
+        waiting, self._unopened = self._unopened, []
+        for exchange, headers, end_stream in waiting:
+            self._open(exchange, headers, end_stream)
+
+    def _pump_uploads(self) -> None:
+        """Send what exchanges queued, one DATA frame per stream per round while the server's
+        windows allow, and each request's end after its last bytes."""
+        conn = self.conn
+        uploads = self._uploads
+        while uploads:
+            progressed = False
+            max_frame = conn.max_outbound_frame_size
+            for stream_id, exchange in list(uploads.items()):
+                end = False
+                if exchange.buffered_bytes:
+                    credit = min(conn.local_flow_control_window(stream_id), max_frame)
+                    if credit <= 0:
+                        continue
+                    chunk = exchange.take(credit)
+                    end = exchange.end_queued and not exchange.buffered_bytes
+                    conn.send_data(stream_id, chunk, end_stream=end)
+                    progressed = True
+                    if exchange.buffered_bytes:
+                        continue
+                del uploads[stream_id]
+                if exchange.end_queued and not end:
+                    conn.end_stream(stream_id)
+                    progressed = True
+                self._forget_if_done(exchange)
+            if not progressed:
+                return
+
+    def _forget_if_done(self, exchange: ClientExchange) -> None:
+        """Both directions ended: nothing more arrives for the exchange."""
+        if exchange.response_ended and exchange.end_queued and not exchange.buffered_bytes:
+            self._exchanges.pop(exchange.stream_id, None)
+
+    def _close_exchange(self, exchange: ClientExchange, error: ExchangeClosed) -> None:
+        stream_id = exchange.stream_id
+        self._exchanges.pop(stream_id, None)
+        self._uploads.pop(stream_id, None)
+        self._stream_windows.pop(stream_id, None)
+        unread = exchange.close(error)
+        if unread:
+            # The stream is over; the connection's credit for what nobody will read is not.
+            self._credit(stream_id, unread, stream_open=False)
+
+    def _kick(self) -> None:
+        """Send what exchanges queued or credited, once per event-loop turn."""
+        if not self._kicked:
+            self._kicked = True
+            asyncio.get_running_loop().call_soon(self._kicked_flush)
+
+    def _kicked_flush(self) -> None:
+        self._kicked = False
+        if self.transport is None or self.transport.is_closing():
+            return
+        self._pump_uploads()
+        self._flush()
+
+    # ClientExchangeLink (agent.client.exchange) -------------------------------------------------
+
+    def exchange_queued(self, exchange: ClientExchange) -> None:
+        if self._exchanges.get(exchange.stream_id) is exchange:
+            self._uploads[exchange.stream_id] = exchange
+            self._kick()
+
+    def exchange_consumed(self, exchange: ClientExchange, flow_controlled_bytes: int) -> None:
+        # The stream's window is gone once its response ended: then only the connection's counts.
+        self._credit(exchange.stream_id, flow_controlled_bytes, stream_open=True)
+        self._kick()
+
+    def exchange_reset(self, exchange: ClientExchange, error_code: int) -> None:
+        stream_id = exchange.stream_id
+        if self._exchanges.get(stream_id) is exchange:
+            with contextlib.suppress(ProtocolError):
+                self.conn.reset_stream(stream_id, error_code)
+        self._close_exchange(exchange, ExchangeClosed(f"{exchange.path}: reset by the client"))
+        self._kick()
+
     async def settings_received(self) -> None:
         await self._settings_received
 
@@ -385,3 +582,10 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _write_out(self) -> None:
         self._out.write(self.transport, self.tally_out)
+
+
+def _status(headers: Mapping[bytes, bytes]) -> int:
+    try:
+        return int(headers.get(b":status", b"0"))
+    except ValueError:
+        return 0

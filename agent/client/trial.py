@@ -19,6 +19,7 @@ from h2.exceptions import H2Error
 from agent import __version__, probe
 from agent.client.connect import Target, open_connection
 from agent.client.connection import ClientConnection, Response
+from agent.client.exchange import ClientExchange
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import ClientRecord
 from agent.errors import AgentError, BodyMismatchError, FetchError
@@ -32,6 +33,7 @@ class TrialSession:
     def __init__(self, connection: ClientConnection, target: Target, trial_id: str) -> None:
         self.connection = connection
         self.target = target
+        self.trial_id = trial_id
         self._extra = [(TRIAL_HEADER.encode(), trial_id.encode())]
 
     def request(self, path: str, keep_body: bool = False) -> asyncio.Future[Response]:
@@ -41,6 +43,57 @@ class TrialSession:
         return self.connection.request(
             target.authority, target.scheme, path, self._extra, keep_body=keep_body
         )
+
+    def exchange(
+        self,
+        method: bytes,
+        path: str,
+        headers: Sequence[tuple[bytes, bytes]] = (),
+        end_stream: bool = True,
+    ) -> ClientExchange:
+        """Open a stream, tagged with the trial like every request; `end_stream=False` keeps
+        it open for `send()`. `headers` may carry `:protocol` (RFC 8441 extended CONNECT: the
+        stream opens once the server's SETTINGS are in, and the exchange fails with
+        ExchangeRefused if they do not enable it)."""
+        target = self.target
+        return self.connection.open_exchange(
+            method,
+            target.authority,
+            target.scheme,
+            path,
+            [*headers, *self._extra],
+            end_stream=end_stream,
+        )
+
+    async def call(
+        self,
+        method: bytes,
+        path: str,
+        headers: Sequence[tuple[bytes, bytes]] = (),
+        body: bytes = b"",
+    ) -> Response:
+        """One whole request with `body` (uploaded under the server's windows, with its
+        content-length unless `headers` has one) and its whole response, body kept, trailers
+        set. A server that answers early (a 413, say) and resets the rest of the upload still
+        gives its response."""
+        if body and not any(name == b"content-length" for name, _value in headers):
+            headers = [*headers, (b"content-length", str(len(body)).encode())]
+        exchange = self.exchange(method, path, headers, end_stream=not body)
+        if body:
+            exchange.send(body, end_stream=True)
+        status, response_headers = await exchange.response_head()
+        body_received = bytearray()
+        response = Response(path, exchange.t_request_ns, status=status, body=body_received)
+        response.headers = dict(response_headers)
+        while (chunk := await exchange.receive()) is not None:
+            response.size_bytes += len(chunk)
+            response.digest.update(chunk)
+            body_received += chunk
+        response.t_headers_ns = exchange.t_headers_ns
+        response.t_end_ns = exchange.t_end_ns
+        trailers = exchange.trailers
+        response.trailers = dict(trailers) if trailers is not None else None
+        return response
 
     async def concurrency_limit(self) -> int:
         """How many streams the server lets this client open at once (its first SETTINGS)."""

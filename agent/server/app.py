@@ -10,7 +10,7 @@ import logging
 import signal
 import ssl
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -23,7 +23,7 @@ from agent.errors import UsageError
 from agent.frames import FrameCounts
 from agent.limits import ConnectionLimits
 from agent.server.connection import ServerConnection
-from agent.server.handler import Handler, Reply, Request
+from agent.server.handler import Handler, Reply, Request, Streamed
 from agent.server.host import HostedConnection
 from agent.server.ledger import TrialLedger, TrialRecord
 from agent.server.listener import Listener, bind
@@ -60,6 +60,7 @@ class ServerApp:
             SettingCodes.MAX_CONCURRENT_STREAMS: 100,
             SettingCodes.MAX_HEADER_LIST_SIZE: 65536,
             **to_h2(options.settings),
+            **handler_settings(handler),
         }
         self.limits = options.limits
         # Connections not yet closing (shed ones leave at once, the others when lost), and how
@@ -82,7 +83,7 @@ class ServerApp:
 
     # ConnectionHost ----------------------------------------------------------------------------
 
-    def handle(self, request: Request) -> Reply:
+    def handle(self, request: Request) -> Reply | Streamed:
         return self.handler.handle(request)
 
     def connection_opened(self, connection: HostedConnection) -> None:
@@ -160,6 +161,22 @@ class ServerApp:
                 len(self.connections),
                 SHUTDOWN_GRACE_S,
             )
+
+
+def handler_settings(handler: Handler) -> dict[SettingCodes, int]:
+    """The handler's `extra_settings` (canonical names, e.g. enable_connect_protocol for RFC
+    8441) as h2's codes; names h2 does not know are the handler's bug."""
+    extra: Mapping[str, int] = getattr(handler, "extra_settings", {})
+    codes: dict[SettingCodes, int] = {}
+    for name, value in extra.items():
+        try:
+            codes[SettingCodes[name.upper()]] = value
+        except KeyError:
+            raise UsageError(
+                f"handler {type(handler).__name__}: unknown HTTP/2 setting {name!r} in its"
+                " extra_settings"
+            ) from None
+    return codes
 
 
 def tls_context(cert: Path, key: Path) -> ssl.SSLContext:

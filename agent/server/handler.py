@@ -5,13 +5,20 @@ A handler decides status, headers and body; the connection does the HTTP/2 part:
 body as DATA under flow control, slicing the buffer it is given (no copy, no per-frame call
 back into the handler). A handler runs on the event loop and must not block; a body it builds
 per request costs CPU inside the trial's window, so handlers build bodies once and reuse them.
+
+A handler that needs the request body, or sends its response piece by piece, answers `Streamed`
+instead: the connection runs its coroutine with a `ServerExchange` (agent.server.exchange) for
+the stream. A `Reply` keeps the fast path above, and its request body is dropped unread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from agent.server.exchange import ServerExchange
 
 from agent import __version__
 
@@ -38,5 +45,24 @@ NOT_FOUND = Reply(404)
 METHOD_NOT_ALLOWED = Reply(405, ((b"allow", b", ".join(GET_OR_HEAD)),))
 
 
+ExchangeRun = Callable[["ServerExchange"], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """Run `run(exchange)` as a task for this stream. It must end the stream (END_STREAM,
+    trailers or a reset); if it returns without, or raises, the connection resets the stream
+    with INTERNAL_ERROR and logs it once per connection. A request body over
+    `body_limit_bytes` (by content-length, or as it arrives) is answered 413 by the connection
+    and the rest refused with RST_STREAM(NO_ERROR); it is never buffered."""
+
+    run: ExchangeRun
+    body_limit_bytes: int | None = None
+
+
 class Handler(Protocol):
-    def handle(self, request: Request) -> Reply: ...
+    """`handle` answers every request. A handler may also have `extra_settings` (a mapping of
+    canonical setting names to values, e.g. {"enable_connect_protocol": 1} for RFC 8441),
+    read once when the server starts and announced in every connection's first SETTINGS."""
+
+    def handle(self, request: Request) -> Reply | Streamed: ...

@@ -16,7 +16,7 @@ from h2.settings import SettingCodes
 
 from agent.frames import FrameCounts
 from agent.limits import ConnectionLimits
-from agent.server.handler import Reply, Request
+from agent.server.handler import Reply, Request, Streamed
 
 
 class HostedConnection(Protocol):
@@ -47,7 +47,7 @@ class ConnectionHost(Protocol):
         """The handshake deadline and idle timeout every connection holds to."""
         ...
 
-    def handle(self, request: Request) -> Reply:
+    def handle(self, request: Request) -> Reply | Streamed:
         """The workload's answer to one request."""
         ...
 

@@ -1,0 +1,166 @@
+"""One client stream driven piece by piece: its request body sent as the workload produces it,
+its response taken chunk by chunk.
+
+The exchange holds the stream's state and the workload's waits; its connection (a
+`ClientExchangeLink`, in practice agent.client.connection.ClientConnection) does the HTTP/2
+part. Response DATA is queued here as it arrives and its credit goes back to the server only
+when `receive()` hands the chunk over (through the connection's `ReceiveWindow` policy), so a
+reader that stops reading stops the server. Bytes queued by `send` leave as DATA under the
+server's window; until then they are `buffered_bytes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Protocol
+
+from agent.errors import AgentError, ExchangeClosed, ExchangeStateError
+from agent.exchange_queues import ReceiveQueue, SendQueue
+
+__all__ = ["ClientExchange", "ExchangeClosed"]
+
+
+class ClientExchangeLink(Protocol):
+    """What an exchange asks of its connection."""
+
+    def exchange_queued(self, exchange: ClientExchange) -> None:
+        """Bytes or the request's end were queued: send them when the server's window allows."""
+        ...
+
+    def exchange_consumed(self, exchange: ClientExchange, flow_controlled_bytes: int) -> None:
+        """The workload took a chunk: credit the server by the connection's policy."""
+        ...
+
+    def exchange_reset(self, exchange: ClientExchange, error_code: int) -> None: ...
+
+
+class ClientExchange:
+    def __init__(
+        self, link: ClientExchangeLink, method: bytes, path: str, t_request_ns: int
+    ) -> None:
+        self.method = method
+        self.path = path
+        # 0 until the stream is opened: an extended CONNECT waits for the server's SETTINGS.
+        self.stream_id = 0
+        self.t_request_ns = t_request_ns
+        self.t_headers_ns = 0
+        self.t_end_ns = 0
+        self.end_queued = False  # the request's END_STREAM asked for: nothing more to send
+        self.response_ended = False
+        self._link = link
+        self._head: asyncio.Future[tuple[int, dict[bytes, bytes]]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._trailers: dict[bytes, bytes] | None = None
+        self._inbox = ReceiveQueue()
+        self._outbox = SendQueue()
+        self._error: AgentError | None = None
+
+    # the workload's side -------------------------------------------------------------------------
+
+    async def response_head(self) -> tuple[int, Mapping[bytes, bytes]]:
+        """The response's status and headers (pseudo-headers included)."""
+        return await asyncio.shield(self._head)
+
+    async def receive(self) -> bytes | None:
+        """The next chunk of the response body, None at its end (then `trailers` is set if the
+        server sent any). Its credit goes back to the server now. Raises ExchangeClosed if the
+        stream was reset before the response ended."""
+        while True:
+            if self._inbox:
+                data, size = self._inbox.pop()
+                if size:
+                    self._link.exchange_consumed(self, size)
+                if data:
+                    return data
+                continue
+            if self.response_ended:
+                return None
+            if self._error is not None:
+                raise self._error
+            await self._inbox.wait()
+
+    def send(self, data: bytes | memoryview, end_stream: bool = False) -> None:
+        """Queue request body bytes (not copied: do not change them afterwards); they leave as
+        DATA under the server's window. Never blocks: bound the queue with `drain`."""
+        if self._error is not None:
+            raise self._error
+        if self.end_queued:
+            raise ExchangeStateError(f"{self._name}: send after the request ended")
+        if data:
+            self._outbox.put(data)
+        self.end_queued = end_stream
+        if data or end_stream:
+            self._link.exchange_queued(self)
+
+    def end(self) -> None:
+        """END_STREAM after the bytes queued so far."""
+        self.send(b"", end_stream=True)
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Queued by `send`, not yet handed to the transport."""
+        return self._outbox.buffered_bytes
+
+    async def drain(self, low_water_bytes: int = 0) -> None:
+        """Return once `buffered_bytes <= low_water_bytes`; ExchangeClosed if the stream was
+        reset first."""
+        while True:
+            if self._error is not None:
+                raise self._error
+            if self._outbox.buffered_bytes <= low_water_bytes:
+                return
+            await self._outbox.wait_below(low_water_bytes)
+
+    @property
+    def trailers(self) -> Mapping[bytes, bytes] | None:
+        """The response's trailers, once `receive()` returned None; None if there were none."""
+        return self._trailers
+
+    def reset(self, error_code: int = 8) -> None:
+        """RST_STREAM with `error_code` (CANCEL by default); queued bytes are dropped."""
+        if self._error is None and not (self.response_ended and self.end_queued):
+            self._link.exchange_reset(self, error_code)
+
+    @property
+    def _name(self) -> str:
+        return f"{self.method.decode(errors='replace')} {self.path} (stream {self.stream_id})"
+
+    # the connection's side -----------------------------------------------------------------------
+
+    def deliver_head(self, status: int, headers: dict[bytes, bytes], now_ns: int) -> None:
+        self.t_headers_ns = now_ns
+        if not self._head.done():
+            self._head.set_result((status, headers))
+
+    def deliver(self, data: bytes, flow_controlled_bytes: int) -> None:
+        self._inbox.put(data, flow_controlled_bytes)
+
+    def deliver_trailers(self, trailers: dict[bytes, bytes]) -> None:
+        self._trailers = trailers
+
+    def deliver_end(self, now_ns: int) -> None:
+        self.t_end_ns = now_ns
+        self.response_ended = True
+        self._inbox.wake()
+        if not self._head.done():
+            self._head.set_exception(ExchangeClosed(f"{self._name}: ended without a response"))
+
+    def take(self, max_bytes: int) -> memoryview:
+        """Up to `max_bytes` of the queued bytes, for one DATA frame."""
+        return self._outbox.take(max_bytes)
+
+    def close(self, error: AgentError) -> int:
+        """The stream was reset or the connection is gone. A response that had ended stays
+        readable; otherwise what was received unread is dropped. Returns the flow-controlled
+        bytes dropped, whose connection credit the connection gives back."""
+        if self._error is None:
+            self._error = error
+        unread = 0 if self.response_ended else self._inbox.clear()
+        self._outbox.clear()
+        if not self._head.done():
+            self._head.set_exception(error)
+            self._head.exception()  # retrieved: the workload may never ask for the head
+        self._inbox.wake()
+        return unread

@@ -1,0 +1,103 @@
+"""What both ends' exchanges (agent.server.exchange, agent.client.exchange) share: the two
+queues of a stream driven piece by piece, bytes received and not yet taken by the workload,
+with their flow-controlled lengths (their credit goes back when taken), and bytes queued for
+DATA frames, with the tasks waiting for the queue to shrink; and how a reset's code reads."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from h2.errors import ErrorCodes
+
+
+class ReceiveQueue:
+    __slots__ = ("_chunks", "_readable")
+
+    def __init__(self) -> None:
+        self._chunks: deque[tuple[bytes, int]] = deque()  # payload, flow-controlled length
+        self._readable = asyncio.Event()
+
+    def __bool__(self) -> bool:
+        return bool(self._chunks)
+
+    def put(self, data: bytes, flow_controlled_bytes: int) -> None:
+        self._chunks.append((data, flow_controlled_bytes))
+        self._readable.set()
+
+    def pop(self) -> tuple[bytes, int]:
+        return self._chunks.popleft()
+
+    def wake(self) -> None:
+        """Something other than a chunk happened (the end, a reset): readers look again."""
+        self._readable.set()
+
+    async def wait(self) -> None:
+        self._readable.clear()
+        await self._readable.wait()
+
+    def clear(self) -> int:
+        """Drop every chunk; their flow-controlled bytes, whose credit is still owed."""
+        unread = sum(size for _data, size in self._chunks)
+        self._chunks.clear()
+        return unread
+
+
+class SendQueue:
+    __slots__ = ("_chunks", "_drainers", "buffered_bytes")
+
+    def __init__(self) -> None:
+        self._chunks: deque[memoryview] = deque()
+        self.buffered_bytes = 0
+        self._drainers: list[tuple[int, asyncio.Future[None]]] = []
+
+    def put(self, data: bytes | memoryview) -> None:
+        view = memoryview(data).cast("B")
+        if view:  # an empty chunk would become an empty DATA frame
+            self._chunks.append(view)
+            self.buffered_bytes += len(view)
+
+    def take(self, max_bytes: int) -> memoryview:
+        """Up to `max_bytes` from the front, for one DATA frame."""
+        head = self._chunks[0]
+        if len(head) <= max_bytes:
+            self._chunks.popleft()
+            chunk = head
+        else:
+            chunk = head[:max_bytes]
+            self._chunks[0] = head[max_bytes:]
+        self.buffered_bytes -= len(chunk)
+        if self._drainers:
+            self._wake(self.buffered_bytes)
+        return chunk
+
+    async def wait_below(self, low_water_bytes: int) -> None:
+        """Until `buffered_bytes <= low_water_bytes`, or `clear()`."""
+        if self.buffered_bytes > low_water_bytes:
+            waiter = asyncio.get_running_loop().create_future()
+            self._drainers.append((low_water_bytes, waiter))
+            await waiter
+
+    def clear(self) -> None:
+        self._chunks.clear()
+        self.buffered_bytes = 0
+        self._wake(0)
+
+    def _wake(self, buffered: int) -> None:
+        waiting = []
+        for low_water, waiter in self._drainers:
+            if buffered <= low_water:
+                if not waiter.done():
+                    waiter.set_result(None)
+            else:
+                waiting.append((low_water, waiter))
+        self._drainers = waiting
+
+
+def error_code_name(code: int) -> str:
+    """An RST_STREAM or GOAWAY error code as messages name it: INTERNAL_ERROR, or its number
+    if RFC 9113 does not define it."""
+    try:
+        return ErrorCodes(code).name
+    except ValueError:
+        return f"error code {code}"

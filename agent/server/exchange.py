@@ -1,0 +1,235 @@
+"""One stream a handler answered with `Streamed`: its request body as it arrives, its response
+as the handler produces it.
+
+The exchange holds the stream's state and the handler's waits; its connection (an
+`ExchangeLink`, in practice agent.server.connection.ServerConnection) does the HTTP/2 part.
+Request DATA is queued here as it arrives and its flow-control credit goes back to the peer
+only when `receive()` hands the chunk over, so a handler that stops reading stops the peer.
+Response bytes queued by `send` leave as DATA when the connection's send loop has credit for
+them, one frame per stream per round like every other response; until then they are
+`buffered_bytes`, the handler's to bound (`drain`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+from agent.errors import ExchangeClosed, ExchangeStateError
+from agent.exchange_queues import ReceiveQueue, SendQueue
+from agent.server.handler import Request
+
+__all__ = ["BodyTooLarge", "ExchangeClosed", "ExchangeStateError", "ServerExchange"]
+
+Header = tuple[bytes, bytes]
+
+
+class BodyTooLarge(ExchangeClosed):
+    """The request body went over its limit: the connection answered 413 (if the response had
+    not started) and refused the rest."""
+
+
+class ExchangeLink(Protocol):
+    """What an exchange asks of its connection."""
+
+    def exchange_headers(
+        self, exchange: ServerExchange, headers: list[Header], end_stream: bool
+    ) -> None:
+        """Send a HEADERS frame now (response headers, or trailers with `end_stream`)."""
+        ...
+
+    def exchange_queued(self, exchange: ServerExchange) -> None:
+        """Bytes or the stream's end were queued: send them when there is credit."""
+        ...
+
+    def exchange_consumed(self, exchange: ServerExchange, flow_controlled_bytes: int) -> None:
+        """The handler took a chunk: give its credit back to the peer."""
+        ...
+
+    def exchange_reset(self, exchange: ServerExchange, error_code: int) -> None: ...
+
+    def exchange_refuse_body(self, exchange: ServerExchange, limit_bytes: int) -> None:
+        """The body is over the limit: 413 if possible, then refuse the rest."""
+        ...
+
+
+class ServerExchange:
+    def __init__(
+        self,
+        link: ExchangeLink,
+        request: Request,
+        stream_id: int,
+        body_limit_bytes: int | None = None,
+    ) -> None:
+        self.request = request
+        self.stream_id = stream_id
+        self.body_limit_bytes = body_limit_bytes
+        self.received_bytes = 0  # request body bytes arrived so far (padding excluded)
+        self.headers_sent = False
+        self.end_queued = False  # END_STREAM or trailers asked for: nothing more to send
+        self.trailers: list[Header] | None = None
+        self.response_done = False  # the response's last frame went to the transport
+        self.body_ended = False  # the peer's END_STREAM arrived
+        self.handler_done = False
+        self.accepts_body = True  # request DATA is queued for the handler (else acknowledged)
+        self.refusing = False  # answered 413: the rest of the body is refused
+        self._link = link
+        self._inbox = ReceiveQueue()
+        self._outbox = SendQueue()
+        self._error: ExchangeClosed | None = None
+        self._closed = asyncio.Event()
+
+    # the handler's side --------------------------------------------------------------------------
+
+    async def receive(self) -> bytes | None:
+        """The next chunk of the request body, None after END_STREAM. Its credit goes back to
+        the peer now. Raises ExchangeClosed once the stream was reset."""
+        while True:
+            if self._error is not None:
+                raise self._error
+            if self._inbox:
+                data, size = self._inbox.pop()
+                if size:
+                    self._link.exchange_consumed(self, size)
+                if data:
+                    return data
+                continue
+            if self.body_ended:
+                return None
+            await self._inbox.wait()
+
+    async def read_body(self, limit_bytes: int) -> bytes:
+        """The whole request body; over `limit_bytes` the connection answers 413 (if the
+        response has not started) and refuses the rest, and this raises BodyTooLarge."""
+        chunks: list[bytes] = []
+        total = 0
+        while (chunk := await self.receive()) is not None:
+            total += len(chunk)
+            if total > limit_bytes:
+                self._link.exchange_refuse_body(self, limit_bytes)
+                raise BodyTooLarge(self._too_large(limit_bytes))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def send_headers(
+        self, status: int, headers: Sequence[Header] = (), end_stream: bool = False
+    ) -> None:
+        self._check_open("send_headers")
+        if self.headers_sent:
+            raise ExchangeStateError(f"stream {self.stream_id}: response headers sent twice")
+        self.headers_sent = True
+        self.end_queued = end_stream
+        self._link.exchange_headers(
+            self, [(b":status", str(status).encode()), *headers], end_stream
+        )
+
+    def send(self, data: bytes | memoryview, end_stream: bool = False) -> None:
+        """Queue body bytes (not copied: do not change them afterwards); they leave as DATA
+        under flow control. Never blocks: bound the queue with `buffered_bytes` / `drain`."""
+        self._check_open("send")
+        if not self.headers_sent:
+            raise ExchangeStateError(f"stream {self.stream_id}: send before send_headers")
+        if data:
+            self._outbox.put(data)
+        self.end_queued = end_stream
+        if data or end_stream:
+            self._link.exchange_queued(self)
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Queued by `send`, not yet handed to the transport."""
+        return self._outbox.buffered_bytes
+
+    async def drain(self, low_water_bytes: int = 0) -> None:
+        """Return once `buffered_bytes <= low_water_bytes`; ExchangeClosed if the stream was
+        reset first."""
+        while True:
+            if self._error is not None:
+                raise self._error
+            if self._outbox.buffered_bytes <= low_water_bytes:
+                return
+            await self._outbox.wait_below(low_water_bytes)
+
+    def send_trailers(self, headers: Sequence[Header]) -> None:
+        """End the stream with these trailers, after the bytes queued so far."""
+        self._check_open("send_trailers")
+        if not self.headers_sent:
+            raise ExchangeStateError(f"stream {self.stream_id}: trailers before send_headers")
+        self.trailers = list(headers)
+        self.end_queued = True
+        self._link.exchange_queued(self)
+
+    def reset(self, error_code: int = 8) -> None:
+        """RST_STREAM with `error_code` (CANCEL by default); queued bytes are dropped."""
+        if not self._closed.is_set():
+            self._link.exchange_reset(self, error_code)
+
+    @property
+    def closed(self) -> bool:
+        """Both sides ended, or the stream was reset, or the connection went away."""
+        return self._closed.is_set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    def _check_open(self, what: str) -> None:
+        if self._error is not None:
+            raise self._error
+        if self.end_queued or self._closed.is_set():
+            raise ExchangeStateError(f"stream {self.stream_id}: {what} after the response ended")
+
+    def _too_large(self, limit_bytes: int) -> str:
+        return f"stream {self.stream_id}: request body over its limit of {limit_bytes} bytes"
+
+    # the connection's side -----------------------------------------------------------------------
+
+    def deliver(self, data: bytes, flow_controlled_bytes: int) -> bool:
+        """A DATA frame's payload; False when it takes the body over its limit (the frame is
+        not queued: the connection refuses the body)."""
+        self.received_bytes += len(data)
+        limit = self.body_limit_bytes
+        if limit is not None and self.received_bytes > limit:
+            return False
+        self._inbox.put(data, flow_controlled_bytes)
+        return True
+
+    def deliver_end(self) -> None:
+        self.body_ended = True
+        self._inbox.wake()
+        if self.response_done:
+            self._closed.set()
+
+    def take(self, max_bytes: int) -> memoryview:
+        """Up to `max_bytes` of the queued bytes, for one DATA frame."""
+        return self._outbox.take(max_bytes)
+
+    def written(self) -> None:
+        """The response's last frame was handed to the transport."""
+        self.response_done = True
+        if self.body_ended:
+            self._closed.set()
+
+    def close_inbox(self) -> int:
+        """The handler is done: drop what it left unread; returns its flow-controlled bytes."""
+        return self._inbox.clear()
+
+    def close(self, error: ExchangeClosed | None) -> int:
+        """The stream is over (`error` set: reset or lost). Returns the flow-controlled bytes
+        received and never handed to the handler, whose credit the connection must return."""
+        if error is not None and self._error is None:
+            self._error = error
+        unread = self._inbox.clear()
+        self._outbox.clear()
+        self._closed.set()
+        self._inbox.wake()
+        return unread
+
+    def refused(self, limit_bytes: int) -> int:
+        """The body is refused: the handler sees BodyTooLarge from now on. Returns the
+        flow-controlled bytes it held unread."""
+        if self._error is None:
+            self._error = BodyTooLarge(self._too_large(limit_bytes))
+        self._outbox.clear()
+        self._inbox.wake()
+        return self._inbox.clear()
