@@ -220,6 +220,8 @@ class EnergyConfig:
 
 SearchHolds = Literal["at_least", "at_most"]
 SEARCH_HOLDS: tuple[SearchHolds, ...] = ("at_least", "at_most")
+FailedTrial = Literal["give_up", "fails"]
+FAILED_TRIAL: tuple[FailedTrial, ...] = ("give_up", "fails")
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,8 @@ class SearchConfig:
     # Bytes per unit of `param` (8 for doubles): breakdown.csv's MB/s at the breakdown is
     # value x unit_bytes x relative_to (a rate per second); None: no MB/s.
     unit_bytes: float | None = None
+    # A probe trial that fails every attempt: give the group up, or fail the probe.
+    failed_trial: FailedTrial = "give_up"
 
 
 def _plain(value: Any) -> Any:

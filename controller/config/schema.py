@@ -25,6 +25,7 @@ from controller.config.model import (
     DELAY_METHODS,
     ENERGY_WINDOWS,
     ENGINES,
+    FAILED_TRIAL,
     IDLE_NOISY,
     METER_SOURCES,
     ORDERS,
@@ -448,6 +449,7 @@ SCHEMA: Schema = {
         "max_repetitions": integer(1, 10_000),
         "resolution": number(1, 1e6, low_open=True),
         "unit_bytes": optional(number(0, 1e9, low_open=True)),
+        "failed_trial": choice(FAILED_TRIAL),
     },
 }
 

@@ -110,6 +110,7 @@ class Probe:
     summary: Summary
     verdict: Verdict  # PASS or FAIL
     forced: bool  # decided by the mean alone at max_repetitions: not significant
+    unfinished: bool = False  # FAIL because a trial could not finish (`fail_probe`)
 
 
 @dataclass(frozen=True)
@@ -215,6 +216,18 @@ class SearchState:
         if verdict is Verdict.MORE:
             return replace(self, scores=scores)
         probe = Probe(len(self.probes) + 1, self.value, scores, summary, verdict, forced)
+        return self._after(probe)
+
+    def fail_probe(self) -> SearchState:
+        """The state after a trial at the open probe could not finish at all (a stream whose
+        items never all arrive before the trial's timeout): the probe fails, on the scores it
+        has so far."""
+        if self.done:
+            raise ValueError("the search is done: no probe is open")
+        summary = summarize(self.scores, self.spec.confidence)
+        probe = Probe(
+            len(self.probes) + 1, self.value, self.scores, summary, Verdict.FAIL, False, True
+        )
         return self._after(probe)
 
     def _after(self, probe: Probe) -> SearchState:

@@ -4,8 +4,10 @@ Each point of the sweep's axes is a *group*; in each, in order, the planner asks
 values of `[search] param`, and each is an ordinary trial of the engine (retried, recorded in
 trials.csv with its `search_group` and `search_probe`, its power trace saved) whose score is the
 row's `metric` (divided by its `relative_to`). Every decided probe is logged (`search_probe`);
-each finished group rewrites `breakdown.csv` (BREAKDOWN_COLUMNS). A group whose trial fails every
-attempt is given up (status "failed"); a pause stops the search where it is.
+each finished group rewrites `breakdown.csv` (BREAKDOWN_COLUMNS). A trial that fails every
+attempt gives its group up (status "failed"), or, with `failed_trial = "fails"`, fails its probe
+(a stream that cannot deliver a huge payload before the trial's timeout has broken down); a pause
+stops the search where it is.
 
 Resuming replays the ok rows of trials.csv through the planner, which is a pure function of the
 scores it was fed: the search continues where it stopped, with the same trial ids.
@@ -54,6 +56,7 @@ BREAKDOWN_COLUMNS = (
     "mb_s_failing",
     "probes",
     "forced_probes",  # probes the mean decided at max_repetitions (not significant)
+    "unfinished_probes",  # probes failed by a trial that failed every attempt
     "trials",
     "probe_values",  # each probe as value:verdict, in order
     "error",
@@ -204,6 +207,7 @@ def breakdown_csv(results: Sequence[GroupResult], axes: Sequence[str], search: S
                 mb_s(failing, reference),
                 len(found.probes),
                 sum(probe.forced for probe in found.probes),
+                sum(probe.unfinished for probe in found.probes),
                 found.trials,
                 " ".join(f"{value_text(p.value)}:{p.verdict.value}" for p in found.probes),
                 result.error,
@@ -266,18 +270,10 @@ class BreakdownRun:
         attempts: dict[str, int],
         failed: list[str],
     ) -> GroupResult:
-        ours = sorted(
-            (
-                row
-                for row in rows
-                if row["status"] == "ok" and row.get("search_group") == str(index)
-            ),
-            key=lambda row: (int(row["search_probe"]), int(row["repetition"])),
-        )
         references: list[float] = []
         state = start(self.spec)
         try:
-            state = self._replay(state, ours, references)
+            state = self._replay(state, index, rows, attempts, references)
             while (ask := state.ask()) is not None:
                 self._progress(index, group, state)
                 repetition = len(state.scores) + 1
@@ -291,11 +287,15 @@ class BreakdownRun:
                 )
                 self._index += 1
                 row = self.engine.run_trial(trial, attempts.get(trial.trial_id, 0))
-                if row is None:
+                before = len(state.probes)
+                if row is not None:
+                    state = self._feed(state, row, references)
+                elif self.search.failed_trial == "fails":
+                    failed.append(trial.trial_id)
+                    state = state.fail_probe()
+                else:
                     failed.append(trial.trial_id)
                     return self._given_up(index, group, references, f"{trial.trial_id} failed")
-                before = len(state.probes)
-                state = self._feed(state, row, references)
                 if len(state.probes) > before:
                     self._decided(index, group, state.probes[-1])
         except ScoreError as exc:
@@ -303,10 +303,23 @@ class BreakdownRun:
         return GroupResult(index, group, state.result(), _mean(references))
 
     def _replay(
-        self, state: SearchState, rows: Sequence[Mapping[str, str]], references: list[float]
+        self,
+        state: SearchState,
+        index: int,
+        rows: Sequence[Mapping[str, str]],
+        attempts: Mapping[str, int],
+        references: list[float],
     ) -> SearchState:
-        """The state the recorded rows leave, checked against what the planner asks."""
-        for row in rows:
+        """The state the group's recorded trials leave, checked against what the planner asks:
+        an ok trial's score, a trial that used up its attempts (under `failed_trial = "fails"`)
+        its probe's failure; the first trial neither is runs again."""
+        ours = [row for row in rows if row.get("search_group") == str(index)]
+        ok = {row["trial_id"]: row for row in ours if row["status"] == "ok"}
+        recorded = sorted(
+            {row["trial_id"]: row for row in ours}.values(),
+            key=lambda row: (int(row["search_probe"]), int(row["repetition"])),
+        )
+        for row in recorded:
             ask = state.ask()
             value = _number(row.get(self.search.param))
             if ask is None or int(row["search_probe"]) != ask.probe or value != ask.value:
@@ -314,7 +327,15 @@ class BreakdownRun:
                 raise SweepError(
                     f"trials.csv: {row['trial_id']} does not replay: the search planned {planned}"
                 )
-            state = self._feed(state, row, references)
+            if row["trial_id"] in ok:
+                state = self._feed(state, ok[row["trial_id"]], references)
+            elif (
+                self.search.failed_trial == "fails"
+                and attempts[row["trial_id"]] > self.engine.retries
+            ):
+                state = state.fail_probe()
+            else:
+                break
         return state
 
     def _feed(

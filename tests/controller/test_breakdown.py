@@ -242,3 +242,21 @@ def test_state_is_a_value() -> None:
     for score in (0.9, 0.91, 0.92, 0.2, 0.25):
         one, two = one.feed(score), two.feed(score)
     assert one == two
+
+
+def test_a_trial_that_cannot_finish_fails_its_probe() -> None:
+    state = start(SearchSpec(1, 1000, 0.75, repetitions=2))
+    for score in (0.9, 0.95):
+        state = state.feed(score)
+    state = state.feed(0.3).fail_probe()  # the high end: one score, then a trial timed out
+    low, high = state.probes
+    assert (high.verdict, high.unfinished, high.scores, high.forced) == (
+        Verdict.FAIL,
+        True,
+        (0.3,),
+        False,
+    )
+    assert not low.unfinished
+    assert state.phase is Phase.BISECT and state.ask() == Ask(3, 32.0, 2)
+    state = state.fail_probe()  # no score at all
+    assert state.probes[-1].summary.n == 0 and state.failing == state.probes[-1]

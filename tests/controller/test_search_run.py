@@ -250,3 +250,25 @@ def test_the_dashboard_shows_which_group_and_probe() -> None:
         "group 2/4 (mode=concurrent): probe 3 at size_bytes=65536, 1 trials so far; breakdown "
         "between 1024 and ?"
     ) in text
+
+
+def test_under_fails_a_trial_failing_every_attempt_fails_its_probe_and_replays(
+    tmp_path: Path,
+) -> None:
+    config = search_config('search.failed_trial="fails"')
+    run = tmp_path / "run"
+    # The high end of group 1 cannot finish (both attempts): its probe fails, the search goes on.
+    nodes = BlobNodes(fail=frozenset({"g001p02r01"}), lose_at="g002p01r01")
+    paused, search = _search(run, nodes, config, [])
+    assert paused.failed_trials == ("g001p02r01",) and paused.paused is not None
+    (first,) = search.results
+    assert first.status == "found"
+    unfinished = [p for p in first.breakdown.probes if p.unfinished]
+    assert [(p.index, p.value) for p in unfinished] == [(2, 4194304.0)]
+    assert _breakdown(run)[0]["unfinished_probes"] == "1"
+    # Resumed: group 1's failed trial replays as its probe's failure, nothing of it runs again.
+    again = BlobNodes()
+    resumed, search = _search(run, again, config, [])
+    assert resumed.paused is None and again.trials[0] == "g002p01r01"
+    assert [r.status for r in search.results] == ["found", "found"]
+    assert search.results[0].breakdown == first.breakdown
