@@ -1,4 +1,5 @@
-"""The `h2iot-agent` command: `site build`, `serve`, `fetch`, `trial`, `workloads`.
+"""The `h2iot-agent` command: `site build`, `serve`, `fetch`, `trial`, `workloads`,
+`conditions`, `marker pulse`.
 
 Exit status: 0 success, 1 a failed trial or an outside failure, 2 a usage error (bad option,
 setting, param, file); every error is one line on stderr naming what is at fault.
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from agent import __version__
-from agent.commands import serve, site, trial, workloads
+from agent.commands import conditions, marker, serve, site, trial, workloads
 from agent.errors import AgentError, UsageError
 
 
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"h2iot-agent {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail to stderr")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in (site, serve, trial, workloads):
+    for command in (site, serve, trial, workloads, conditions, marker):
         command.register(commands)
     return parser
 

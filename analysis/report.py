@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from analysis.bounds import Bounds, bounds_of
 from analysis.breakdown import breakdown_blocks
 from analysis.columns import WINDOW_AXIS, metric_of
+from analysis.conditions import report_blocks as conditions_blocks
 from analysis.document import (
     Block,
     Bullets,
@@ -372,6 +373,7 @@ def build_blocks(
         Heading("Trials"),
         Table(("fact", "value"), tuple(trial_facts(run))),
     ]
+    blocks += conditions_blocks(run.ok.to_dict("records"))
     reasons = failure_reasons(run)
     if reasons:
         blocks += [

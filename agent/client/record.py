@@ -46,6 +46,9 @@ class ClientRecord:
     params: Mapping[str, object]  # the workload's params the trial ran with, canonical
     metrics: Mapping[str, object]  # exactly the workload spec's fields
     extra: Mapping[str, object]  # the workload's own top-level fields
+    # The node's CPU clock, governor, temperature, throttling, other load (agent.conditions);
+    # None where the trial did not run.
+    conditions: Mapping[str, object] | None = None
 
     def to_dict(self) -> dict[str, object]:
         record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}

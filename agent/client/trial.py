@@ -22,6 +22,7 @@ from agent.client.connection import ClientConnection, Response
 from agent.client.exchange import ClientExchange
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import ClientRecord
+from agent.conditions import TrialWatch
 from agent.errors import AgentError, BodyMismatchError, FetchError
 from agent.marker import Marker
 from agent.trial_header import TRIAL_HEADER
@@ -168,6 +169,7 @@ async def run_trial(
         connection = await open_connection(target, options)
         await driver.run(TrialSession(connection, target, trial_id))
 
+    conditions = TrialWatch()  # the node's state, read outside the measured window
     marker.raise_line()
     window = probe.ProbeWindow()
     try:
@@ -181,6 +183,7 @@ async def run_trial(
         error = f"HTTP/2: {type(exc).__name__}: {exc}"
     span = window.close()
     marker.lower_line()
+    node = conditions.end()
     if connection is not None:
         await connection.close()
     start_ns = span.start.t_mono_ns
@@ -222,6 +225,7 @@ async def run_trial(
         params=params,
         metrics=driver.metrics(),
         extra=driver.extra(start_ns),
+        conditions=node.to_dict(),
     )
 
 

@@ -4,11 +4,13 @@ client trials, one record line each."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
+import time
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.commands.common import add_engine_options, add_workload_options, pin, workload_params
 from agent.errors import UsageError
@@ -19,6 +21,11 @@ from agent.flow import (
     FlowControlOptions,
 )
 from agent.settings import check_value, parse_settings
+
+if TYPE_CHECKING:
+    from agent.client.connect import Target
+    from agent.client.options import RunPlan
+    from agent.client.run import Prepare, Prepared
 
 
 def _add_client_options(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +73,14 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
         help="bracket each trial with trial-control messages to an nghttpd server's agent "
         "(its control_port), which counts trials by them",
     )
+    parser.add_argument(
+        "--start-at",
+        type=float,
+        metavar="EPOCH_S",
+        help="begin the first trial at this instant of this node's wall clock (Unix seconds), "
+        "once the workload is prepared; at once if it has passed. Several clients started "
+        "together agree on it through their clock offsets",
+    )
 
 
 def register(commands: Any) -> None:
@@ -112,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeat {args.repeat} must be at least 1")
     if args.manifest is not None and spec.kind != "page":
         raise UsageError(f"--manifest is for the page workload, not {spec.kind}")
+    if args.start_at is not None and not (math.isfinite(args.start_at) and args.start_at >= 0):
+        raise UsageError(f"--start-at {args.start_at}: expected Unix seconds, 0 or more")
     pin(args.cpu)
     plan = RunPlan(
         url=args.url,
@@ -135,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "nghttp2":
         from agent.nghttp2 import cli_support  # noqa: PLC0415
 
+        wait_until(args.start_at)
         return cli_support.fetch(args, plan)
     import asyncio  # noqa: PLC0415
 
@@ -146,4 +164,28 @@ def run(args: argparse.Namespace) -> int:
         from agent.nghttp2.control import TrialControl  # noqa: PLC0415
 
         bracket = TrialControl(plan.trial_control)
-    return asyncio.run(run_trials(plan, client_prepare(spec.kind), bracket))
+    prepare: Prepare = client_prepare(spec.kind)
+    if args.start_at is not None:
+        prepare = _then_wait(prepare, args.start_at)
+    return asyncio.run(run_trials(plan, prepare, bracket))
+
+
+def wait_until(start_at: float | None) -> None:
+    """Sleep until this node's wall clock reads `start_at` (no busy wait: a spinning client
+    would be measured); return at once when it has passed or is None."""
+    if start_at is None:
+        return
+    while (left := start_at - time.time()) > 0:
+        time.sleep(left)
+
+
+def _then_wait(prepare: Prepare, start_at: float) -> Prepare:
+    """`prepare` (the workload's set-up, untimed, e.g. hashing a blob), then the wait: so the
+    first trial, not the set-up, begins at the agreed instant."""
+
+    async def prepared_then_waited(plan: RunPlan, target: Target) -> Prepared:
+        prepared = await prepare(plan, target)
+        wait_until(start_at)
+        return prepared
+
+    return prepared_then_waited

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.client.connect import Target
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import ClientRecord
 from agent.client.run import print_record, print_unrun
+from agent.conditions import TrialWatch
 from agent.errors import AgentError, UsageError
 from agent.marker import Marker, open_marker
 from agent.nghttp2.control import TrialControl
@@ -69,9 +70,11 @@ class NghttpFetcher:
         """The trial's record, and how many responses nghttp received."""
         har_path = workdir / f"{repetition}.har"
         argv = self.options.argv(self.nghttp, self.run.url, trial_id, str(har_path))
+        conditions = TrialWatch()  # the node's state, read outside the measured window
         self.marker.raise_line()
         child = run_child(argv, self.run.options.timeout_s)
         self.marker.lower_line()
+        node = conditions.end()
         started = time.perf_counter()
         times: tuple[ResourceTimes, ...] = ()
         har_bytes = 0
@@ -99,7 +102,7 @@ class NghttpFetcher:
             probe_overhead_s=time.perf_counter() - started,
             timeout_s=self.run.options.timeout_s,
         )
-        return record, len(times)
+        return replace(record, conditions=node.to_dict()), len(times)
 
 
 def _manifest(run: RunPlan) -> SiteManifest:

@@ -19,6 +19,7 @@ from typing import IO
 from h2.settings import SettingCodes
 
 from agent import probe
+from agent.conditions import Host, TrialWatch
 from agent.errors import UsageError
 from agent.frames import FrameCounts
 from agent.limits import ConnectionLimits
@@ -55,6 +56,9 @@ class ServerApp:
         self.options = options
         self.handler = handler
         self.ledger = TrialLedger(options.workload)
+        # Each open trial's node conditions (agent.conditions), read when it opens and closes.
+        self._node = Host()
+        self._conditions: dict[str, TrialWatch] = {}
         self.h2_settings: dict[SettingCodes, int] = {
             # h2's own defaults for a server, made explicit so they are what we report.
             SettingCodes.MAX_CONCURRENT_STREAMS: 100,
@@ -126,6 +130,9 @@ class ServerApp:
 
     def trial_request(self, trial_id: str, connection_id: int) -> None:
         reset = False
+        if not self.ledger.is_open(trial_id):
+            # Before the trial's span; the counters only, on the request path.
+            self._conditions[trial_id] = TrialWatch(self._node, instant_start=False)
         if not self.ledger.is_open(trial_id) and not self.ledger.open_trials:
             # Only a trial that runs alone may reset the process's peak-RSS mark.
             reset = probe.reset_peak_rss()
@@ -147,7 +154,10 @@ class ServerApp:
             self._write_record(record)
 
     def _write_record(self, record: TrialRecord) -> None:
-        self._trial_sink.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
+        watch = self._conditions.pop(record.trial_id, None)
+        conditions = None if watch is None else watch.end().to_dict()
+        line = {**record.to_dict(), "conditions": conditions}
+        self._trial_sink.write(json.dumps(line, separators=(",", ":")) + "\n")
         self._trial_sink.flush()
 
     async def drain(self) -> None:

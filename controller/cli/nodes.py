@@ -126,7 +126,9 @@ def _error(message: str) -> None:
 
 def _nodes(args: argparse.Namespace) -> dict[str, NodeConfig]:
     config = load_config(args.config, args.overrides)
-    return {role: config.node(role) for role in ROLES}
+    nodes = {role: config.node(role) for role in ROLES}
+    # nodes.clients: the first is nodes.client (the metered one); the others by name.
+    return nodes | {str(node.name): node for node in config.clients[1:]}
 
 
 def _report_failures(failed: Mapping[str, ControllerError]) -> int:

@@ -24,6 +24,8 @@ from rich.console import Console
 
 from agent import __version__
 from analysis.columns import BREAKDOWN
+from analysis.conditions import summarise as summarise_conditions
+from analysis.manifest import read_manifest
 from controller.config import DEFAULT_CONFIG_PATH, Config
 from controller.config.load import Layer, config_of, read_layers, with_overrides
 from controller.dashboard.live import LiveDashboard, MeterWatch, PlainLines, Sink
@@ -291,6 +293,10 @@ def _measure(
                     outcome = BreakdownRun(engine, config, sink.post).run()
                 if outcome.paused is None and config.energy.idle_end:
                     baseline.after_sweep(meter, config, sink.post, recorder)
+                # The nodes' conditions over every ok trial so far (after_sweep's write kept).
+                ok_rows = [row for row in recorder.rows() if row["status"] == "ok"]
+                recorded = read_manifest(recorder.run_dir)
+                recorder.write_manifest({**recorded, "conditions": summarise_conditions(ok_rows)})
                 return outcome
             finally:
                 watch.close()

@@ -13,6 +13,7 @@ from agent.nghttp2.options import NGHTTP_SETTINGS, NGHTTPD_SETTINGS
 from agent.nghttp2.windows import is_representable, nearest_bits
 from agent.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
+from controller.config.clients import check_clients
 from controller.config.layers import KeyPath, Stack
 from controller.config.model import (
     INA219_RATE_MAX_HZ,
@@ -73,8 +74,12 @@ def _blame(stack: Stack, missing: str, deciding: str) -> str:
     return stack.origins.get(missing) or stack.origin(deciding)
 
 
-def _node(stack: Stack, role: Role) -> NodeConfig:
-    given: dict[str, Any] = stack.tree["nodes"][role]
+def _node(
+    stack: Stack, role: Role, given: dict[str, Any] | None = None, key: str | None = None
+) -> NodeConfig:
+    """nodes.<role>, or (`given`, `key`) an entry of nodes.clients over nodes.client."""
+    given = dict(stack.tree["nodes"][role]) if given is None else given
+    key = key or f"nodes.{role}"
     host: str = given["host"]
     local = host == LOCAL_HOST
     server_host: str = stack.tree["nodes"]["server"]["host"]
@@ -90,23 +95,42 @@ def _node(stack: Stack, role: Role) -> NodeConfig:
         "address": address,
     }
     if given.get("remote_device") and local:
-        key = f"nodes.{role}.remote_device"
+        where = f"{key}.remote_device"
         raise ConfigError(
-            f"{stack.origin(key)}: {key}: only for SSH nodes (a local node's device is always "
+            f"{stack.origin(where)}: {where}: only for SSH nodes (a local node's device is always "
             "emulated); unset it"
         )
     if given.get("device") is not None:
         remote = bool(given.get("remote_device"))
         given = {**given, "device": _device(stack, role, local or remote, given["device"])}
     node = NodeConfig(role=role, **{**defaults, **given})
-    if not local and node.known_hosts is None:
-        where = f"nodes.{role}.known_hosts"
+    if role == "server" and node.marker is not None:
         raise ConfigError(
-            f"{_blame(stack, where, f'nodes.{role}.host')}: {where}: required for an SSH node "
+            f"{stack.origin('nodes.server.marker')}: nodes.server.marker: the marker is the "
+            "client's (it raises the line for each trial it runs)"
+        )
+    if not local and node.known_hosts is None:
+        where = f"{key}.known_hosts"
+        raise ConfigError(
+            f"{_blame(stack, where, f'{key}.host')}: {where}: required for an SSH node "
             f"(host {json.dumps(host)}): its host key is checked against this file and an "
             "unknown or changed key is refused, never accepted silently"
         )
     return node
+
+
+def _clients(stack: Stack) -> tuple[NodeConfig, ...]:
+    """nodes.clients: each entry over nodes.client's keys (their shared values), named
+    client1, client2, ... unless it names itself."""
+    entries = stack.tree["nodes"].get("clients")
+    if not entries:
+        return ()
+    shared = dict(stack.tree["nodes"]["client"])
+    nodes = []
+    for index, entry in enumerate(entries):
+        given = {**shared, **entry, "name": entry.get("name", f"client{index + 1}")}
+        nodes.append(_node(stack, "client", given, f"nodes.clients[{index}]"))
+    return tuple(nodes)
 
 
 def _device(stack: Stack, role: Role, applied: bool, given: dict[str, Any]) -> DeviceProfile:
@@ -239,12 +263,14 @@ def build(stack: Stack, source: str) -> Config:
     """The validated `Config` for a merged stack of layers."""
     workload = _workload(stack)
     sweep = SweepConfig(axes=_axes(stack, workload))
+    clients = _clients(stack)
     config = Config(
         run=RunConfig(**stack.tree["run"]),
         sweep=sweep,
         workload=workload,
-        client=_node(stack, "client"),
+        client=clients[0] if clients else _node(stack, "client"),
         server=_node(stack, "server"),
+        clients=clients,
         meter=_meter(stack),
         link=LinkConfig(**stack.tree["link"]),
         energy=EnergyConfig(**stack.tree["energy"]),
@@ -257,6 +283,7 @@ def build(stack: Stack, source: str) -> Config:
     )
     _check_engines(stack, config)
     _check_energy_window(stack, config)
+    check_clients(stack, config)
     return config
 
 
@@ -334,7 +361,7 @@ def _check_energy_window(stack: Stack, config: Config) -> None:
 
 def _check_kind_engine(stack: Stack, config: Config) -> None:
     spec = SPECS[config.workload.kind]
-    for node in (config.client, config.server):
+    for node in (*config.client_nodes, config.server):
         if node.engine not in spec.engines:
             key = f"nodes.{node.role}.engine"
             raise ConfigError(
@@ -346,7 +373,7 @@ def _check_kind_engine(stack: Stack, config: Config) -> None:
 def _check_engines(stack: Stack, config: Config) -> None:
     """What nghttp / nghttpd cannot run is refused before the sweep starts, naming the node."""
     _check_kind_engine(stack, config)
-    for node in (config.client, config.server):
+    for node in (*config.client_nodes, config.server):
         if node.engine != "nghttp2":
             continue
         engine = f'nodes.{node.role}.engine = "nghttp2"'

@@ -133,11 +133,16 @@ class NodeConfig:
     data_interface: str | None = None
     # The HTTP/2 implementation the node's agent runs: its own (h2) or nghttp / nghttpd.
     engine: Engine = "h2"
+    # The client's wired trial-marker line, "gpio:CHIP:LINE" (docs/bring-up.md); None: none
+    # (a local client with a modelled meter always has its software line).
+    marker: str | None = None
     # The constrained device it emulates (cgroups, controller.device); None: none.
     device: DeviceProfile | None = None
     # SSH nodes: apply `device` on the node's host too (its own hardware is its device otherwise).
     remote_device: bool = False
     http_port: int = 8443
+    # An entry of nodes.clients: its name (client1, client2, ... unless given); None otherwise.
+    name: str | None = None
 
     @property
     def is_local(self) -> bool:
@@ -277,6 +282,9 @@ class Config:
     link: LinkConfig = field(default_factory=LinkConfig)
     energy: EnergyConfig = field(default_factory=EnergyConfig)
     search: SearchConfig | None = None  # None: a plain sweep of the grid
+    # nodes.clients: the client nodes a trial's load is spread over, `client` the first of them
+    # (the metered one); empty for the one client of nodes.client alone.
+    clients: tuple[NodeConfig, ...] = ()
     # Provenance, not content: two configs with the same values are equal wherever they came from.
     source: str = field(default="<defaults>", compare=False)
     layers: tuple[str, ...] = field(default=("<defaults>",), compare=False)
@@ -285,6 +293,11 @@ class Config:
 
     def node(self, role: Role) -> NodeConfig:
         return self.client if role == "client" else self.server
+
+    @property
+    def client_nodes(self) -> tuple[NodeConfig, ...]:
+        """Every client node: nodes.clients, else nodes.client alone."""
+        return self.clients or (self.client,)
 
     def point(self, axes: Mapping[str, AxisValue]) -> TrialPoint:
         """The grid point `axes` (axis name -> value) over this config's other values."""
@@ -316,8 +329,13 @@ class Config:
                 **_section(self.workload, skip=("kind", "params")),
             },
             "nodes": {
-                "client": _section(self.client, skip=("role", "http_port")),
-                "server": _section(self.server, skip=("role",)),
+                "client": _section(self.client, skip=("role", "http_port", "name")),
+                "server": _section(self.server, skip=("role", "name")),
+                **(
+                    {"clients": [_section(c, skip=("role", "http_port")) for c in self.clients]}
+                    if self.clients
+                    else {}
+                ),
             },
             "meter": {**_section(self.meter), "channels": dict(self.meter.channels)},
             "link": _section(self.link),

@@ -316,6 +316,7 @@ STOP_METRICS = (
     "server_cpu_s",
 )
 _IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
+_GPIO_MARKER = re.compile(r"gpio:[A-Za-z0-9_./-]+:[0-9]{1,4}")
 
 _DEVICE: dict[str, Reader] = {
     "profile": choice(PROFILE_NAMES),
@@ -359,9 +360,41 @@ _NODE: dict[str, Reader] = {
     "address": _HOST_READER,
     "data_interface": optional(text(_IFNAME, "a network interface name (at most 15 characters)")),
     "engine": choice(ENGINES),
+    "marker": optional(text(_GPIO_MARKER, "gpio:CHIP:LINE, e.g. gpio:gpiochip0:17")),
     "device": optional(device),
     "remote_device": boolean,
 }
+
+
+MAX_CLIENTS = 64
+_CLIENT_ENTRY: dict[str, Reader] = {
+    **_NODE,
+    "name": text(_NAME, "a node name of letters, digits, '.', '_' or '-' (at most 64)"),
+}
+
+
+def clients(value: Any) -> list[dict[str, Any]]:
+    """nodes.clients: an array of client node tables (`[[nodes.clients]]`), each with the keys
+    of nodes.client (which gives their shared values) and an optional `name`."""
+    if not isinstance(value, list):
+        raise _Invalid(f"expected an array of tables ([[nodes.clients]]), got {describe(value)}")
+    if not 1 <= len(value) <= MAX_CLIENTS:
+        raise _Invalid(f"has {len(value)} client nodes; give 1..{MAX_CLIENTS}")
+    entries = []
+    for index, entry in enumerate(value):
+        if not isinstance(entry, dict):
+            raise _Invalid(f"expected a table, got {describe(entry)}", f"[{index}]")
+        checked: dict[str, Any] = {}
+        for key, item in entry.items():
+            at = f"[{index}].{key_text(key)}"
+            if key not in _CLIENT_ENTRY:
+                raise _Invalid(_unknown("", key, _CLIENT_ENTRY), at)
+            try:
+                checked[key] = _CLIENT_ENTRY[key](item)
+            except _Invalid as exc:
+                raise _Invalid(str(exc), at + exc.at) from None
+        entries.append(checked)
+    return entries
 
 
 def _single(value: Any) -> Any:
@@ -410,6 +443,7 @@ SCHEMA: Schema = {
     "nodes": {
         "client": _NODE,
         "server": {**_NODE, "http_port": integer(1, 65535)},
+        "clients": optional(clients),
     },
     "meter": {
         "source": choice(METER_SOURCES),

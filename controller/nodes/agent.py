@@ -189,11 +189,13 @@ class AgentNode:
         engine: str | None = None,
         unrepresentable_window: str | None = None,
         trial_control: str | None = None,
+        start_at_s: float | None = None,
     ) -> dict[str, Any]:
         """One trial of the workload by the client agent (`h2iot-agent trial`); its JSON record
         (agent/README.md), also when the trial failed (`ok` false: a body mismatch, a refused
         connection, a timeout). A failure before any record (a usage error, an agent that
-        died) raises CommandFailedError with the agent's error."""
+        died) raises CommandFailedError with the agent's error. `start_at_s`: the instant on
+        the node's wall clock (Unix seconds) the trial begins at (`--start-at`)."""
         argv = ["trial", url, "--workload", workload, "--json", "--timeout", f"{timeout_s:g}"]
         argv += self._cpu_args()
         options: Sequence[tuple[str, object]] = (
@@ -203,6 +205,7 @@ class AgentNode:
             ("--manifest", None if manifest is None else self.node.path(manifest)),
             ("--marker", marker),
             ("--trial-control", trial_control),
+            ("--start-at", None if start_at_s is None else f"{start_at_s:.6f}"),
         )
         for flag, value in options:
             if value is not None:

@@ -10,11 +10,13 @@ from controller.nodes.transport import LocalTransport
 
 
 def node_label(config: NodeConfig) -> str:
-    """`client (local)` or `server (pi@10.0.0.2:22)`: how every message names the node."""
+    """`client (local)` or `server (pi@10.0.0.2:22)`: how every message names the node (an
+    entry of nodes.clients by its name, `client2 (pi@10.0.0.12:22)`)."""
+    name = config.name or config.role
     if config.is_local:
-        return f"{config.role} (local)"
+        return f"{name} (local)"
     user = f"{config.user}@" if config.user else ""
-    return f"{config.role} ({user}{config.host}:{config.port})"
+    return f"{name} ({user}{config.host}:{config.port})"
 
 
 def connect(

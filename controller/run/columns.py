@@ -2,7 +2,8 @@
 
 After the leading columns comes `workload` (its kind), then one column per sweep axis, named as
 in the config (settings and workload parameters alike), then the common metrics, then the
-workload's own: `<kind>_<field>` for each field its declaration lists (agent.workloads).
+workload's own: `<kind>_<field>` for each field its declaration lists (agent.workloads), then
+each node's conditions over the trial: `<role>_<field>` (agent.conditions).
 """
 
 from __future__ import annotations
@@ -106,6 +107,44 @@ SEARCH_COLUMNS: tuple[Column, ...] = (
     ),
     Column("search_probe", "", "breakdown search runs only: the group's probe, from 1"),
 )
+CONDITION_ROLES = ("client", "server")
+CONDITION_FIELDS: tuple[Column, ...] = (
+    Column(
+        "cpu_freq_mhz",
+        "MHz",
+        "lowest current clock of the node's CPUs (cpufreq) at the trial's start and end",
+    ),
+    Column("governor", "", "the cpufreq governor of those CPUs; '+' joins different ones"),
+    Column("temp_c", "degC", "hottest thermal zone of the node at the trial's start or end"),
+    Column(
+        "throttled_flags",
+        "",
+        "Raspberry Pi firmware flags (vcgencmd get_throttled), ORed over start and end, hex: "
+        "bits 0-3 under-voltage, clock capped, throttled, soft temperature limit now; "
+        "bits 16-19 the same since boot",
+    ),
+    Column(
+        "other_cpu_pct",
+        "%",
+        "CPU time other processes took on the node agent's CPUs over the trial, percent of "
+        "one core (10 ms ticks)",
+    ),
+    Column(
+        "conditions_missing",
+        "",
+        "the fields above this node could not read, and why ('field: reason; ...')",
+    ),
+)
+"""Per node (`<role>_<name>`): its conditions over the trial, read by its agent (empty when
+the node has no such reading; `conditions_missing` says why)."""
+
+
+def condition_columns() -> tuple[Column, ...]:
+    return tuple(
+        Column(f"{role}_{field.name}", field.unit, f"{role} node: {field.meaning}")
+        for role in CONDITION_ROLES
+        for field in CONDITION_FIELDS
+    )
 
 
 def workload_columns(kind: str) -> tuple[Column, ...]:
@@ -129,7 +168,8 @@ def trial_columns(
     first among them)."""
     swept = tuple(_axis_column(name) for name in axes)
     probes = SEARCH_COLUMNS if search else ()
-    return LEADING_COLUMNS + swept + probes + METRIC_COLUMNS + workload_columns(workload)
+    own = workload_columns(workload)
+    return LEADING_COLUMNS + swept + probes + METRIC_COLUMNS + own + condition_columns()
 
 
 def header(axes: tuple[str, ...], workload: str = "page", search: bool = False) -> list[str]:

@@ -8,6 +8,7 @@ from typing import Any
 from agent.workloads import SPECS
 from controller.energy import WindowEnergy
 from controller.nodes.agent import TRIAL_PROCESS
+from controller.run.columns import CONDITION_FIELDS
 from controller.sweep.agent_pair import TRIAL_INTERFACE
 from controller.sweep.interfaces import PowerWindow
 from controller.sweep.plan import PlannedTrial
@@ -33,6 +34,24 @@ def _cpu_pct(record: Mapping[str, Any]) -> object:
     if isinstance(cpu, int | float) and isinstance(response, int | float) and response > 0:
         return 100.0 * cpu / response
     return record.get("cpu_pct")
+
+
+def condition_cells(role: str, record: Mapping[str, Any]) -> dict[str, object]:
+    """The node's conditions from its trial record (agent.conditions): `<role>_<field>`."""
+    conditions = record.get("conditions")
+    if not isinstance(conditions, Mapping):
+        return {}
+    cells: dict[str, object] = {
+        f"{role}_{field.name}": conditions.get(field.name)
+        for field in CONDITION_FIELDS
+        if field.name in conditions
+    }
+    flags = conditions.get("throttled_flags")
+    cells[f"{role}_throttled_flags"] = hex(flags) if isinstance(flags, int) else None
+    missing = conditions.get("unavailable")
+    if isinstance(missing, Mapping):
+        cells[f"{role}_conditions_missing"] = "; ".join(f"{k}: {v}" for k, v in missing.items())
+    return cells
 
 
 def trial_row(
@@ -93,6 +112,7 @@ def trial_row(
             # The declared fields only: the columns were fixed when the run was created.
             for field in SPECS[workload].fields:
                 row[f"{workload}_{field.name}"] = metrics.get(field.name)
+        row.update(condition_cells("client", client))
     if server is not None:
         row.update(
             server_serve_s=server.get("serve_s"),
@@ -102,6 +122,7 @@ def trial_row(
             server_bytes_sent=_bytes(server, "sent"),
             server_data_frames=_frames(server, "sent", "DATA"),
         )
+        row.update(condition_cells("server", server))
     if power is not None:
         row.update(
             window_source=power.source,

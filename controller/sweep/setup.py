@@ -44,6 +44,7 @@ from controller.nodes.connect import connect, node_label
 from controller.nodes.facts import inspect_node
 from controller.nodes.node import Node
 from controller.sweep.agent_pair import AgentPair
+from controller.sweep.client_group import client_group, grouped_server
 from controller.sweep.memory_pair import make_pair
 from controller.sweep.meter_tap import MeterTap
 from controller.workloads import prepare_sweep, preparer
@@ -195,6 +196,10 @@ def open_sweep(
         client = AgentNode(
             client_node, config.client.python, _state_dir(config.client, run_dir), config.client.cpu
         )
+        # nodes.clients: the other client nodes join the first as one group.
+        client = client_group(
+            config, client, facts, stack, run_dir, accept_new_host_key=accept_new_host_key
+        )
         server = AgentNode(
             server_node,
             config.server.python,
@@ -202,11 +207,12 @@ def open_sweep(
             config.server.cpu,
             trial_log=trial_log,
         )
+        server = grouped_server(client, server)
         prepare = preparer(
             config.workload.kind,
             server,
             _state_dir(config.server, run_dir),
-            client_shares_host=config.client.host == config.server.host,
+            client_shares_host=all(c.host == config.server.host for c in config.client_nodes),
         )
         prepare_sweep(config, prepare)
         modelled = config.meter.source != "serial"
@@ -228,7 +234,7 @@ def open_sweep(
             client,
             server,
             prepare=prepare,
-            marker=f"fifo:{marker_path}" if marker_path is not None else None,
+            marker=f"fifo:{marker_path}" if marker_path is not None else config.client.marker,
             client_offset_ns=int(offset),
             facts=facts,
             client_traffic=(

@@ -369,11 +369,11 @@ KEY_ERRORS = [
         "idle_baseline_s, retries, trial_timeout_s, stop_metric, stop_half_width, stop_min_n)",
     ),
     ("run = 5", "run: expected a table, got an integer (5)"),
-    ("[nodes.gateway]", "nodes.gateway: unknown key (known: client, server)"),
+    ("[nodes.gateway]", "nodes.gateway: unknown key (known: client, server, clients)"),
     (
         "[nodes.client]\nhttp_port = 1",
         "nodes.client.http_port: unknown key (known: host, user, "
-        "port, key, known_hosts, python, deploy_dir, cpu, address, data_interface, engine, "
+        "port, key, known_hosts, python, deploy_dir, cpu, address, data_interface, engine, marker, "
         "device, remote_device; the client connects to nodes.server.http_port)",
     ),
     ('[run]\nrepetitions = "68"', 'run.repetitions: expected an integer, got a string ("68")'),
@@ -946,3 +946,17 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_its_key(case: tuple[str, st
         path = Path(directory, "c.toml")
         path.write_text(f"[{table}]\n{leaf} = {literal}\n" if table else f"{key} = {literal}\n")
         assert error_of(path).startswith(f"{path}: {key}")
+
+
+def test_the_client_marker_is_a_gpio_line_and_the_clients_only() -> None:
+    assert load_config(None, ["nodes.client.marker=gpio:gpiochip0:17"]).client.marker == (
+        "gpio:gpiochip0:17"
+    )
+    assert load_config(None, []).client.marker is None
+    for override, words in (
+        ("nodes.client.marker=gpio17", "is not gpio:CHIP:LINE"),
+        ("nodes.server.marker=gpio:gpiochip0:17", "the marker is the client's"),
+    ):
+        with pytest.raises(ConfigError) as raised:
+            load_config(None, [override])
+        assert words in str(raised.value)

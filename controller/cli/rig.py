@@ -1,0 +1,87 @@
+"""`h2iot rig check CONFIG`: one line per check of the bench the config describes, PASS, WARN,
+FAIL or UNAVAILABLE, and after an arrow what to do about it.
+
+The meter: its serial port exists and this user may open it (dialout); the board's identity
+and firmware against this build; samples at the configured rate with no gaps; each channel's
+zero offset (from meter.calibration) and the nodes' idle power; the marker loop (the client
+node pulses its marker for 200 ms; the meter must stamp both edges within 2 s, the pulse's
+width within 20 ms of the node's). Each node: SSH reach and host key, agent and Python
+versions, the clock offset and its uncertainty, CPU governor and clock, temperature, the
+Raspberry Pi firmware's throttling flags, memory and swap, other processes using CPU.
+
+What this platform lacks (a local node's SSH, a virtual meter's firmware, a governor without
+cpufreq) is UNAVAILABLE, never a pass. Exit status 1 when any check fails, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from controller.config import load_config
+from controller.errors import ConfigError, ControllerError
+from controller.rig import Check, check_rig
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "rig",
+        help="check the bench: meter, marker wire, nodes",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="rig_action", metavar="ACTION", required=True)
+    check = actions.add_parser("check", help="one line per check, and the fix")
+    check.add_argument("config", type=Path, help="the sweep's TOML config")
+    check.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key (dotted), like h2iot sweep",
+    )
+    check.add_argument(
+        "--marker",
+        metavar="SPEC",
+        help="the client's marker line, gpio:CHIP:LINE for a wired GPIO (default: the "
+        "software line to a modelled meter when the client is local, else none)",
+    )
+    check.add_argument(
+        "--seconds", type=float, default=2.0, help="how long the meter streams (default 2)"
+    )
+    check.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="first contact: record an unknown host's key (printing its fingerprint)",
+    )
+    check.set_defaults(handler=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    found: list[Check] = []
+
+    def emit(check: Check) -> None:
+        found.append(check)
+        print(check.line(), flush=True)
+
+    try:
+        config = load_config(args.config, args.overrides)
+        if args.seconds <= 0:
+            raise ConfigError(f"--seconds {args.seconds}: must be more than 0")
+        check_rig(
+            config,
+            emit,
+            marker=args.marker,
+            accept_new_host_key=args.accept_new_host_key,
+            seconds=args.seconds,
+        )
+    except ControllerError as exc:
+        print(f"h2iot: error: {exc}", file=sys.stderr)
+        return exc.exit_status
+    failed = [c for c in found if c.failed]
+    counts = {s: sum(c.status == s for c in found) for s in ("pass", "warn", "fail", "unavailable")}
+    print(", ".join(f"{n} {s}" for s, n in counts.items()))
+    return 1 if failed else 0

@@ -1,0 +1,9 @@
+"""`h2iot rig check`: is the bench (the meter, its marker wire, the nodes) fit to measure?
+Judgments in `checks` (pure), the I/O that feeds them in `probe`."""
+
+from __future__ import annotations
+
+from controller.rig.checks import Check, Status
+from controller.rig.probe import check_rig
+
+__all__ = ["Check", "Status", "check_rig"]

@@ -1,0 +1,377 @@
+"""`h2iot rig check`'s I/O: reach each node and ask its agent, open the meter the config names
+(a board's serial port, or the virtual or simavr meter following the local nodes, as a sweep
+does), measure, and hand each finding to `controller.rig.checks` for judgment.
+
+The nodes are checked first, while nothing of ours loads them; the meter then runs with the
+nodes idle (their anchors, for a modelled meter), then the client node pulses its marker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent import __version__
+from controller.config.model import (
+    ROLES,
+    Config,
+    NodeConfig,
+    Role,
+    channel_label,
+    channel_source,
+    is_ina219,
+)
+from controller.errors import ConfigError, ControllerError, MeterError
+from controller.meter.calibration import Calibration, nominal
+from controller.meter.node_power import WatchSpec
+from controller.meter.protocol import PROTOCOL_VERSION
+from controller.meter.session import MeterSession
+from controller.nodes.errors import NodeError
+from controller.nodes.facts import inspect_node
+from controller.nodes.node import Node
+from controller.nodes.wheel import project_root
+from controller.rig import checks
+from controller.rig.checks import Check
+from controller.sweep.setup import open_node
+
+Emit = Callable[[Check], None]
+PULSE_WIDTH_S = 0.2
+_NODE_TIMEOUT_S = 60.0
+
+
+def check_rig(
+    config: Config,
+    emit: Emit,
+    *,
+    marker: str | None = None,
+    accept_new_host_key: bool = False,
+    seconds: float = 2.0,
+    sample_s: float = 1.0,
+) -> None:
+    """Every check of the rig the config describes, each handed to `emit` as it is judged."""
+    with ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rig-check-")))
+        opened: dict[Role, tuple[Node, int | None]] = {}
+        for role in ROLES:
+            found = _check_node(config.node(role), emit, accept_new_host_key, sample_s)
+            if found is not None:
+                stack.callback(found[0].close)
+                opened[role] = found
+        _check_meter(config, opened, scratch, emit, marker=marker, seconds=seconds)
+
+
+# --- nodes ---------------------------------------------------------------------------------
+
+
+def _check_node(
+    config: NodeConfig, emit: Emit, accept_new_host_key: bool, sample_s: float
+) -> tuple[Node, int | None] | None:
+    role = config.role
+    try:
+        node, anchor = open_node(config, accept_new_host_key=accept_new_host_key)
+    except (NodeError, ConfigError) as exc:
+        emit(checks.ssh_check(role, local=config.is_local, error=str(exc), host=config.host))
+        return None
+    emit(checks.ssh_check(role, local=config.is_local, error=None, host=config.host))
+    facts = inspect_node(node, config, expected_version=__version__, clock_samples=50)
+    emit(
+        checks.versions_check(
+            role,
+            python=facts.python_version,
+            agent=facts.agent_version,
+            expected_agent=__version__,
+            problems="; ".join(facts.problems),
+        )
+    )
+    clock = facts.clock
+    emit(
+        checks.clock_check(
+            role,
+            offset_ns=None if clock is None else clock.wall_offset_ns,
+            uncertainty_ns=None if clock is None else clock.uncertainty_ns,
+            samples=0 if clock is None else clock.samples,
+        )
+    )
+    report = _conditions(node, config, sample_s)
+    if isinstance(report, str):
+        emit(Check(f"{role} conditions", "fail", report, "h2iot nodes deploy CONFIG"))
+        return node, anchor
+    emit(checks.governor_check(role, report))
+    emit(checks.thermal_check(role, report))
+    emit(checks.throttle_check(role, report))
+    emit(checks.memory_check(role, report))
+    # A local node shares this machine: the controller itself is not another process there.
+    emit(checks.busy_check(role, report, ignore=(os.getpid(),) if config.is_local else ()))
+    return node, anchor
+
+
+def _conditions(node: Node, config: NodeConfig, sample_s: float) -> dict[str, Any] | str:
+    """The agent's `conditions` report, or why there is none."""
+    argv = [node.path(config.python), "-m", "agent.cli", "conditions", "--sample-s", f"{sample_s}"]
+    if config.cpu is not None:
+        argv += ["--cpu", str(config.cpu)]
+    try:
+        result = node.run(argv, timeout_s=_NODE_TIMEOUT_S + sample_s)
+    except NodeError as exc:
+        return str(exc)
+    try:
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return f"{node.label}: `h2iot-agent conditions` printed no JSON"
+    return report if isinstance(report, dict) else f"{node.label}: conditions: not an object"
+
+
+# --- the meter -----------------------------------------------------------------------------
+
+
+def _check_meter(
+    config: Config,
+    nodes: dict[Role, tuple[Node, int | None]],
+    scratch: Path,
+    emit: Emit,
+    *,
+    marker: str | None,
+    seconds: float,
+) -> None:
+    meter = config.meter
+    modelled = meter.source != "serial"
+    client = config.client
+    if marker is None and modelled and client.is_local:
+        marker = f"fifo:{scratch / 'marker.fifo'}"
+    marker = marker or client.marker
+    try:
+        with _device(config, nodes, marker, emit) as port:
+            session = MeterSession.open(port, meter.baud)
+            with session:
+                _check_session(config, session, nodes, emit, marker=marker, seconds=seconds)
+    except ControllerError as exc:
+        emit(Check("meter", "fail", str(exc), "see the checks above; h2iot meter info --port"))
+
+
+@contextmanager
+def _device(
+    config: Config,
+    nodes: dict[Role, tuple[Node, int | None]],
+    marker: str | None,
+    emit: Emit,
+) -> Iterator[str]:
+    """The serial device to open: the board's (its port checked first), or a modelled
+    meter's pty, following the local nodes' anchors like a sweep's."""
+    meter = config.meter
+    if meter.source == "serial":
+        port = meter.port or ""
+        check = _port_check(port)
+        emit(check)
+        if check.failed:
+            raise MeterError(f"meter port {port}: not usable, the meter was not checked")
+        yield port
+        return
+    watch = _watch(config, nodes)
+    fifo = Path(marker[len("fifo:") :]) if marker and marker.startswith("fifo:") else None
+    modelled: Any
+    if meter.source == "virtual":
+        from controller.meter.virtual import (  # noqa: PLC0415  (psutil: controller side only)
+            VirtualMeter,
+            VirtualMeterOptions,
+        )
+
+        modelled = VirtualMeter(VirtualMeterOptions(watch=watch, marker_fifo=fifo))
+    else:
+        from controller.meter.simulate import (  # noqa: PLC0415  (builds the firmware)
+            SimulatedMeter,
+            SimulateOptions,
+        )
+
+        modelled = SimulatedMeter(SimulateOptions(watch=watch, marker_fifo=fifo))
+    modelled.start()
+    try:
+        emit(Check("meter port", "pass", f"{modelled.port}: the {meter.source} meter's pty"))
+        yield modelled.port
+    finally:
+        modelled.stop()
+        modelled.close()
+
+
+def _port_check(port: str) -> Check:
+    if not os.path.exists(port):
+        return checks.port_check(port, exists=False, opens=False)
+    group = None
+    with contextlib.suppress(OSError, KeyError):
+        group = grp.getgrgid(os.stat(port).st_gid).gr_name
+    try:
+        fd = os.open(port, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        return checks.port_check(port, exists=True, opens=False, why=why, group=group)
+    os.close(fd)
+    return checks.port_check(port, exists=True, opens=True, group=group)
+
+
+def _watch(config: Config, nodes: dict[Role, tuple[Node, int | None]]) -> tuple[WatchSpec, ...]:
+    """A modelled meter's sources: the metered local nodes' anchors, in input order."""
+    by_input = {channel_source(c): role for role, c in config.meter.channels}
+    specs = []
+    for source in range(max(by_input, default=-1) + 1):
+        role = by_input.get(source)
+        pid = nodes[role][1] if role in nodes else None
+        if role is None or pid is None:
+            raise ConfigError(
+                f"meter.channels: input {source} has no local node to model (a modelled meter "
+                "follows local nodes only)"
+            )
+        specs.append(WatchSpec("pid", str(pid)))
+    return tuple(specs)
+
+
+def _check_session(
+    config: Config,
+    session: MeterSession,
+    nodes: dict[Role, tuple[Node, int | None]],
+    emit: Emit,
+    *,
+    marker: str | None,
+    seconds: float,
+) -> None:
+    meter = config.meter
+    info = session.identify()
+    emit(
+        checks.identity_check(
+            board=info.board,
+            firmware=info.fw_version,
+            protocol=info.protocol_version,
+            expected_firmware=_built_version(),
+            expected_protocol=PROTOCOL_VERSION,
+            modelled="virtual" if meter.source == "virtual" else None,
+        )
+    )
+    analog = tuple(sorted(c for _r, c in meter.channels if not is_ina219(c)))
+    i2c = tuple(sorted(channel_source(c) for _r, c in meter.channels if is_ina219(c)))
+    session.set_rate(meter.rate_hz)
+    if i2c:
+        session.set_i2c_channels(sum(1 << n for n in i2c))
+    session.set_channels(sum(1 << n for n in analog))
+    info = session.identify()
+    session.start()
+    time.sleep(seconds)
+    final = session.stop()
+    health = session.health()
+    window = session.samples.all()
+    emit(
+        checks.stream_check(
+            configured_hz=info.sample_rate_hz,
+            seconds=health.elapsed_s,
+            taken=final.samples_taken,
+            received=len(window.indices),
+            dropped=final.samples_dropped,
+            crc_failures=health.crc_failures,
+            frames_missed=health.frames_missed,
+        )
+    )
+    calibration = (
+        Calibration.load(meter.calibration)
+        if meter.calibration is not None
+        else nominal(analog or (0,), meter.sensor, meter.supply_v)
+    )
+    midscale = (1 << (info.adc_bits - 1)) - 0.5
+    columns = {n: column for column, n in enumerate(info.channels)}
+    for role, channel in meter.channels:
+        label = channel_label(channel)
+        if is_ina219(channel):
+            emit(Check(f"zero offset {label}", "unavailable", "an INA219 has no analog zero"))
+            continue
+        emit(
+            checks.zero_check(
+                label,
+                zero_code=calibration.channel(channel).zero_code
+                if meter.calibration is not None
+                else None,
+                midscale=midscale,
+                source=str(meter.calibration),
+            )
+        )
+        if len(window.indices) and channel in columns:
+            power = np.asarray(
+                calibration.power_mw(window.values[:, columns[channel]], channel), dtype=float
+            )
+            emit(
+                checks.idle_check(
+                    role, label, mean_mw=float(power.mean()), sd_mw=float(power.std())
+                )
+            )
+    emit(_marker_loop(config, session, nodes, marker, info.sample_rate_hz))
+
+
+def _built_version() -> str | None:
+    """firmware/VERSION of the source tree this controller runs from (what `h2iot firmware
+    flash` writes), or None installed without one."""
+    root = project_root()
+    if root is None:
+        return None
+    try:
+        return (root / "firmware" / "VERSION").read_text().strip()
+    except OSError:
+        return None
+
+
+def _marker_loop(
+    config: Config,
+    session: MeterSession,
+    nodes: dict[Role, tuple[Node, int | None]],
+    marker: str | None,
+    rate_hz: int,
+) -> Check:
+    if marker is None:
+        why = "no marker line: nodes.client.marker is unset (and no --marker gpio:CHIP:LINE)"
+        return checks.marker_check(node_width_s=None, meter_width_s=None, why=why)
+    if "client" not in nodes:
+        return checks.marker_check(
+            node_width_s=None, meter_width_s=None, why="the client node was not reached"
+        )
+    node = nodes["client"][0]
+    python = node.path(config.client.python)
+    session.start()
+    try:
+        seen = len(session.markers())
+        argv = [python, "-m", "agent.cli", "marker", "pulse", "--marker", marker]
+        try:
+            result = node.run([*argv, "--width-s", f"{PULSE_WIDTH_S}"], timeout_s=_NODE_TIMEOUT_S)
+            node_width_s = float(json.loads(result.stdout.strip().splitlines()[-1])["width_s"])
+        except (NodeError, ValueError, KeyError, IndexError) as exc:
+            return Check("marker loop", "fail", f"the client could not pulse {marker}: {exc}")
+        deadline = time.monotonic() + checks.MARKER_EDGE_WAIT_S
+        edges: tuple[int, int] | None = None
+        while edges is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+            edges = _pulse_edges(session, seen)
+    finally:
+        session.stop()
+    if edges is None:
+        why = f"the meter saw no rising and falling edge within {checks.MARKER_EDGE_WAIT_S:g} s"
+        return checks.marker_check(node_width_s=node_width_s, meter_width_s=None, why=why)
+    return checks.marker_check(
+        node_width_s=node_width_s, meter_width_s=(edges[1] - edges[0]) / rate_hz
+    )
+
+
+def _pulse_edges(session: MeterSession, seen: int) -> tuple[int, int] | None:
+    """The sample indices of the first rising edge since `seen` markers and the falling one
+    after it."""
+    markers = session.markers()[seen:]
+    rising = next((m for m in markers if m.marker.rising), None)
+    if rising is None:
+        return None
+    falling = next(
+        (m for m in markers if not m.marker.rising and m.sample_index >= rising.sample_index),
+        None,
+    )
+    return None if falling is None else (rising.sample_index, falling.sample_index)

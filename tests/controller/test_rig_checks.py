@@ -1,0 +1,192 @@
+"""`h2iot rig check`'s judgments, each way they can go."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.rig import checks
+from controller.rig.checks import Check
+
+
+def test_port() -> None:
+    assert checks.port_check("/dev/ttyACM0", exists=False, opens=False).status == "fail"
+    denied = checks.port_check(
+        "/dev/ttyACM0", exists=True, opens=False, why="Permission denied", group="dialout"
+    )
+    assert denied.status == "fail"
+    assert denied.fix == "sudo usermod -aG dialout $USER, then log in again"
+    assert "(group dialout): Permission denied" in denied.detail
+    assert checks.port_check("/dev/ttyACM0", exists=True, opens=True).status == "pass"
+
+
+def _identity(**changes: object) -> Check:
+    found: dict[str, object] = {
+        "board": "mega2560",
+        "firmware": "1.1.0",
+        "protocol": 2,
+        "expected_firmware": "1.1.0",
+        "expected_protocol": 2,
+        "modelled": None,
+    }
+    found.update(changes)
+    return checks.identity_check(**found)  # type: ignore[arg-type]
+
+
+def test_identity() -> None:
+    assert _identity().status == "pass"
+    assert _identity(firmware="1.0.0").status == "fail"
+    assert "h2iot firmware flash" in _identity(firmware="1.0.0").fix
+    assert _identity(protocol=1).status == "fail"
+    assert _identity(modelled="virtual").status == "unavailable"
+    assert _identity(modelled="virtual", protocol=1).status == "fail"
+
+
+def _stream(**changes: int | float) -> Check:
+    found: dict[str, int | float] = {
+        "configured_hz": 1000,
+        "seconds": 2.0,
+        "taken": 2000,
+        "received": 2000,
+        "dropped": 0,
+        "crc_failures": 0,
+        "frames_missed": 0,
+    }
+    found.update(changes)
+    return checks.stream_check(**found)  # type: ignore[arg-type]
+
+
+def test_stream() -> None:
+    assert _stream().status == "pass"
+    assert _stream(received=0).status == "fail"
+    assert _stream(received=1999, taken=2000, frames_missed=1).status == "warn"
+    dropped = _stream(received=1900, taken=2000, dropped=100)
+    assert dropped.status == "fail" and "lower meter.rate_hz" in dropped.fix
+    assert _stream(received=1900, taken=1900).status == "warn"  # 950 Hz: 5 % slow
+    assert _stream(crc_failures=3).status == "warn"
+
+
+@pytest.mark.parametrize(
+    ("zero", "status"),
+    [(None, "warn"), (511.5, "pass"), (519.0, "pass"), (521.0, "warn"), (532.0, "fail")],
+)
+def test_zero(zero: float | None, status: str) -> None:
+    check = checks.zero_check("A0", zero_code=zero, midscale=511.5, source="cal.json")
+    assert check.status == status
+    if status != "pass":
+        assert "h2iot meter calibrate" in check.fix
+
+
+@pytest.mark.parametrize(
+    ("mean", "status"), [(50.0, "fail"), (500.0, "warn"), (1300.0, "pass"), (3500.0, "warn")]
+)
+def test_idle(mean: float, status: str) -> None:
+    assert checks.idle_check("client", "A0", mean_mw=mean, sd_mw=20.0).status == status
+
+
+def test_marker() -> None:
+    bound = checks.MARKER_WIDTH_BOUND_S
+    assert checks.marker_check(node_width_s=None, meter_width_s=None).status == "unavailable"
+    assert checks.marker_check(node_width_s=0.2, meter_width_s=None).status == "fail"
+    assert checks.marker_check(node_width_s=0.2, meter_width_s=0.2 + bound).status == "pass"
+    late = checks.marker_check(node_width_s=0.2, meter_width_s=0.2 + bound + 0.001)
+    assert late.status == "fail"
+
+
+def test_ssh_and_versions_and_clock() -> None:
+    assert checks.ssh_check("client", local=True, error=None, host="local").status == (
+        "unavailable"
+    )
+    unknown = checks.ssh_check(
+        "client", local=False, error="host x not found in known_hosts", host="x"
+    )
+    assert unknown.status == "fail" and "--accept-new-host-key" in unknown.fix
+    assert checks.ssh_check("client", local=False, error=None, host="x").status == "pass"
+    ok = checks.versions_check("client", python="3.11.2", agent="0.1.0", expected_agent="0.1.0")
+    assert ok.status == "pass"
+    old = checks.versions_check("client", python="3.9.2", agent="0.1.0", expected_agent="0.1.0")
+    assert old.status == "fail"
+    stale = checks.versions_check("client", python="3.11.2", agent="0.0.9", expected_agent="0.1.0")
+    assert stale.status == "fail" and "deploy" in stale.fix
+    assert checks.clock_check("c", offset_ns=0, uncertainty_ns=0, samples=0).status == "pass"
+    assert checks.clock_check("c", offset_ns=5, uncertainty_ns=400_000, samples=50).status == (
+        "pass"
+    )
+    assert checks.clock_check("c", offset_ns=5, uncertainty_ns=3_000_000, samples=50).status == (
+        "warn"
+    )
+
+
+def test_governor() -> None:
+    missing = checks.governor_check(
+        "client", {"governors": None, "unavailable": {"governor": "no cpufreq driver"}}
+    )
+    assert missing.status == "unavailable" and missing.detail == "no cpufreq driver"
+    ondemand = checks.governor_check(
+        "client", {"governors": ["ondemand"] * 4, "cpu_freq_mhz": [600.0, 1200.0, 600.0, 600.0]}
+    )
+    assert ondemand.status == "warn" and "600, 1200 MHz" in ondemand.detail
+    assert "scaling_governor" in ondemand.fix
+    fixed = checks.governor_check(
+        "client", {"governors": ["performance"] * 4, "cpu_freq_mhz": [1200.0] * 4}
+    )
+    assert fixed.status == "pass"
+
+
+@pytest.mark.parametrize(
+    ("temp", "status"), [(None, "unavailable"), (55.0, "pass"), (72.0, "warn"), (81.0, "fail")]
+)
+def test_temperature(temp: float | None, status: str) -> None:
+    assert checks.thermal_check("client", {"temp_c": temp, "temp_zone": "cpu-thermal"}).status == (
+        status
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "status", "words"),
+    [
+        (None, "unavailable", "not a Raspberry Pi"),
+        (0x0, "pass", "never throttled"),
+        (0x50000, "warn", "since boot: under-voltage, throttled"),
+        (0x50005, "fail", "now: under-voltage, throttled"),
+    ],
+)
+def test_throttling(flags: int | None, status: str, words: str) -> None:
+    check = checks.throttle_check("client", {"throttled_flags": flags})
+    assert check.status == status
+    assert words in check.detail
+
+
+def test_memory() -> None:
+    mib = 2**20
+    good = {"MemTotal": 900 * mib, "MemAvailable": 700 * mib, "SwapTotal": 100 * mib}
+    assert checks.memory_check("c", {"memory_bytes": {**good, "SwapFree": 100 * mib}}).status == (
+        "pass"
+    )
+    swapped = checks.memory_check("c", {"memory_bytes": {**good, "SwapFree": 10 * mib}})
+    assert swapped.status == "warn" and "swapped out" in swapped.detail
+    none = {**good, "SwapTotal": 0, "SwapFree": 0}
+    assert "no swap" in checks.memory_check("c", {"memory_bytes": none}).detail
+    low = {**good, "MemAvailable": 50 * mib, "SwapFree": 100 * mib}
+    assert checks.memory_check("c", {"memory_bytes": low}).status == "warn"
+    assert checks.memory_check("c", {"unavailable": {}}).status == "unavailable"
+
+
+def test_busy() -> None:
+    report = {
+        "sample_s": 1.0,
+        "busy_processes": [
+            {"pid": 7, "name": "apt", "cpu_pct": 80.0},
+            {"pid": 9, "name": "h2iot", "cpu_pct": 30.0},
+            {"pid": 11, "name": "sshd", "cpu_pct": 2.0},
+        ],
+    }
+    warned = checks.busy_check("client", report, ignore=(9,))
+    assert warned.status == "warn" and warned.detail == "apt (pid 7) 80 % over 1.0 s"
+    assert checks.busy_check("client", {**report, "busy_processes": []}).status == "pass"
+
+
+def test_a_line_shows_the_fix_unless_it_passed() -> None:
+    assert Check("x", "fail", "broken", "mend it").line() == (
+        "FAIL        x                        broken  -> mend it"
+    )
+    assert Check("x", "pass", "fine", "mend it").line().endswith("fine")
