@@ -65,6 +65,7 @@ from analysis.figures import (
 )
 from analysis.frame_model import fit_run, summary_rows
 from analysis.load import Run, load_power, require_results, workload_columns
+from analysis.payload import payload_figures, per_message_rows
 from analysis.points import (
     DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
     metric_rows,
@@ -294,7 +295,9 @@ def _figures(
         ("memory", figure_memory([source]), "Peak resident set size, client and server.")
     )
     own = figure_workload([source], run.workload, workload_columns(run.manifest))
-    if own is not None:
+    if run.workload == "payload":
+        figures += payload_figures(run, summary)
+    elif own is not None:
         figures.append(
             (
                 f"workload_{run.workload}",
@@ -427,6 +430,8 @@ def write_report(
     figures_dir = directory / FIGURES_DIR
     if summary is None:
         summary = summarize_points(run, target_relative_half_width)
+    if run.workload == "payload":
+        summary = pd.concat([summary, per_message_rows(run)], ignore_index=True)
     bounds = bounds_of(run)
     fits = fit_run(run)
     summary_csv = directory / "summary.csv"

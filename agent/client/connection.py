@@ -443,6 +443,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             *regular,
         ]
         exchange = ClientExchange(self, method, path, time.monotonic_ns())
+        exchange.end_queued = end_stream
         if pseudo and not self._settings_received.done():
             self._unopened.append((exchange, request_headers, end_stream))
         else:
@@ -469,7 +470,6 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.initial_window_size, self.initial_window_size, self.flow.window_update_policy
         )
         self.conn.send_headers(stream_id, headers, end_stream=end_stream)
-        exchange.end_queued = exchange.end_queued or end_stream
         if exchange.buffered_bytes or (exchange.end_queued and not end_stream):
             self._uploads[stream_id] = exchange
         self._kick()
@@ -477,7 +477,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _open_waiting(self) -> None:
         waiting, self._unopened = self._unopened, []
         for exchange, headers, end_stream in waiting:
-            self._open(exchange, headers, end_stream)
+            if not exchange.closed:  # reset by the workload while it waited
+                self._open(exchange, headers, end_stream)
 
     def _pump_uploads(self) -> None:
         """Send what exchanges queued, one DATA frame per stream per round while the server's

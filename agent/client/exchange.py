@@ -118,6 +118,11 @@ class ClientExchange:
         """The response's trailers, once `receive()` returned None; None if there were none."""
         return self._trailers
 
+    @property
+    def closed(self) -> bool:
+        """Reset (by either side), refused, or its connection is gone."""
+        return self._error is not None
+
     def reset(self, error_code: int = 8) -> None:
         """RST_STREAM with `error_code` (CANCEL by default); queued bytes are dropped."""
         if self._error is None and not (self.response_ended and self.end_queued):

@@ -12,13 +12,16 @@ from types import MappingProxyType
 from agent.errors import UsageError
 from agent.workloads.blob.spec import BLOB
 from agent.workloads.page.spec import PAGE
+from agent.workloads.payload.spec import PAYLOAD
 from agent.workloads.spec import Field, Param, ParamError, ParamValue, WorkloadSpec
 
 __all__ = ["SPECS", "Field", "Param", "ParamError", "ParamValue", "WorkloadSpec", "spec_of"]
 
 DEFAULT_KIND = "page"
 
-SPECS: Mapping[str, WorkloadSpec] = MappingProxyType({spec.kind: spec for spec in (PAGE, BLOB)})
+SPECS: Mapping[str, WorkloadSpec] = MappingProxyType(
+    {spec.kind: spec for spec in (PAGE, BLOB, PAYLOAD)}
+)
 
 
 def spec_of(kind: str) -> WorkloadSpec:

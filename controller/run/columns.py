@@ -30,7 +30,7 @@ LEADING_COLUMNS: tuple[Column, ...] = (
     Column("order_index", "", "position of the trial in the planned order, from 0"),
     Column("block", "", "randomization block (randomized-blocked) or grid point (sequential)"),
     Column("repetition", "", "repetition of this grid point, from 1"),
-    Column("workload", "", "the workload's kind ([workload] kind): page, blob"),
+    Column("workload", "", "the workload's kind ([workload] kind): page, blob, payload"),
 )
 
 METRIC_COLUMNS: tuple[Column, ...] = (

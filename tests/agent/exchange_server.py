@@ -1,22 +1,23 @@
 """A server process for the exchange tests: our server (agent.server.app.serve) with a handler of
 the tests' own that answers every path through a `ServerExchange`, no workload involved.
 
-Run as `python tests/agent/exchange_server.py [--setting NAME=VALUE ...]`; it listens on a free
-loopback port and names it in `serve`'s JSON listening line on stderr, where its log goes too.
+Run as `python tests/agent/exchange_server.py [--setting NAME=VALUE ...] [--trial-log FILE]`;
+it listens on a free loopback port and names it in `serve`'s JSON listening line on stderr,
+where its log goes too.
 
 Paths:
-- `POST /echo`: the whole body back, with its length and sha256 in headers.
+- `POST|PUT /echo`: the whole body back, with its length and sha256 in headers; logs what
+  `receive()` raised (ExchangeClosed) when the peer resets the stream.
 - `POST /limited`: as /echo, but `body_limit_bytes` is LIMITED_BYTES (over it: 413).
 - `POST /read-limit`: `read_body(LIMITED_BYTES)` inside the handler.
 - `GET /stream?chunks=N&size=S[&length=1]`: N chunks of S bytes, then trailers with their
   sha256 (with `length`, content-length too).
-- `POST /count`: reads the body chunk by chunk with `receive()`, answers the chunk count and
-  bytes; the request's `x-read-delay-ms` sleeps before each read (a slow reader).
-- `POST /echo` logs what `receive()` raised (ExchangeClosed) when the peer resets the stream.
+- `POST /count`: reads the body chunk by chunk with `receive()`, answers the chunk count (a
+  header) and the bytes (the body).
 - `POST /hold`: headers and 4 bytes, then nothing (the body is never read) until the stream
   closes.
-- `POST /flood?size=S`: response bytes, S at a time, until buffered_bytes exceeds 4 S; records
-  the highest buffered_bytes seen and the drain waits in trailers.
+- `GET /flood?size=S`: 64 x S response bytes, waiting in `drain(S)` whenever more than 4 S
+  are buffered; trailers give the bytes sent, the highest buffered_bytes and the waits.
 - `GET /raise`: the handler raises; `GET /forget`: it returns without ending the stream.
 - `CONNECT /ws` with `:protocol: websocket`: every chunk received is sent back; END_STREAM
   ends the response with trailers.
@@ -29,6 +30,7 @@ import asyncio
 import hashlib
 import logging
 import sys
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from agent.server.app import ServerOptions, serve
@@ -88,14 +90,8 @@ async def stream(exchange: ServerExchange) -> None:
 
 
 async def count(exchange: ServerExchange) -> None:
-    delay_s = int(exchange.request.headers.get(b"x-read-delay-ms", b"0")) / 1000
     chunks = total = 0
-    while True:
-        if delay_s:
-            await asyncio.sleep(delay_s)
-        chunk = await exchange.receive()
-        if chunk is None:
-            break
+    while (chunk := await exchange.receive()) is not None:
         chunks += 1
         total += len(chunk)
     exchange.send_headers(200, [(b"x-chunks", str(chunks).encode())])
@@ -179,9 +175,15 @@ class ExchangeTestHandler:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--setting", action="append", default=[])
+    parser.add_argument("--trial-log", type=Path)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
-    options = ServerOptions(port=0, settings=parse_settings(args.setting), workload="exchange")
+    options = ServerOptions(
+        port=0,
+        settings=parse_settings(args.setting),
+        trial_log=args.trial_log,
+        workload="exchange",
+    )
     return asyncio.run(serve(options, ExchangeTestHandler()))
 
 

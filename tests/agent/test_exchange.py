@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,8 +26,10 @@ import pytest
 from agent.client.connect import Target, open_connection
 from agent.client.options import TrialOptions
 from agent.client.trial import TrialSession
-from agent.errors import ExchangeClosed, ExchangeRefused
+from agent.errors import ExchangeClosed, ExchangeRefused, UsageError
 from agent.flow import FlowControlOptions
+from agent.server.app import handler_settings
+from agent.server.handler import NOT_FOUND, Reply, Request, Streamed
 from tests.agent.servers import agent_server, listening_line
 
 SERVER_SCRIPT = Path(__file__).with_name("exchange_server.py")
@@ -48,6 +52,7 @@ class ExchangeServer:
     process: subprocess.Popen[str]
     port: int
     stderr_path: Path
+    trial_log: Path
 
     @property
     def url(self) -> str:
@@ -56,18 +61,32 @@ class ExchangeServer:
     def stderr(self) -> str:
         return self.stderr_path.read_text()
 
+    def trial(self, trial_id: str) -> dict[str, object]:
+        """The trial's record, written once its connection has closed."""
+        deadline = time.monotonic() + 20  # a hang guard, not a timing assertion
+        while time.monotonic() < deadline:
+            if self.trial_log.exists():
+                for line in self.trial_log.read_text().splitlines():
+                    record = json.loads(line)
+                    if record["trial_id"] == trial_id:
+                        return dict(record)
+            time.sleep(0.02)
+        raise AssertionError(f"no record of trial {trial_id} in {self.trial_log}")
+
 
 @contextmanager
 def exchange_server(tmp: Path, *settings: str) -> Iterator[ExchangeServer]:
-    stderr_path = tmp / f"seam-exchange-server-{len(list(tmp.iterdir()))}.err"
-    args = [sys.executable, str(SERVER_SCRIPT)]
+    name = f"seam-exchange-server-{len(list(tmp.iterdir()))}"
+    stderr_path = tmp / f"{name}.err"
+    trial_log = tmp / f"{name}-trials.jsonl"
+    args = [sys.executable, str(SERVER_SCRIPT), "--trial-log", str(trial_log)]
     for setting in settings:
         args += ["--setting", setting]
     with stderr_path.open("w") as err:
         process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, text=True)
     try:
         listening = listening_line(stderr_path, process)
-        yield ExchangeServer(process, int(listening["port"]), stderr_path)
+        yield ExchangeServer(process, int(listening["port"]), stderr_path, trial_log)
     finally:
         process.terminate()
         process.wait(timeout=40)
@@ -91,14 +110,17 @@ def run_session(
     url: str,
     scenario: Callable[[TrialSession], Awaitable[T]],
     options: TrialOptions | None = None,
+    trial_id: str = "seam-t",
 ) -> T:
-    """`scenario` on a fresh connection of our client, closed afterwards."""
+    """`scenario` on a fresh connection of our client (its requests tagged `trial_id`),
+    closed afterwards."""
 
     async def main() -> T:
         target = Target.parse(url + "/")
         connection = await open_connection(target, options or TrialOptions())
         try:
-            return await asyncio.wait_for(scenario(TrialSession(connection, target, "seam-t")), 60)
+            session = TrialSession(connection, target, trial_id)
+            return await asyncio.wait_for(scenario(session), 60)
         finally:
             await connection.close()
 
@@ -261,6 +283,25 @@ def test_request_fast_path_takes_trailers_after_a_content_length_body(
     run_session(server.url, scenario)
 
 
+def test_exchanges_count_in_the_servers_trial_record(server: ExchangeServer) -> None:
+    """A response through an exchange is done when its last frame is written (END_STREAM on
+    DATA, trailers, a 413's HEADERS), a reset one counts as reset, like a Reply's."""
+
+    async def scenario(session: TrialSession) -> None:
+        assert (await session.call(b"POST", "/echo", body=b"abc")).status == 200
+        assert (await session.call(b"GET", "/stream")).trailers is not None
+        assert (await session.call(b"POST", "/limited", body=b"x" * 5000)).status == 413
+        assert (await session.call(b"GET", "/plain")).status == 200
+        with pytest.raises(ExchangeClosed):
+            await session.call(b"GET", "/raise")
+
+    run_session(server.url, scenario, trial_id="seam-trial-record")
+    record = server.trial("seam-trial-record")
+    assert (record["requests"], record["responses_completed"], record["streams_reset"]) == (5, 4, 1)
+    received = record["received"]
+    assert isinstance(received, dict) and received["frames"]["DATA"] >= 2
+
+
 def test_upload_is_paced_by_a_256_byte_server_window(small_window_server: ExchangeServer) -> None:
     body = random_body(20_000)
 
@@ -373,6 +414,27 @@ def test_extended_connect_round_trip(server: ExchangeServer) -> None:
         assert exchange.trailers == {b"x-echoed": str(40_008).encode()}
 
     run_session(server.url, scenario)
+
+
+class _PlainHandler:
+    def handle(self, request: Request) -> Reply | Streamed:
+        return NOT_FOUND
+
+
+class _SettingsHandler:
+    def __init__(self, extra_settings: dict[str, int]) -> None:
+        self.extra_settings = extra_settings
+
+    def handle(self, request: Request) -> Reply | Streamed:
+        return NOT_FOUND
+
+
+def test_handler_extra_settings_map_to_h2_codes_and_unknown_names_are_refused() -> None:
+    codes = handler_settings(_SettingsHandler({"enable_connect_protocol": 1}))
+    assert {code.name: value for code, value in codes.items()} == {"ENABLE_CONNECT_PROTOCOL": 1}
+    assert handler_settings(_PlainHandler()) == {}
+    with pytest.raises(UsageError, match="_SettingsHandler: unknown HTTP/2 setting 'bogus'"):
+        handler_settings(_SettingsHandler({"bogus": 1}))
 
 
 def test_extended_connect_is_refused_when_the_server_does_not_enable_it(tmp_path: Path) -> None:

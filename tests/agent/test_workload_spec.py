@@ -127,7 +127,9 @@ def test_every_declared_default_passes_its_own_check() -> None:
 
 def test_spec_of_names_the_known_kinds() -> None:
     assert spec_of("blob") is SPECS["blob"]
-    with pytest.raises(UsageError, match="unknown workload 'bulk' \\(known: page, blob\\)"):
+    with pytest.raises(
+        UsageError, match="unknown workload 'bulk' \\(known: page, blob, payload\\)"
+    ):
         spec_of("bulk")
     with pytest.raises(KeyError):
         SPECS["blob"].param("size")

@@ -314,7 +314,7 @@ def test_toml_syntax_error_names_line_and_column(tmp_path: Path, text: str, wher
 KEY_ERRORS = [
     (
         '[workload]\nkind = "stream"',
-        'workload.kind: expected one of "page", "blob", got a string ("stream")',
+        'workload.kind: expected one of "page", "blob", "payload", got a string ("stream")',
     ),
     (
         '[workload]\nkind = "blob"\nsite_seed = 3',
@@ -423,7 +423,8 @@ KEY_ERRORS = [
         "sweep.window: not an HTTP/2 setting, flow-control key or workload parameter (known: "
         "header_table_size, enable_push, max_concurrent_streams, initial_window_size, "
         "max_frame_size, max_header_list_size, connection_window, window_update_policy, "
-        "site_seed, total_bytes, size_bytes, requests, mode)",
+        "site_seed, total_bytes, size_bytes, requests, mode, data, matrix_side, record_count, "
+        "encoding, messages, dime_chunk_bytes, seed, body_limit_bytes)",
     ),
     (
         "[sweep]\ninitial_window_size = [1]\nSETTINGS_INITIAL_WINDOW_SIZE = [2]",
