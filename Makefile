@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[controller,analysis,test,payload]'
+	$(BIN)/pip install -q -e '.[controller,analysis,test,payload,stream]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -14,13 +14,14 @@ from agent.workloads.blob.spec import BLOB
 from agent.workloads.page.spec import PAGE
 from agent.workloads.payload.spec import PAYLOAD
 from agent.workloads.spec import Field, Param, ParamError, ParamValue, WorkloadSpec
+from agent.workloads.stream.spec import STREAM
 
 __all__ = ["SPECS", "Field", "Param", "ParamError", "ParamValue", "WorkloadSpec", "spec_of"]
 
 DEFAULT_KIND = "page"
 
 SPECS: Mapping[str, WorkloadSpec] = MappingProxyType(
-    {spec.kind: spec for spec in (PAGE, BLOB, PAYLOAD)}
+    {spec.kind: spec for spec in (PAGE, BLOB, PAYLOAD, STREAM)}
 )
 
 

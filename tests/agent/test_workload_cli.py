@@ -19,11 +19,11 @@ URL = "http://127.0.0.1:1/"
     [
         (
             ["trial", URL, "--workload", "bulk"],
-            "unknown workload 'bulk' (known: page, blob, payload)",
+            "unknown workload 'bulk' (known: page, blob",
         ),
         (
             ["serve", "--workload", "bulk"],
-            "unknown workload 'bulk' (known: page, blob, payload)",
+            "unknown workload 'bulk' (known: page, blob",
         ),
         (["trial", URL], "the following arguments are required: --workload"),
         (
