@@ -81,10 +81,10 @@ class SearchProgress:
     groups: int
     probe: int  # from 1
     param: str
-    value: float
+    value: int | float  # as the trial gets it (a whole number for an integer parameter)
     trials_at_probe: int  # trials done at this probe so far
-    passing: float | None  # the last passing probe's value, None before one passed
-    failing: float | None  # the first failing probe's value above it
+    passing: int | float | None  # the last passing probe's value, None before one passed
+    failing: int | float | None  # the first failing probe's value above it
 
 
 DashboardEvent = (

@@ -12,7 +12,6 @@ from rich.text import Text
 
 from analysis.stats import summarize
 from controller.dashboard.state import PointResults, SearchProgress, SweepState
-from controller.sweep.breakdown import value_text
 
 _BARS = "▁▂▃▄▅▆▇█"
 
@@ -80,11 +79,11 @@ def search_text(search: SearchProgress) -> str:
     group = ", ".join(f"{name}={value}" for name, value in search.group)
 
     def end(value: float | None) -> str:
-        return "?" if value is None else value_text(value)
+        return "?" if value is None else str(value)
 
     return (
         f"group {search.group_index}/{search.groups} ({group}): probe {search.probe} at "
-        f"{search.param}={value_text(search.value)}, {search.trials_at_probe} trials so far; "
+        f"{search.param}={search.value}, {search.trials_at_probe} trials so far; "
         f"breakdown between {end(search.passing)} and {end(search.failing)}"
     )
 

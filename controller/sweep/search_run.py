@@ -95,7 +95,7 @@ def search_axes(config: Config) -> tuple[str, ...]:
     return (_search(config).param, *config.sweep.names)
 
 
-def _probe_value(spec: SearchSpec, value: float) -> AxisValue:
+def _probe_value(spec: SearchSpec, value: float) -> int | float:
     return int(value) if spec.integer else value
 
 
@@ -348,6 +348,10 @@ class BreakdownRun:
     def _progress(self, index: int, group: Point, state: SearchState) -> None:
         ask = state.ask()
         assert ask is not None
+
+        def shown(probe: Probe | None) -> int | float | None:
+            return None if probe is None else _probe_value(self.spec, probe.value)
+
         self.post(
             SearchProgress(
                 group,
@@ -355,10 +359,10 @@ class BreakdownRun:
                 len(self.groups),
                 ask.probe,
                 self.search.param,
-                ask.value,
+                _probe_value(self.spec, ask.value),
                 len(state.scores),
-                state.passing.value if state.passing else None,
-                state.failing.value if state.failing else None,
+                shown(state.passing),
+                shown(state.failing),
             )
         )
 
