@@ -17,6 +17,7 @@ MANIFEST = "manifest.json"
 TRIALS = "trials.csv"
 EVENTS = "events.jsonl"
 POWER_DIR = "power"
+BREAKDOWN = "breakdown.csv"  # a breakdown search's result (controller.sweep.search_run)
 
 WINDOW_AXIS = "initial_window_size"
 """The study's swept setting; figures put it (log2) on the x axis when the run sweeps it."""

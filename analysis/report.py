@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from analysis.api import api_blocks
 from analysis.bounds import Bounds, bounds_of
+from analysis.breakdown import breakdown_blocks
 from analysis.columns import WINDOW_AXIS, metric_of
 from analysis.conditions import report_blocks as conditions_blocks
 from analysis.document import (
@@ -74,6 +75,7 @@ from analysis.points import (
     summarize_points,
 )
 from analysis.stats import cochran_sample_size
+from analysis.stream import figure_received_rate
 from analysis.study import MAGNITUDE_FACTOR, SETTLE_TOLERANCE, Check, study_checks
 
 REPORT_DIR = "report"
@@ -305,6 +307,16 @@ def _figures(
                 f"{run.workload}_*), per point.",
             )
         )
+    stream = figure_received_rate(summary, run.axes)
+    if stream is not None:
+        figures.append(
+            (
+                "stream_received_rate",
+                stream,
+                "Received rate against payload, a line per transport, a panel per demanded "
+                "rate; solid: the demand, dashed: 75 % of it (the breakdown).",
+            )
+        )
     return figures, notes
 
 
@@ -388,6 +400,7 @@ def build_blocks(
         blocks += [Heading("Comparisons"), Links(tuple(comparisons))]
     blocks += study_blocks(run, summary)
     blocks += api_blocks(run)
+    blocks += breakdown_blocks(run.path, run.manifest)
     blocks += energy
     blocks += [
         Heading("Figures"),

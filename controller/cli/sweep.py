@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console
 
 from agent import __version__
+from analysis.columns import BREAKDOWN
 from analysis.conditions import summarise as summarise_conditions
 from analysis.manifest import read_manifest
 from controller.config import DEFAULT_CONFIG_PATH, Config
@@ -36,6 +37,12 @@ from controller.sweep import baseline
 from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
 from controller.sweep.errors import MeterLost, NodeLost
 from controller.sweep.plan import PlannedTrial, plan_trials
+from controller.sweep.search_run import (
+    BreakdownRun,
+    first_point,
+    search_axes,
+    trials_bound,
+)
 from controller.sweep.setup import open_sweep
 
 EXIT_FAILED_TRIALS = 1
@@ -48,6 +55,7 @@ _PLAN_KEYS = (
     ("sweep",),
     ("workload",),
     ("energy", "window"),
+    ("search",),
 )
 
 
@@ -125,10 +133,13 @@ def _prepare(args: argparse.Namespace) -> _Sweep:
     else:
         layers = with_overrides(_recorded_layers(manifest, args.resume), args.set)
     config = config_of(layers)
-    plan = plan_trials(
-        config.sweep.points(), config.run.repetitions, config.run.order, config.run.seed
-    )
-    axes = tuple(config.sweep.names)
+    if config.search is None:
+        plan = plan_trials(
+            config.sweep.points(), config.run.repetitions, config.run.order, config.run.seed
+        )
+        axes = tuple(config.sweep.names)
+    else:  # the search plans as it goes (controller.sweep.search_run)
+        plan, axes = [], search_axes(config)
     if args.resume is None:
         run_dir = args.out / f"{config.run.name}-{time.strftime('%Y%m%dT%H%M%S')}"
         return _Sweep(config, layers, plan, axes, run_dir, None)
@@ -199,18 +210,24 @@ def _manifest(sweep: _Sweep) -> dict[str, Any]:
         "config": config.to_dict(),
         "config_layers": [layer.to_dict() for layer in sweep.layers],
         "software": _software(),
-        "planned_trials": len(sweep.plan),
+        "planned_trials": _planned(sweep),
     }
+
+
+def _planned(sweep: _Sweep) -> int:
+    """The plan's trials; a breakdown search's most."""
+    return len(sweep.plan) if sweep.config.search is None else trials_bound(sweep.config)
 
 
 def _recorder(sweep: _Sweep, sink: Sink) -> tuple[RunRecorder, dict[str, Any]]:
     """The run's recorder, and its manifest as this session leaves it. A resumed run's
     manifest records this session's layers (what `--resume RUN_DIR` alone continues with)."""
     kind = sweep.config.workload.kind
+    search = sweep.config.search is not None
     manifest = _manifest(sweep)
     if sweep.resumed is None:
-        return RunRecorder.create(sweep.run_dir, sweep.axes, manifest, kind), manifest
-    recorder = RunRecorder(sweep.run_dir, sweep.axes, kind)
+        return RunRecorder.create(sweep.run_dir, sweep.axes, manifest, kind, search), manifest
+    recorder = RunRecorder(sweep.run_dir, sweep.axes, kind, search)
     recorded = {key: value for key, value in sweep.resumed.items() if key != "format_version"}
     merged = {**manifest, **recorded, "config_layers": manifest["config_layers"]}
     if merged != recorded:
@@ -236,7 +253,7 @@ def _measure(
             nodes, meter, facts = opened
             if "idle_baseline_mw" not in manifest:
                 # A new run, or one stopped before its baseline: nothing measured yet.
-                nodes.ensure_server(plan[0].values)
+                nodes.ensure_server(plan[0].values if plan else first_point(config))
                 rtt_s = nodes.measure_rtt_s()
                 idle = baseline.before_sweep(meter, config, sink.post, recorder)
                 idle_mw = idle.baseline.mean_mw
@@ -254,7 +271,7 @@ def _measure(
             if sweep.resumed is not None:
                 layers = [layer.to_dict() for layer in sweep.layers]
                 recorder.event("sweep_resumed", **facts, config_layers=layers)
-            sink.post(SweepStarted(str(sweep.run_dir), len(plan), done, sweep.axes,
+            sink.post(SweepStarted(str(sweep.run_dir), _planned(sweep), done, sweep.axes,
                                    config.run.confidence, time.monotonic()))  # fmt: skip
             watch = MeterWatch(meter, sink)
             try:
@@ -270,7 +287,10 @@ def _measure(
                     stop_rule=_stop_rule(config),
                     energy_window=config.energy.window,
                 )
-                outcome = engine.run(plan)
+                if config.search is None:
+                    outcome = engine.run(plan)
+                else:
+                    outcome = BreakdownRun(engine, config, sink.post).run()
                 if outcome.paused is None and config.energy.idle_end:
                     baseline.after_sweep(meter, config, sink.post, recorder)
                 # The nodes' conditions over every ok trial so far (after_sweep's write kept).
@@ -284,7 +304,7 @@ def _measure(
         recorder.check_space()  # a node or meter lost to a full disk: the disk is the news
         reason = f"{type(exc).__name__}: {exc}"
         recorder.event("sweep_paused", reason=reason)
-        return SweepOutcome(done, (), len(plan) - done, reason)
+        return SweepOutcome(done, (), max(_planned(sweep) - done, 0), reason)
     finally:
         recorder.close()
 
@@ -321,5 +341,7 @@ def _conclude(console: Console, outcome: SweepOutcome, run_dir: Path) -> int:
     if outcome.failed_trials:
         say(f"failed after every attempt: {', '.join(outcome.failed_trials)}")
         return EXIT_FAILED_TRIALS
+    if (run_dir / BREAKDOWN).exists():
+        say(f"breakdown: {run_dir / BREAKDOWN}")
     say(f"report: h2iot report {shlex.quote(str(run_dir))}")
     return 0

@@ -31,6 +31,7 @@ from controller.config.model import (
     NodeConfig,
     Role,
     RunConfig,
+    SearchConfig,
     SweepConfig,
     WorkloadConfig,
     channel_label,
@@ -40,6 +41,7 @@ from controller.config.model import (
 from controller.config.profile import DeviceProfile, not_applied_message, resolve
 from controller.config.schema import FLOW_READERS, NODE_AXES, PARAM_NAMES
 from controller.errors import ConfigError
+from controller.run.columns import METRIC_COLUMNS, workload_columns
 
 DEFAULTS = "<defaults>"
 
@@ -264,10 +266,11 @@ def _axes(stack: Stack, workload: WorkloadConfig) -> tuple[tuple[str, tuple[Axis
 def build(stack: Stack, source: str) -> Config:
     """The validated `Config` for a merged stack of layers."""
     workload = _workload(stack)
+    sweep = SweepConfig(axes=_axes(stack, workload))
     clients = _clients(stack)
     config = Config(
         run=RunConfig(**stack.tree["run"]),
-        sweep=SweepConfig(axes=_axes(stack, workload)),
+        sweep=sweep,
         workload=workload,
         client=clients[0] if clients else _node(stack, "client"),
         server=_node(stack, "server"),
@@ -275,6 +278,7 @@ def build(stack: Stack, source: str) -> Config:
         meter=_meter(stack),
         link=LinkConfig(**stack.tree["link"]),
         energy=EnergyConfig(**stack.tree["energy"]),
+        search=_search(stack, workload, sweep),
         source=source,
         layers=tuple(stack.layers),
         origins=tuple(
@@ -285,6 +289,67 @@ def build(stack: Stack, source: str) -> Config:
     _check_energy_window(stack, config)
     check_clients(stack, config)
     return config
+
+
+_SEARCH_REQUIRED = ("param", "low", "high", "metric")
+
+
+def _search(stack: Stack, workload: WorkloadConfig, sweep: SweepConfig) -> SearchConfig | None:
+    """[search], when a layer gave it: its parameter must be a numeric parameter of the
+    workload outside the sweep's axes (which form the groups searched), its range inside the
+    parameter's, its metrics trials.csv columns."""
+    given: dict[str, Any] | None = stack.tree.get("search")
+    if given is None:
+        return None
+    for key in _SEARCH_REQUIRED:
+        if key not in given:
+            raise ConfigError(
+                f"{stack.origin('search')}: search.{key}: required for a breakdown search "
+                f"(its keys {', '.join(_SEARCH_REQUIRED)}; configs/README.md)"
+            )
+    search = SearchConfig(**given)
+    spec = SPECS[workload.kind]
+    numeric = [p.name for p in spec.params if p.kind in ("int", "float")]
+    if search.param not in numeric:
+        key = "search.param"
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: {search.param!r} is not a numeric parameter of "
+            f"workload {spec.kind!r} (its numeric parameters: {', '.join(numeric) or 'none'})"
+        )
+    if search.param in sweep.names:
+        key = f"sweep.{search.param}"
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: the breakdown search sets {search.param} itself; "
+            "take it out of [sweep] (the sweep's axes are the groups searched)"
+        )
+    param = spec.param(search.param)
+    for end in ("low", "high"):
+        key = f"search.{end}"
+        value = getattr(search, end)
+        try:
+            param.check(int(value) if param.kind == "int" and value == int(value) else value)
+        except ParamError as exc:
+            raise ConfigError(f"{stack.origin(key)}: {key}: {exc.reason}") from None
+    if search.low >= search.high:
+        key = max(("search.low", "search.high"), key=lambda k: stack.layers.index(stack.origin(k)))
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: low ({search.low:g}) must be below high ({search.high:g})"
+        )
+    if search.repetitions > search.max_repetitions:
+        key = "search.max_repetitions"
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: {search.max_repetitions} is fewer than "
+            f"search.repetitions ({search.repetitions})"
+        )
+    columns = [c.name for c in (*METRIC_COLUMNS, *workload_columns(spec.kind))]
+    for key in ("metric", "relative_to"):
+        name = getattr(search, key)
+        if name is not None and name not in columns:
+            raise ConfigError(
+                f"{stack.origin(f'search.{key}')}: search.{key}: {name!r} is not a trials.csv "
+                f"metric of workload {spec.kind!r} (e.g. {', '.join(columns[-4:])})"
+            )
+    return search
 
 
 def _check_energy_window(stack: Stack, config: Config) -> None:

@@ -229,6 +229,35 @@ class EnergyConfig:
     idle_end: bool = True  # measure it again after the last trial, to bound its drift
 
 
+SearchHolds = Literal["at_least", "at_most"]
+SEARCH_HOLDS: tuple[SearchHolds, ...] = ("at_least", "at_most")
+FailedTrial = Literal["give_up", "fails"]
+FAILED_TRIAL: tuple[FailedTrial, ...] = ("give_up", "fails")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """[search]: the breakdown search (controller.sweep.breakdown). For each point of the
+    sweep's axes (a group), bisect `param` over log [low, high] for where `metric` (divided by
+    the `relative_to` column, if any) stops holding `threshold`."""
+
+    param: str  # a numeric workload parameter, not a sweep axis
+    low: float
+    high: float
+    metric: str  # a trials.csv column
+    relative_to: str | None = None  # a trials.csv column; None: the metric itself is compared
+    threshold: float = 0.75
+    holds: SearchHolds = "at_least"  # the metric passes while >= threshold (at_most: <=)
+    repetitions: int = 3  # trials per round at a probe
+    max_repetitions: int = 12  # most trials at one probe
+    resolution: float = 1.25  # done when the failing / passing probe values are within this
+    # Bytes per unit of `param` (8 for doubles): breakdown.csv's MB/s at the breakdown is
+    # value x unit_bytes x relative_to (a rate per second); None: no MB/s.
+    unit_bytes: float | None = None
+    # A probe trial that fails every attempt: give the group up, or fail the probe.
+    failed_trial: FailedTrial = "give_up"
+
+
 def _plain(value: Any) -> Any:
     """A JSON-able copy: paths become strings, tuples lists, records tables."""
     if isinstance(value, Path):
@@ -258,6 +287,7 @@ class Config:
     meter: MeterConfig = field(default_factory=MeterConfig)
     link: LinkConfig = field(default_factory=LinkConfig)
     energy: EnergyConfig = field(default_factory=EnergyConfig)
+    search: SearchConfig | None = None  # None: a plain sweep of the grid
     # nodes.clients: the client nodes a trial's load is spread over, `client` the first of them
     # (the metered one); empty for the one client of nodes.client alone.
     clients: tuple[NodeConfig, ...] = ()
@@ -317,6 +347,8 @@ class Config:
             "meter": {**_section(self.meter), "channels": dict(self.meter.channels)},
             "link": _section(self.link),
             "energy": _section(self.energy),
+            # Only a search run has it: a plain sweep's manifest reads as before.
+            **({} if self.search is None else {"search": _section(self.search)}),
             "source": self.source,
             "layers": list(self.layers),
             "origins": dict(self.origins),

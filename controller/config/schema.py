@@ -25,10 +25,12 @@ from controller.config.model import (
     DELAY_METHODS,
     ENERGY_WINDOWS,
     ENGINES,
+    FAILED_TRIAL,
     IDLE_NOISY,
     METER_SOURCES,
     ORDERS,
     ROLES,
+    SEARCH_HOLDS,
     SENSORS,
     SERVER_ENGINE_AXIS,
     UNREPRESENTABLE_WINDOW,
@@ -304,6 +306,7 @@ def channels(value: Any) -> dict[str, int | None]:
 
 
 _HOST_READER = text(_HOST, "a host name or address")
+_COLUMN = text(re.compile(r"[a-z][a-z0-9_]{0,63}"), "a trials.csv column name")
 # trials.csv metrics a point can settle on (the run format's names).
 STOP_METRICS = (
     "client_response_s",
@@ -469,6 +472,21 @@ SCHEMA: Schema = {
         "idle_wait_s": number(0, 3600),
         "idle_noisy": choice(IDLE_NOISY),
         "idle_end": boolean,
+    },
+    # Checked against the workload and the sweep once the layers are merged (build.py).
+    "search": {
+        "param": _COLUMN,
+        "low": number(0, 1e15, low_open=True),
+        "high": number(0, 1e15, low_open=True),
+        "metric": _COLUMN,
+        "relative_to": optional(_COLUMN),
+        "threshold": number(-1e15, 1e15),
+        "holds": choice(SEARCH_HOLDS),
+        "repetitions": integer(1, 10_000),
+        "max_repetitions": integer(1, 10_000),
+        "resolution": number(1, 1e6, low_open=True),
+        "unit_bytes": optional(number(0, 1e9, low_open=True)),
+        "failed_trial": choice(FAILED_TRIAL),
     },
 }
 

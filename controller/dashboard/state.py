@@ -72,8 +72,30 @@ class Notice:
     text: str
 
 
+@dataclass(frozen=True)
+class SearchProgress:
+    """A breakdown search's place: which group, which probe, and the bracket so far."""
+
+    group: Point  # the group's values of the sweep's axes
+    group_index: int  # from 1
+    groups: int
+    probe: int  # from 1
+    param: str
+    value: int | float  # as the trial gets it (a whole number for an integer parameter)
+    trials_at_probe: int  # trials done at this probe so far
+    passing: int | float | None  # the last passing probe's value, None before one passed
+    failing: int | float | None  # the first failing probe's value above it
+
+
 DashboardEvent = (
-    SweepStarted | TrialStarted | TrialFinished | PowerSamples | MeterHealth | NodeStatus | Notice
+    SweepStarted
+    | TrialStarted
+    | TrialFinished
+    | PowerSamples
+    | MeterHealth
+    | NodeStatus
+    | Notice
+    | SearchProgress
 )
 
 
@@ -102,6 +124,7 @@ class SweepState:
     power: deque[tuple[float, float]] = field(default_factory=deque)
     points: dict[Point, PointResults] = field(default_factory=dict)
     notice: str = ""
+    search: SearchProgress | None = None
 
     @property
     def eta_s(self) -> float | None:
@@ -135,6 +158,8 @@ def apply(state: SweepState, event: DashboardEvent) -> None:
         state.meter = event
     elif isinstance(event, NodeStatus):
         state.nodes[event.role] = event.status
+    elif isinstance(event, SearchProgress):
+        state.search = event
     else:
         state.notice = event.text
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from analysis.stats import summarize
-from controller.dashboard.state import PointResults, SweepState
+from controller.dashboard.state import PointResults, SearchProgress, SweepState
 
 _BARS = "▁▂▃▄▅▆▇█"
 
@@ -74,6 +74,20 @@ def _results_table(state: SweepState) -> Table:
     return table
 
 
+def search_text(search: SearchProgress) -> str:
+    """Where a breakdown search is: group, probe, and the bracket it has narrowed so far."""
+    group = ", ".join(f"{name}={value}" for name, value in search.group)
+
+    def end(value: float | None) -> str:
+        return "?" if value is None else str(value)
+
+    return (
+        f"group {search.group_index}/{search.groups} ({group}): probe {search.probe} at "
+        f"{search.param}={search.value}, {search.trials_at_probe} trials so far; "
+        f"breakdown between {end(search.passing)} and {end(search.failing)}"
+    )
+
+
 def _status(state: SweepState) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -89,6 +103,8 @@ def _status(state: SweepState) -> Table:
         grid.add_row(
             "trial", f"{current.trial_id}: {settings}, repetition {current.repetition}{attempt}"
         )
+    if state.search is not None:
+        grid.add_row("search", search_text(state.search))
     meter = state.meter
     if meter is not None:
         grid.add_row(

@@ -104,6 +104,14 @@ METRIC_COLUMNS: tuple[Column, ...] = (
 )
 
 
+SEARCH_COLUMNS: tuple[Column, ...] = (
+    Column(
+        "search_group",
+        "",
+        "breakdown search runs only: the group searched (a point of the sweep's axes), from 1",
+    ),
+    Column("search_probe", "", "breakdown search runs only: the group's probe, from 1"),
+)
 CONDITION_ROLES = ("client", "server")
 CONDITION_FIELDS: tuple[Column, ...] = (
     Column(
@@ -158,11 +166,16 @@ def _axis_column(name: str) -> Column:
     return Column(name, unit_of(name), f"swept workload or flow-control value {name}")
 
 
-def trial_columns(axes: tuple[str, ...], workload: str = "page") -> tuple[Column, ...]:
+def trial_columns(
+    axes: tuple[str, ...], workload: str = "page", search: bool = False
+) -> tuple[Column, ...]:
+    """A breakdown search's run has SEARCH_COLUMNS after the axes (the searched parameter
+    first among them)."""
     swept = tuple(_axis_column(name) for name in axes)
+    probes = SEARCH_COLUMNS if search else ()
     own = workload_columns(workload)
-    return LEADING_COLUMNS + swept + METRIC_COLUMNS + own + condition_columns()
+    return LEADING_COLUMNS + swept + probes + METRIC_COLUMNS + own + condition_columns()
 
 
-def header(axes: tuple[str, ...], workload: str = "page") -> list[str]:
-    return [column.name for column in trial_columns(axes, workload)]
+def header(axes: tuple[str, ...], workload: str = "page", search: bool = False) -> list[str]:
+    return [column.name for column in trial_columns(axes, workload, search)]

@@ -75,11 +75,13 @@ def _manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
 class RunRecorder:
     """One run directory, new or resumed. Not thread-safe: the sweep engine owns it."""
 
-    def __init__(self, run_dir: Path, axes: tuple[str, ...], workload: str = "page") -> None:
+    def __init__(
+        self, run_dir: Path, axes: tuple[str, ...], workload: str = "page", search: bool = False
+    ) -> None:
         self.run_dir = run_dir
         self.axes = axes
         self.workload = workload
-        self.columns = header(axes, workload)
+        self.columns = header(axes, workload, search)
         power = run_dir / POWER_DIR
         try:
             power.mkdir(parents=True, exist_ok=True)
@@ -97,6 +99,7 @@ class RunRecorder:
         axes: tuple[str, ...],
         manifest: Mapping[str, Any],
         workload: str = "page",
+        search: bool = False,
     ) -> RunRecorder:
         if run_dir.exists() and any(run_dir.iterdir()):
             raise ConfigError(f"{run_dir}: run directory exists and is not empty (use --resume)")
@@ -105,7 +108,7 @@ class RunRecorder:
         except OSError as exc:
             raise write_error(run_dir, run_dir, exc) from None
         _write_atomically(run_dir, run_dir / MANIFEST, _manifest_bytes(manifest))
-        return cls(run_dir, axes, workload)
+        return cls(run_dir, axes, workload, search)
 
     def write_manifest(self, manifest: Mapping[str, Any]) -> None:
         """Replace the manifest whole, through a rename (facts learnt once the nodes, the meter
@@ -117,7 +120,8 @@ class RunRecorder:
         manifest = manifest_to_resume(run_dir)
         axes = tuple(manifest.get("axes", ()))
         workload = manifest.get("workload", {}).get("kind", "page")
-        return cls(run_dir, axes, workload), manifest
+        search = manifest.get("config", {}).get("search") is not None
+        return cls(run_dir, axes, workload, search), manifest
 
     def _open_trials(self) -> int:
         path = self.run_dir / TRIALS
@@ -164,6 +168,10 @@ class RunRecorder:
         record = {"t_wall_ns": time.time_ns(), "event": kind, **fields}
         line = (json.dumps(record, default=str) + "\n").encode()
         self._append(self._events, self.run_dir / EVENTS, line, sync=False)
+
+    def write_file(self, name: str, data: bytes) -> None:
+        """A derived file of the run (a breakdown search's breakdown.csv), replaced whole."""
+        _write_atomically(self.run_dir, self.run_dir / name, data)
 
     def save_power(
         self, trial_id: str, t_s: npt.NDArray[np.float64], power_mw: npt.NDArray[np.float64]

@@ -87,7 +87,6 @@ class SweepEngine:
         self.stop = stop or threading.Event()
         self.stop_rule = stop_rule
         self.energy_window = energy_window  # [energy] window: "fetch" or "process"
-        self._last_metric: float | None = None
 
     def run(self, plan: Sequence[PlannedTrial]) -> SweepOutcome:
         rows = self.recorder.rows()
@@ -110,23 +109,16 @@ class SweepEngine:
                 if self._settled(trial, values.get(trial.point, []), settled):
                     skipped += 1
                     continue
-                if self.stop.is_set():
-                    raise SweepPaused("stopped on request")
-                if self._run_trial(trial, attempts[trial.trial_id]):
-                    done.add(trial.trial_id)
-                    value = self._last_metric
-                    if value is not None:
-                        values.setdefault(trial.point, []).append(value)
-                else:
+                recorded = self.run_trial(trial, attempts[trial.trial_id])
+                if recorded is None:
                     failed.append(trial.trial_id)
+                    continue
+                done.add(trial.trial_id)
+                value = recorded.get(metric) if metric else None
+                if isinstance(value, int | float):
+                    values.setdefault(trial.point, []).append(float(value))
         except SweepError as exc:
-            # A node or meter lost to a full disk (its logs, the meter's ground truth): the disk
-            # is what to report, and what must be fixed before resuming.
-            self.recorder.check_space()
-            paused = (
-                f"{type(exc).__name__}: {exc}" if not isinstance(exc, SweepPaused) else str(exc)
-            )
-            self.recorder.event("sweep_paused", reason=paused)
+            paused = self.paused(exc)
         remaining = sum(1 for trial in plan if trial.trial_id not in done) - skipped
         return SweepOutcome(len(done), tuple(failed), remaining, paused, skipped)
 
@@ -150,7 +142,20 @@ class SweepEngine:
         self.post(Notice(f"{settings}: {rule.metric} settled after {len(values)} trials"))
         return True
 
-    def _run_trial(self, trial: PlannedTrial, previous_attempts: int) -> bool:
+    def paused(self, exc: SweepError) -> str:
+        """Why the sweep pauses on `exc`, logged (`sweep_paused`). A node or meter lost to a full
+        disk (its logs, the meter's ground truth) raises RunDiskFull instead: the disk is what
+        to report, and what must be fixed before resuming."""
+        self.recorder.check_space()
+        reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, SweepPaused) else str(exc)
+        self.recorder.event("sweep_paused", reason=reason)
+        return reason
+
+    def run_trial(self, trial: PlannedTrial, previous_attempts: int) -> Mapping[str, object] | None:
+        """One trial, retried as the config allows: its ok row, or None when every attempt
+        failed. SweepPaused when a stop was asked for before it started."""
+        if self.stop.is_set():
+            raise SweepPaused("stopped on request")
         for attempt in range(previous_attempts + 1, previous_attempts + self.retries + 2):
             self.recorder.check_space()
             self.post(TrialStarted(trial.trial_id, trial.point, trial.repetition, attempt))
@@ -190,13 +195,11 @@ class SweepEngine:
                 )
             )
             if result.error is None:
-                value = row.get(self.stop_rule.metric) if self.stop_rule else None
-                self._last_metric = float(value) if isinstance(value, int | float) else None
-                return True
+                return row
             self.recorder.event(
                 "trial_failed", trial_id=trial.trial_id, attempt=attempt, error=result.error
             )
-        return False
+        return None
 
     def _attempt(self, trial: PlannedTrial) -> _Attempt:
         point = trial.values

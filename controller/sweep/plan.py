@@ -25,6 +25,8 @@ class PlannedTrial:
     block: int  # randomized-blocked: the repetition's block; sequential: the point's index
     repetition: int  # from 1
     point: Point  # (axis name, value) in axis order: settings and workload parameters alike
+    # A breakdown search's trial: (group, probe), each from 1 (controller.sweep.search_run).
+    probe: tuple[int, int] | None = None
 
     @property
     def values(self) -> dict[str, AxisValue]:

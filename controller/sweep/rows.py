@@ -76,6 +76,8 @@ def trial_row(
         "workload": workload,
         **trial.values,
     }
+    if trial.probe is not None:
+        row["search_group"], row["search_probe"] = trial.probe
     if client is not None:
         flow = client.get("flow_control")
         if isinstance(flow, Mapping):

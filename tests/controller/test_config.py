@@ -363,7 +363,10 @@ KEY_ERRORS = [
         'sweep.window_update_policy: nghttp2 updates windows once half is consumed ("half"), '
         'not "exhausted" (nodes.client.engine = "nghttp2")',
     ),
-    ("colour = 1", "colour: unknown key (known: run, sweep, workload, nodes, meter, link, energy)"),
+    (
+        "colour = 1",
+        "colour: unknown key (known: run, sweep, workload, nodes, meter, link, energy, search)",
+    ),
     (
         "[run]\nrepetition = 1",
         "run.repetition: unknown key (known: name, seed, repetitions, "

@@ -1,0 +1,94 @@
+"""The stream workload's own figure: received rate against payload, as issue 14's reference drew
+its breakdown (a line per transport, a panel per demanded rate).
+
+Drawn for any stream run whose axes include `payload_doubles`, a plain sweep or a breakdown
+search alike (a search's probes are its points); each panel marks the demanded rate and the 75 %
+of it under which the search calls the stream broken down.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from analysis.points import metric_rows, plain
+
+PAYLOAD_AXIS = "payload_doubles"
+RATE_AXIS = "rate_hz"
+RECEIVED = "stream_received_rate_hz"
+BREAKDOWN_FRACTION = 0.75  # issue 14: broken down 25 % below the demand
+
+
+def _panels(rows: pd.DataFrame, axes: Sequence[str]) -> list[tuple[object, pd.DataFrame]]:
+    """(demanded rate, its rows) per value of the rate axis, fastest first; one panel of every
+    row when the rate was not swept (None: the demand is not known from the axes)."""
+    if RATE_AXIS not in axes:
+        return [(None, rows)]
+    return [
+        (plain(rate), group)
+        for rate, group in sorted(rows.groupby(RATE_AXIS), key=lambda item: -float(item[0]))
+    ]
+
+
+def figure_received_rate(summary: pd.DataFrame, axes: Sequence[str]) -> Figure | None:
+    """Received rate vs payload: a panel per demanded rate, a line per transport (and per
+    value of any other axis); None when the run has no stream payload axis."""
+    if PAYLOAD_AXIS not in axes:
+        return None
+    rows = metric_rows(summary, RECEIVED)
+    rows = rows[rows["n"] > 0]
+    if rows.empty:
+        return None
+    others = [a for a in axes if a not in (PAYLOAD_AXIS, RATE_AXIS)]
+    panels = _panels(rows, axes)
+    figure = Figure(figsize=(4.6 * len(panels), 4.0), layout="constrained")
+    FigureCanvasAgg(figure)
+    for ax, (rate, panel) in zip(
+        figure.subplots(1, len(panels), squeeze=False)[0], panels, strict=True
+    ):
+        series = panel.groupby(others, sort=True) if others else [((), panel)]
+        for index, (key, unsorted) in enumerate(series):
+            values = key if isinstance(key, tuple) else (key,)
+            label = ", ".join(str(plain(v)) for v in values) or "received"
+            line = unsorted.sort_values(PAYLOAD_AXIS)
+            mean = line["mean"].to_numpy(dtype=np.float64)
+            low = line["ci_low"].to_numpy(dtype=np.float64)
+            high = line["ci_high"].to_numpy(dtype=np.float64)
+            ax.errorbar(
+                line[PAYLOAD_AXIS].to_numpy(dtype=np.float64),
+                mean,
+                yerr=np.nan_to_num(np.vstack((mean - low, high - mean)), nan=0.0),
+                marker="os^Dv"[index % 5],
+                markersize=4,
+                capsize=3,
+                linewidth=1.2,
+                label=label,
+            )
+        if rate is not None and math.isfinite(float(rate)):  # type: ignore[arg-type]
+            demanded = float(rate)  # type: ignore[arg-type]
+            ax.axhline(demanded, color="black", linewidth=1, label="demanded")
+            ax.axhline(
+                BREAKDOWN_FRACTION * demanded,
+                color="black",
+                linestyle="--",
+                linewidth=1,
+                label=f"{BREAKDOWN_FRACTION:.0%} of demand",
+            )
+            ax.set_title(f"{RATE_AXIS} = {rate}", fontsize=10)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{PAYLOAD_AXIS} (log)")
+        ax.set_ylabel("received items/s")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7)
+    confidence = summary["confidence"].iloc[0] if "confidence" in summary else math.nan
+    figure.suptitle(
+        f"Received rate vs payload (mean, {confidence:.0%} t-CI)".replace("%", " %"),
+        fontsize=11,
+    )
+    return figure
