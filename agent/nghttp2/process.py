@@ -1,6 +1,12 @@
 """Run one child process to its end and account for it alone: its CPU time and peak RSS from
-wait4 (the kernel's figures for that child, not the agent's), its I/O counters from
-/proc/PID/io read while it is a zombie (after it exited, before it is reaped)."""
+wait4 (the kernel's figures for that child, not the agent's), its final I/O counters from
+/proc/PID/io read while it is a zombie (after it exited, before it is reaped).
+
+The io file is opened as soon as the child exists and read once it is a zombie: a process
+without memory (a zombie) has its /proc files owned by root, so an ordinary user's open(2)
+of a zombie's io fails with EACCES, while a read through a descriptor opened earlier is checked
+against the child's credentials only, which are the user's own.
+"""
 
 from __future__ import annotations
 
@@ -23,10 +29,11 @@ class ChildOutcome:
     cpu_user_s: float
     cpu_sys_s: float
     rss_peak_bytes: int
-    io: dict[str, int] | None  # /proc/PID/io at exit; None where unreadable
+    io: dict[str, int] | None  # /proc/PID/io at exit; None where unreadable (io_unavailable)
     t_mono_start_ns: int
     t_mono_end_ns: int
     t_wall_start_ns: int
+    io_unavailable: str | None = None  # why io is None
 
     @property
     def wall_s(self) -> float:
@@ -66,17 +73,26 @@ def run_child(argv: Sequence[str], timeout_s: float) -> ChildOutcome:
     process = subprocess.Popen(
         list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
+    io_fd: int | None = None
+    io: dict[str, int] | None = None
+    io_unavailable: str | None = None
     try:
+        try:
+            io_fd = os.open(f"/proc/{process.pid}/io", os.O_RDONLY)
+        except OSError as exc:
+            io_unavailable = f"/proc/{process.pid}/io: {exc.strerror} (before the child ran)"
         stdout, stderr, timed_out = _drain(process, time.monotonic() + timeout_s)
         os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
         t_mono_end = time.monotonic_ns()
-        try:
-            with open(f"/proc/{process.pid}/io", encoding="ascii") as handle:
-                io: dict[str, int] | None = parse_io(handle.read())
-        except OSError:
-            io = None
+        if io_fd is not None:
+            try:
+                io = parse_io(os.pread(io_fd, 4096, 0).decode("ascii"))
+            except OSError as exc:
+                io_unavailable = f"/proc/{process.pid}/io: {exc.strerror} (at exit)"
         _, status, usage = os.wait4(process.pid, 0)
     finally:
+        if io_fd is not None:
+            os.close(io_fd)
         if process.stdout is not None:
             process.stdout.close()
         if process.stderr is not None:
@@ -94,4 +110,5 @@ def run_child(argv: Sequence[str], timeout_s: float) -> ChildOutcome:
         t_mono_start_ns=t_mono_start,
         t_mono_end_ns=t_mono_end,
         t_wall_start_ns=t_wall_start,
+        io_unavailable=io_unavailable,
     )
