@@ -4,8 +4,9 @@ what only this engine has. Pure: built from the child's accounting and nghttp's 
 nghttp discards bodies (`-n`) and cannot save concurrent ones apart, so bodies are verified by
 size only (the HAR's exact body byte counts against the manifest): `verification` says "size"
 where the h2 engine checks sha256. Frames are not counted (that needs `nghttp -v`, which costs
-nghttp CPU); `sent.bytes` is what nghttp wrote to its socket (its write(2) total from
-/proc/PID/io, less what it wrote to stdout, stderr and the HAR file). The record's
+nghttp CPU); `sent.bytes` is what nghttp wrote to its socket (its write(2) total, wchar, as
+reaping it adds to the agent's /proc/self/io, less what it wrote to stdout, stderr and the HAR
+file). The record's
 `unavailable` maps each field left empty to why.
 """
 
@@ -81,7 +82,7 @@ def unavailable_fields(child: ChildOutcome, written: int | None) -> dict[str, st
     """Each field of the record this run could not fill -> why."""
     if written is not None:
         return dict(NOT_COUNTED)
-    why = child.io_unavailable or "/proc/PID/io has no wchar"
+    why = child.io_unavailable or "/proc/self/io has no wchar"
     return {"sent": f"nghttp's write(2) total is unreadable: {why}", **NOT_COUNTED}
 
 

@@ -75,9 +75,9 @@ def test_probe_of_self_sees_its_own_listening_socket() -> None:
 
 
 def test_a_childs_final_io_is_read_as_its_own_user() -> None:
-    """The counters at exit, though the kernel refuses an ordinary user the open(2) of a
-    zombie's /proc/PID/io; as root the same runs as nobody (with Debian's interpreter, which
-    nobody can reach)."""
+    """The write counters at exit, also of a child gone before anyone looked (the kernel refuses
+    an ordinary user a zombie's /proc/PID/io); as root the same runs as nobody (with Debian's
+    interpreter, which nobody can reach)."""
     code = (
         "import json; from agent.nghttp2.process import run_child; "
         "c = run_child(['/bin/sh', '-c', 'head -c 70000 /dev/zero > /dev/null; echo done'], 30); "
@@ -93,3 +93,4 @@ def test_a_childs_final_io_is_read_as_its_own_user() -> None:
     assert unavailable is None and stdout == "done\n"
     # head's 70000 bytes (reaped by the shell, so counted in its io) and the shell's echo.
     assert io["wchar"] == 70000 + len("done\n")
+    assert io["syscw"] >= 2 and "rchar" not in io

@@ -88,9 +88,9 @@ def test_the_record_says_which_fields_are_unavailable_and_why() -> None:
     assert all("only with -v" in why for why in counted["unavailable"].values())
     for field in ("received", "window_updates_sent"):
         assert counted[field] is None
-    unread = replace(CHILD, io=None, io_unavailable="/proc/42/io: Permission denied (at exit)")
+    unread = replace(CHILD, io=None, io_unavailable="/proc/self/io: No such file or directory")
     uncounted = _record(PAGE, unread)
     assert uncounted["sent"] is None
     assert uncounted["unavailable"]["sent"] == (
-        "nghttp's write(2) total is unreadable: /proc/42/io: Permission denied (at exit)"
+        "nghttp's write(2) total is unreadable: /proc/self/io: No such file or directory"
     )
