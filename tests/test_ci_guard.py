@@ -93,6 +93,8 @@ def test_as_an_ordinary_user_only_root_marked_skips_for_root_are_accepted(tmp_pa
     # this interpreter, wherever it is installed.
     require_tool("unshare")
     (tmp_path / "test_tiny.py").write_text(ROOT_SKIPS)
+    # A module skipped at collection has no markers: never accepted.
+    (tmp_path / "test_gone.py").write_text('import pytest\npytest.importorskip("h2iot_none")\n')
     argv = [sys.executable, "-m", "pytest", "-p", "tests.ci_guard", "-p", "no:cacheprovider",
             "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path)]  # fmt: skip
     runs = {}
@@ -102,11 +104,14 @@ def test_as_an_ordinary_user_only_root_marked_skips_for_root_are_accepted(tmp_pa
             env={**os.environ, "CI": "true"},
         )  # fmt: skip
     if os.geteuid() == 0:
-        assert "CI=true fails on skips: 3 skipped" in runs["root"].stdout
+        assert "CI=true fails on skips: 4 skipped" in runs["root"].stdout
     ordinary = runs["ordinary"]
     assert ordinary.returncode == pytest.ExitCode.TESTS_FAILED, ordinary.stdout
     (line,) = [x for x in ordinary.stdout.splitlines() if x.startswith("CI=true fails on skips")]
-    assert line == (
-        "CI=true fails on skips: 2 skipped: test_tiny.py::test_unmarked (needs root: namespaces); "
-        "test_tiny.py::test_marked_other_reason (no such tool here)"
-    )
+    skipped = line.split(": ", 2)[2].split("; ")
+    assert line.startswith("CI=true fails on skips: 3 skipped: ")
+    assert skipped[0].startswith("test_gone.py (could not import 'h2iot_none'")
+    assert skipped[1:] == [
+        "test_tiny.py::test_unmarked (needs root: namespaces)",
+        "test_tiny.py::test_marked_other_reason (no such tool here)",
+    ]

@@ -181,9 +181,11 @@ def _path_without(tool: str, bin_dir: Path) -> str:
     tools a local node needs stay, wherever the distribution puts them beside `tool`."""
     bin_dir.mkdir()
     for directory in os.environ["PATH"].split(os.pathsep):
-        if not directory or not Path(directory).is_dir():
+        try:
+            programs = list(Path(directory).iterdir()) if directory else []
+        except OSError:  # absent, or this user may not read it (root's, as an ordinary user)
             continue
-        for program in Path(directory).iterdir():
+        for program in programs:
             link = bin_dir / program.name
             if program.name != tool and not link.exists() and os.access(program, os.X_OK):
                 link.symlink_to(program)
