@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,3 +177,30 @@ def test_a_short_sweep_with_emulated_nodes(
         assert float(row["client_cpu_s"]) > 0 and float(row["server_cpu_s"]) > 0
         # The meter followed the emulated client: its energy covers at least the idle power.
         assert float(row["energy_mj"]) > 0 and int(row["samples"]) > 0, row
+
+
+def test_a_node_without_python3_venv_is_told_which_package_to_install(
+    deployed: Path, emulated: Emulated, tmp_path: Path
+) -> None:
+    """Debian ships venv's pip bootstrap (ensurepip) in python3-venv: without it, a deploy
+    names the package in one line."""
+    host = emulated.testbed.server
+    root = host.home.parents[1]  # the node's merged root: <root>/home/pi
+    ensurepip = root / "usr/lib/python3.11/ensurepip"
+    kept = tmp_path / "ensurepip"
+    shutil.copytree(ensurepip, kept, symlinks=True)
+    shutil.rmtree(ensurepip)  # in the node's overlay; the cached root keeps it
+    try:
+        config = write_config(emulated, tmp_path / "nodes.toml", {"client": host, "server": host})
+        result = h2iot(
+            "nodes", "deploy", str(config), "--set", 'nodes.client.deploy_dir="~/h2iot-novenv"',
+            "--set", 'nodes.server.deploy_dir="~/h2iot-novenv"',
+            "--wheelhouse", str(emulated.wheelhouse),
+        )  # fmt: skip
+    finally:
+        shutil.copytree(kept, ensurepip, symlinks=True)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr == (
+        f"h2iot: error: client (pi@{host.address}:22): /usr/bin/python3 cannot create a venv "
+        "without ensurepip: install the Debian package python3-venv (apt install python3-venv)\n"
+    )
