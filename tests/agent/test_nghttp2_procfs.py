@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from agent.nghttp2.procfs import (
@@ -94,3 +95,27 @@ def test_a_childs_final_io_is_read_as_its_own_user() -> None:
     # head's 70000 bytes (reaped by the shell, so counted in its io) and the shell's echo.
     assert io["wchar"] == 70000 + len("done\n")
     assert io["syscw"] >= 2 and "rchar" not in io
+
+
+def test_threads_ending_while_the_probe_reads_are_no_error() -> None:
+    """A thread that ends between the listing of /proc/PID/task and the read of its schedstat
+    is passed over (found as an error by the suite run as nobody under load)."""
+    probe = ProcessProbe(os.getpid())
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            workers = [threading.Thread(target=sum, args=(range(100),)) for _ in range(8)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+
+    churner = threading.Thread(target=churn)
+    churner.start()
+    try:
+        readings = [probe.runtime_ns() for _ in range(3000)]
+    finally:
+        stop.set()
+        churner.join()
+    assert all(reading > 0 for reading in readings)
