@@ -10,7 +10,18 @@ import sys
 
 import pytest
 
-from tests.ci_guard import pytest_configure  # noqa: F401  (in CI, a skipped test fails the run)
+from tests.ci_guard import (  # noqa: F401  (in CI, a skipped test fails the run)
+    ROOT_SKIP,
+    pytest_configure,
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `root` is skipped as an ordinary user, before its fixtures run: that user's
+    part of the suite (CI runs it as nobody) accepts exactly these skips."""
+    if item.get_closest_marker("root") is not None and os.geteuid() != 0:
+        pytest.skip(f"{ROOT_SKIP}: runs as root in the other part of the suite")
 
 
 def require_tool(*names: str) -> None:
@@ -35,3 +46,41 @@ def h2iot(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str
         check=False,
         env={**os.environ, "COLUMNS": "200"},
     )
+
+
+# A process of its own whose filesystem lacks what Debian installs in the sbin directories (the
+# nghttp2 server, for one): a mount namespace with an empty directory over each, so a test sees
+# a machine without them although this one has them. Needs unprivileged user namespaces.
+_HIDE_SBIN = (
+    'for d in /usr/local/sbin /usr/sbin; do /bin/mount --bind "$0" "$d" || exit 99; done; exec "$@"'
+)
+
+
+def without_sbin(argv: list[str], empty_dir: str) -> list[str]:
+    """argv run where /usr/sbin (and /sbin, its link on Debian) and /usr/local/sbin are empty."""
+    require_tool("unshare")
+    unshare = str(shutil.which("unshare"))  # absolute: the test's own PATH may lack it
+    return [
+        unshare,
+        "--user",
+        "--map-root-user",
+        "--mount",
+        "/bin/sh",
+        "-c",
+        _HIDE_SBIN,
+        empty_dir,
+        *argv,
+    ]
+
+
+# The unprivileged user of tests that must run as one when the suite runs as root.
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def as_ordinary_user(argv: list[str]) -> list[str]:
+    """argv as this user when it is an ordinary one, else as nobody (who may read the worktree
+    but not root's home: run it with an interpreter outside /root, like Debian's)."""
+    if os.geteuid() != 0:
+        return argv
+    require_tool("setpriv")
+    return [*NOBODY, *argv]

@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import ast
 import os
+import re
+import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib.metadata import packages_distributions
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
+
+from agent.workloads import SPECS
 
 REPO = Path(__file__).resolve().parents[1]
 # Top-level folders that hold no code of the project: build output, recorded runs.
@@ -212,3 +218,33 @@ def test_imports_across_the_top_level_packages_are_named(tmp_path: Path) -> None
         "analysis/load.py:2: analysis.load imports controller.errors",
         "benchmarks/run.py:1: benchmarks.run imports tests.helpers",
     ]
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\s<>=!~;\[(]", requirement.strip(), maxsplit=1)[0].lower()
+
+
+def test_the_agent_imports_only_its_core_dependencies_and_the_extras_it_declares() -> None:
+    """A node gets the agent's core dependencies and the extra of its workload (WorkloadSpec),
+    downloaded for its platform: anything else the agent imports would be missing there."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    core = {_requirement_name(r) for r in project["dependencies"]}
+    # psutil publishes no armv7l wheel: a 32-bit Raspberry Pi OS node could not install it.
+    assert "psutil" not in core
+    optional = project["optional-dependencies"]
+    node_extras = {spec.extra for spec in SPECS.values() if spec.extra} | {"gpio"}
+    allowed = core | {_requirement_name(r) for extra in node_extras for r in optional[extra]}
+    distributions = packages_distributions()
+    third_party = {
+        found.target.split(".")[0]: found
+        for found in read_imports(REPO)
+        if found.source.split(".")[0] == "agent"
+        and found.target.split(".")[0] not in {"agent", *sys.stdlib_module_names}
+    }
+    assert {"h2", "hyperframe"} <= set(third_party)  # the walk saw the agent's imports
+    undeclared = [
+        str(found)
+        for name, found in sorted(third_party.items())
+        if not {d.lower() for d in distributions.get(name, [name])} & allowed
+    ]
+    assert not undeclared, "the agent imports what a node does not get:\n" + "\n".join(undeclared)

@@ -1,6 +1,13 @@
 """Run one child process to its end and account for it alone: its CPU time and peak RSS from
-wait4 (the kernel's figures for that child, not the agent's), its I/O counters from
-/proc/PID/io read while it is a zombie (after it exited, before it is reaped)."""
+wait4 (the kernel's figures for that child, not the agent's), its write counters from what
+reaping it adds to this process's own /proc/self/io.
+
+The kernel adds a reaped child's I/O counters (its own and its reaped children's) to its
+parent's, so the difference of /proc/self/io across wait4 is the child's total. Reading the
+child's /proc/PID/io instead fails for an ordinary user once it has exited: a process without
+memory (a zombie) has its /proc files owned by root. Only write counters are kept: reading
+/proc/self/io counts as this process's reads.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +20,14 @@ from dataclasses import dataclass
 
 from agent.nghttp2.procfs import parse_io
 
+WRITE_COUNTERS = ("wchar", "syscw", "write_bytes", "cancelled_write_bytes")
+_OWN_IO = "/proc/self/io"
+
+
+def _own_io() -> dict[str, int]:
+    with open(_OWN_IO, encoding="ascii") as handle:
+        return parse_io(handle.read())
+
 
 @dataclass(frozen=True)
 class ChildOutcome:
@@ -23,10 +38,11 @@ class ChildOutcome:
     cpu_user_s: float
     cpu_sys_s: float
     rss_peak_bytes: int
-    io: dict[str, int] | None  # /proc/PID/io at exit; None where unreadable
+    io: dict[str, int] | None  # write counters at exit (WRITE_COUNTERS); None: io_unavailable
     t_mono_start_ns: int
     t_mono_end_ns: int
     t_wall_start_ns: int
+    io_unavailable: str | None = None  # why io is None
 
     @property
     def wall_s(self) -> float:
@@ -66,16 +82,22 @@ def run_child(argv: Sequence[str], timeout_s: float) -> ChildOutcome:
     process = subprocess.Popen(
         list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
+    io: dict[str, int] | None = None
+    io_unavailable: str | None = None
     try:
         stdout, stderr, timed_out = _drain(process, time.monotonic() + timeout_s)
         os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
         t_mono_end = time.monotonic_ns()
+        before: dict[str, int] | None = None
         try:
-            with open(f"/proc/{process.pid}/io", encoding="ascii") as handle:
-                io: dict[str, int] | None = parse_io(handle.read())
-        except OSError:
-            io = None
+            before = _own_io()
+        except OSError as exc:  # a kernel without I/O accounting has no such file
+            io_unavailable = f"{_OWN_IO}: {exc.strerror}"
+        # Nothing else of this process writes between the two reads: the fetch loop waits here.
         _, status, usage = os.wait4(process.pid, 0)
+        if before is not None:
+            after = _own_io()
+            io = {name: after[name] - before[name] for name in WRITE_COUNTERS if name in after}
     finally:
         if process.stdout is not None:
             process.stdout.close()
@@ -94,4 +116,5 @@ def run_child(argv: Sequence[str], timeout_s: float) -> ChildOutcome:
         t_mono_start_ns=t_mono_start,
         t_mono_end_ns=t_mono_end,
         t_wall_start_ns=t_wall_start,
+        io_unavailable=io_unavailable,
     )

@@ -78,6 +78,14 @@ class CpuSample:
     wchar: int | None
 
 
+def _task_runtime_ns(task: Path) -> int:
+    """One thread's CPU time; 0 for a thread that ended since its directory was listed."""
+    try:
+        return parse_schedstat((task / "schedstat").read_text())
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+
+
 class ProcessProbe:
     """Reads one other process's accounting; every reader raises OSError once it is gone."""
 
@@ -97,10 +105,7 @@ class ProcessProbe:
     def runtime_ns(self) -> int:
         """CPU time so far, in ns (tick resolution without schedstat)."""
         if self.schedstat:
-            return sum(
-                parse_schedstat((task / "schedstat").read_text())
-                for task in (self._proc / "task").iterdir()
-            )
+            return sum(map(_task_runtime_ns, (self._proc / "task").iterdir()))
         utime, stime = self.ticks()
         return (utime + stime) * 1_000_000_000 // CLOCK_TICKS
 

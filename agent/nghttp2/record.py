@@ -4,8 +4,10 @@ what only this engine has. Pure: built from the child's accounting and nghttp's 
 nghttp discards bodies (`-n`) and cannot save concurrent ones apart, so bodies are verified by
 size only (the HAR's exact body byte counts against the manifest): `verification` says "size"
 where the h2 engine checks sha256. Frames are not counted (that needs `nghttp -v`, which costs
-nghttp CPU); `sent.bytes` is what nghttp wrote to its socket (its write(2) total from
-/proc/PID/io, less what it wrote to stdout, stderr and the HAR file).
+nghttp CPU); `sent.bytes` is what nghttp wrote to its socket (its write(2) total, wchar, as
+reaping it adds to the agent's /proc/self/io, less what it wrote to stdout, stderr and the HAR
+file). The record's
+`unavailable` maps each field left empty to why.
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ from agent.workloads.page.record import (
 
 ENGINE = "nghttp2"
 VERIFICATION = "size"
+_NEEDS_VERBOSE = "nghttp prints frames and SETTINGS only with -v, which costs nghttp CPU"
+# The fields this engine never fills, and why.
+NOT_COUNTED: dict[str, str] = {
+    "sent.frames": _NEEDS_VERBOSE,
+    "sent.frame_bytes": _NEEDS_VERBOSE,
+    "received": _NEEDS_VERBOSE,
+    "peer_settings": _NEEDS_VERBOSE,
+    "window_updates_sent": _NEEDS_VERBOSE,
+}
 
 
 def verify(
@@ -65,6 +76,14 @@ def verify(
             f"(page {page_path}); missing {', '.join(missing)}"
         )
     return tuple(resources), error
+
+
+def unavailable_fields(child: ChildOutcome, written: int | None) -> dict[str, str]:
+    """Each field of the record this run could not fill -> why."""
+    if written is not None:
+        return dict(NOT_COUNTED)
+    why = child.io_unavailable or "/proc/self/io has no wchar"
+    return {"sent": f"nghttp's write(2) total is unreadable: {why}", **NOT_COUNTED}
 
 
 def socket_bytes_written(child: ChildOutcome, har_bytes: int) -> int | None:
@@ -140,5 +159,8 @@ def build_record(
         marker=marker,
         params=page_params(manifest),
         metrics=page_metrics(resources),
-        extra=page_extra(resources, VERIFICATION, wall_s, command),
+        extra={
+            **page_extra(resources, VERIFICATION, wall_s, command),
+            "unavailable": unavailable_fields(child, written),
+        },
     )

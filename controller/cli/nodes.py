@@ -1,10 +1,11 @@
 """`h2iot nodes deploy|check CONFIG`: put the agent on the config's nodes, and check them.
 `h2iot nodes calibrate [CONFIG]`: the CPU quota that makes a local core as fast as a Pi 3B's.
 
-deploy builds this project's wheel (or takes --wheel), downloads the agent's dependencies for
-each SSH node's platform on this machine (nodes need no package index), copies the wheels,
-creates or reuses `<deploy_dir>/venv` with the agent and its dependencies only, and checks that
-`h2iot-agent --version` there matches this controller. Local nodes run from this installation.
+deploy builds this project's wheel (or takes --wheel), downloads the agent's dependencies, and
+those of the pip extra of the config's workload, for each SSH node's platform on this machine
+(nodes need no package index), copies the wheels, creates or reuses `<deploy_dir>/venv` with
+the agent and those dependencies only, and checks that `h2iot-agent --version` there matches
+this controller. Local nodes run from this installation.
 
 check reports per node: reachability, Python, agent version, CPU model and the clock offset
 with its uncertainty (best of many round trips over one SSH channel; 0 for local nodes).
@@ -29,8 +30,9 @@ from rich.console import Console
 from rich.table import Table
 
 from agent import __version__
+from agent.workloads import spec_of
 from controller.cli._nodes_calibrate import add_calibrate, calibrate_nodes
-from controller.config import NodeConfig, load_config
+from controller.config import Config, NodeConfig, load_config
 from controller.config.model import ROLES
 from controller.errors import ConfigError, ControllerError
 from controller.nodes import (
@@ -124,8 +126,7 @@ def _error(message: str) -> None:
     )
 
 
-def _nodes(args: argparse.Namespace) -> dict[str, NodeConfig]:
-    config = load_config(args.config, args.overrides)
+def _nodes(config: Config) -> dict[str, NodeConfig]:
     nodes = {role: config.node(role) for role in ROLES}
     # nodes.clients: the first is nodes.client (the metered one); the others by name.
     return nodes | {str(node.name): node for node in config.clients[1:]}
@@ -138,7 +139,9 @@ def _report_failures(failed: Mapping[str, ControllerError]) -> int:
 
 
 def _deploy(args: argparse.Namespace, console: Console) -> int:
-    nodes = _nodes(args)
+    config = load_config(args.config, args.overrides)
+    nodes = _nodes(config)
+    extra = spec_of(config.workload.kind).extra
     remote: dict[str, NodeConfig] = {}
     for role, node in nodes.items():
         if node.is_local:
@@ -167,8 +170,14 @@ def _deploy(args: argparse.Namespace, console: Console) -> int:
             return _report_failures(connected.failed)
         with tempfile.TemporaryDirectory(prefix="h2iot-wheel-") as scratch:
             wheel = _wheel(args.wheel, Path(scratch))
-            console.print(f"deploying {wheel.path.name} (needs {', '.join(wheel.requires)})")
-            outcome = fan_out(connected.succeeded, _deployer(args, wheel))
+            requirements = wheel.requirements(extra)
+            with_extra = (
+                f" with the {config.workload.kind} workload's extra {extra}" if extra else ""
+            )
+            console.print(
+                f"deploying {wheel.path.name}{with_extra} (needs {', '.join(requirements)})"
+            )
+            outcome = fan_out(connected.succeeded, _deployer(args, wheel, extra))
     finally:
         for _, opened in connected.succeeded.values():
             opened.close()
@@ -197,7 +206,7 @@ def _wheel(given: Path | None, scratch: Path) -> Wheel:
 
 
 def _deployer(
-    args: argparse.Namespace, wheel: Wheel
+    args: argparse.Namespace, wheel: Wheel, extra: str | None
 ) -> Callable[[tuple[NodeConfig, Node]], DeployReport]:
     lock = threading.Lock()
     downloaded: dict[str, list[Path]] = {}
@@ -206,7 +215,9 @@ def _deployer(
         # One download per platform, shared by the nodes on it.
         with lock:
             if platform.key not in downloaded:
-                downloaded[platform.key] = download_dependencies(wheel, platform, args.wheelhouse)
+                downloaded[platform.key] = download_dependencies(
+                    wheel, platform, args.wheelhouse, extra
+                )
             return downloaded[platform.key]
 
     def deploy_one(target: tuple[NodeConfig, Node]) -> DeployReport:
@@ -220,6 +231,7 @@ def _deployer(
             node,
             config,
             wheel=wheel,
+            requirements=wheel.requirements(extra),
             dependencies=wheels,
             base_python=args.base_python,
             platform=platform,
@@ -247,7 +259,7 @@ def _deploy_table(reports: Mapping[str, DeployReport]) -> Table:
 def _check(args: argparse.Namespace, console: Console) -> int:
     if args.clock_samples < 1:
         raise ConfigError(f"--clock-samples {args.clock_samples}: must be at least 1")
-    nodes = _nodes(args)
+    nodes = _nodes(load_config(args.config, args.overrides))
 
     def check_one(config: NodeConfig) -> NodeFacts:
         return check_node(

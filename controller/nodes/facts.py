@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from agent.nghttp2.tools import missing_message
+from agent.nghttp2.tools import SYSTEM_DIRS, missing_message
 from controller.config.model import NodeConfig
 from controller.nodes.agent import agent_version, python_version
 from controller.nodes.connect import connect, node_label
@@ -87,7 +87,11 @@ def _engine_version(node: Node, config: NodeConfig) -> str | None:
     if config.engine != "nghttp2":
         return None
     tool = "nghttp" if config.role == "client" else "nghttpd"
-    found = node.shell(f"command -v {tool} >/dev/null && {tool} --version", check=False)
+    # Where the agent's lookup (agent.nghttp2.tools) finds it too: nghttpd is in /usr/sbin.
+    path = ":".join(["$PATH", *SYSTEM_DIRS])
+    found = node.shell(
+        f'PATH="{path}"; command -v {tool} >/dev/null && {tool} --version', check=False
+    )
     if not found.ok:
         raise NodeError(
             f'{node.label}: {missing_message(tool)} (nodes.{config.role}.engine = "nghttp2")'

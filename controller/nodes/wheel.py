@@ -1,9 +1,10 @@
 """The controller side of a deploy: the project's wheel and its runtime dependencies' wheels.
 
 The wheel is built from a copy of the source tree (setuptools writes `build/` and
-`*.egg-info` next to the sources it builds) with `pip wheel --no-deps`; the dependencies are
-downloaded with `pip download` for the node's platform into a wheelhouse that later deploys
-reuse. Both use this interpreter's pip and its configuration (index, proxy, cache).
+`*.egg-info` next to the sources it builds) with `pip wheel --no-deps`; the dependencies (the
+agent's own, and those of the pip extra of the config's workload) are downloaded with
+`pip download` for the node's platform into a wheelhouse that later deploys reuse. Both use
+this interpreter's pip and its configuration (index, proxy, cache).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import sys
 import tempfile
 import tomllib
 import zipfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -37,6 +38,15 @@ class Wheel:
     name: str
     version: str
     requires: tuple[str, ...]  # runtime requirements, no extras
+    extras: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # extra -> requirements
+
+    def requirements(self, extra: str | None) -> tuple[str, ...]:
+        """The agent's runtime requirements, with those of extra if given."""
+        if extra is None:
+            return self.requires
+        if extra not in self.extras:
+            raise DeployError(f"{self.path.name}: no pip extra {extra!r} in its metadata")
+        return (*self.requires, *self.extras[extra])
 
     @classmethod
     def read(cls, path: Path) -> Wheel:
@@ -49,12 +59,20 @@ class Wheel:
         except (OSError, zipfile.BadZipFile, ValueError) as exc:
             raise ConfigError(f"{path}: not a readable wheel: {exc}") from None
         metadata = HeaderParser().parsestr(text)
+        requires_dist = metadata.get_all("Requires-Dist") or []
         return cls(
             path=path,
             name=str(metadata["Name"]),
             version=str(metadata["Version"]),
-            requires=runtime_requirements(metadata.get_all("Requires-Dist") or []),
+            requires=runtime_requirements(requires_dist),
+            extras={
+                str(extra): extra_requirements(requires_dist, str(extra))
+                for extra in metadata.get_all("Provides-Extra") or []
+            },
         )
+
+
+_EXTRA_MARKER = re.compile(r"""\bextra\s*==\s*["']([^"']+)["']""")
 
 
 def runtime_requirements(requires_dist: Sequence[str]) -> tuple[str, ...]:
@@ -64,6 +82,21 @@ def runtime_requirements(requires_dist: Sequence[str]) -> tuple[str, ...]:
         for entry in requires_dist
         if not re.search(r"\bextra\s*==", entry.partition(";")[2])
     )
+
+
+def extra_requirements(requires_dist: Sequence[str], extra: str) -> tuple[str, ...]:
+    """The Requires-Dist entries of one extra, its `extra == "..."` condition dropped (and any
+    other condition kept, for pip to evaluate against the node's platform)."""
+    found = []
+    for entry in requires_dist:
+        requirement, _, marker = entry.partition(";")
+        named = _EXTRA_MARKER.search(marker)
+        if named is None or named[1] != extra:
+            continue
+        rest = _EXTRA_MARKER.sub("", marker).strip()
+        rest = re.sub(r"^(and\s+)|(\s+and)$", "", rest).strip()
+        found.append(f"{requirement.strip()}; {rest}" if rest else requirement.strip())
+    return tuple(found)
 
 
 def project_root() -> Path | None:
@@ -113,23 +146,36 @@ def build_wheel(root: Path, out_dir: Path) -> Wheel:
     return Wheel.read(built[-1])
 
 
-def download_dependencies(wheel: Wheel, platform: PlatformFacts, wheelhouse: Path) -> list[Path]:
-    """Wheels of wheel.requires (and theirs) for platform, in wheelhouse/<platform key>/."""
+def download_dependencies(
+    wheel: Wheel, platform: PlatformFacts, wheelhouse: Path, extra: str | None = None
+) -> list[Path]:
+    """Wheels of wheel.requirements(extra) (and theirs) for platform, in
+    wheelhouse/<platform key>/. A requirement without a wheel for the platform is a DeployError
+    naming both, in one line."""
     directory = wheelhouse / platform.key
     directory.mkdir(parents=True, exist_ok=True)
     try:
         target = platform.pip_target_args()
     except ValueError as exc:
         raise DeployError(f"{platform.key}: {exc}") from None
-    if wheel.requires:
+    requirements = wheel.requirements(extra)
+    if requirements:
+        needed_by = f" (the pip extra {extra!r} of the config's workload)" if extra else ""
         _pip(
-            ["download", *target, "-d", str(directory), *wheel.requires],
-            f"downloading {', '.join(wheel.requires)} for {platform.key}",
+            ["download", *target, "-d", str(directory), *requirements],
+            f"downloading {', '.join(requirements)} for {platform.key}",
+            no_wheel=lambda name: (
+                f"{name}{needed_by if name not in wheel.requires else ''} has no wheel for "
+                f"the node's platform {platform.key} on the package index"
+            ),
         )
     return sorted(directory.glob("*.whl"))
 
 
-def _pip(args: list[str], doing: str) -> None:
+_NO_DISTRIBUTION = re.compile(r"No matching distribution found for (\S+)")
+
+
+def _pip(args: list[str], doing: str, no_wheel: Callable[[str], str] | None = None) -> None:
     command = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args]
     try:
         result = subprocess.run(
@@ -138,6 +184,9 @@ def _pip(args: list[str], doing: str) -> None:
     except subprocess.TimeoutExpired:
         raise DeployError(f"{doing}: pip still running after {PIP_TIMEOUT_S:g} s") from None
     if result.returncode != 0:
+        missing = _NO_DISTRIBUTION.search(result.stderr)
+        if missing is not None and no_wheel is not None:
+            raise DeployError(no_wheel(missing[1]))
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         errors = [line for line in lines if "ERROR" in line] or lines or ["no output"]
         raise DeployError(f"{doing}: pip exited {result.returncode}: {errors[-1].strip()}")

@@ -20,7 +20,7 @@ import pytest
 from agent.site import load_manifest
 from tests.agent.nghttp2_servers import NghttpdAgent, nghttpd_agent
 from tests.agent.servers import RunningServer, agent_server, free_port, run_agent
-from tests.conftest import require_tool
+from tests.conftest import require_tool, without_sbin
 
 
 @pytest.fixture(scope="module")
@@ -164,15 +164,20 @@ def test_a_missing_nghttp_names_its_package(site: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 1
     assert result.stderr == (
-        "h2iot-agent: error: nghttp not found on PATH: install the Debian package "
-        "nghttp2-client (apt install nghttp2-client)\n"
+        "h2iot-agent: error: nghttp not found on PATH nor in /usr/local/sbin, /usr/sbin, /sbin: "
+        "install the Debian package nghttp2-client (apt install nghttp2-client)\n"
     )
+    # nghttpd is looked for in the sbin directories too: here they are empty.
     served = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "serve", "--engine", "nghttp2", "--root", str(site)],
+        without_sbin([sys.executable, "-m", "agent.cli", "serve", "--engine", "nghttp2",
+                      "--root", str(site)], str(tmp_path)),
         capture_output=True, text=True, env=_bare_path(tmp_path), check=False,
     )  # fmt: skip
-    assert served.returncode == 1
-    assert "nghttpd not found on PATH: install the Debian package nghttp2-server" in served.stderr
+    assert served.returncode == 1, served.stderr
+    assert (
+        "nghttpd not found on PATH nor in /usr/local/sbin, /usr/sbin, /sbin: install the "
+        "Debian package nghttp2-server" in served.stderr
+    )
 
 
 def test_reject_is_a_usage_error(site: Path) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 from agent.nghttp2.procfs import (
     ProcessProbe,
@@ -16,6 +19,9 @@ from agent.nghttp2.procfs import (
     parse_stat_ticks,
     socket_inode,
 )
+from tests.conftest import as_ordinary_user
+
+REPO = Path(__file__).resolve().parents[2]
 
 STAT = (
     "4242 (nghttpd (x) y) S 1 4242 4242 0 -1 4194560 180 0 0 0 37 12 0 0 20 0 1 0 "
@@ -67,3 +73,49 @@ def test_probe_of_self_sees_its_own_listening_socket() -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         assert sock.getsockname()[1] in ProcessProbe(os.getpid()).listening_ports()
+
+
+def test_a_childs_final_io_is_read_as_its_own_user() -> None:
+    """The write counters at exit, also of a child gone before anyone looked (the kernel refuses
+    an ordinary user a zombie's /proc/PID/io); as root the same runs as nobody (with Debian's
+    interpreter, which nobody can reach)."""
+    code = (
+        "import json; from agent.nghttp2.process import run_child; "
+        "c = run_child(['/bin/sh', '-c', 'head -c 70000 /dev/zero > /dev/null; echo done'], 30); "
+        "print(json.dumps([c.io, c.io_unavailable, c.stdout.decode()]))"
+    )
+    result = subprocess.run(
+        as_ordinary_user(["/usr/bin/python3", "-c", code]),
+        capture_output=True, text=True, check=False, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    io, unavailable, stdout = json.loads(result.stdout)
+    assert unavailable is None and stdout == "done\n"
+    # head's 70000 bytes (reaped by the shell, so counted in its io) and the shell's echo.
+    assert io["wchar"] == 70000 + len("done\n")
+    assert io["syscw"] >= 2 and "rchar" not in io
+
+
+def test_threads_ending_while_the_probe_reads_are_no_error() -> None:
+    """A thread that ends between the listing of /proc/PID/task and the read of its schedstat
+    is passed over (found as an error by the suite run as nobody under load)."""
+    probe = ProcessProbe(os.getpid())
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            workers = [threading.Thread(target=sum, args=(range(100),)) for _ in range(8)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+
+    churner = threading.Thread(target=churn)
+    churner.start()
+    try:
+        readings = [probe.runtime_ns() for _ in range(3000)]
+    finally:
+        stop.set()
+        churner.join()
+    assert all(reading > 0 for reading in readings)

@@ -78,3 +78,19 @@ def test_failures_say_what_nghttp_said() -> None:
     )
     assert _record(PAGE, replace(CHILD, exit_status=1))["error"] == "nghttp exited 1"
     assert _record(PAGE, replace(CHILD, io=None))["sent"] is None
+
+
+def test_the_record_says_which_fields_are_unavailable_and_why() -> None:
+    counted = _record(PAGE, CHILD)
+    assert set(counted["unavailable"]) == {
+        "sent.frames", "sent.frame_bytes", "received", "peer_settings", "window_updates_sent",
+    }  # fmt: skip
+    assert all("only with -v" in why for why in counted["unavailable"].values())
+    for field in ("received", "window_updates_sent"):
+        assert counted[field] is None
+    unread = replace(CHILD, io=None, io_unavailable="/proc/self/io: No such file or directory")
+    uncounted = _record(PAGE, unread)
+    assert uncounted["sent"] is None
+    assert uncounted["unavailable"]["sent"] == (
+        "nghttp's write(2) total is unreadable: /proc/self/io: No such file or directory"
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -12,10 +13,15 @@ from hypothesis import strategies as st
 from controller.errors import ConfigError, DeviceError
 from controller.nodes import shell
 from controller.nodes.clock import Reading, RoundTrip, clock_offset, estimate, parse_reply
-from controller.nodes.errors import NodeError, NodeGroupError
+from controller.nodes.errors import DeployError, NodeError, NodeGroupError
 from controller.nodes.group import fan_out
 from controller.nodes.platform import PlatformFacts, cpu_model
-from controller.nodes.wheel import runtime_requirements
+from controller.nodes.wheel import (
+    Wheel,
+    download_dependencies,
+    extra_requirements,
+    runtime_requirements,
+)
 
 
 def sh(command: str) -> str:
@@ -266,6 +272,50 @@ def test_runtime_requirements_leave_out_extras():
             'x; python_version < "3.12" and extra == "test"',
         ]
     ) == ("h2>=4.1", "psutil>=5.9", 'tomli; python_version < "3.11"')
+
+
+REQUIRES_DIST = [
+    "h2>=4.1",
+    'gpiod>=2.0; extra == "gpio"',
+    "grpcio>=1.60; extra=='stream'",
+    'protobuf>=4; python_version >= "3.11" and extra == "stream"',
+    'x; extra == "test" and platform_machine != "armv7l"',
+]
+
+
+def test_an_extras_requirements_keep_their_other_conditions():
+    assert extra_requirements(REQUIRES_DIST, "stream") == (
+        "grpcio>=1.60",
+        'protobuf>=4; python_version >= "3.11"',
+    )
+    assert extra_requirements(REQUIRES_DIST, "test") == ('x; platform_machine != "armv7l"',)
+    assert extra_requirements(REQUIRES_DIST, "gpio") == ("gpiod>=2.0",)
+    assert extra_requirements(REQUIRES_DIST, "absent") == ()
+
+
+def test_a_wheel_names_what_an_extra_adds():
+    wheel = Wheel(
+        Path("h2iot-1-py3-none-any.whl"), "h2iot", "1", ("h2>=4.1",), {"gpio": ("gpiod",)}
+    )
+    assert wheel.requirements(None) == ("h2>=4.1",)
+    assert wheel.requirements("gpio") == ("h2>=4.1", "gpiod")
+    with pytest.raises(DeployError, match="no pip extra 'stream'"):
+        wheel.requirements("stream")
+
+
+def test_an_extra_without_a_wheel_for_the_nodes_platform_fails_in_one_line(tmp_path: Path):
+    """psutil publishes no armv7l wheel (a real download from the package index, as a deploy
+    does it): a workload needing it could not run on 32-bit Raspberry Pi OS."""
+    wheel = Wheel(
+        tmp_path / "h2iot-1-py3-none-any.whl", "h2iot", "1", (), {"probes": ("psutil>=5.9",)}
+    )
+    armv7l = _facts(machine="armv7l", bits=32)
+    with pytest.raises(DeployError) as failed:
+        download_dependencies(wheel, armv7l, tmp_path / "wheelhouse", "probes")
+    assert str(failed.value) == (
+        "psutil>=5.9 (the pip extra 'probes' of the config's workload) has no wheel for the "
+        "node's platform cpython3.11-glibc2.36-armv7l on the package index"
+    )
 
 
 def test_fan_out_keeps_partial_results_and_one_aggregate_error():

@@ -18,7 +18,7 @@ import pytest
 
 from controller.config import load_config
 from controller.errors import ConfigError
-from tests.conftest import require_tool
+from tests.conftest import require_tool, without_sbin
 
 H2IOT = [sys.executable, "-m", "controller.cli"]
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -181,9 +181,11 @@ def _path_without(tool: str, bin_dir: Path) -> str:
     tools a local node needs stay, wherever the distribution puts them beside `tool`."""
     bin_dir.mkdir()
     for directory in os.environ["PATH"].split(os.pathsep):
-        if not directory or not Path(directory).is_dir():
+        try:
+            programs = list(Path(directory).iterdir()) if directory else []
+        except OSError:  # absent, or this user may not read it (root's, as an ordinary user)
             continue
-        for program in Path(directory).iterdir():
+        for program in programs:
             link = bin_dir / program.name
             if program.name != tool and not link.exists() and os.access(program, os.X_OK):
                 link.symlink_to(program)
@@ -194,14 +196,18 @@ def _path_without(tool: str, bin_dir: Path) -> str:
 def test_nodes_check_names_the_missing_package(tmp_path: Path) -> None:
     require_tool("nghttpd")
     path = _path_without("nghttpd", tmp_path / "bin")
+    (tmp_path / "empty").mkdir()
+    # Not on PATH, nor where Debian installs it (/usr/sbin, looked in as well): not installed.
     result = subprocess.run(
-        [*H2IOT, "nodes", "check", str(CONFIGS / "local.toml"), "--clock-samples", "3",
-         "--set", "nodes.server.engine=nghttp2", "--set", "nodes.client.engine=nghttp2"],
+        without_sbin([*H2IOT, "nodes", "check", str(CONFIGS / "local.toml"), "--clock-samples",
+                      "3", "--set", "nodes.server.engine=nghttp2", "--set",
+                      "nodes.client.engine=nghttp2"], str(tmp_path / "empty")),
         capture_output=True, text=True, timeout=120, check=False,
         env={**os.environ, "PATH": path},
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stderr.strip() == (
-        "h2iot: error: server (local): nghttpd not found on PATH: install the Debian package "
-        'nghttp2-server (apt install nghttp2-server) (nodes.server.engine = "nghttp2")'
+        "h2iot: error: server (local): nghttpd not found on PATH nor in /usr/local/sbin, "
+        "/usr/sbin, /sbin: install the Debian package nghttp2-server (apt install "
+        'nghttp2-server) (nodes.server.engine = "nghttp2")'
     )

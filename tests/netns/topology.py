@@ -13,10 +13,14 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.netns.hosts import SshHost, SshKey, kill_and_wait, run_checked, start_sshd
+
+# start_sshd's signature: (directory, name, address, port, key, netns=, data_address=) -> host.
+HostStarter = Callable[..., SshHost]
 
 DATA_PREFIX = "10.78.0"
 
@@ -32,6 +36,8 @@ class Testbed:
     hosts: dict[str, SshHost] = field(default_factory=dict)
     namespaces: list[str] = field(default_factory=list)
     bridge: str | None = None
+    # What runs each node's sshd (tests.emulated starts one inside an emulated Pi's root).
+    start_host: HostStarter = start_sshd
 
     @property
     def client(self) -> SshHost:
@@ -75,7 +81,7 @@ class Testbed:
             _ip("-n", netns, "addr", "add", f"{DATA_PREFIX}.{host}/24", "dev", "data0")
             _ip("-n", netns, "link", "set", "data0", "up")
         for index, role in enumerate(("client", "server"), start=2):
-            self.hosts[role] = start_sshd(
+            self.hosts[role] = self.start_host(
                 self.directory / role,
                 role,
                 f"{subnet}.{index}",
