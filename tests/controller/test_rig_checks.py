@@ -92,6 +92,41 @@ def test_marker() -> None:
     assert late.status == "fail"
 
 
+def test_the_marker_wait_is_two_seconds_of_a_real_time_board() -> None:
+    # The pulse ended 1.5 s after START; the board kept up (a little behind: the link's delay).
+    wait = checks.marker_wait(
+        rate_hz=1000, pulse_end_s=1.5, lag_s=0.05, next_index=1480, measured_hz=995.0
+    )
+    assert wait.end_index == 3550  # 2 s of its clock after the pulse, by its samples
+    assert not wait.over(next_index=3549, waited_s=2.0)
+    assert wait.over(next_index=3550, waited_s=2.0)
+    assert "within 2 s of its own clock after the pulse (up to sample 3550 at 1000 Hz: 2.1 s" in (
+        wait.why(next_index=3550, waited_s=2.1)
+    )
+
+
+def test_a_slow_stream_waits_for_its_own_clock() -> None:
+    """simavr at 30 % of real time: the stream check took 2 s for 600 samples, so its clock was
+    1.4 s behind at START and falls further behind during the pulse; 2 s of its clock after the
+    pulse take about 3.3 times that long on the wall, which the backstop must allow."""
+    wait = checks.marker_wait(
+        rate_hz=1000, pulse_end_s=1.5, lag_s=1.4, next_index=450, measured_hz=300.0
+    )
+    assert wait.end_index == 4900
+    assert wait.backstop_s == pytest.approx(2 * (4900 - 450) / 300)
+    # 2 s of wall time after the pulse the board has taken 600 more samples: still waiting.
+    assert not wait.over(next_index=1050, waited_s=2.0)
+    assert not wait.over(next_index=4899, waited_s=14.0)
+    assert wait.over(next_index=4900, waited_s=14.8)
+    # The samples stalled: the backstop ends the wait and says so.
+    assert wait.over(next_index=1050, waited_s=wait.backstop_s)
+    stalled = wait.why(next_index=1050, waited_s=29.7)
+    assert "samples stalled at 1050 of the 4900 that end the wait" in stalled
+    # A board measured slower than MARKER_SLOWEST still gets a bounded backstop.
+    crawl = checks.marker_wait(rate_hz=1000, pulse_end_s=1.0, lag_s=0, next_index=0, measured_hz=0)
+    assert crawl.backstop_s == pytest.approx(2 * 3.0 / checks.MARKER_SLOWEST)
+
+
 def test_ssh_and_versions_and_clock() -> None:
     assert checks.ssh_check("client", local=True, error=None, host="local").status == (
         "unavailable"
