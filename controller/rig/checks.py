@@ -122,6 +122,24 @@ def identity_check(
     return Check("board identity", "pass", found)
 
 
+def arrival_rate_hz(last_indices: Sequence[int], arrived_ns: Sequence[int]) -> float | None:
+    """The board's sample rate against the controller's clock: the least-squares slope of each
+    frame's last sample index over the time it arrived. Unlike samples / the run's duration it
+    does not count the START and STOP round trips, which a loaded machine stretches; None with
+    fewer than two distinct arrival times."""
+    n = len(arrived_ns)
+    if n < 2:
+        return None
+    t0 = arrived_ns[0]
+    t_s = [(t - t0) / 1e9 for t in arrived_ns]
+    mean_t = sum(t_s) / n
+    mean_i = sum(last_indices) / n
+    spread = sum((t - mean_t) ** 2 for t in t_s)
+    if spread == 0:
+        return None
+    return sum((t - mean_t) * (i - mean_i) for t, i in zip(t_s, last_indices, strict=True)) / spread
+
+
 def stream_check(
     *,
     configured_hz: int,
@@ -131,8 +149,10 @@ def stream_check(
     dropped: int,
     crc_failures: int,
     frames_missed: int,
+    achieved_hz: float | None = None,
 ) -> Check:
-    """Samples arrive at the configured rate with no gaps."""
+    """Samples arrive at the configured rate with no gaps. `achieved_hz`: the rate measured
+    from the samples' arrivals (`arrival_rate_hz`); without it, received / seconds."""
     name = "sample stream"
     if received == 0:
         return Check(
@@ -141,7 +161,10 @@ def stream_check(
             f"no samples in {seconds:g} s",
             "check meter.baud against the firmware's and the USB cable",
         )
-    achieved = received / seconds if seconds > 0 else 0.0
+    if achieved_hz is not None:
+        achieved = achieved_hz
+    else:
+        achieved = received / seconds if seconds > 0 else 0.0
     missing = max(0, taken - received)
     detail = (
         f"{achieved:.0f} Hz of {configured_hz} configured over {seconds:.1f} s, {received} "

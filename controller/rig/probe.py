@@ -267,9 +267,12 @@ def _check_session(
     final = session.stop()
     health = session.health()
     window = session.samples.all()
+    last_indices, arrived_ns = session.samples.arrivals()
+    achieved_hz = checks.arrival_rate_hz(last_indices.tolist(), arrived_ns.tolist())
     emit(
         checks.stream_check(
             configured_hz=info.sample_rate_hz,
+            achieved_hz=achieved_hz,
             seconds=health.elapsed_s,
             taken=final.samples_taken,
             received=len(window.indices),
@@ -312,7 +315,7 @@ def _check_session(
     # A board slower than real time (simavr on a loaded machine) falls behind by this much.
     stream = _Stream(
         rate_hz=info.sample_rate_hz,
-        measured_hz=len(window.indices) / health.elapsed_s,
+        measured_hz=achieved_hz or len(window.indices) / health.elapsed_s,
         lag_s=health.elapsed_s - len(window.indices) / info.sample_rate_hz,
     )
     emit(_marker_loop(config, session, nodes, marker, stream))

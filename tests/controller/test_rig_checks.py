@@ -41,8 +41,8 @@ def test_identity() -> None:
     assert _identity(modelled="virtual", protocol=1).status == "fail"
 
 
-def _stream(**changes: int | float) -> Check:
-    found: dict[str, int | float] = {
+def _stream(**changes: int | float | None) -> Check:
+    found: dict[str, int | float | None] = {
         "configured_hz": 1000,
         "seconds": 2.0,
         "taken": 2000,
@@ -63,6 +63,24 @@ def test_stream() -> None:
     assert dropped.status == "fail" and "lower meter.rate_hz" in dropped.fix
     assert _stream(received=1900, taken=1900).status == "warn"  # 950 Hz: 5 % slow
     assert _stream(crc_failures=3).status == "warn"
+
+
+def test_the_rate_is_fitted_to_the_arrivals() -> None:
+    """A 1 kHz board's frames of 10 samples arriving late by up to 30 ms each (a loaded
+    machine's reader), over 2 s: the fit is within 1 %, where samples / duration would count a
+    slow START and STOP (here 60 ms) as a slow board."""
+    lateness_ns = [(k * 7919) % 30 * 1_000_000 for k in range(200)]
+    last = [10 * k + 9 for k in range(200)]
+    arrived = [(10 * k + 10) * 1_000_000 + late for k, late in enumerate(lateness_ns)]
+    fitted = checks.arrival_rate_hz(last, arrived)
+    assert fitted == pytest.approx(1000.0, rel=0.01)
+    assert _stream(seconds=2.06, achieved_hz=fitted).status == "pass"
+    assert _stream(seconds=2.06).status == "warn"  # 971 Hz by the duration alone
+    assert checks.arrival_rate_hz([9], [10]) is None
+    assert checks.arrival_rate_hz([9, 19], [10, 10]) is None
+    # simavr at 40 % of real time: its frames arrive at 400 samples per second.
+    slow = checks.arrival_rate_hz(last, [25 * (k + 1) * 1_000_000 for k in range(200)])
+    assert _stream(received=800, taken=800, achieved_hz=slow).status == "warn"
 
 
 @pytest.mark.parametrize(
