@@ -162,12 +162,12 @@ def stream_check(
             "check meter.baud against the firmware's and the USB cable",
         )
     if achieved_hz is not None:
-        achieved = achieved_hz
+        achieved, fitted = achieved_hz, " (by the samples' arrivals)"
     else:
-        achieved = received / seconds if seconds > 0 else 0.0
+        achieved, fitted = (received / seconds if seconds > 0 else 0.0), ""
     missing = max(0, taken - received)
     detail = (
-        f"{achieved:.0f} Hz of {configured_hz} configured over {seconds:.1f} s, {received} "
+        f"{achieved:.0f} Hz of {configured_hz} configured{fitted} over {seconds:.1f} s, {received} "
         f"samples, {missing} missing ({dropped} dropped by the board), {crc_failures} CRC "
         f"failures, {frames_missed} frames missed"
     )
