@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import select
 import subprocess
 import threading
 import time
@@ -158,9 +159,18 @@ class SimulatedMeter:
             next_tick += tick_ns
             pause = next_tick - time.monotonic_ns()
             if pause > 0:
-                self._stop.wait(pause / _NS)
+                self._pause(pause / _NS)
             else:
                 next_tick = time.monotonic_ns()
+
+    def _pause(self, seconds: float) -> None:
+        """Until the next tick, or until a marker edge can be read: it is then stamped when the
+        node wrote it, not up to a tick later (a tick a loaded machine stretches well past
+        `tick_s`). A stop request waits for the tick."""
+        if self._marker.fd < 0:
+            self._stop.wait(seconds)
+        else:
+            select.select([self._marker.fd], [], [], seconds)
 
     def _exited(self) -> MeterError:
         """The one error for the harness's exit, whoever finds it first."""
@@ -195,7 +205,7 @@ class SimulatedMeter:
         self._clock_events()
         lines: list[str] = []
         start = self._horizon_ns
-        lines += [f"{start} m {edge}\n" for edge in self._marker.edges()]
+        edges = self._marker.edges()
         if self._clock is None:
             self._history.append((start, power))
             del self._history[:-_HISTORY_TICKS]
@@ -204,6 +214,8 @@ class SimulatedMeter:
         else:
             lines += self._sample_lines(self._clock, now_ns, power)
         self._horizon_ns = max(now_ns, self._horizon_ns)
+        # Read just now: after every sample due by now (the harness's times never go back).
+        lines += [f"{self._horizon_ns} m {edge}\n" for edge in edges]
         lines.append(f"{self._horizon_ns}\n")
         self._write(lines)
         self._truth.flush()

@@ -8,6 +8,7 @@ pass: a researcher reading a healthy report must be able to trust every "pass" o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -15,11 +16,16 @@ from typing import Literal
 Status = Literal["pass", "warn", "fail", "unavailable"]
 
 MARKER_EDGE_WAIT_S = 2.0
-"""Both edges of the client's test pulse must reach the meter within this long of the pulse."""
+"""Both edges of the client's test pulse must reach the meter within this long of the pulse's
+end, by the board's own clock (`marker_wait`)."""
+MARKER_BACKSTOP_FACTOR = 2.0
+"""Should the board's samples stall, the marker loop gives up after this many times the wall time
+the board needs, at the rate the stream check measured, to get to the end of the wait."""
+MARKER_SLOWEST = 0.1  # of real time: a board measured slower still gets a backstop this long
 MARKER_WIDTH_BOUND_S = 0.020
 """The pulse the meter saw may differ from the one the node timed by this much: a modelled
-meter reads its marker line every 10 ms tick (one tick either edge), a wired board stamps an
-edge with the sample it falls in (1 ms at 1 kHz)."""
+meter stamps an edge when its thread wakes to read the marker FIFO (within a 10 ms tick), a
+wired board with the sample it falls in (1 ms at 1 kHz)."""
 RATE_TOLERANCE = 0.02  # achieved sample rate within 2 % of the configured one
 ZERO_WARN_CODES = 8.0  # ACS712 datasheet: +-40 mV electrical offset, 8 codes at 5 V / 10 bits
 ZERO_FAIL_CODES = 20.0  # 0.5 A on the 5 A part: a load was connected when it was calibrated
@@ -116,6 +122,24 @@ def identity_check(
     return Check("board identity", "pass", found)
 
 
+def arrival_rate_hz(last_indices: Sequence[int], arrived_ns: Sequence[int]) -> float | None:
+    """The board's sample rate against the controller's clock: the least-squares slope of each
+    frame's last sample index over the time it arrived. Unlike samples / the run's duration it
+    does not count the START and STOP round trips, which a loaded machine stretches; None with
+    fewer than two distinct arrival times."""
+    n = len(arrived_ns)
+    if n < 2:
+        return None
+    t0 = arrived_ns[0]
+    t_s = [(t - t0) / 1e9 for t in arrived_ns]
+    mean_t = sum(t_s) / n
+    mean_i = sum(last_indices) / n
+    spread = sum((t - mean_t) ** 2 for t in t_s)
+    if spread == 0:
+        return None
+    return sum((t - mean_t) * (i - mean_i) for t, i in zip(t_s, last_indices, strict=True)) / spread
+
+
 def stream_check(
     *,
     configured_hz: int,
@@ -125,8 +149,10 @@ def stream_check(
     dropped: int,
     crc_failures: int,
     frames_missed: int,
+    achieved_hz: float | None = None,
 ) -> Check:
-    """Samples arrive at the configured rate with no gaps."""
+    """Samples arrive at the configured rate with no gaps. `achieved_hz`: the rate measured
+    from the samples' arrivals (`arrival_rate_hz`); without it, received / seconds."""
     name = "sample stream"
     if received == 0:
         return Check(
@@ -135,10 +161,13 @@ def stream_check(
             f"no samples in {seconds:g} s",
             "check meter.baud against the firmware's and the USB cable",
         )
-    achieved = received / seconds if seconds > 0 else 0.0
+    if achieved_hz is not None:
+        achieved, fitted = achieved_hz, " (by the samples' arrivals)"
+    else:
+        achieved, fitted = (received / seconds if seconds > 0 else 0.0), ""
     missing = max(0, taken - received)
     detail = (
-        f"{achieved:.0f} Hz of {configured_hz} configured over {seconds:.1f} s, {received} "
+        f"{achieved:.0f} Hz of {configured_hz} configured{fitted} over {seconds:.1f} s, {received} "
         f"samples, {missing} missing ({dropped} dropped by the board), {crc_failures} CRC "
         f"failures, {frames_missed} frames missed"
     )
@@ -208,11 +237,60 @@ def idle_check(role: str, channel: str, *, mean_mw: float, sd_mw: float) -> Chec
     return Check(name, "pass", detail)
 
 
+@dataclass(frozen=True)
+class MarkerWait:
+    """How long the marker loop waits for the pulse's edges: until the board's clock (the
+    samples received, at the rate it declares) is MARKER_EDGE_WAIT_S past the pulse's end. A
+    board keeps real time, so that is 2 s; the firmware in simavr on a loaded machine runs slower
+    than real time and gets as long as its own clock needs. Should the samples stall, a wall-clock
+    backstop ends the wait."""
+
+    rate_hz: int
+    end_index: int  # the wait is over once the samples reach this index
+    backstop_s: float  # wall-clock seconds after the pulse's end
+
+    def over(self, *, next_index: int, waited_s: float) -> bool:
+        return next_index >= self.end_index or waited_s >= self.backstop_s
+
+    def why(self, *, next_index: int, waited_s: float) -> str:
+        """What was waited for, when no edges came."""
+        if next_index >= self.end_index:
+            return (
+                f"the meter saw no rising and falling edge within {MARKER_EDGE_WAIT_S:g} s of "
+                f"its own clock after the pulse (up to sample {self.end_index} at "
+                f"{self.rate_hz} Hz: {waited_s:.1f} s here)"
+            )
+        return (
+            f"the meter saw no rising and falling edge, and its samples stalled at "
+            f"{next_index} of the {self.end_index} that end the wait ({MARKER_EDGE_WAIT_S:g} s "
+            f"of its own clock after the pulse) after {waited_s:.1f} s"
+        )
+
+
+def marker_wait(
+    *, rate_hz: int, pulse_end_s: float, lag_s: float, next_index: int, measured_hz: float
+) -> MarkerWait:
+    """The wait for the edges of a pulse that ended `pulse_end_s` after START (the controller's
+    clock), with the board's samples up to `next_index` then.
+
+    A simulated board stamps the marker's edges in its simulated time, which follows real time
+    from its launch; running slower than real time it falls behind, so its sample 0 came `lag_s`
+    late: what the stream check measured (its duration less the samples' time at `rate_hz`).
+    `measured_hz` is that check's rate: the backstop is the wall time the board needs at that
+    rate to reach the end of the wait, MARKER_BACKSTOP_FACTOR times over."""
+    board_s = pulse_end_s + max(0.0, lag_s) + MARKER_EDGE_WAIT_S
+    end_index = math.ceil(board_s * rate_hz)
+    speed = min(1.0, max(MARKER_SLOWEST, measured_hz / rate_hz))
+    needed_s = max(0, end_index - next_index) / rate_hz / speed
+    backstop_s = max(MARKER_EDGE_WAIT_S, MARKER_BACKSTOP_FACTOR * needed_s)
+    return MarkerWait(rate_hz=rate_hz, end_index=end_index, backstop_s=backstop_s)
+
+
 def marker_check(
     *, node_width_s: float | None, meter_width_s: float | None, why: str = ""
 ) -> Check:
     """The marker loop: the node pulsed its marker; the meter must have stamped both edges
-    within MARKER_EDGE_WAIT_S, the pulse as wide as the node timed it within the bound."""
+    within the `MarkerWait`, the pulse as wide as the node timed it within the bound."""
     name = "marker loop"
     if node_width_s is None:
         return Check(name, "unavailable", why, "wire a client GPIO to D2: --marker gpio:CHIP:LINE")

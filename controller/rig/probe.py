@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -266,9 +267,12 @@ def _check_session(
     final = session.stop()
     health = session.health()
     window = session.samples.all()
+    last_indices, arrived_ns = session.samples.arrivals()
+    achieved_hz = checks.arrival_rate_hz(last_indices.tolist(), arrived_ns.tolist())
     emit(
         checks.stream_check(
             configured_hz=info.sample_rate_hz,
+            achieved_hz=achieved_hz,
             seconds=health.elapsed_s,
             taken=final.samples_taken,
             received=len(window.indices),
@@ -308,7 +312,13 @@ def _check_session(
                     role, label, mean_mw=float(power.mean()), sd_mw=float(power.std())
                 )
             )
-    emit(_marker_loop(config, session, nodes, marker, info.sample_rate_hz))
+    # A board slower than real time (simavr on a loaded machine) falls behind by this much.
+    stream = _Stream(
+        rate_hz=info.sample_rate_hz,
+        measured_hz=achieved_hz or len(window.indices) / health.elapsed_s,
+        lag_s=health.elapsed_s - len(window.indices) / info.sample_rate_hz,
+    )
+    emit(_marker_loop(config, session, nodes, marker, stream))
 
 
 def _built_version() -> str | None:
@@ -323,12 +333,21 @@ def _built_version() -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class _Stream:
+    """What the stream check measured, for the marker loop's wait."""
+
+    rate_hz: int  # declared by the board
+    measured_hz: float  # samples received per second of wall time
+    lag_s: float  # wall time less the samples' time at rate_hz
+
+
 def _marker_loop(
     config: Config,
     session: MeterSession,
     nodes: dict[Role, tuple[Node, int | None]],
     marker: str | None,
-    rate_hz: int,
+    stream: _Stream,
 ) -> Check:
     if marker is None:
         why = "no marker line: nodes.client.marker is unset (and no --marker gpio:CHIP:LINE)"
@@ -340,6 +359,7 @@ def _marker_loop(
     node = nodes["client"][0]
     python = node.path(config.client.python)
     session.start()
+    started = time.monotonic()
     try:
         seen = len(session.markers())
         argv = [python, "-m", "agent.cli", "marker", "pulse", "--marker", marker]
@@ -348,18 +368,29 @@ def _marker_loop(
             node_width_s = float(json.loads(result.stdout.strip().splitlines()[-1])["width_s"])
         except (NodeError, ValueError, KeyError, IndexError) as exc:
             return Check("marker loop", "fail", f"the client could not pulse {marker}: {exc}")
-        deadline = time.monotonic() + checks.MARKER_EDGE_WAIT_S
-        edges: tuple[int, int] | None = None
-        while edges is None and time.monotonic() < deadline:
-            time.sleep(0.02)
+        ended = time.monotonic()
+        wait = checks.marker_wait(
+            rate_hz=stream.rate_hz,
+            pulse_end_s=ended - started,
+            lag_s=stream.lag_s,
+            next_index=session.samples.next_index,
+            measured_hz=stream.measured_hz,
+        )
+        while True:
+            # The samples reached first, then the markers: an edge before that sample is in.
+            reached = session.samples.next_index
             edges = _pulse_edges(session, seen)
+            waited_s = time.monotonic() - ended
+            if edges is not None or wait.over(next_index=reached, waited_s=waited_s):
+                break
+            time.sleep(0.02)
     finally:
         session.stop()
     if edges is None:
-        why = f"the meter saw no rising and falling edge within {checks.MARKER_EDGE_WAIT_S:g} s"
+        why = wait.why(next_index=reached, waited_s=waited_s)
         return checks.marker_check(node_width_s=node_width_s, meter_width_s=None, why=why)
     return checks.marker_check(
-        node_width_s=node_width_s, meter_width_s=(edges[1] - edges[0]) / rate_hz
+        node_width_s=node_width_s, meter_width_s=(edges[1] - edges[0]) / stream.rate_hz
     )
 
 

@@ -41,8 +41,8 @@ def test_identity() -> None:
     assert _identity(modelled="virtual", protocol=1).status == "fail"
 
 
-def _stream(**changes: int | float) -> Check:
-    found: dict[str, int | float] = {
+def _stream(**changes: int | float | None) -> Check:
+    found: dict[str, int | float | None] = {
         "configured_hz": 1000,
         "seconds": 2.0,
         "taken": 2000,
@@ -63,6 +63,26 @@ def test_stream() -> None:
     assert dropped.status == "fail" and "lower meter.rate_hz" in dropped.fix
     assert _stream(received=1900, taken=1900).status == "warn"  # 950 Hz: 5 % slow
     assert _stream(crc_failures=3).status == "warn"
+
+
+def test_the_rate_is_fitted_to_the_arrivals() -> None:
+    """A 1 kHz board's frames of 10 samples arriving late by up to 30 ms each (a loaded
+    machine's reader), over 2 s: the fit is within 1 %, where samples / duration would count a
+    slow START and STOP (here 60 ms) as a slow board."""
+    lateness_ns = [(k * 7919) % 30 * 1_000_000 for k in range(200)]
+    last = [10 * k + 9 for k in range(200)]
+    arrived = [(10 * k + 10) * 1_000_000 + late for k, late in enumerate(lateness_ns)]
+    fitted = checks.arrival_rate_hz(last, arrived)
+    assert fitted == pytest.approx(1000.0, rel=0.01)
+    fine = _stream(seconds=2.06, achieved_hz=fitted)
+    assert fine.status == "pass"
+    assert fine.detail.startswith("1000 Hz of 1000 configured (by the samples' arrivals) over")
+    assert _stream(seconds=2.06).status == "warn"  # 971 Hz by the duration alone
+    assert checks.arrival_rate_hz([9], [10]) is None
+    assert checks.arrival_rate_hz([9, 19], [10, 10]) is None
+    # simavr at 40 % of real time: its frames arrive at 400 samples per second.
+    slow = checks.arrival_rate_hz(last, [25 * (k + 1) * 1_000_000 for k in range(200)])
+    assert _stream(received=800, taken=800, achieved_hz=slow).status == "warn"
 
 
 @pytest.mark.parametrize(
@@ -90,6 +110,41 @@ def test_marker() -> None:
     assert checks.marker_check(node_width_s=0.2, meter_width_s=0.2 + bound).status == "pass"
     late = checks.marker_check(node_width_s=0.2, meter_width_s=0.2 + bound + 0.001)
     assert late.status == "fail"
+
+
+def test_the_marker_wait_is_two_seconds_of_a_real_time_board() -> None:
+    # The pulse ended 1.5 s after START; the board kept up (a little behind: the link's delay).
+    wait = checks.marker_wait(
+        rate_hz=1000, pulse_end_s=1.5, lag_s=0.05, next_index=1480, measured_hz=995.0
+    )
+    assert wait.end_index == 3550  # 2 s of its clock after the pulse, by its samples
+    assert not wait.over(next_index=3549, waited_s=2.0)
+    assert wait.over(next_index=3550, waited_s=2.0)
+    assert "within 2 s of its own clock after the pulse (up to sample 3550 at 1000 Hz: 2.1 s" in (
+        wait.why(next_index=3550, waited_s=2.1)
+    )
+
+
+def test_a_slow_stream_waits_for_its_own_clock() -> None:
+    """simavr at 30 % of real time: the stream check took 2 s for 600 samples, so its clock was
+    1.4 s behind at START and falls further behind during the pulse; 2 s of its clock after the
+    pulse take about 3.3 times that long on the wall, which the backstop must allow."""
+    wait = checks.marker_wait(
+        rate_hz=1000, pulse_end_s=1.5, lag_s=1.4, next_index=450, measured_hz=300.0
+    )
+    assert wait.end_index == 4900
+    assert wait.backstop_s == pytest.approx(2 * (4900 - 450) / 300)
+    # 2 s of wall time after the pulse the board has taken 600 more samples: still waiting.
+    assert not wait.over(next_index=1050, waited_s=2.0)
+    assert not wait.over(next_index=4899, waited_s=14.0)
+    assert wait.over(next_index=4900, waited_s=14.8)
+    # The samples stalled: the backstop ends the wait and says so.
+    assert wait.over(next_index=1050, waited_s=wait.backstop_s)
+    stalled = wait.why(next_index=1050, waited_s=29.7)
+    assert "samples stalled at 1050 of the 4900 that end the wait" in stalled
+    # A board measured slower than MARKER_SLOWEST still gets a bounded backstop.
+    crawl = checks.marker_wait(rate_hz=1000, pulse_end_s=1.0, lag_s=0, next_index=0, measured_hz=0)
+    assert crawl.backstop_s == pytest.approx(2 * 3.0 / checks.MARKER_SLOWEST)
 
 
 def test_ssh_and_versions_and_clock() -> None:
