@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.workloads.api.layers import open_layer
 from agent.workloads.api.schema import BY_NAME, RESOURCES, BodyError, parse_body, seed_rows
 from agent.workloads.api.store import (
     DATA_LAYERS,
@@ -19,7 +20,6 @@ from agent.workloads.api.store import (
     StoreConflict,
     build_database,
     check_database,
-    open_layer,
 )
 
 pytest.importorskip("sqlalchemy", reason="the api extra (sqlalchemy) is not installed")

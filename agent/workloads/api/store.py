@@ -170,15 +170,3 @@ class DataLayer(Protocol):
     def delete(self, resource: Resource, item_id: int) -> bool: ...
 
     def close(self) -> None: ...
-
-
-def open_layer(kind: DataLayerKind, path: Path) -> DataLayer:
-    """The data layer `kind` over the database at `path` (checked first: check_database)."""
-    check_database(path)
-    if kind == "sql":
-        from agent.workloads.api.sql import SqlLayer  # noqa: PLC0415
-
-        return SqlLayer(path)
-    from agent.workloads.api.orm import OrmLayer  # noqa: PLC0415  (SQLAlchemy: the api extra)
-
-    return OrmLayer(path)
