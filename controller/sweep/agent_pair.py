@@ -60,7 +60,7 @@ class AgentPair:
         self._client_offset_ns = client_offset_ns
         self._facts = dict(facts)
         self._client_traffic = client_traffic
-        self._peer_clock = peer_clock(config, facts)
+        self.peer_clock = peer_clock(config, facts)
         self._running: ServerProcess | None = None
         self._engine = config.server.engine  # the running server's (a swept server_engine)
         self._served = Served()
@@ -131,7 +131,7 @@ class AgentPair:
                 engine=self.config.client.engine,
                 unrepresentable_window=self.config.workload.unrepresentable_window,
                 trial_control=trial_control,
-                peer_clock=self._peer_clock,
+                peer_clock=self.peer_clock,
             )
         except NodeUnreachableError as exc:
             raise NodeLost(str(exc), role="client") from None
