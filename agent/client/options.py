@@ -39,6 +39,15 @@ class TrialOptions:
 
 
 @dataclass(frozen=True)
+class PeerClock:
+    """The server's wall clock minus this client's, within +/- `uncertainty_ns`, as the
+    controller measured it: a time t on the server's clock reads t - offset_ns on ours."""
+
+    offset_ns: int
+    uncertainty_ns: int
+
+
+@dataclass(frozen=True)
 class RunPlan:
     """`repeat` trials against `url`, each on a connection of its own, one output line each."""
 
@@ -56,6 +65,9 @@ class RunPlan:
     marker: str = "none"
     manifest_path: Path | None = None  # page: the site manifest bodies are checked against
     trial_control: str | None = None  # HOST:PORT of an nghttpd server's agent, or None
+    # Workloads that time across both clocks (stream) map the server's times through it;
+    # None: they are taken as read.
+    peer_clock: PeerClock | None = None
 
     def trial_ids(self) -> list[str]:
         """The ids of the trials: the id itself, or ID-1 .. ID-R."""

@@ -30,7 +30,7 @@ from agent.settings import check_value, parse_settings
 
 if TYPE_CHECKING:
     from agent.client.connect import Target
-    from agent.client.options import RunPlan
+    from agent.client.options import PeerClock, RunPlan
     from agent.client.run import Prepare, Prepared
 
 
@@ -87,6 +87,20 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
         "once the workload is prepared; at once if it has passed. Several clients started "
         "together agree on it through their clock offsets",
     )
+    parser.add_argument(
+        "--peer-clock-offset-ns",
+        type=int,
+        metavar="NS",
+        help="the server's wall clock minus this node's (ns, as the controller measured it): "
+        "workloads timing from the server's clock to ours (stream's latencies) correct by it",
+    )
+    parser.add_argument(
+        "--peer-clock-uncertainty-ns",
+        type=int,
+        default=0,
+        metavar="NS",
+        help="the +/- bound of --peer-clock-offset-ns, recorded with it (default 0)",
+    )
 
 
 def register(commands: Any) -> None:
@@ -137,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--manifest is for the page workload, not {spec.kind}")
     if args.start_at is not None and not (math.isfinite(args.start_at) and args.start_at >= 0):
         raise UsageError(f"--start-at {args.start_at}: expected Unix seconds, 0 or more")
+    peer_clock = _peer_clock(args.peer_clock_offset_ns, args.peer_clock_uncertainty_ns)
     pin(args.cpu)
     plan = RunPlan(
         url=args.url,
@@ -156,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
         marker=args.marker,
         manifest_path=args.manifest,
         trial_control=args.trial_control,
+        peer_clock=peer_clock,
     )
     if args.engine == "nghttp2":
         from agent.nghttp2 import cli_support  # noqa: PLC0415
@@ -176,6 +192,18 @@ def run(args: argparse.Namespace) -> int:
     if args.start_at is not None:
         prepare = _then_wait(prepare, args.start_at)
     return asyncio.run(run_trials(plan, prepare, bracket))
+
+
+def _peer_clock(offset_ns: int | None, uncertainty_ns: int) -> PeerClock | None:
+    if uncertainty_ns < 0:
+        raise UsageError(f"--peer-clock-uncertainty-ns {uncertainty_ns} must be 0 or more")
+    if offset_ns is None:
+        if uncertainty_ns:
+            raise UsageError("--peer-clock-uncertainty-ns needs --peer-clock-offset-ns")
+        return None
+    from agent.client.options import PeerClock  # noqa: PLC0415
+
+    return PeerClock(offset_ns, uncertainty_ns)
 
 
 def wait_until(start_at: float | None) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from agent.workloads import ParamValue
 from controller.config.model import NodeConfig
+from controller.nodes.clock import PeerOffset
 from controller.nodes.errors import CommandFailedError, NodeError
 from controller.nodes.node import Node
 from controller.nodes.records import BackgroundProcess, StopOutcome
@@ -190,12 +191,15 @@ class AgentNode:
         unrepresentable_window: str | None = None,
         trial_control: str | None = None,
         start_at_s: float | None = None,
+        peer_clock: PeerOffset | None = None,
     ) -> dict[str, Any]:
         """One trial of the workload by the client agent (`h2iot-agent trial`); its JSON record
         (agent/README.md), also when the trial failed (`ok` false: a body mismatch, a refused
         connection, a timeout). A failure before any record (a usage error, an agent that
         died) raises CommandFailedError with the agent's error. `start_at_s`: the instant on
-        the node's wall clock (Unix seconds) the trial begins at (`--start-at`)."""
+        the node's wall clock (Unix seconds) the trial begins at (`--start-at`). `peer_clock`: the
+        server node's wall clock minus this one's, which times across both clocks are mapped by
+        (`--peer-clock-offset-ns`)."""
         argv = ["trial", url, "--workload", workload, "--json", "--timeout", f"{timeout_s:g}"]
         argv += self._cpu_args()
         options: Sequence[tuple[str, object]] = (
@@ -206,6 +210,8 @@ class AgentNode:
             ("--marker", marker),
             ("--trial-control", trial_control),
             ("--start-at", None if start_at_s is None else f"{start_at_s:.6f}"),
+            ("--peer-clock-offset-ns", peer_clock and peer_clock.offset_ns),
+            ("--peer-clock-uncertainty-ns", peer_clock and peer_clock.uncertainty_ns),
         )
         for flag, value in options:
             if value is not None:

@@ -10,8 +10,9 @@ noise makes the intervals disjoint, the single shortest round trip decides.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from controller.nodes.records import ClockOffset
 
@@ -73,3 +74,26 @@ def clock_offset(samples: Sequence[RoundTrip]) -> ClockOffset:
         best_round_trip_ns=ordered[0].round_trip_ns,
         samples=len(samples),
     )
+
+
+@dataclass(frozen=True)
+class PeerOffset:
+    """One clock minus another (wall clocks, ns), within +/- `uncertainty_ns`."""
+
+    offset_ns: int
+    uncertainty_ns: int
+
+    @classmethod
+    def of_node(cls, clock: Mapping[str, Any] | None) -> PeerOffset | None:
+        """A node's wall clock minus the controller's, from its facts' `clock` (a
+        `ClockOffset` as a dict); None when it was not measured."""
+        if not clock:
+            return None
+        return cls(int(clock["wall_offset_ns"]), int(clock["uncertainty_ns"]))
+
+    def minus(self, other: PeerOffset) -> PeerOffset:
+        """This node's clock minus `other`'s, both measured against the controller's: the
+        controller's clock cancels, and the two bounds add."""
+        return PeerOffset(
+            self.offset_ns - other.offset_ns, self.uncertainty_ns + other.uncertainty_ns
+        )

@@ -18,6 +18,7 @@ from agent.workloads.spec import ParamSide
 from controller.config.model import AxisValue, Config, TrialPoint
 from controller.meter.net_load import Counters
 from controller.nodes.agent import AgentNode, ServerMount, ServerProcess
+from controller.nodes.clock import PeerOffset
 from controller.nodes.errors import CommandFailedError, NodeError, NodeUnreachableError
 from controller.sweep.errors import NodeLost
 from controller.workloads import Served, params_for
@@ -26,6 +27,16 @@ TRIAL_INTERFACE = "trial_interface"
 """The key `run_trial` adds to a local client's record: the bytes and packets its network
 interface carried while the trial command ran (loopback: each frame once, and anything else on
 this machine that used it then)."""
+
+
+def peer_clock(config: Config, facts: Mapping[str, Any]) -> PeerOffset | None:
+    """The server node's wall clock minus the client node's, from their measured offsets (the
+    run's facts); 0 exactly when both are on one host, None when either was not measured."""
+    if config.server.host == config.client.host:
+        return PeerOffset(0, 0)
+    server = PeerOffset.of_node(facts.get("server", {}).get("clock"))
+    client = PeerOffset.of_node(facts.get("client", {}).get("clock"))
+    return None if server is None or client is None else server.minus(client)
 
 
 class AgentPair:
@@ -49,6 +60,7 @@ class AgentPair:
         self._client_offset_ns = client_offset_ns
         self._facts = dict(facts)
         self._client_traffic = client_traffic
+        self.peer_clock = peer_clock(config, facts)
         self._running: ServerProcess | None = None
         self._engine = config.server.engine  # the running server's (a swept server_engine)
         self._served = Served()
@@ -119,6 +131,7 @@ class AgentPair:
                 engine=self.config.client.engine,
                 unrepresentable_window=self.config.workload.unrepresentable_window,
                 trial_control=trial_control,
+                peer_clock=self.peer_clock,
             )
         except NodeUnreachableError as exc:
             raise NodeLost(str(exc), role="client") from None

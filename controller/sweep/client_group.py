@@ -38,6 +38,7 @@ from controller.config.clients import SPREAD_PARAMS, node_params
 from controller.config.model import Config, NodeConfig
 from controller.errors import ControllerError, DeviceError
 from controller.nodes.agent import POLL_S, AgentNode
+from controller.nodes.clock import PeerOffset
 from controller.nodes.connect import connect
 from controller.nodes.errors import NodeError, NodeUnreachableError
 from controller.nodes.facts import inspect_node
@@ -113,13 +114,21 @@ class ClientGroup(AgentNode):
     """The client agents of K nodes, driven as one; the first is the metered one."""
 
     def __init__(
-        self, members: Sequence[ClientMember], *, kind: str, side_table: Path, lead_s: float
+        self,
+        members: Sequence[ClientMember],
+        *,
+        kind: str,
+        side_table: Path,
+        lead_s: float,
+        server_clock: PeerOffset | None = None,
     ) -> None:
+        """`server_clock`: the server node's wall clock minus the controller's (its facts)."""
         first = members[0].agent
         super().__init__(first.node, first.python, first.state_dir, first.cpu)
         self.members = tuple(members)
         self.kind = kind
         self.lead_s = lead_s
+        self.server_clock = server_clock
         self.side_table = SideTable(side_table, kind)
         self._lost: str | None = None
         # Per trial id, the requests the nodes sent in its last attempt (the server's count).
@@ -131,6 +140,7 @@ class ClientGroup(AgentNode):
             raise NodeUnreachableError(self._lost)
         params: Sequence[tuple[str, ParamValue]] = options.pop("params", ())
         marker = options.pop("marker", None)
+        peer_clock: PeerOffset | None = options.pop("peer_clock", None)
         trial_id = str(options.get("trial_id"))
         self.before_trial(trial_id)
         shares = node_params(self.kind, params, len(self.members))
@@ -145,6 +155,7 @@ class ClientGroup(AgentNode):
                     "params": share,
                     "marker": marker if index == 0 else None,  # the metered node's wire only
                     "start_at_s": (start_at_ns + member.offset_ns) / 1e9,
+                    "peer_clock": self._peer_clock(peer_clock, index, member),
                 },
             )
             for index, (member, share) in enumerate(zip(self.members, shares, strict=True))
@@ -175,6 +186,17 @@ class ClientGroup(AgentNode):
             return {"ok": False, "error": "; ".join(run.failure() for run in failed)}
         self.requests_sent[trial_id] = requests_sent(runs)
         return merge(self.kind, runs)
+
+    def _peer_clock(
+        self, first: PeerOffset | None, index: int, member: ClientMember
+    ) -> PeerOffset | None:
+        """The server's clock minus the member's: the pair's own (`first`) for the first node,
+        the others' from their offsets to the controller; None where the pair has none."""
+        if first is None or index == 0:
+            return first
+        if self.server_clock is None:
+            return None
+        return self.server_clock.minus(PeerOffset(member.offset_ns, member.uncertainty_ns))
 
     def _node_run(self, job: _NodeTrial, result: object) -> NodeRun:
         member = job.member
@@ -319,4 +341,5 @@ def client_group(
         kind=config.workload.kind,
         side_table=run_dir / SIDE_TABLE,
         lead_s=lead_s,
+        server_clock=PeerOffset.of_node(facts.get("server", {}).get("clock")),
     )

@@ -244,6 +244,7 @@ def open_sweep(
             ),
         )
         stack.callback(_stop_server, pair)
+        facts["peer_clock"] = None if pair.peer_clock is None else asdict(pair.peer_clock)
         yield pair, tap, {"nodes": facts, "meter": tap.facts(), "link": link, "device": device}
 
 

@@ -69,6 +69,8 @@ def test_local_sweep_records_every_trial_with_energy_matching_the_ground_truth(
     assert manifest["format_version"] == FORMAT_VERSION
     assert manifest["config"]["run"]["repetitions"] == 3
     assert {"nodes", "meter", "software", "idle_baseline_mw"} <= set(manifest)
+    # Local nodes read one clock: the server's times map onto the client's unchanged, exactly.
+    assert manifest["nodes"]["peer_clock"] == {"offset_ns": 0, "uncertainty_ns": 0}
     assert 1000 < manifest["idle_baseline_mw"] < 1500  # a Pi 3B idles near 1.2 W
     # The best TCP handshake of the run against its quickest page fetch, which takes a
     # handshake and at least two request round trips of its own.

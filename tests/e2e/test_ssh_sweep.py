@@ -162,6 +162,38 @@ def test_the_sweep_runs_over_ssh_on_a_fastethernet_link(
     assert measured_total == pytest.approx(exact_total, rel=0.02)
 
 
+def test_a_stream_sweeps_latencies_are_mapped_through_the_measured_clock_offset(
+    config: Path, netns_testbed: Testbed, tmp_path: Path
+) -> None:
+    # The nodes get the stream workload's extra (wsproto, ...) on top of the module's deploy.
+    deployed = h2iot(
+        "nodes", "deploy", str(config), "--set", "workload.kind=stream",
+        "--wheelhouse", str(config.parent / "wheelhouse"),
+    )  # fmt: skip
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    run = _sweep(
+        config, netns_testbed, tmp_path,
+        "workload.kind=stream", "workload.duration_s=0.5", "workload.rate_hz=20",
+        "workload.payload_doubles=8", "sweep.initial_window_size=[65535]", "run.repetitions=1",
+    )  # fmt: skip
+    nodes = json.loads((run / "manifest.json").read_text())["nodes"]
+    server, client = nodes["server"]["clock"], nodes["client"]["clock"]
+    # Two SSH nodes at two addresses: the offset between them is measured, not assumed.
+    assert nodes["peer_clock"] == {
+        "offset_ns": server["wall_offset_ns"] - client["wall_offset_ns"],
+        "uncertainty_ns": server["uncertainty_ns"] + client["uncertainty_ns"],
+    }
+    # One machine underneath: the true offset is 0, so the measured one is 0 within its bound.
+    assert abs(nodes["peer_clock"]["offset_ns"]) <= nodes["peer_clock"]["uncertainty_ns"]
+    (row,) = _rows(run)
+    assert row["status"] == "ok" and row["workload"] == "stream", row
+    assert int(row["stream_items_received"]) == 10
+    # The corrected latencies are true ones within the bound (tens of us to a few ms here).
+    bound_s = nodes["peer_clock"]["uncertainty_ns"] / 1e9
+    print(f"peer clock {nodes['peer_clock']}, latency p50 {row['stream_latency_p50_s']} s")
+    assert -bound_s < float(row["stream_latency_p50_s"]) < 1.0
+
+
 def _node_cgroups() -> list[Path]:
     """Cgroups a node-side device made (the namespaces' sshd share this machine's cgroups)."""
     return [p for p in Path("/sys/fs/cgroup").glob("*/**/h2iot-node-*") if p.is_dir()]

@@ -20,7 +20,7 @@ from wsproto.frame_protocol import CloseReason
 from agent.client.connect import Target
 from agent.client.connection import Response
 from agent.client.exchange import ClientExchange
-from agent.client.options import RunPlan
+from agent.client.options import PeerClock, RunPlan
 from agent.client.run import Prepared
 from agent.client.trial import TrialSession
 from agent.workloads.stream import grpcwire, proto
@@ -55,17 +55,29 @@ async def prepare(plan: RunPlan, target: Target) -> Prepared:
     )
     transport = str(params["transport"])
     base = target.path.rstrip("/")
-    return Prepared(params, lambda: StreamDriver(base, transport, subscription))
+    peer_clock = plan.peer_clock
+    return Prepared(params, lambda: StreamDriver(base, transport, subscription, peer_clock))
 
 
 class StreamDriver:
-    def __init__(self, base_path: str, transport: str, subscription: Subscription) -> None:
+    def __init__(
+        self,
+        base_path: str,
+        transport: str,
+        subscription: Subscription,
+        peer_clock: PeerClock | None = None,
+    ) -> None:
+        """`peer_clock`: the server's wall clock against ours, which the latencies are
+        corrected by; None takes the server's publish times as read on ours."""
         self.base_path = base_path
         self.transport = transport
         self.subscription = subscription
         self.encoding: Encoding = "cbor" if subscription.encoding == "cbor" else "json"
+        self.peer_clock = peer_clock
         self.reception = Reception(
-            subscription.payload_doubles, first_seq=None if transport == "poll" else 0
+            subscription.payload_doubles,
+            first_seq=None if transport == "poll" else 0,
+            peer_offset_ns=0 if peer_clock is None else peer_clock.offset_ns,
         )
         self.responses: list[Response] = []
         self._t_subscribe_ns = 0
@@ -276,7 +288,15 @@ class StreamDriver:
         )
 
     def extra(self, start_ns: int) -> dict[str, object]:
-        return {"item_encoding": "protobuf" if self.transport == "grpc" else self.encoding}
+        clock = self.peer_clock
+        return {
+            "item_encoding": "protobuf" if self.transport == "grpc" else self.encoding,
+            # How the latencies relate the two clocks: "none" (the server's times taken as
+            # read: exact on one host only) or "peer_clock_offset" (mapped, within +/- that).
+            "latency_clock_correction": "none" if clock is None else "peer_clock_offset",
+            "peer_clock_offset_ns": None if clock is None else clock.offset_ns,
+            "peer_clock_uncertainty_ns": None if clock is None else clock.uncertainty_ns,
+        }
 
 
 def _check_grpc_status(headers: Mapping[bytes, bytes], *, trailers_only: bool) -> None:

@@ -6,6 +6,10 @@ after another), so an item numbered at or below the highest seen is a repeat (a 
 before the next publication), never a late arrival. Items are lost when a number is skipped,
 before the first one received (numbering starts at `first_seq`, 0 for a push subscription), and
 after the last one when the stream's end says more were published.
+
+A latency subtracts the server's publish stamp (its wall clock) from the arrival (ours); between
+two hosts the stamp is first mapped onto our clock through the measured offset between them, so
+the latency is exact within that offset's uncertainty.
 """
 
 from __future__ import annotations
@@ -24,6 +28,12 @@ class LatencySummary:
     p50_s: float
     p99_s: float
     max_s: float
+
+
+def latency_ns(t_publish_ns: int, t_receive_ns: int, peer_offset_ns: int) -> int:
+    """Publish -> receive on our clock: the server's stamp `t_publish_ns` read on ours, where
+    `peer_offset_ns` is the server's wall clock minus ours. Integers, so the mapping is exact."""
+    return t_receive_ns - (t_publish_ns - peer_offset_ns)
 
 
 def nearest_rank(ordered: Sequence[float], fraction: float) -> float:
@@ -81,9 +91,13 @@ class SequenceTally:
 class Reception:
     """Everything a subscriber received, and its record's fields."""
 
-    def __init__(self, payload_doubles: int, first_seq: int | None = 0) -> None:
+    def __init__(
+        self, payload_doubles: int, first_seq: int | None = 0, peer_offset_ns: int = 0
+    ) -> None:
+        """`peer_offset_ns`: the server's wall clock minus ours (0: the same clock)."""
         self.payload_doubles = payload_doubles
         self.sequence = SequenceTally(first_seq)
+        self.peer_offset_ns = peer_offset_ns
         self.latencies_s: list[float] = []
         self.payload_bytes = 0
         self.dropped = 0  # the server's count, as of the latest item or the end
@@ -98,7 +112,8 @@ class Reception:
             )
         self.payload_bytes += size_bytes
         if self.sequence.add(item.seq):
-            self.latencies_s.append((t_receive_ns - item.t_publish_ns) / 1e9)
+            latency = latency_ns(item.t_publish_ns, t_receive_ns, self.peer_offset_ns)
+            self.latencies_s.append(latency / 1e9)
         self.dropped = max(self.dropped, item.dropped)
 
     def ended(self, end: StreamEnd) -> None:
