@@ -22,6 +22,7 @@ from controller.meter.simulate import SimulatedMeter, SimulateOptions
 from controller.meter.truth import Truth
 from tests.conftest import require_tool
 from tests.meter._markers import stamped_edge, wait_until_taken
+from tests.meter._proc import process_cpu_s
 
 # Busy for one CPU-second once told to go, then says so: the run covers all of it however
 # slowly a loaded machine gets through it.
@@ -35,13 +36,6 @@ print("done", flush=True)
 time.sleep(30)
 """
 RATE_HZ = 1000  # the firmware's rate after reset
-_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_s(pid: int) -> float:
-    """A process's user plus system CPU time, from /proc (fields 14 and 15, in clock ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS_PER_S
 
 
 @pytest.fixture(scope="module")
@@ -81,14 +75,14 @@ def test_simulated_board_energy_and_markers(harness_buildable, tmp_path):
                 wait_until_taken(meter, 500)  # idle first
                 rising = stamped_edge(meter, marker, 1)
                 assert load.stdin is not None and load.stdout is not None
-                cpu_before_s = _cpu_s(load.pid)
+                cpu_before_s = process_cpu_s(load.pid)
                 load.stdin.write("go\n")
                 load.stdin.flush()
                 assert load.stdout.readline() == "done\n"
                 wait_until_taken(meter, rising + 1000)  # 1 s at 1 kHz, in the board's count
                 falling = stamped_edge(meter, marker, 0)
                 wait_until_taken(meter, falling + 500)  # idle again
-                load_cpu_s = _cpu_s(load.pid) - cpu_before_s
+                load_cpu_s = process_cpu_s(load.pid) - cpu_before_s
             finally:
                 os.close(marker)
             final = meter.stop()
