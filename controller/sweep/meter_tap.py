@@ -138,7 +138,10 @@ class MeterTap:
         self._check()
         edges = self._trial_edges()
         source: Literal["marker", "clock"]
-        if edges is not None:
+        # Edges stamped with the same sample (a trial shorter than a sample, or a modelled
+        # meter's thread woken late reading both at once) do not measure the trial: a window of
+        # no length would give it no energy. The clock's mapping of its times still does.
+        if edges is not None and edges[1] > edges[0]:
             start_index, end_index = edges
             source = "marker"
         else:

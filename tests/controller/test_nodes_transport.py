@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import statistics
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -223,20 +224,28 @@ def test_clock_offset_with_a_missing_interpreter_names_it(
     node.close()
 
 
-def _quickest_command_s(run: Callable[[], object], times: int = 20) -> float:
-    quickest = float("inf")
-    for _ in range(times):
-        started = time.perf_counter()
-        run()
-        quickest = min(quickest, time.perf_counter() - started)
-    return quickest
+def _paired_command_s(
+    ours: Callable[[], object], theirs: Callable[[], object], pairs: int
+) -> list[tuple[float, float]]:
+    """Seconds of one run of each, pair after pair: a busy spell slows both of a pair."""
+    timed = []
+    for _ in range(pairs):
+        pair = []
+        for run in (ours, theirs):
+            started = time.perf_counter()
+            run()
+            pair.append(time.perf_counter() - started)
+        timed.append((pair[0], pair[1]))
+    return timed
 
 
 def test_ssh_commands_are_quicker_than_fabrics_defaults(loopback_host: SshHost):
     """Nagle off and 1 ms end-of-command polling (controller/nodes/ssh.py) against a plain
     fabric Connection to the same sshd in the same run (Nagle on, 10 ms polling: about 40 ms a
-    command on loopback, most of it Nagle's wait for a delayed ACK). The quickest of 20 each,
-    and half as long, so a loaded machine cannot fail it; with Nagle back on both take as long."""
+    command on loopback, most of it Nagle's wait for a delayed ACK). 30 pairs, one of each run
+    back to back, and ours the quicker of at least two thirds of them: a loaded machine slows
+    both of a pair alike (medians 18 ms against 37 at a load average of 5-6 on 2 cores, ours
+    the quicker in 24 to 29 of 30 pairs); with Nagle back on ours was the quicker in 3 to 5."""
     node = ssh_node(loopback_host)
     plain = fabric.Connection(
         loopback_host.address,
@@ -249,13 +258,17 @@ def test_ssh_commands_are_quicker_than_fabrics_defaults(loopback_host: SshHost):
     plain.client.load_system_host_keys(str(loopback_host.known_hosts))
     plain.client.set_missing_host_key_policy(paramiko.RejectPolicy())
     try:
-        ours = _quickest_command_s(lambda: node.run(["true"]))
-        theirs = _quickest_command_s(lambda: plain.run("true", hide=True, in_stream=False))
+        pairs = _paired_command_s(
+            lambda: node.run(["true"]), lambda: plain.run("true", hide=True, in_stream=False), 30
+        )
     finally:
         node.close()
         plain.close()
-    print(f"\nssh command: quickest {ours * 1e3:.1f} ms, fabric's defaults {theirs * 1e3:.1f} ms")
-    assert ours < theirs / 2
+    ours, theirs = (statistics.median(times) * 1e3 for times in zip(*pairs, strict=True))
+    quicker = sum(mine < plain for mine, plain in pairs)
+    print(f"\nssh command: median {ours:.1f} ms, fabric's defaults {theirs:.1f} ms; quicker in "
+          f"{quicker} of {len(pairs)} pairs")  # fmt: skip
+    assert quicker >= 2 * len(pairs) / 3
 
 
 def test_a_changed_host_key_is_refused(loopback_host: SshHost, tmp_path: Path):
