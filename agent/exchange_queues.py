@@ -10,6 +10,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections import deque
 
+from h2.connection import H2Connection
 from h2.errors import ErrorCodes
 
 from agent.errors import AgentError
@@ -153,6 +154,26 @@ class QueuedExchange(ABC):
     def take(self, max_bytes: int) -> memoryview:
         """Up to `max_bytes` of the queued bytes, for one DATA frame."""
         return self._outbox.take(max_bytes)
+
+
+def send_queued_frame(
+    conn: H2Connection,
+    stream_id: int,
+    exchange: QueuedExchange,
+    max_frame_bytes: int,
+    may_end: bool,
+) -> tuple[int, bool] | None:
+    """One DATA frame of what `exchange` queued, as large as the stream's and the connection's
+    windows and `max_frame_bytes` allow, carrying END_STREAM when it holds the last queued bytes,
+    the end was queued and `may_end` (not when trailers end the stream). The bytes sent and
+    whether END_STREAM went with them; None when the windows allow nothing."""
+    credit = min(conn.local_flow_control_window(stream_id), max_frame_bytes)
+    if credit <= 0:
+        return None
+    chunk = exchange.take(credit)
+    end = may_end and exchange.end_queued and not exchange.buffered_bytes
+    conn.send_data(stream_id, chunk, end_stream=end)
+    return len(chunk), end
 
 
 def error_code_name(code: int) -> str:
