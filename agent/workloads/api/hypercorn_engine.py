@@ -34,7 +34,7 @@ from agent.conditions import Host, TrialWatch
 from agent.cpu_peak import CpuSampler
 from agent.errors import UsageError
 from agent.frames import FrameCounts
-from agent.nghttp2.control import Begin, End, answer_control
+from agent.nghttp2.control import Begin, End, listen_control
 from agent.nghttp2.errors import TrialControlError
 from agent.server.ledger import TrialRecord
 from agent.server.listener import listen
@@ -199,18 +199,7 @@ async def _serve(
     trials: HypercornTrials,
     port: int,
 ) -> int:
-    async def control_connection(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        await answer_control(trials, reader, writer)
-
-    try:
-        control = await asyncio.start_server(control_connection, options.host, options.control_port)
-    except OSError as exc:
-        raise UsageError(
-            f"--control-port {options.control_port}: cannot listen on {options.host}: "
-            f"{exc.strerror}"
-        ) from None
+    control = await listen_control(trials, options.host, options.control_port)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
