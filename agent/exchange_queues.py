@@ -1,14 +1,19 @@
 """What both ends' exchanges (agent.server.exchange, agent.client.exchange) share: the two
 queues of a stream driven piece by piece, bytes received and not yet taken by the workload,
 with their flow-controlled lengths (their credit goes back when taken), and bytes queued for
-DATA frames, with the tasks waiting for the queue to shrink; and how a reset's code reads."""
+DATA frames, with the tasks waiting for the queue to shrink; the workload's calls over them
+(`QueuedExchange`); and how a reset's code reads."""
 
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections import deque
 
+from h2.connection import H2Connection
 from h2.errors import ErrorCodes
+
+from agent.errors import AgentError
 
 
 class ReceiveQueue:
@@ -92,6 +97,83 @@ class SendQueue:
             else:
                 waiting.append((low_water, waiter))
         self._drainers = waiting
+
+
+class QueuedExchange(ABC):
+    """Either end's exchange as far as its two queues go: the calls the workload makes on them
+    and the connection's `take`. Each end says how a taken chunk's credit goes back and how
+    queued bytes reach its connection."""
+
+    def __init__(self) -> None:
+        self.end_queued = False  # END_STREAM (or trailers) asked for: nothing more to send
+        self._inbox = ReceiveQueue()
+        self._outbox = SendQueue()
+        self._error: AgentError | None = None
+
+    @abstractmethod
+    def _credit(self, flow_controlled_bytes: int) -> None:
+        """The workload took a chunk: give its credit back to the peer."""
+
+    @abstractmethod
+    def _queued(self) -> None:
+        """Bytes or the stream's end were queued: the connection sends them when it can."""
+
+    def _pop_received(self) -> bytes | None:
+        """The next non-empty chunk received, crediting every chunk taken (empty ones, padding
+        only, included); None once the queue is empty."""
+        while self._inbox:
+            data, size = self._inbox.pop()
+            if size:
+                self._credit(size)
+            if data:
+                return data
+        return None
+
+    def _queue(self, data: bytes | memoryview, end_stream: bool) -> None:
+        if data:
+            self._outbox.put(data)
+        self.end_queued = end_stream
+        if data or end_stream:
+            self._queued()
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Queued by `send`, not yet handed to the transport."""
+        return self._outbox.buffered_bytes
+
+    async def drain(self, low_water_bytes: int = 0) -> None:
+        """Return once `buffered_bytes <= low_water_bytes`; ExchangeClosed if the stream was
+        reset first."""
+        while True:
+            if self._error is not None:
+                raise self._error
+            if self._outbox.buffered_bytes <= low_water_bytes:
+                return
+            await self._outbox.wait_below(low_water_bytes)
+
+    def take(self, max_bytes: int) -> memoryview:
+        """Up to `max_bytes` of the queued bytes, for one DATA frame."""
+        return self._outbox.take(max_bytes)
+
+
+def send_queued_frame(
+    conn: H2Connection,
+    stream_id: int,
+    exchange: QueuedExchange,
+    max_frame_bytes: int,
+    may_end: bool,
+) -> tuple[int, bool] | None:
+    """One DATA frame of what `exchange` queued, as large as the stream's and the connection's
+    windows and `max_frame_bytes` allow, carrying END_STREAM when it holds the last queued bytes,
+    the end was queued and `may_end` (not when trailers end the stream). The bytes sent and
+    whether END_STREAM went with them; None when the windows allow nothing."""
+    credit = min(conn.local_flow_control_window(stream_id), max_frame_bytes)
+    if credit <= 0:
+        return None
+    chunk = exchange.take(credit)
+    end = may_end and exchange.end_queued and not exchange.buffered_bytes
+    conn.send_data(stream_id, chunk, end_stream=end)
+    return len(chunk), end
 
 
 def error_code_name(code: int) -> str:

@@ -30,7 +30,7 @@ from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError
 
 from agent.client.exchange import ClientExchange
 from agent.errors import ExchangeClosed, ExchangeRefused, PeerProtocolError
-from agent.exchange_queues import error_code_name
+from agent.exchange_queues import error_code_name, send_queued_frame
 from agent.fastpath import (
     FLAG_END_STREAM,
     FLAG_PADDED,
@@ -491,12 +491,10 @@ class ClientConnection(asyncio.BufferedProtocol):
             for stream_id, exchange in list(uploads.items()):
                 end = False
                 if exchange.buffered_bytes:
-                    credit = min(conn.local_flow_control_window(stream_id), max_frame)
-                    if credit <= 0:
+                    sent = send_queued_frame(conn, stream_id, exchange, max_frame, may_end=True)
+                    if sent is None:
                         continue
-                    chunk = exchange.take(credit)
-                    end = exchange.end_queued and not exchange.buffered_bytes
-                    conn.send_data(stream_id, chunk, end_stream=end)
+                    _sent_bytes, end = sent
                     progressed = True
                     if exchange.buffered_bytes:
                         continue

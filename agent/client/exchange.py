@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from agent.errors import AgentError, ExchangeClosed, ExchangeStateError
-from agent.exchange_queues import ReceiveQueue, SendQueue
+from agent.exchange_queues import QueuedExchange
 
 __all__ = ["ClientExchange", "ExchangeClosed"]
 
@@ -35,10 +35,11 @@ class ClientExchangeLink(Protocol):
     def exchange_reset(self, exchange: ClientExchange, error_code: int) -> None: ...
 
 
-class ClientExchange:
+class ClientExchange(QueuedExchange):
     def __init__(
         self, link: ClientExchangeLink, method: bytes, path: str, t_request_ns: int
     ) -> None:
+        super().__init__()
         self.method = method
         self.path = path
         # 0 until the stream is opened: an extended CONNECT waits for the server's SETTINGS.
@@ -46,16 +47,12 @@ class ClientExchange:
         self.t_request_ns = t_request_ns
         self.t_headers_ns = 0
         self.t_end_ns = 0
-        self.end_queued = False  # the request's END_STREAM asked for: nothing more to send
         self.response_ended = False
         self._link = link
         self._head: asyncio.Future[tuple[int, dict[bytes, bytes]]] = (
             asyncio.get_running_loop().create_future()
         )
         self._trailers: dict[bytes, bytes] | None = None
-        self._inbox = ReceiveQueue()
-        self._outbox = SendQueue()
-        self._error: AgentError | None = None
 
     # the workload's side -------------------------------------------------------------------------
 
@@ -68,13 +65,8 @@ class ClientExchange:
         server sent any). Its credit goes back to the server now. Raises ExchangeClosed if the
         stream was reset before the response ended."""
         while True:
-            if self._inbox:
-                data, size = self._inbox.pop()
-                if size:
-                    self._link.exchange_consumed(self, size)
-                if data:
-                    return data
-                continue
+            if (data := self._pop_received()) is not None:
+                return data
             if self.response_ended:
                 return None
             if self._error is not None:
@@ -88,30 +80,11 @@ class ClientExchange:
             raise self._error
         if self.end_queued:
             raise ExchangeStateError(f"{self._name}: send after the request ended")
-        if data:
-            self._outbox.put(data)
-        self.end_queued = end_stream
-        if data or end_stream:
-            self._link.exchange_queued(self)
+        self._queue(data, end_stream)
 
     def end(self) -> None:
         """END_STREAM after the bytes queued so far."""
         self.send(b"", end_stream=True)
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Queued by `send`, not yet handed to the transport."""
-        return self._outbox.buffered_bytes
-
-    async def drain(self, low_water_bytes: int = 0) -> None:
-        """Return once `buffered_bytes <= low_water_bytes`; ExchangeClosed if the stream was
-        reset first."""
-        while True:
-            if self._error is not None:
-                raise self._error
-            if self._outbox.buffered_bytes <= low_water_bytes:
-                return
-            await self._outbox.wait_below(low_water_bytes)
 
     @property
     def trailers(self) -> Mapping[bytes, bytes] | None:
@@ -134,6 +107,12 @@ class ClientExchange:
 
     # the connection's side -----------------------------------------------------------------------
 
+    def _credit(self, flow_controlled_bytes: int) -> None:
+        self._link.exchange_consumed(self, flow_controlled_bytes)
+
+    def _queued(self) -> None:
+        self._link.exchange_queued(self)
+
     def deliver_head(self, status: int, headers: dict[bytes, bytes], now_ns: int) -> None:
         self.t_headers_ns = now_ns
         if not self._head.done():
@@ -151,10 +130,6 @@ class ClientExchange:
         self._inbox.wake()
         if not self._head.done():
             self._head.set_exception(ExchangeClosed(f"{self._name}: ended without a response"))
-
-    def take(self, max_bytes: int) -> memoryview:
-        """Up to `max_bytes` of the queued bytes, for one DATA frame."""
-        return self._outbox.take(max_bytes)
 
     def close(self, error: AgentError) -> int:
         """The stream was reset or the connection is gone. A response that had ended stays

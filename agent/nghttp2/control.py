@@ -89,6 +89,21 @@ class TrialBrackets(Protocol):
         ...
 
 
+async def listen_control(brackets: TrialBrackets, host: str, port: int) -> asyncio.Server:
+    """The control port (`port` 0: the kernel picks), answering each connection with
+    `answer_control`; UsageError naming --control-port if it cannot listen."""
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await answer_control(brackets, reader, writer)
+
+    try:
+        return await asyncio.start_server(connection, host, port)
+    except OSError as exc:
+        raise UsageError(
+            f"--control-port {port}: cannot listen on {host}: {exc.strerror}"
+        ) from None
+
+
 async def answer_control(
     brackets: TrialBrackets, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:

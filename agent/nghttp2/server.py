@@ -27,7 +27,7 @@ from typing import IO
 
 from agent.errors import AgentError, UsageError
 from agent.nghttp2.accounting import ActivityTracker, trial_record
-from agent.nghttp2.control import Begin, End, answer_control
+from agent.nghttp2.control import Begin, End, listen_control
 from agent.nghttp2.errors import TrialControlError
 from agent.nghttp2.options import NghttpdOptions
 from agent.nghttp2.poller import POLL_S, ActivityPoller, wait_until_idle
@@ -118,9 +118,6 @@ class Supervisor:
             log.warning("trial %s: its client hung up before `end`; no record", trial_id)
             self.trial.poller.cancel()
             self.trial = None
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await answer_control(self, reader, writer)
 
 
 async def _relay(stream: asyncio.StreamReader, tail: deque[str]) -> None:
@@ -214,13 +211,7 @@ async def _serve_trials(
     tail: deque[str],
     argv: list[str],
 ) -> int:
-    try:
-        control = await asyncio.start_server(supervisor.handle, options.host, options.control_port)
-    except OSError as exc:
-        raise UsageError(
-            f"--control-port {options.control_port}: cannot listen on {options.host}: "
-            f"{exc.strerror}"
-        ) from None
+    control = await listen_control(supervisor, options.host, options.control_port)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -28,7 +28,7 @@ from agent.server.connection import ServerConnection
 from agent.server.handler import Handler, Reply, Request, Streamed
 from agent.server.host import HostedConnection
 from agent.server.ledger import TrialLedger, TrialRecord
-from agent.server.listener import Listener, bind
+from agent.server.listener import Listener, listen
 from agent.settings import to_h2
 
 log = logging.getLogger("h2iot.server")
@@ -214,12 +214,7 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
     sink = options.trial_log.open("a", encoding="utf-8") if options.trial_log else sys.stdout
     app = ServerApp(options, sink, handler)
     loop = asyncio.get_running_loop()
-    try:
-        sockets = bind(options.host, options.port)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}"
-        ) from None
+    sockets = listen(options.host, options.port)
     listener = Listener(sockets, app.new_connection, options.limits, app, tls=context)
     listener.start()
     stop = asyncio.Event()

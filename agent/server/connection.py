@@ -42,7 +42,7 @@ from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 from hyperframe.frame import GoAwayFrame
 
-from agent.exchange_queues import error_code_name
+from agent.exchange_queues import error_code_name, send_queued_frame
 from agent.fastpath import (
     FRAME_HEADER_BYTES,
     MAX_WINDOW,
@@ -440,18 +440,14 @@ class ServerConnection(asyncio.BufferedProtocol):
         for stream_id, exchange in list(self.sending.items()):
             end = False
             if exchange.buffered_bytes:
-                credit = min(conn.local_flow_control_window(stream_id), max_frame)
-                if credit <= 0:
-                    continue
-                chunk = exchange.take(credit)
-                end = (
-                    exchange.end_queued
-                    and exchange.trailers is None
-                    and not exchange.buffered_bytes
+                frame = send_queued_frame(
+                    conn, stream_id, exchange, max_frame, may_end=exchange.trailers is None
                 )
-                conn.send_data(stream_id, chunk, end_stream=end)
+                if frame is None:
+                    continue
+                frame_bytes, end = frame
                 self._sent_response = progressed = True
-                sent += len(chunk)
+                sent += frame_bytes
                 if exchange.buffered_bytes:
                     continue
             del self.sending[stream_id]

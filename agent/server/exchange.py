@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from agent.errors import ExchangeClosed, ExchangeStateError
-from agent.exchange_queues import ReceiveQueue, SendQueue
+from agent.exchange_queues import QueuedExchange
 from agent.server.handler import Request
 
 __all__ = ["BodyTooLarge", "ExchangeClosed", "ExchangeStateError", "ServerExchange"]
@@ -54,7 +54,7 @@ class ExchangeLink(Protocol):
         ...
 
 
-class ServerExchange:
+class ServerExchange(QueuedExchange):
     def __init__(
         self,
         link: ExchangeLink,
@@ -62,12 +62,12 @@ class ServerExchange:
         stream_id: int,
         body_limit_bytes: int | None = None,
     ) -> None:
+        super().__init__()
         self.request = request
         self.stream_id = stream_id
         self.body_limit_bytes = body_limit_bytes
         self.received_bytes = 0  # request body bytes arrived so far (padding excluded)
         self.headers_sent = False
-        self.end_queued = False  # END_STREAM or trailers asked for: nothing more to send
         self.trailers: list[Header] | None = None
         self.response_done = False  # the response's last frame went to the transport
         self.body_ended = False  # the peer's END_STREAM arrived
@@ -75,8 +75,6 @@ class ServerExchange:
         self.accepts_body = True  # request DATA is queued for the handler (else acknowledged)
         self.refusing = False  # answered 413: the rest of the body is refused
         self._link = link
-        self._inbox = ReceiveQueue()
-        self._outbox = SendQueue()
         self._error: ExchangeClosed | None = None
         self._closed = asyncio.Event()
 
@@ -88,13 +86,8 @@ class ServerExchange:
         while True:
             if self._error is not None:
                 raise self._error
-            if self._inbox:
-                data, size = self._inbox.pop()
-                if size:
-                    self._link.exchange_consumed(self, size)
-                if data:
-                    return data
-                continue
+            if (data := self._pop_received()) is not None:
+                return data
             if self.body_ended:
                 return None
             await self._inbox.wait()
@@ -130,26 +123,7 @@ class ServerExchange:
         self._check_open("send")
         if not self.headers_sent:
             raise ExchangeStateError(f"stream {self.stream_id}: send before send_headers")
-        if data:
-            self._outbox.put(data)
-        self.end_queued = end_stream
-        if data or end_stream:
-            self._link.exchange_queued(self)
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Queued by `send`, not yet handed to the transport."""
-        return self._outbox.buffered_bytes
-
-    async def drain(self, low_water_bytes: int = 0) -> None:
-        """Return once `buffered_bytes <= low_water_bytes`; ExchangeClosed if the stream was
-        reset first."""
-        while True:
-            if self._error is not None:
-                raise self._error
-            if self._outbox.buffered_bytes <= low_water_bytes:
-                return
-            await self._outbox.wait_below(low_water_bytes)
+        self._queue(data, end_stream)
 
     def send_trailers(self, headers: Sequence[Header]) -> None:
         """End the stream with these trailers, after the bytes queued so far."""
@@ -184,6 +158,12 @@ class ServerExchange:
 
     # the connection's side -----------------------------------------------------------------------
 
+    def _credit(self, flow_controlled_bytes: int) -> None:
+        self._link.exchange_consumed(self, flow_controlled_bytes)
+
+    def _queued(self) -> None:
+        self._link.exchange_queued(self)
+
     def deliver(self, data: bytes, flow_controlled_bytes: int) -> bool:
         """A DATA frame's payload; False when it takes the body over its limit (the frame is
         not queued: the connection refuses the body)."""
@@ -199,10 +179,6 @@ class ServerExchange:
         self._inbox.wake()
         if self.response_done:
             self._closed.set()
-
-    def take(self, max_bytes: int) -> memoryview:
-        """Up to `max_bytes` of the queued bytes, for one DATA frame."""
-        return self._outbox.take(max_bytes)
 
     def written(self) -> None:
         """The response's last frame was handed to the transport."""

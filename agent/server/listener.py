@@ -22,6 +22,7 @@ import ssl
 from collections.abc import Callable
 from typing import Protocol
 
+from agent.errors import UsageError
 from agent.limits import AcceptBackoff, ConnectionLimits
 
 log = logging.getLogger("h2iot.server")
@@ -58,6 +59,14 @@ def bind(host: str, port: int) -> list[socket.socket]:
             sock.close()
         raise
     return sockets
+
+
+def listen(host: str, port: int) -> list[socket.socket]:
+    """`bind`, failing as a command line's fault: UsageError naming the address."""
+    try:
+        return bind(host, port)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 class Admission(Protocol):

@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from controller.cli._options import add_overrides
 from controller.config import load_config
 from controller.config.model import ROLES, NodeConfig
 from controller.config.profile import MIN_QUOTA_US, PI3B_CORE_FRACTION, PROFILES, DeviceProfile
@@ -41,14 +42,7 @@ def add_calibrate(actions: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("config", type=Path, nargs="?", help="the sweep's TOML config")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key (dotted), like h2iot sweep",
-    )
+    add_overrides(parser)
     parser.add_argument(
         "--reference-fraction",
         type=float,

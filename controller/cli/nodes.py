@@ -32,6 +32,7 @@ from rich.table import Table
 from agent import __version__
 from agent.workloads import spec_of
 from controller.cli._nodes_calibrate import add_calibrate, calibrate_nodes
+from controller.cli._options import add_accept_new_host_key, add_overrides
 from controller.config import Config, NodeConfig, load_config
 from controller.config.model import ROLES
 from controller.errors import ConfigError, ControllerError
@@ -74,19 +75,8 @@ def register(subparsers: Any) -> None:
     check = actions.add_parser("check", help="report each node's facts and clock offset")
     for action in (deploy, check):
         action.add_argument("config", type=Path, help="the sweep's TOML config")
-        action.add_argument(
-            "--set",
-            dest="overrides",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="override a config key (dotted), like h2iot sweep",
-        )
-        action.add_argument(
-            "--accept-new-host-key",
-            action="store_true",
-            help="first contact: record an unknown host's key (printing its fingerprint)",
-        )
+        add_overrides(action)
+        add_accept_new_host_key(action)
     deploy.add_argument("--wheel", type=Path, help="deploy this wheel instead of building one")
     deploy.add_argument(
         "--wheelhouse",

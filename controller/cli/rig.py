@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from controller.cli._options import add_accept_new_host_key, add_overrides
 from controller.config import load_config
 from controller.errors import ConfigError, ControllerError
 from controller.rig import Check, check_rig
@@ -35,14 +36,7 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="rig_action", metavar="ACTION", required=True)
     check = actions.add_parser("check", help="one line per check, and the fix")
     check.add_argument("config", type=Path, help="the sweep's TOML config")
-    check.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key (dotted), like h2iot sweep",
-    )
+    add_overrides(check)
     check.add_argument(
         "--marker",
         metavar="SPEC",
@@ -52,11 +46,7 @@ def register(subparsers: Any) -> None:
     check.add_argument(
         "--seconds", type=float, default=2.0, help="how long the meter streams (default 2)"
     )
-    check.add_argument(
-        "--accept-new-host-key",
-        action="store_true",
-        help="first contact: record an unknown host's key (printing its fingerprint)",
-    )
+    add_accept_new_host_key(check)
     check.set_defaults(handler=_check)
 
 

@@ -337,15 +337,23 @@ def device(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         names = ", ".join(json.dumps(name) for name in PROFILE_NAMES[1:])
         raise _Invalid(f"expected a profile name ({names}) or a table, got {describe(value)}")
+    return _read_table(value, _DEVICE)
+
+
+def _read_table(
+    table: dict[str, Any], readers: Mapping[str, Reader], at: str = ""
+) -> dict[str, Any]:
+    """Each key of `table` read by its reader; an unknown key or a bad value is an error at
+    `at` and the key."""
     checked: dict[str, Any] = {}
-    for key, item in value.items():
-        at = f".{key_text(key)}"
-        if key not in _DEVICE:
-            raise _Invalid(_unknown("", key, _DEVICE), at)
+    for key, item in table.items():
+        key_at = f"{at}.{key_text(key)}"
+        if key not in readers:
+            raise _Invalid(_unknown("", key, readers), key_at)
         try:
-            checked[key] = _DEVICE[key](item)
+            checked[key] = readers[key](item)
         except _Invalid as exc:
-            raise _Invalid(str(exc), at + exc.at) from None
+            raise _Invalid(str(exc), key_at + exc.at) from None
     return checked
 
 
@@ -385,16 +393,7 @@ def clients(value: Any) -> list[dict[str, Any]]:
     for index, entry in enumerate(value):
         if not isinstance(entry, dict):
             raise _Invalid(f"expected a table, got {describe(entry)}", f"[{index}]")
-        checked: dict[str, Any] = {}
-        for key, item in entry.items():
-            at = f"[{index}].{key_text(key)}"
-            if key not in _CLIENT_ENTRY:
-                raise _Invalid(_unknown("", key, _CLIENT_ENTRY), at)
-            try:
-                checked[key] = _CLIENT_ENTRY[key](item)
-            except _Invalid as exc:
-                raise _Invalid(str(exc), at + exc.at) from None
-        entries.append(checked)
+        entries.append(_read_table(entry, _CLIENT_ENTRY, f"[{index}]"))
     return entries
 
 

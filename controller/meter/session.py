@@ -18,6 +18,7 @@ import contextlib
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
@@ -78,6 +79,19 @@ class MarkerEvent:
     marker: Marker
     sample_index: int  # unwrapped like SampleStore's indices
     t_mono_ns: int
+
+
+def first_pulse(markers: Sequence[MarkerEvent]) -> tuple[int, int] | None:
+    """The sample indices of the first rising edge in `markers` and of the falling one after
+    it; None until both have arrived."""
+    rising = next((m for m in markers if m.marker.rising), None)
+    if rising is None:
+        return None
+    falling = next(
+        (m for m in markers if not m.marker.rising and m.sample_index >= rising.sample_index),
+        None,
+    )
+    return None if falling is None else (rising.sample_index, falling.sample_index)
 
 
 @dataclass(frozen=True, slots=True)

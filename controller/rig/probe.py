@@ -36,7 +36,7 @@ from controller.errors import ConfigError, ControllerError, MeterError
 from controller.meter.calibration import Calibration, nominal
 from controller.meter.node_power import WatchSpec
 from controller.meter.protocol import PROTOCOL_VERSION
-from controller.meter.session import MeterSession
+from controller.meter.session import MeterSession, first_pulse
 from controller.nodes.errors import NodeError
 from controller.nodes.facts import inspect_node
 from controller.nodes.node import Node
@@ -379,7 +379,7 @@ def _marker_loop(
         while True:
             # The samples reached first, then the markers: an edge before that sample is in.
             reached = session.samples.next_index
-            edges = _pulse_edges(session, seen)
+            edges = first_pulse(session.markers()[seen:])
             waited_s = time.monotonic() - ended
             if edges is not None or wait.over(next_index=reached, waited_s=waited_s):
                 break
@@ -392,17 +392,3 @@ def _marker_loop(
     return checks.marker_check(
         node_width_s=node_width_s, meter_width_s=(edges[1] - edges[0]) / stream.rate_hz
     )
-
-
-def _pulse_edges(session: MeterSession, seen: int) -> tuple[int, int] | None:
-    """The sample indices of the first rising edge since `seen` markers and the falling one
-    after it."""
-    markers = session.markers()[seen:]
-    rising = next((m for m in markers if m.marker.rising), None)
-    if rising is None:
-        return None
-    falling = next(
-        (m for m in markers if not m.marker.rising and m.sample_index >= rising.sample_index),
-        None,
-    )
-    return None if falling is None else (rising.sample_index, falling.sample_index)

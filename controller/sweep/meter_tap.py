@@ -22,7 +22,7 @@ from controller.meter.calibration import Calibration
 from controller.meter.decoder import DecoderStats
 from controller.meter.ina219 import Ina219Calibration
 from controller.meter.protocol import channels_of_mask
-from controller.meter.session import MeterSession
+from controller.meter.session import MeterSession, first_pulse
 from controller.sweep.errors import MeterLost
 from controller.sweep.interfaces import PowerWindow
 
@@ -220,17 +220,10 @@ class MeterTap:
         return source
 
     def _trial_edges(self) -> tuple[float, float] | None:
-        markers = self.session.markers()[self._markers_seen :]
-        rising = next((m for m in markers if m.marker.rising), None)
-        if rising is None:
+        edges = first_pulse(self.session.markers()[self._markers_seen :])
+        if edges is None:
             return None
-        falling = next(
-            (m for m in markers if not m.marker.rising and m.sample_index >= rising.sample_index),
-            None,
-        )
-        if falling is None:
-            return None
-        return float(rising.sample_index), float(falling.sample_index)
+        return float(edges[0]), float(edges[1])
 
     def _indices_of(self, start_wall_ns: int, end_wall_ns: int) -> tuple[float, float]:
         last, arrival_ns = self.session.samples.arrivals()

@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 from agent.errors import UsageError
-from agent.nghttp2.control import Begin, End, TrialControl, parse_address, parse_request
+from agent.nghttp2.control import (
+    Begin,
+    End,
+    TrialControl,
+    listen_control,
+    parse_address,
+    parse_request,
+)
 from agent.nghttp2.errors import TrialControlError
 from agent.nghttp2.procfs import ProcessProbe
 from agent.nghttp2.server import Supervisor
@@ -59,7 +66,7 @@ def test_exchange_with_a_supervisor_writes_one_record_per_trial() -> None:
 
     async def main() -> None:
         supervisor = Supervisor(ProcessProbe(os.getpid()), sink)
-        server = await asyncio.start_server(supervisor.handle, "127.0.0.1", 0)
+        server = await listen_control(supervisor, "127.0.0.1", 0)
         port.append(server.sockets[0].getsockname()[1])
         stop.append(asyncio.get_running_loop())
         ready.set()

@@ -4,13 +4,14 @@ and the meter; the end-to-end tests run it with real agents and real meters."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from controller.dashboard.state import DashboardEvent
 from controller.run.recorder import RunRecorder, read_trials
 from controller.sweep.engine import StopRule, SweepEngine
 from controller.sweep.errors import NodeLost
@@ -101,11 +102,12 @@ class ConstantMeter:
         pass
 
 
-def _engine(run: Path, nodes: StandInNodes) -> SweepEngine:
-    if (run / "manifest.json").exists():
-        recorder, _manifest = RunRecorder.resume(run)
-    else:
-        recorder = RunRecorder.create(run, AXES, {"axes": list(AXES)})
+def stand_in_engine(
+    recorder: RunRecorder,
+    nodes: StandInNodes,
+    post: Callable[[DashboardEvent], None] = lambda event: None,
+) -> SweepEngine:
+    """An engine over stand-in nodes and a constant meter: one retry, a 10 s trial timeout."""
     return SweepEngine(
         recorder=recorder,
         nodes=nodes,
@@ -113,8 +115,16 @@ def _engine(run: Path, nodes: StandInNodes) -> SweepEngine:
         idle_mw=IDLE_MW,
         retries=1,
         trial_timeout_s=10,
-        post=lambda event: None,
+        post=post,
     )
+
+
+def _engine(run: Path, nodes: StandInNodes) -> SweepEngine:
+    if (run / "manifest.json").exists():
+        recorder, _manifest = RunRecorder.resume(run)
+    else:
+        recorder = RunRecorder.create(run, AXES, {"axes": list(AXES)})
+    return stand_in_engine(recorder, nodes)
 
 
 def test_failed_attempt_is_recorded_and_retried_then_energy_is_integrated(tmp_path: Path) -> None:

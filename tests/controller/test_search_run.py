@@ -28,7 +28,6 @@ from controller.dashboard.view import render
 from controller.errors import ConfigError
 from controller.run.columns import header
 from controller.run.recorder import RunRecorder, read_trials
-from controller.sweep.engine import SweepEngine
 from controller.sweep.search_run import (
     BREAKDOWN_COLUMNS,
     BreakdownRun,
@@ -36,7 +35,7 @@ from controller.sweep.search_run import (
     search_axes,
     trials_bound,
 )
-from tests.controller.test_engine import IDLE_MW, ConstantMeter, StandInNodes
+from tests.controller.test_engine import StandInNodes, stand_in_engine
 
 # The blob workload's latency grows with the body: 1 ms per 100 kB here, plus the mode's cost;
 # the search looks for where it exceeds 2 ms.
@@ -95,16 +94,7 @@ def _search(run: Path, nodes: BlobNodes, config: Config, events: list[DashboardE
     else:
         manifest = {"axes": list(axes), "config": config.to_dict(), "workload": {"kind": "blob"}}
         recorder = RunRecorder.create(run, axes, manifest, "blob", search=True)
-    engine = SweepEngine(
-        recorder=recorder,
-        nodes=nodes,
-        meter=ConstantMeter(),
-        idle_mw=IDLE_MW,
-        retries=1,
-        trial_timeout_s=10,
-        post=events.append,
-    )
-    search = BreakdownRun(engine, config, events.append)
+    search = BreakdownRun(stand_in_engine(recorder, nodes, events.append), config, events.append)
     try:
         return search.run(), search
     finally:

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.emulated.rootfs import NODE_USER
-from tests.netns.hosts import START_TIMEOUT_S, SshHost, SshKey, run_checked, stop_by_pidfile
+from tests.netns.hosts import (
+    START_TIMEOUT_S,
+    SshHost,
+    SshKey,
+    run_checked,
+    started_host,
+    stop_by_pidfile,
+)
 
 SSHD_CONFIG = "/etc/ssh/sshd_config_h2iot"
 PIDFILE = "/run/sshd_h2iot.pid"
@@ -79,22 +86,14 @@ class EmulatedNodes:
         )
         pidfile = merged / PIDFILE.lstrip("/")
         _wait_for(pidfile, merged / LOG.lstrip("/"), name)
-        key_type, key_b64 = host_key.with_suffix(".pub").read_text().split()[:2]
-        line = (
-            f"{address} {key_type} {key_b64}"
-            if port == 22
-            else (f"[{address}]:{port} {key_type} {key_b64}")
-        )
-        known_hosts = directory / "known_hosts"
-        known_hosts.write_text(line + "\n")
-        return SshHost(
+        return started_host(
+            directory,
             name=name,
             address=address,
             port=port,
             user=NODE_USER,
-            key=key.private_path,
-            known_hosts=known_hosts,
-            known_hosts_line=line,
+            key=key,
+            host_key=host_key,
             home=home,
             pidfile=pidfile,
             log=merged / LOG.lstrip("/"),

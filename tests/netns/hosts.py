@@ -136,11 +136,43 @@ def start_sshd(
         if time.monotonic() > deadline:
             raise RuntimeError(f"sshd for {name} wrote no pidfile: {log.read_text()[-500:]}")
         time.sleep(0.02)
+    return started_host(
+        directory,
+        name=name,
+        address=address,
+        port=port,
+        user=os.environ.get("USER") or run_checked(["id", "-un"]).strip(),
+        key=key,
+        host_key=host_key,
+        home=home,
+        pidfile=pidfile,
+        log=log,
+        netns=netns,
+        data_address=data_address,
+    )
+
+
+def started_host(
+    directory: Path,
+    *,
+    name: str,
+    address: str,
+    port: int,
+    user: str,
+    key: SshKey,
+    host_key: Path,
+    home: Path,
+    pidfile: Path,
+    log: Path,
+    netns: str | None,
+    data_address: str | None,
+) -> SshHost:
+    """The `SshHost` of an sshd that has started with `host_key`: its public half becomes the
+    only line of a known_hosts file in `directory`."""
     key_type, key_b64 = host_key.with_suffix(".pub").read_text().split()[:2]
     line = f"{_known_hosts_name(address, port)} {key_type} {key_b64}"
     known_hosts = directory / "known_hosts"
     known_hosts.write_text(line + "\n")
-    user = os.environ.get("USER") or run_checked(["id", "-un"]).strip()
     return SshHost(
         name=name,
         address=address,

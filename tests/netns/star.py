@@ -13,11 +13,18 @@ namespaces `multi<pid>*` that the next run removes (`reap_stale`). No default ro
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.netns.bridge import (
+    add_bridge,
+    free_subnet,
+    ip,
+    netns_pids,
+    plug_in,
+    reap_stale_namespaces,
+)
 from tests.netns.hosts import SshHost, SshKey, kill_and_wait, run_checked, start_sshd
 
 PREFIX = "multi"
@@ -66,30 +73,26 @@ class Star:
 
     def create(self, key: SshKey) -> None:
         reap_stale()
-        subnet = _free_subnet()
+        # Its own start for the subnet search: a topology.Testbed of the same run may hold one.
+        subnet = free_subnet(offset=101)
         self.bridge = f"{self.tag}b"
-        _ip("link", "add", self.bridge, "type", "bridge")
-        _ip("addr", "add", f"{subnet}.1/24", "dev", self.bridge)
-        _ip("link", "set", self.bridge, "up")
+        add_bridge(self.bridge, subnet)
         names = ["server", *(f"client{index}" for index in range(1, self.clients + 1))]
         for index, name in enumerate(names, start=2):
             short = "s" if name == "server" else f"c{name.removeprefix('client')}"
             netns = f"{self.tag}{short}"
-            _ip("netns", "add", netns)
+            ip("netns", "add", netns)
             self.namespaces[name] = netns
             outside = f"mu{os.getpid()}{short}"
-            _ip("link", "add", outside, "type", "veth", "peer", "name", "ctl0", "netns", netns)
-            _ip("link", "set", outside, "master", self.bridge, "up")
-            _ip("-n", netns, "addr", "add", f"{subnet}.{index}/24", "dev", "ctl0")
-            _ip("-n", netns, "link", "set", "ctl0", "up")
-            _ip("-n", netns, "link", "set", "lo", "up")
+            ip("link", "add", outside, "type", "veth", "peer", "name", "ctl0", "netns", netns)
+            plug_in(netns, outside, self.bridge, f"{subnet}.{index}")
             self.hosts[name] = start_sshd(
                 self.directory / name, name, f"{subnet}.{index}", 22, key, netns=netns
             )
 
     def destroy(self) -> None:
         for name, netns in self.namespaces.items():
-            for pid in _pids(netns):
+            for pid in netns_pids(netns):
                 kill_and_wait(pid)
             if name in self.hosts:
                 self.hosts[name].stop()
@@ -98,37 +101,6 @@ class Star:
             subprocess.run(["ip", "link", "del", self.bridge], check=False, capture_output=True)
 
 
-def _pids(netns: str) -> list[int]:
-    listing = subprocess.run(
-        ["ip", "netns", "pids", netns], capture_output=True, text=True, check=False
-    )
-    return [int(pid) for pid in listing.stdout.split()]
-
-
 def reap_stale() -> None:
-    """Remove what runs that died (their owner pid is gone) left: processes in their
-    namespaces, the namespaces and their bridges."""
-    listing = run_checked(["ip", "netns", "list"]).split("\n")
-    for netns in (line.split()[0] for line in listing if line.strip()):
-        owner = re.fullmatch(rf"{PREFIX}(\d+)(s|c\d+)", netns)
-        if owner is None or Path(f"/proc/{owner[1]}").exists():
-            continue
-        for pid in _pids(netns):
-            kill_and_wait(pid)
-        subprocess.run(["ip", "netns", "del", netns], check=False)
-        subprocess.run(
-            ["ip", "link", "del", f"{PREFIX}{owner[1]}b"], check=False, capture_output=True
-        )
-
-
-def _ip(*args: str) -> None:
-    run_checked(["ip", *args])
-
-
-def _free_subnet() -> str:
-    used = run_checked(["ip", "-4", "route", "show"])
-    for third in [*range((os.getpid() + 101) % 200 + 20, 250), *range(20, 250)]:
-        prefix = f"10.77.{third}"
-        if f"{prefix}.0/24" not in used:
-            return prefix
-    raise RuntimeError("no free 10.77.N.0/24 subnet for the test bridge")
+    """Remove the stars of runs that died (their owner pid is gone)."""
+    reap_stale_namespaces(PREFIX, r"s|c\d+", "b")

@@ -11,12 +11,18 @@ runs in parallel do not collide. There is no default route in the namespaces.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.netns.bridge import (
+    add_bridge,
+    free_subnet,
+    ip,
+    plug_in,
+    reap_stale_namespaces,
+)
 from tests.netns.hosts import SshHost, SshKey, kill_and_wait, run_checked, start_sshd
 
 # start_sshd's signature: (directory, name, address, port, key, netns=, data_address=) -> host.
@@ -58,28 +64,23 @@ class Testbed:
 
     def create(self, key: SshKey) -> None:
         reap_stale()
-        subnet = _free_subnet()
+        subnet = free_subnet(offset=0)
         self.bridge = f"{self.tag}br"
-        _ip("link", "add", self.bridge, "type", "bridge")
-        _ip("addr", "add", f"{subnet}.1/24", "dev", self.bridge)
-        _ip("link", "set", self.bridge, "up")
+        add_bridge(self.bridge, subnet)
         for index, role in enumerate(("client", "server"), start=2):
             netns = f"{self.tag}{role[0]}"
-            _ip("netns", "add", netns)
+            ip("netns", "add", netns)
             self.namespaces.append(netns)
             outside = f"{self.tag}{role[0]}0"
-            _ip("link", "add", outside, "type", "veth", "peer", "name", f"{outside}x")
-            _ip("link", "set", f"{outside}x", "netns", netns, "name", "ctl0")
-            _ip("link", "set", outside, "master", self.bridge, "up")
-            _ip("-n", netns, "addr", "add", f"{subnet}.{index}/24", "dev", "ctl0")
-            _ip("-n", netns, "link", "set", "ctl0", "up")
-            _ip("-n", netns, "link", "set", "lo", "up")
+            ip("link", "add", outside, "type", "veth", "peer", "name", f"{outside}x")
+            ip("link", "set", f"{outside}x", "netns", netns, "name", "ctl0")
+            plug_in(netns, outside, self.bridge, f"{subnet}.{index}")
         client_ns, server_ns = self.namespaces
-        _ip("link", "add", f"{self.tag}cd", "type", "veth", "peer", "name", f"{self.tag}sd")
+        ip("link", "add", f"{self.tag}cd", "type", "veth", "peer", "name", f"{self.tag}sd")
         for netns, end, host in ((client_ns, "cd", 1), (server_ns, "sd", 2)):
-            _ip("link", "set", f"{self.tag}{end}", "netns", netns, "name", "data0")
-            _ip("-n", netns, "addr", "add", f"{DATA_PREFIX}.{host}/24", "dev", "data0")
-            _ip("-n", netns, "link", "set", "data0", "up")
+            ip("link", "set", f"{self.tag}{end}", "netns", netns, "name", "data0")
+            ip("-n", netns, "addr", "add", f"{DATA_PREFIX}.{host}/24", "dev", "data0")
+            ip("-n", netns, "link", "set", "data0", "up")
         for index, role in enumerate(("client", "server"), start=2):
             self.hosts[role] = self.start_host(
                 self.directory / role,
@@ -109,29 +110,5 @@ class Testbed:
 
 
 def reap_stale() -> None:
-    """Remove testbeds left by test runs that died (their owner pid is gone): what runs in
-    their namespaces, the namespaces and their bridges."""
-    listing = run_checked(["ip", "netns", "list"]).split("\n")
-    for netns in (line.split()[0] for line in listing if line.strip()):
-        owner = re.fullmatch(r"h2t(\d+)[cs]", netns)
-        if owner is None or Path(f"/proc/{owner[1]}").exists():
-            continue
-        pids = run_checked(["ip", "netns", "pids", netns]).split()
-        for pid in pids:
-            kill_and_wait(int(pid))
-        subprocess.run(["ip", "netns", "del", netns], check=False)
-        bridge = f"h2t{owner[1]}br"
-        subprocess.run(["ip", "link", "del", bridge], check=False, capture_output=True)
-
-
-def _ip(*args: str) -> None:
-    run_checked(["ip", *args])
-
-
-def _free_subnet() -> str:
-    used = run_checked(["ip", "-4", "route", "show"])
-    for third in [*range(os.getpid() % 200 + 20, 250), *range(20, 250)]:
-        prefix = f"10.77.{third}"
-        if f"{prefix}.0/24" not in used:
-            return prefix
-    raise RuntimeError("no free 10.77.N.0/24 subnet for the test bridge")
+    """Remove the testbeds of runs that died (their owner pid is gone)."""
+    reap_stale_namespaces("h2t", "[cs]", "br")

@@ -34,10 +34,10 @@ from agent.conditions import Host, TrialWatch
 from agent.cpu_peak import CpuSampler
 from agent.errors import UsageError
 from agent.frames import FrameCounts
-from agent.nghttp2.control import Begin, End, answer_control
+from agent.nghttp2.control import Begin, End, listen_control
 from agent.nghttp2.errors import TrialControlError
 from agent.server.ledger import TrialRecord
-from agent.server.listener import bind
+from agent.server.listener import listen
 from agent.workloads.api.asgi import Activity, starlette_app
 from agent.workloads.api.rest import Api
 from agent.workloads.api.server import open_api
@@ -171,12 +171,7 @@ async def serve_hypercorn(options: HypercornServeOptions) -> int:
     """Serve until SIGTERM/SIGINT (exit 0)."""
     api = open_api(options.root, options.params)
     config = hypercorn_config(options.settings, options.tls)
-    try:
-        sockets = bind(options.host, options.port)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}"
-        ) from None
+    sockets = listen(options.host, options.port)
     port = sockets[0].getsockname()[1]
     # Hypercorn takes the sockets over by descriptor: this process bound them, so the port is
     # known (port 0 included) before hypercorn starts.
@@ -204,18 +199,7 @@ async def _serve(
     trials: HypercornTrials,
     port: int,
 ) -> int:
-    async def control_connection(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        await answer_control(trials, reader, writer)
-
-    try:
-        control = await asyncio.start_server(control_connection, options.host, options.control_port)
-    except OSError as exc:
-        raise UsageError(
-            f"--control-port {options.control_port}: cannot listen on {options.host}: "
-            f"{exc.strerror}"
-        ) from None
+    control = await listen_control(trials, options.host, options.control_port)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
