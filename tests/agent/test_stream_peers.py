@@ -8,7 +8,6 @@ others unaffected), a garbage WebSocket frame (1002), an oversize gRPC message
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from tests.agent import test_lifecycle
 from tests.agent.servers import RunningServer, agent_server, run_agent
 from tests.agent.stream_peers.grpc_server import Behaviour, grpc_server
 from tests.agent.stream_peers.h2_client import H2Client
+from tests.conftest import require_tool
 
 # Short subscriptions: what is asserted is counts, never how long anything took.
 RATE_HZ = 20.0
@@ -144,12 +144,10 @@ def test_a_bad_param_names_it(server: RunningServer) -> None:
 
 
 def test_curl_reads_the_event_stream(server: RunningServer) -> None:
-    curl = shutil.which("curl")
-    if curl is None:
-        pytest.skip("curl is not installed (.ci/apt lists it)")
+    require_tool("curl")
     url = f"{server.url}stream/sse?{query()}"
     done = subprocess.run(
-        [curl, "-sS", "--http2-prior-knowledge", "-N", "-D", "-", url],
+        ["curl", "-sS", "--http2-prior-knowledge", "-N", "-D", "-", url],
         capture_output=True,
         timeout=30,
         check=True,
@@ -160,22 +158,18 @@ def test_curl_reads_the_event_stream(server: RunningServer) -> None:
 
 
 def test_nghttp_reads_the_event_stream(server: RunningServer) -> None:
-    nghttp = shutil.which("nghttp")
-    if nghttp is None:
-        pytest.skip("nghttp is not installed (.ci/apt lists nghttp2-client)")
+    require_tool("nghttp")
     done = subprocess.run(
-        [nghttp, f"{server.url}stream/sse?{query()}"], capture_output=True, timeout=30, check=True
+        ["nghttp", f"{server.url}stream/sse?{query()}"], capture_output=True, timeout=30, check=True
     )
     assert_all_items(sse_messages(done.stdout))
 
 
 def test_a_bad_subscription_is_a_400_naming_the_param(server: RunningServer) -> None:
-    curl = shutil.which("curl")
-    if curl is None:
-        pytest.skip("curl is not installed (.ci/apt lists it)")
+    require_tool("curl")
     url = f"{server.url}stream/sse?rate_hz=0&payload_doubles=1&duration_s=1"
     done = subprocess.run(
-        [curl, "-sS", "--http2-prior-knowledge", "-w", "%{http_code}", url],
+        ["curl", "-sS", "--http2-prior-knowledge", "-w", "%{http_code}", url],
         capture_output=True,
         timeout=30,
         check=True,
