@@ -23,7 +23,6 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from agent.errors import AgentError, UsageError
 from agent.nghttp2.accounting import ActivityTracker, trial_record
@@ -33,6 +32,7 @@ from agent.nghttp2.options import NghttpdOptions
 from agent.nghttp2.poller import POLL_S, ActivityPoller, wait_until_idle
 from agent.nghttp2.procfs import CpuSample, ProcessProbe
 from agent.nghttp2.tools import find_tool
+from agent.trial_log import TrialLog
 
 log = logging.getLogger("h2iot.nghttpd")
 
@@ -69,9 +69,9 @@ class _OpenTrial:
 class Supervisor:
     """Trial bookkeeping around one nghttpd process; one trial at a time."""
 
-    def __init__(self, probe: ProcessProbe, sink: IO[str]) -> None:
+    def __init__(self, probe: ProcessProbe, trial_log: TrialLog) -> None:
         self.probe = probe
-        self.sink = sink
+        self.trial_log = trial_log
         self.trial: _OpenTrial | None = None
         self.cpu_source = "schedstat" if probe.schedstat else "ticks"
         self._read_runtime = probe.leader_runtime_reader()
@@ -110,8 +110,7 @@ class Supervisor:
             cpu_source=self.cpu_source,
             poll_s=POLL_S,
         )
-        self.sink.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
-        self.sink.flush()
+        self.trial_log.append(record.to_dict())
 
     def abandon(self, trial_id: str) -> None:
         if self.trial is not None and self.trial.trial_id == trial_id:
@@ -157,8 +156,7 @@ async def serve_nghttpd(options: NghttpdServeOptions) -> int:
         raise UsageError(f"--root {options.root} is not a directory")
     tls = None if options.tls is None else (str(options.tls[0]), str(options.tls[1]))
     argv = options.nghttpd.argv(nghttpd, str(options.root), options.host, options.port, tls)
-    sink: IO[str]
-    sink = options.trial_log.open("a", encoding="utf-8") if options.trial_log else sys.stdout
+    trial_log = TrialLog(options.trial_log)
     process = await asyncio.create_subprocess_exec(
         *argv,
         stdin=subprocess.DEVNULL,
@@ -170,7 +168,7 @@ async def serve_nghttpd(options: NghttpdServeOptions) -> int:
     assert process.stdout is not None
     relay = asyncio.get_running_loop().create_task(_relay(process.stdout, tail))
     try:
-        return await _supervise(options, process, tail, sink, argv)
+        return await _supervise(options, process, tail, trial_log, argv)
     finally:
         if process.returncode is None:
             process.terminate()
@@ -180,21 +178,20 @@ async def serve_nghttpd(options: NghttpdServeOptions) -> int:
                 process.kill()
                 await process.wait()
         relay.cancel()
-        if sink is not sys.stdout:
-            sink.close()
+        trial_log.close()
 
 
 async def _supervise(
     options: NghttpdServeOptions,
     process: asyncio.subprocess.Process,
     tail: deque[str],
-    sink: IO[str],
+    trial_log: TrialLog,
     argv: list[str],
 ) -> int:
     probe = ProcessProbe(process.pid)
     try:
         port = await _listening_port(process, probe, options, tail)
-        supervisor = Supervisor(probe, sink)
+        supervisor = Supervisor(probe, trial_log)
         return await _serve_trials(
             options, process=process, supervisor=supervisor, port=port, tail=tail, argv=argv
         )

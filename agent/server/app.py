@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from pathlib import Path
-from typing import IO
 
 from h2.settings import SettingCodes
 
@@ -30,6 +29,7 @@ from agent.server.host import HostedConnection
 from agent.server.ledger import TrialLedger, TrialRecord
 from agent.server.listener import Listener, listen
 from agent.settings import to_h2
+from agent.trial_log import TrialLog
 
 log = logging.getLogger("h2iot.server")
 
@@ -53,7 +53,7 @@ class ServerApp:
     """The server's shared state: the workload's handler, the connections, the trial ledger and
     its log. Each connection sees it as its `ConnectionHost` (agent.server.host)."""
 
-    def __init__(self, options: ServerOptions, trial_sink: IO[str], handler: Handler) -> None:
+    def __init__(self, options: ServerOptions, trial_log: TrialLog, handler: Handler) -> None:
         self.options = options
         self.handler = handler
         self.ledger = TrialLedger(options.workload)
@@ -76,7 +76,7 @@ class ServerApp:
         self.setting_up = 0  # accepted by the listener, not yet a connection
         self.hostile_connections = 0
         self._next_id = 0
-        self._trial_sink = trial_sink
+        self._trial_log = trial_log
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -160,8 +160,7 @@ class ServerApp:
         watch = self._conditions.pop(record.trial_id, None)
         conditions = None if watch is None else watch.end().to_dict()
         line = {**record.to_dict(), "conditions": conditions}
-        self._trial_sink.write(json.dumps(line, separators=(",", ":")) + "\n")
-        self._trial_sink.flush()
+        self._trial_log.append(line)
 
     async def drain(self) -> None:
         for connection in list(self.connections):
@@ -210,9 +209,8 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
         if options.tls_cert is None or options.tls_key is None:
             raise UsageError("--tls needs both --cert and --key")
         context = tls_context(options.tls_cert, options.tls_key)
-    sink: IO[str]
-    sink = options.trial_log.open("a", encoding="utf-8") if options.trial_log else sys.stdout
-    app = ServerApp(options, sink, handler)
+    trial_log = TrialLog(options.trial_log)
+    app = ServerApp(options, trial_log, handler)
     loop = asyncio.get_running_loop()
     sockets = listen(options.host, options.port)
     listener = Listener(sockets, app.new_connection, options.limits, app, tls=context)
@@ -242,6 +240,5 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
     finally:
         listener.close()
         await app.drain()
-        if sink is not sys.stdout:
-            sink.close()
+        trial_log.close()
     return 0

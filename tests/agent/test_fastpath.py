@@ -49,6 +49,7 @@ from agent.frames import CLIENT_PREFACE, FrameTally
 from agent.h2setup import h2_connection
 from agent.server.app import ServerApp, ServerOptions
 from agent.server.connection import ServerConnection
+from agent.trial_log import TrialLog
 from agent.workloads.page.files import FileHandler
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -650,7 +651,7 @@ def server_cases(draw: st.DrawFn) -> ServerCase:
 
 def run_server(site: Path, case: ServerCase, fast: bool) -> tuple[object, ...]:
     async def scenario() -> tuple[object, ...]:
-        app = ServerApp(ServerOptions(), io.StringIO(), FileHandler(site))
+        app = ServerApp(ServerOptions(), TrialLog(None, io.StringIO()), FileHandler(site))
         server = ServerConnection(app, 1, fast_path=fast)
         transport = FakeTransport()
         server.connection_made(transport)
@@ -681,7 +682,7 @@ def test_server_fast_path_sends_within_windows(small_site: Path) -> None:
     preamble = client.data_to_send()
 
     async def scenario() -> bytes:
-        app = ServerApp(ServerOptions(), io.StringIO(), FileHandler(small_site))
+        app = ServerApp(ServerOptions(), TrialLog(None, io.StringIO()), FileHandler(small_site))
         server = ServerConnection(app, 1)
         transport = FakeTransport()
         server.connection_made(transport)

@@ -25,6 +25,7 @@ from agent.nghttp2.control import (
 from agent.nghttp2.errors import TrialControlError
 from agent.nghttp2.procfs import ProcessProbe
 from agent.nghttp2.server import Supervisor
+from agent.trial_log import TrialLog
 
 
 def test_parse_requests() -> None:
@@ -65,7 +66,7 @@ def test_exchange_with_a_supervisor_writes_one_record_per_trial() -> None:
     stop: list[asyncio.AbstractEventLoop] = []
 
     async def main() -> None:
-        supervisor = Supervisor(ProcessProbe(os.getpid()), sink)
+        supervisor = Supervisor(ProcessProbe(os.getpid()), TrialLog(None, sink))
         server = await listen_control(supervisor, "127.0.0.1", 0)
         port.append(server.sockets[0].getsockname()[1])
         stop.append(asyncio.get_running_loop())

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
@@ -38,6 +38,7 @@ from agent.nghttp2.control import Begin, End, listen_control
 from agent.nghttp2.errors import TrialControlError
 from agent.server.ledger import TrialRecord
 from agent.server.listener import listen
+from agent.trial_log import TrialLog
 from agent.workloads.api.asgi import Activity, starlette_app
 from agent.workloads.api.rest import Api
 from agent.workloads.api.server import open_api
@@ -89,9 +90,9 @@ def announced(config: Config) -> dict[str, int]:
 class HypercornTrials:
     """The trial brackets around hypercorn in this process; one trial at a time."""
 
-    def __init__(self, activity: Activity, sink: IO[str]) -> None:
+    def __init__(self, activity: Activity, trial_log: TrialLog) -> None:
         self.activity = activity
-        self.sink = sink
+        self.trial_log = trial_log
         self.cpu_peaks = CpuSampler()
         self.trial: tuple[str, bool] | None = None  # (trial_id, peak RSS mark reset)
         # The node's state over each trial (agent.conditions), as the own server's records have.
@@ -115,8 +116,7 @@ class HypercornTrials:
         trial_id, rss_reset = self.trial
         self.trial = None
         record = self.record(trial_id, message.ok, rss_reset)
-        self.sink.write(json.dumps(record, separators=(",", ":")) + "\n")
-        self.sink.flush()
+        self.trial_log.append(record)
 
     def abandon(self, trial_id: str) -> None:
         if self.trial is not None and self.trial[0] == trial_id:
@@ -176,18 +176,16 @@ async def serve_hypercorn(options: HypercornServeOptions) -> int:
     # Hypercorn takes the sockets over by descriptor: this process bound them, so the port is
     # known (port 0 included) before hypercorn starts.
     config.bind = [f"fd://{sock.detach()}" for sock in sockets]
-    sink: IO[str]
-    sink = options.trial_log.open("a", encoding="utf-8") if options.trial_log else sys.stdout
+    trial_log = TrialLog(options.trial_log)
     activity = Activity()
-    trials = HypercornTrials(activity, sink)
+    trials = HypercornTrials(activity, trial_log)
     try:
         return await _serve(
             options, config=config, api=api, activity=activity, trials=trials, port=port
         )
     finally:
         api.layer.close()
-        if sink is not sys.stdout:
-            sink.close()
+        trial_log.close()
 
 
 async def _serve(
