@@ -236,16 +236,21 @@ class AgentNode:
         )
 
     def new_trial_records(self) -> list[dict[str, Any]]:
-        """Trial records the server appended since the last call, in order."""
+        """Trial records the server appended since the last call, in order. A line that is not
+        one is read past (the records after it still count) and named in a NodeError."""
         lines = self.node.read_new_lines(self.trial_log, self._trial_offset_bytes)
+        self._trial_offset_bytes = lines.next_offset_bytes
         records = []
+        bad: list[str] = []
         for line in lines.lines:
             record = _json_or_none(line)
             if record is None or "trial_id" not in record:
-                raise NodeError(f"{self.node.label}: {self.trial_log}: not a trial record: {line}")
+                bad.append(line)
+                continue
             self._trials[str(record["trial_id"])] = record
             records.append(record)
-        self._trial_offset_bytes = lines.next_offset_bytes
+        if bad:
+            raise NodeError(f"{self.node.label}: {self.trial_log}: not a trial record: {bad[0]}")
         return records
 
     def trial_record(self, trial_id: str, *, timeout_s: float = 10.0) -> dict[str, Any]:

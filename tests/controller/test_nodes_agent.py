@@ -163,3 +163,17 @@ def test_the_page_workloads_sites_are_built_once_per_seed_and_size(tmp_path: Pat
         ).manifest
         is None
     )
+
+
+def test_a_line_that_is_not_a_record_is_named_once_and_the_records_after_it_still_count(
+    tmp_path: Path,
+):
+    node = AgentNode(Node(LocalTransport("server (local)")), sys.executable, str(tmp_path))
+    log = Path(node.trial_log)
+    log.write_text('{"trial_id":"t01","ok":true}\n{"trial_id":"t02","ok":tr\n')
+    with pytest.raises(NodeError, match=r'not a trial record: \{"trial_id":"t02","ok":tr$'):
+        node.trial_record("t01", timeout_s=0)
+    with log.open("a") as handle:
+        handle.write('{"trial_id":"t03","ok":true}\n')
+    assert node.trial_record("t03", timeout_s=5)["ok"] is True
+    assert node.trial_record("t01", timeout_s=0)["trial_id"] == "t01"
