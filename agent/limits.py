@@ -9,7 +9,10 @@ EMFILE and nobody is served. The limits:
   within `handshake_timeout_s`, else GOAWAY SETTINGS_TIMEOUT and close;
 - idle timeout: a connection on which nothing progressed (no request arrived, no response byte
   was sent) for `idle_timeout_s` gets GOAWAY NO_ERROR and is closed; PINGs and other frames do
-  not count as progress, so they cannot keep a connection forever;
+  not count as progress, so they cannot keep a connection forever. A streamed response that
+  is quiet at the handler's own pace (its headers sent, nothing queued, the handler still at
+  work: a subscription publishing slower than the timeout) keeps its connection; one whose
+  bytes wait for the peer's flow-control credit does not;
 - connection cap: at most `max_connections` sockets at once (accepted, in their TLS
   handshake, open or closing), by default the descriptor limit less a reserve for the files
   the process itself needs, so the cap is reached before accept() runs out of descriptors. At

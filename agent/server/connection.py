@@ -739,6 +739,9 @@ class ServerConnection(asyncio.BufferedProtocol):
         assert self._loop is not None
         idle_timeout_s = self.host.limits.idle_timeout_s
         due_s = self.last_progress_s + idle_timeout_s
+        if any(exchange.paced_by_handler for exchange in self.exchanges.values()):
+            # A subscription publishing slower than the timeout is quiet, not idle.
+            due_s = self._loop.time() + idle_timeout_s
         if self._loop.time() < due_s:
             self._idle_timer = self._loop.call_at(due_s, self._idle_check)
             return

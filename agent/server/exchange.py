@@ -140,6 +140,19 @@ class ServerExchange(QueuedExchange):
             self._link.exchange_reset(self, error_code)
 
     @property
+    def paced_by_handler(self) -> bool:
+        """The response has started, nothing of it waits to be sent, and the handler is still
+        at work: the stream is quiet at the server's own pace (a subscription between items),
+        not for want of anything from the peer."""
+        return (
+            self.headers_sent
+            and not self.end_queued
+            and not self.handler_done
+            and not self.closed
+            and self.buffered_bytes == 0
+        )
+
+    @property
     def closed(self) -> bool:
         """Both sides ended, or the stream was reset, or the connection went away."""
         return self._closed.is_set()

@@ -406,6 +406,34 @@ def test_a_stalled_subscriber_costs_only_itself(tmp_path: Path, policy: str) -> 
     assert "Traceback" not in log
 
 
+@pytest.mark.parametrize("transport", ["sse", "websocket", "grpc"])
+def test_a_subscription_quieter_than_the_idle_timeout_keeps_its_connection(
+    tmp_path: Path, transport: str
+) -> None:
+    """Items 2 s apart under a 1 s idle timeout: the stream is quiet at the server's pace, not
+    idle, so every item arrives (the connection used to be closed after the first)."""
+    with agent_server(None, tmp_path, "--workload", "stream", "--idle-timeout", "1") as server:
+        args = ["trial", server.url, "--workload", "stream", "--json", "--timeout", "30"]
+        for param in (f"transport={transport}", "rate_hz=0.5", "duration_s=4"):
+            args += ["--param", param]
+        done = run_agent(*args)
+    record = json.loads(done.stdout)
+    assert record["ok"], record["error"]
+    metrics = record["metrics"]
+    assert metrics["items_published"] == metrics["items_received"] == 2
+
+
+def test_a_stalled_subscriber_is_still_closed_at_the_idle_timeout(tmp_path: Path) -> None:
+    """Quiet for want of the peer's credit is idle: GOAWAY NO_ERROR, then the close."""
+    with agent_server(None, tmp_path, "--workload", "stream", "--idle-timeout", "1") as server:
+        stalled, stream_id = stalled_subscription(server.port, 1000, items=200)
+        stalled.pump(lambda: len(stalled.streams[stream_id].data) >= 65535)
+        with pytest.raises(ConnectionError, match="closed the connection"):
+            stalled.pump(lambda: False)
+        stalled.close()
+    assert stalled.goaway_code == 0
+
+
 def grpc_request(asked: Subscription) -> bytes:
     from agent.workloads.stream.grpcwire import frame_message  # noqa: PLC0415
 

@@ -39,6 +39,7 @@ class H2Client:
         self.conn.initiate_connection()
         self.streams: dict[int, StreamState] = {}
         self.settings_received = False
+        self.goaway_code: int | None = None
         self.acknowledging = True  # hand credit back as data arrives (False: a stalled reader)
         self.timeout_s = timeout_s
         self._flush()
@@ -108,6 +109,8 @@ class H2Client:
             self.streams[event.stream_id].ended = True
         elif isinstance(event, h2.events.StreamReset):
             self.streams[event.stream_id].reset_code = event.error_code
+        elif isinstance(event, h2.events.ConnectionTerminated):
+            self.goaway_code = event.error_code
 
     def close(self) -> None:
         self.sock.close()
