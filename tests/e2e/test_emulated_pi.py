@@ -26,6 +26,7 @@ import pytest
 from agent import __version__
 from controller.meter.node_power import WatchSpec
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
+from tests._rig import verdicts
 from tests.conftest import h2iot, require_tool
 from tests.emulated.node import EmulatedNodes
 from tests.emulated.rootfs import ARCHES, ensure_roots
@@ -206,3 +207,40 @@ def test_a_node_without_python3_venv_is_told_which_package_to_install(
         f"h2iot: error: client (pi@{host.address}:22): /usr/bin/python3 cannot create a venv "
         "without ensurepip: install the Debian package python3-venv (apt install python3-venv)\n"
     )
+
+
+def test_rig_check_against_the_emulated_nodes(
+    deployed: Path, emulated: Emulated, tmp_path: Path
+) -> None:
+    """`h2iot rig check` on the sweep's config: both nodes reached over SSH, their agents and
+    clocks checked, the marker loop from the armhf client to the board through a FIFO in the
+    client's root. A qemu-user node has no /sys: its governor, temperature and throttling are
+    UNAVAILABLE, never PASS."""
+    client = emulated.testbed.client
+    fifo = client.home.parents[1] / "tmp" / "h2iot-rig-marker.fifo"  # /tmp on the node
+    os.mkfifo(fifo)
+    fifo.chmod(0o666)  # the node's agent writes it as pi
+    sshd = client.pidfile.read_text().split()[0]
+    meter = VirtualMeter(VirtualMeterOptions(watch=(WatchSpec("pid", sshd),), marker_fifo=fifo))
+    meter.start()
+    try:
+        result = h2iot(
+            "rig", "check", str(deployed), "--set", f"meter.port={meter.port}",
+            "--marker", "fifo:/tmp/h2iot-rig-marker.fifo",
+        )  # fmt: skip
+    finally:
+        meter.stop()
+        meter.close()
+        fifo.unlink()
+    print(result.stdout, result.stderr)
+    found = verdicts(result.stdout)
+    for role in ("client", "server"):
+        assert found[f"{role} ssh"][0] == "PASS", found[f"{role} ssh"]
+        assert found[f"{role} agent"] == ("PASS", found[f"{role} agent"][1])
+        assert __version__ in found[f"{role} agent"][1]
+        assert found[f"{role} clock"][0] in {"PASS", "WARN"}
+        for lacking in ("CPU governor", "temperature", "throttling"):
+            assert found[f"{role} {lacking}"][0] == "UNAVAILABLE", found[f"{role} {lacking}"]
+    assert found["sample stream"][0] == "PASS", found["sample stream"]
+    assert found["marker loop"][0] == "PASS", found["marker loop"]
+    assert result.returncode == 0, result.stdout + result.stderr

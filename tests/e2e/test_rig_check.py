@@ -6,7 +6,6 @@ machine lacks is UNAVAILABLE, never PASS; any FAIL makes the exit status 1."""
 from __future__ import annotations
 
 import os
-import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -16,27 +15,15 @@ import pytest
 from controller.meter.calibration import nominal
 from controller.meter.node_power import WatchSpec
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
+from tests._rig import verdicts
 from tests.conftest import h2iot, require_tool
 from tests.netns.hosts import SshHost
 
 pytest_plugins = ["tests.netns.fixtures"]
 
 LOCAL = Path(__file__).resolve().parents[2] / "configs" / "local.toml"
-LINE = re.compile(r"^(PASS|WARN|FAIL|UNAVAILABLE) +(\S.*?) {2,}(\S.*)$")
 GOVERNOR = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
 THERMAL = Path("/sys/class/thermal")
-
-
-def verdicts(stdout: str) -> dict[str, tuple[str, str]]:
-    """check name -> (status, detail); the last line is the tally."""
-    *lines, tally = stdout.strip().splitlines()
-    found = {}
-    for line in lines:
-        match = LINE.match(line)
-        assert match, line
-        found[match.group(2).strip()] = (match.group(1), match.group(3))
-    assert re.fullmatch(r"\d+ pass, \d+ warn, \d+ fail, \d+ unavailable", tally), tally
-    return found
 
 
 def _machine_lacks_are_unavailable(found: dict[str, tuple[str, str]], role: str) -> None:
