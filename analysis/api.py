@@ -19,6 +19,7 @@ import pandas as pd
 
 from analysis.document import Block, Heading, Paragraph, Table
 from analysis.load import Run
+from analysis.per_unit import PerUnitEnergy
 from analysis.stats import Summary, summarize
 
 USERS = "users"
@@ -32,7 +33,15 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("api_latency_sd_s", "sd {} ms"),
     ("server_cpu_peak_pct", "{} % CPU"),
     ("server_rss_peak_bytes", "{} MB"),
-    ("energy_per_request_mj", "{} mJ/req"),
+    ("api_energy_above_idle_per_request_mj", "{} mJ/req"),
+)
+# Energy per request: the metered client's energy over the requests its trial made.
+PER_REQUEST = PerUnitEnergy(
+    "api_requests",
+    {
+        "api_energy_per_request_mj": "energy_mj",
+        "api_energy_above_idle_per_request_mj": "energy_above_idle_mj",
+    },
 )
 _SCALE = {"api_latency_sd_s": 1000.0, "server_rss_peak_bytes": 1e-6}
 
@@ -47,9 +56,9 @@ def _config_value(run: Run, section: str, key: str) -> Any:
 
 def _frame(run: Run) -> pd.DataFrame:
     """The ok trials with a stack, a data layer and users on every row (swept or fixed)."""
-    frame = run.ok.copy()
+    frame = PER_REQUEST.table(run)
     # A column the analysis does not know by name (server_cpu_peak_pct) may come in as text.
-    for name in ("api_requests", "energy_above_idle_mj", *(name for name, _ in FIGURES)):
+    for name in (name for name, _ in FIGURES):
         if name in frame:
             frame[name] = pd.to_numeric(frame[name], errors="coerce")
     if STACK not in frame:
@@ -57,8 +66,6 @@ def _frame(run: Run) -> pd.DataFrame:
     for column, section in ((LAYER, "workload"), (USERS, "workload")):
         if column not in frame:
             frame[column] = _config_value(run, section, column)
-    if "energy_above_idle_mj" in frame and "api_requests" in frame:
-        frame["energy_per_request_mj"] = frame["energy_above_idle_mj"] / frame["api_requests"]
     return frame
 
 

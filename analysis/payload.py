@@ -5,22 +5,22 @@ encoding, plus energy per message."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.figures import Source, figure_workload
 from analysis.load import Run, workload_columns
-from analysis.points import summarize_points
+from analysis.per_unit import PerUnitEnergy
 
 KIND = "payload"
-MESSAGE_COUNT = "payload_message_count"
-# Derived per-message energy: (column, the trial's energy column it divides).
-PER_MESSAGE_ENERGY = {
-    "payload_energy_per_message_mj": "energy_mj",
-    "payload_energy_above_idle_per_message_mj": "energy_above_idle_mj",
-}
+# Energy per message: the trial's energy over the messages it sent.
+PER_MESSAGE = PerUnitEnergy(
+    "payload_message_count",
+    {
+        "payload_energy_per_message_mj": "energy_mj",
+        "payload_energy_above_idle_per_message_mj": "energy_above_idle_mj",
+    },
+)
 FIGURES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     (
         "payload_latency",
@@ -47,36 +47,17 @@ FIGURES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ),
     (
         "payload_energy",
-        tuple(PER_MESSAGE_ENERGY),
+        tuple(PER_MESSAGE.derived),
         "Client energy per message, total and above the idle baseline: the trial's energy "
         "divided by the messages it sent.",
     ),
 )
 
 
-def per_message_rows(run: Run) -> pd.DataFrame:
-    """summary.csv rows for the per-message energies, with the same statistics (mean, sd, CI,
-    repetitions needed) as every other metric."""
-    table = run.ok.copy()
-    if MESSAGE_COUNT not in table:
-        return pd.DataFrame()
-    messages = table[MESSAGE_COUNT].where(table[MESSAGE_COUNT] > 0)
-    names = [name for name, source in PER_MESSAGE_ENERGY.items() if source in table]
-    for name in names:
-        table[name] = table[PER_MESSAGE_ENERGY[name]] / messages
-    if not names:
-        return pd.DataFrame()
-    workload = dict(run.manifest.get("workload") or {})
-    workload["columns"] = [{"name": name} for name in names]
-    derived = replace(run, ok=table, manifest={**run.manifest, "workload": workload})
-    summary = summarize_points(derived)
-    return summary[summary["metric"].isin(names)]
-
-
 def payload_figures(run: Run, summary: pd.DataFrame) -> list[tuple[str, Figure, str]]:
     """The reference's three figures and energy, for the columns this run has values for."""
     source = Source(summary, run.axes)
-    present = set(workload_columns(run.manifest)) | set(PER_MESSAGE_ENERGY)
+    present = set(workload_columns(run.manifest)) | set(PER_MESSAGE.derived)
     figures = []
     for stem, columns, caption in FIGURES:
         figure = figure_workload([source], KIND, [c for c in columns if c in present])

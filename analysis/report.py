@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.api import api_blocks
+from analysis.api import PER_REQUEST, api_blocks
 from analysis.bounds import Bounds, bounds_of
 from analysis.breakdown import breakdown_blocks
 from analysis.columns import WINDOW_AXIS, metric_of
@@ -66,7 +66,8 @@ from analysis.figures import (
 )
 from analysis.frame_model import fit_run, summary_rows
 from analysis.load import Run, load_power, require_results, workload_columns
-from analysis.payload import payload_figures, per_message_rows
+from analysis.payload import PER_MESSAGE, payload_figures
+from analysis.per_unit import PerUnitEnergy
 from analysis.points import (
     DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
     metric_rows,
@@ -75,11 +76,30 @@ from analysis.points import (
     summarize_points,
 )
 from analysis.stats import cochran_sample_size
-from analysis.stream import figure_received_rate
+from analysis.stream import PER_ITEM, figure_received_rate
 from analysis.study import MAGNITUDE_FACTOR, SETTLE_TOLERANCE, Check, study_checks
 
 REPORT_DIR = "report"
 FIGURES_DIR = "figures"
+# Energy per unit of a workload's work: rows in summary.csv for each; a figure for the stream
+# and api workloads (the payload workload draws its own beside the reference's figures).
+PER_UNIT_ENERGY: Mapping[str, PerUnitEnergy] = {
+    "payload": PER_MESSAGE,
+    "stream": PER_ITEM,
+    "api": PER_REQUEST,
+}
+PER_UNIT_FIGURES: Mapping[str, tuple[str, str]] = {
+    "stream": (
+        "stream_energy",
+        "Client energy per item received, total and above the idle baseline: the trial's "
+        "energy over the items it received.",
+    ),
+    "api": (
+        "api_energy",
+        "Client energy per request, total and above the idle baseline: the metered client's "
+        "energy over the requests its trial made.",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -307,6 +327,12 @@ def _figures(
                 f"{run.workload}_*), per point.",
             )
         )
+    if run.workload in PER_UNIT_FIGURES:
+        stem, caption = PER_UNIT_FIGURES[run.workload]
+        derived = list(PER_UNIT_ENERGY[run.workload].derived)
+        energy = figure_workload([source], run.workload, derived)
+        if energy is not None:
+            figures.append((stem, energy, caption))
     stream = figure_received_rate(summary, run.axes)
     if stream is not None:
         figures.append(
@@ -432,8 +458,9 @@ def write_report(
     figures_dir = directory / FIGURES_DIR
     if summary is None:
         summary = summarize_points(run, target_relative_half_width)
-    if run.workload == "payload":
-        summary = pd.concat([summary, per_message_rows(run)], ignore_index=True)
+    per_unit = PER_UNIT_ENERGY.get(run.workload)
+    if per_unit is not None:
+        summary = pd.concat([summary, per_unit.rows(run)], ignore_index=True)
     bounds = bounds_of(run)
     fits = fit_run(run)
     summary_csv = directory / "summary.csv"

@@ -16,12 +16,21 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from analysis.per_unit import PerUnitEnergy
 from analysis.points import metric_rows, plain
 
 PAYLOAD_AXIS = "payload_doubles"
 RATE_AXIS = "rate_hz"
 RECEIVED = "stream_received_rate_hz"
 BREAKDOWN_FRACTION = 0.75  # issue 14: broken down 25 % below the demand
+# Energy per item: the metered client's energy over the items it received.
+PER_ITEM = PerUnitEnergy(
+    "stream_items_received",
+    {
+        "stream_energy_per_item_mj": "energy_mj",
+        "stream_energy_above_idle_per_item_mj": "energy_above_idle_mj",
+    },
+)
 
 
 def _panels(rows: pd.DataFrame, axes: Sequence[str]) -> list[tuple[object, pd.DataFrame]]:

@@ -47,3 +47,5 @@ def test_the_api_sweep_runs_both_stacks_and_layers_and_reports_the_table(tmp_pat
     table = text.split("## The reference's table", 1)[1]
     assert "| users | agent (h2), plain SQL | agent (h2), ORM (SQLAlchemy) |" in table
     assert "\n| 3 | " in table
+    assert (run / "report" / "figures" / "api_energy.png").exists()
+    assert "api_energy_above_idle_per_request_mj" in (run / "report" / "summary.csv").read_text()

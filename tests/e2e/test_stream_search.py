@@ -62,6 +62,10 @@ def test_a_stream_search_writes_its_table_figure_and_notebook(tmp_path: Path, mo
     markdown = (run / "report" / "report.md").read_text()
     assert "| transport | rate_hz = 25.0 |" in markdown
     assert (run / "report" / "figures" / "stream_received_rate.png").exists()
+    assert (run / "report" / "figures" / "stream_energy.png").exists()
+    with (run / "report" / "summary.csv").open() as handle:
+        per_item = [r for r in csv.DictReader(handle) if r["metric"] == "stream_energy_per_item_mj"]
+    assert per_item and all(float(r["mean"]) > 0 for r in per_item if int(r["n"]) > 0)
 
     monkeypatch.setenv("H2IOT_RUN", str(run))
     monkeypatch.setenv("H2IOT_NOTEBOOK_OUT", str(tmp_path / "figures"))
