@@ -5,6 +5,7 @@ sequence gaps and latency statistics."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import math
@@ -41,6 +42,7 @@ from agent.workloads.stream.proto import (
     encode_subscription,
     encode_tune,
 )
+from agent.workloads.stream.publish import Publisher
 from agent.workloads.stream.schedule import Schedule, Verdict, verdict
 from agent.workloads.stream.spec import STREAM
 from agent.workloads.stream.sse import Event, SseError, SseParser, encode_event
@@ -102,6 +104,53 @@ def test_the_pool_gives_each_item_the_asked_count_and_different_values() -> None
     assert all(0.0 <= x < 1.0 for x in first.doubles)
     assert pool.item(0, 1, 0, 1000) == first  # deterministic per sequence number
     assert len(pool.item(7, 1, 0, 0).doubles) == 0
+
+
+@given(st.integers(0, 5000), st.integers(0, 10**6))
+def test_a_reserved_pool_draws_nothing_more_for_items_of_that_size(
+    payload_doubles: int, seq: int
+) -> None:
+    pool, fresh = DoublePool(), DoublePool()
+    pool.reserve(payload_doubles)
+    drawn = pool._doubles.tolist()
+    item = pool.item(seq, 1, 0, payload_doubles)
+    assert pool._doubles.tolist() == drawn
+    assert item == fresh.item(seq, 1, 0, payload_doubles)  # the same items either way
+
+
+def test_the_publisher_reserves_the_payload_before_its_timeline_starts() -> None:
+    """The first subscription to a larger payload draws its doubles before the first item is
+    due, not while publishing it (2M doubles took ~0.5 s inside the first probe of a search)."""
+
+    class WatchedPool(DoublePool):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[str] = []
+
+        def reserve(self, payload_doubles: int) -> None:
+            self.calls.append(f"reserve {payload_doubles}")
+            super().reserve(payload_doubles)
+
+        def item(self, seq: int, t_publish_ns: int, dropped: int, count: int) -> Tune:
+            self.calls.append(f"item {seq}")
+            return super().item(seq, t_publish_ns, dropped, count)
+
+    class Sink:
+        buffered_bytes = 0
+
+        def send(self, data: bytes | memoryview, end_stream: bool = False) -> None:
+            pass
+
+        async def drain(self, low_water_bytes: int = 0) -> None:
+            pass
+
+    pool = WatchedPool()
+    publisher = Publisher(pool, "drop", 1 << 20)
+    end = asyncio.run(
+        publisher.run(Sink(), Subscription(100.0, 3000, 0.02, "json"), lambda item: b"")
+    )
+    assert end == StreamEnd(2, 0)
+    assert pool.calls == ["reserve 3000", "item 0", "item 1"]
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,8 @@ from agent.workloads.stream.errors import ItemError
 Encoding = Literal["json", "cbor"]
 # Offsets cycle through this many positions: a prime, so no payload size lines items up.
 _OFFSETS = 1021
+# An item's value and error come from the pool too, before its payload.
+_ITEM_HEAD = 2
 
 
 @dataclass(frozen=True)
@@ -58,17 +60,25 @@ class DoublePool:
         self._random = random.Random(seed)
         self._doubles = array("d")
 
-    def doubles(self, seq: int, count: int) -> array[float]:
-        """`count` doubles for item `seq`: a slice (a copy) of the pool."""
+    def reserve(self, payload_doubles: int) -> None:
+        """Draw now what items of `payload_doubles` doubles need (2M take about 0.5 s), so
+        that no item's publication pays for it."""
+        self._grow(payload_doubles + _ITEM_HEAD)
+
+    def _grow(self, count: int) -> None:
         needed = count + _OFFSETS
         if len(self._doubles) < needed:
             draw = self._random.random
             self._doubles.extend(draw() for _ in range(needed - len(self._doubles)))
+
+    def doubles(self, seq: int, count: int) -> array[float]:
+        """`count` doubles for item `seq`: a slice (a copy) of the pool."""
+        self._grow(count)
         offset = seq % _OFFSETS
         return self._doubles[offset : offset + count]
 
     def item(self, seq: int, t_publish_ns: int, dropped: int, count: int) -> Tune:
-        doubles = self.doubles(seq, count + 2)
+        doubles = self.doubles(seq, count + _ITEM_HEAD)
         return Tune(seq, t_publish_ns, 100.0 * doubles[0], doubles[1], dropped, doubles[2:])
 
 

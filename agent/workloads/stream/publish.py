@@ -40,6 +40,9 @@ class Publisher:
         its timeline instead of sending what it missed in a burst. Raises ExchangeClosed if
         the subscriber goes away."""
         loop = asyncio.get_running_loop()
+        # Before the timeline starts: the first subscription to a larger payload would
+        # otherwise publish its first items late.
+        self.pool.reserve(subscription.payload_doubles)
         schedule = Schedule(subscription.rate_hz, subscription.duration_s)
         period_s = 1.0 / subscription.rate_hz
         start = loop.time()
