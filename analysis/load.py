@@ -79,11 +79,15 @@ class Run:
 
 def axis_kinds(manifest: Mapping[str, Any], axes: Sequence[str]) -> dict[str, AxisKind]:
     """Per axis: integers (every HTTP/2 setting), other numbers, or categories (strings and
-    booleans), from the values the config swept; integers where the manifest does not say."""
+    booleans), from the values the config swept (a breakdown search's parameter: its bounds);
+    integers where the manifest does not say."""
     kinds: dict[str, AxisKind] = {}
     for axis in axes:
         values = config_value(manifest, f"sweep.{axis}")
         listed = values if isinstance(values, list) else []
+        if not listed and config_value(manifest, "search.param") == axis:
+            bounds = (config_value(manifest, "search.low"), config_value(manifest, "search.high"))
+            listed = [bound for bound in bounds if bound is not None]
         if all(isinstance(v, int) and not isinstance(v, bool) for v in listed):
             kinds[axis] = "int"
         elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in listed):

@@ -9,7 +9,7 @@ import pytest
 
 from analysis.columns import METRICS, NUMERIC_COLUMNS, REQUIRED_COLUMNS
 from analysis.errors import RunFormatError
-from analysis.load import load_power, load_run, read_events, require_results
+from analysis.load import axis_kinds, load_power, load_run, read_events, require_results
 from controller.run.columns import header
 
 
@@ -219,3 +219,23 @@ def test_power_traces_and_events(run_copy: Path) -> None:
         handle.write("\nnot json\n")
     with pytest.raises(RunFormatError, match=r"events\.jsonl: line \d+: not valid JSON"):
         read_events(run_copy)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "kind"), [(100, 2_000_000, "int"), (1.0, 100.0, "float"), (2, 50.5, "float")]
+)
+def test_a_searched_parameter_takes_its_kind_from_the_searchs_bounds(
+    low: float, high: float, kind: str
+) -> None:
+    """A breakdown search's parameter is an axis no sweep list names: its bounds say whether
+    its probes are integers (payload_doubles) or not (a searched rate_hz is no integer)."""
+    manifest = {
+        "config": {
+            "sweep": {"transport": ["sse", "grpc"]},
+            "search": {"param": "searched", "low": low, "high": high},
+        }
+    }
+    assert axis_kinds(manifest, ("searched", "transport")) == {
+        "searched": kind,
+        "transport": "category",
+    }
