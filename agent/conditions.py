@@ -31,7 +31,7 @@ import resource
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,11 +85,19 @@ class TrialConditions:
 
 
 class Host:
-    """Where /proc and /sys are (`root`), and which CPUs count (default: this process's)."""
+    """Where /proc and /sys are (`root`), which CPUs count (default: this process's), and what
+    counts as the trial's own CPU time (default: this process's and its waited-for children's;
+    a server whose work runs in a child it does not wait for, nghttpd, adds the child's)."""
 
-    def __init__(self, root: Path = Path("/"), cpus: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path = Path("/"),
+        cpus: tuple[int, ...] | None = None,
+        own_cpu: Callable[[], float] | None = None,
+    ) -> None:
         self.root = root
         self.cpus = cpus if cpus is not None else tuple(sorted(os.sched_getaffinity(0)))
+        self._own_cpu_s = own_cpu or own_cpu_s
         # Decided once: a node has the sysfs file, or vcgencmd, or neither.
         self._throttled_file = root / THROTTLED_SYSFS
         self._vcgencmd = None if self._throttled_file.exists() else _find_vcgencmd(root)
@@ -103,7 +111,7 @@ class Host:
         missing: dict[str, str] = {}
         # The CPU counters first, so the rest of the reading is not in the trial's span.
         busy = self._busy_ticks(missing)
-        own = _own_cpu_s()
+        own = self._own_cpu_s()
         now = time.monotonic_ns()
         if not instant:
             return Snapshot(now, None, None, None, None, None, busy, own, missing)
@@ -216,7 +224,7 @@ def _find_vcgencmd(root: Path) -> str | None:
     return shutil.which("vcgencmd") or shutil.which("vcgencmd", path="/usr/bin:/opt/vc/bin")
 
 
-def _own_cpu_s() -> float:
+def own_cpu_s() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

@@ -24,6 +24,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.conditions import Host, TrialWatch, own_cpu_s
 from agent.errors import AgentError, UsageError
 from agent.nghttp2.accounting import ActivityTracker, trial_record
 from agent.nghttp2.control import Begin, End, listen_control
@@ -64,6 +65,7 @@ class _OpenTrial:
     begin: CpuSample
     rss_reset: bool
     poller: ActivityPoller
+    watch: TrialWatch
 
 
 class Supervisor:
@@ -75,6 +77,9 @@ class Supervisor:
         self.trial: _OpenTrial | None = None
         self.cpu_source = "schedstat" if probe.schedstat else "ticks"
         self._read_runtime = probe.leader_runtime_reader()
+        # The node's state over each trial (agent.conditions), as the h2 server's records
+        # have; nghttpd's CPU time is the trial's own, not another process's.
+        self._node = Host(own_cpu=lambda: own_cpu_s() + probe.runtime_ns() / 1e9)
 
     async def begin(self, message: Begin) -> None:
         if self.trial is not None:
@@ -88,7 +93,8 @@ class Supervisor:
         begin = self.probe.sample()
         tracker = ActivityTracker(begin.t_mono_ns, self._read_runtime())
         poller = ActivityPoller(self._read_runtime, tracker)
-        self.trial = _OpenTrial(message.trial_id, begin, rss_reset, poller)
+        watch = TrialWatch(self._node, instant_start=False)
+        self.trial = _OpenTrial(message.trial_id, begin, rss_reset, poller, watch)
 
     async def end(self, message: End) -> None:
         trial = self.trial
@@ -110,7 +116,7 @@ class Supervisor:
             cpu_source=self.cpu_source,
             poll_s=POLL_S,
         )
-        self.trial_log.append(record.to_dict())
+        self.trial_log.append({**record.to_dict(), "conditions": trial.watch.end().to_dict()})
 
     def abandon(self, trial_id: str) -> None:
         if self.trial is not None and self.trial.trial_id == trial_id:

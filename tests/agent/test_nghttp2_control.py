@@ -92,6 +92,9 @@ def test_exchange_with_a_supervisor_writes_one_record_per_trial() -> None:
     record = json.loads(line)
     assert record["trial_id"] == "t1" and record["requests"] == 8
     assert record["cpu_s"] >= 0 and record["engine"] == "nghttp2"
+    # The node's conditions over the trial, as the h2 server's records carry them.
+    conditions = record["conditions"]
+    assert {"cpu_freq_mhz", "governor", "temp_c", "other_cpu_pct", "unavailable"} <= set(conditions)
 
 
 def _run(coroutine: Coroutine[Any, Any, None]) -> None:

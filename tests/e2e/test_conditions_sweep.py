@@ -10,17 +10,23 @@ from pathlib import Path
 import pytest
 
 from analysis.conditions import FIELDS
-from tests.conftest import h2iot
+from tests.conftest import h2iot, require_tool
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "local.toml"
 
 
 @pytest.mark.slow
-def test_a_sweep_records_the_nodes_conditions(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["h2", "nghttp2"])
+def test_a_sweep_records_the_nodes_conditions(tmp_path: Path, engine: str) -> None:
+    engines: list[str] = []
+    if engine == "nghttp2":  # nghttpd's supervisor reads them for the server
+        require_tool("nghttp", "nghttpd")
+        engines = ["--set", "nodes.client.engine=nghttp2", "--set", "nodes.server.engine=nghttp2"]
     result = h2iot(
         "sweep", str(CONFIG), "--no-dashboard", "--out", str(tmp_path),
         "--set", "workload.total_bytes=300000", "--set", "run.idle_baseline_s=1",
         "--set", "sweep.initial_window_size=[1024, 65535]", "--set", "run.repetitions=1",
+        *engines,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
