@@ -21,6 +21,8 @@ from matplotlib.figure import Figure
 from analysis.api import PER_REQUEST, api_blocks
 from analysis.bounds import Bounds, bounds_of
 from analysis.breakdown import breakdown_blocks
+from analysis.clients import read_side_table
+from analysis.clients import report_blocks as clients_blocks
 from analysis.columns import WINDOW_AXIS, metric_of
 from analysis.conditions import report_blocks as conditions_blocks
 from analysis.document import (
@@ -390,7 +392,9 @@ def build_blocks(
     target: float,
     comparisons: Sequence[tuple[str, str]],
     energy: Sequence[Block] = (),
+    client_nodes: Sequence[Mapping[str, str]] = (),
 ) -> list[Block]:
+    """`client_nodes`: trial_clients.csv's rows (analysis.clients), for a run of several."""
     blocks: list[Block] = [
         Heading(f"Run report: {run.name}", 1),
         Paragraph(
@@ -404,6 +408,7 @@ def build_blocks(
         Table(("fact", "value"), tuple(trial_facts(run))),
     ]
     blocks += conditions_blocks(run.ok.to_dict("records"))
+    blocks += clients_blocks(client_nodes)
     reasons = failure_reasons(run)
     if reasons:
         blocks += [
@@ -454,6 +459,7 @@ def write_report(
     """Writes `<run>/report/`; `comparisons` are (title, href relative to the report) links;
     `summary` is `summarize_points(run, target_relative_half_width)` when already computed."""
     require_results(run)
+    client_nodes = read_side_table(run.path)  # checked before anything is written
     directory = run.path / REPORT_DIR
     figures_dir = directory / FIGURES_DIR
     if summary is None:
@@ -492,6 +498,7 @@ def write_report(
         target=target_relative_half_width,
         comparisons=comparisons,
         energy=[*idle_blocks(run), *truth_blocks(run), *frame_model_blocks(fits)],
+        client_nodes=client_nodes,
     )
     markdown = directory / "report.md"
     markdown.write_text(to_markdown(blocks), encoding="utf-8")
