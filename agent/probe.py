@@ -68,8 +68,14 @@ def sample() -> ProbeSample:
     )
 
 
-def reset_peak_rss() -> bool:
-    """Start a new peak-RSS window; False where the kernel does not allow it."""
+class _HeldPeak:
+    """The peak before the inner windows' resets (`reset_inner_peak_rss`), which the window
+    they sit in must keep: the kernel has one mark per process."""
+
+    bytes = 0
+
+
+def _write_clear_refs() -> bool:
     try:
         with _CLEAR_REFS.open("wb", buffering=0) as handle:
             handle.write(_RESET_PEAK_RSS)
@@ -78,15 +84,36 @@ def reset_peak_rss() -> bool:
     return True
 
 
-def peak_rss_bytes() -> int:
-    """The peak resident set size since the last reset (VmHWM), else the lifetime peak."""
+def reset_peak_rss() -> bool:
+    """Start a new peak-RSS window (a trial's); False where the kernel does not allow it."""
+    _HeldPeak.bytes = 0
+    return _write_clear_refs()
+
+
+def reset_inner_peak_rss() -> bool:
+    """Reset the mark for a window inside the current one (one message's parse, read raw from
+    VmHWM after it) while `peak_rss_bytes` keeps the current window's peak so far."""
+    _HeldPeak.bytes = max(_HeldPeak.bytes, _vm_hwm_bytes() or 0)
+    return _write_clear_refs()
+
+
+def _vm_hwm_bytes() -> int | None:
     try:
         for line in _STATUS.read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return None
+
+
+def peak_rss_bytes() -> int:
+    """The peak resident set size since the last window's reset (VmHWM, and what inner resets
+    held), else the lifetime peak."""
+    hwm = _vm_hwm_bytes()
+    if hwm is None:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return max(hwm, _HeldPeak.bytes)
 
 
 class ProbeWindow:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.errors import UsageError
-from agent.probe import reset_peak_rss
+from agent.probe import reset_inner_peak_rss
 from agent.server.exchange import BodyTooLarge, ServerExchange
 from agent.server.handler import NOT_FOUND, SERVER_HEADER, Handler, Reply, Request, Streamed
 from agent.workloads.payload.codecs import BY_MEDIA_TYPE, media_type
@@ -63,13 +63,12 @@ class Verdict:
 
 
 def judge(content_type: str, body: bytes, digest: str) -> Verdict:
-    """Decode the body (timed, with the peak RSS mark reset just before), then check the values
-    against `digest`. The server's trial peak RSS (its ledger reads the same mark) is therefore
-    at least the last message's parse peak."""
+    """Decode the body (timed, with the peak RSS mark reset just before, the trial's peak so far
+    held by agent.probe), then check the values against `digest`."""
     encoding = BY_MEDIA_TYPE[media_type(content_type)]
     decode = encoding.decode
     rss_before, _ = rss_now_and_peak_bytes()
-    reset_peak_rss()
+    reset_inner_peak_rss()
     start_ns = time.thread_time_ns()
     try:
         dataset = decode(content_type, body)
