@@ -24,10 +24,11 @@ from agent.errors import UsageError
 from agent.frames import FrameCounts
 from agent.limits import ConnectionLimits
 from agent.server.connection import ServerConnection
-from agent.server.handler import Handler, Reply, Request, Streamed
+from agent.server.handler import Handler, Reply, Streamed
 from agent.server.host import HostedConnection
 from agent.server.ledger import TrialLedger, TrialRecord
 from agent.server.listener import Listener, listen
+from agent.server.request import Request
 from agent.settings import to_h2
 from agent.trial_log import TrialLog
 

@@ -60,9 +60,10 @@ from agent.frames import CLIENT_PREFACE, FrameCounts
 from agent.h2setup import h2_connection
 from agent.server.exchange import ExchangeClosed, Header, ServerExchange
 from agent.server.guard import ResetRateGuard
-from agent.server.handler import Reply, Request, Streamed
+from agent.server.handler import Reply, Streamed
 from agent.server.host import ConnectionHost
 from agent.server.lifecycle import ENDED, Input, Lifecycle, State
+from agent.server.request import Request
 from agent.trial_header import TRIAL_HEADER
 
 log = logging.getLogger("h2iot.server")

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from agent.errors import ExchangeClosed, ExchangeStateError
 from agent.exchange_queues import QueuedExchange
-from agent.server.handler import Request
+from agent.server.request import Request
 
 __all__ = ["BodyTooLarge", "ExchangeClosed", "ExchangeStateError", "ServerExchange"]
 

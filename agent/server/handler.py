@@ -13,7 +13,7 @@ the stream. A `Reply` keeps the fast path above, and its request body is dropped
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -21,17 +21,11 @@ if TYPE_CHECKING:
     from agent.server.exchange import ServerExchange
 
 from agent import __version__
+from agent.server.request import Request
 
 GET_OR_HEAD = (b"GET", b"HEAD")
 SERVER_HEADER = (b"server", f"h2iot-agent/{__version__}".encode())
 _EMPTY = memoryview(b"")
-
-
-@dataclass(frozen=True)
-class Request:
-    method: bytes  # b"GET", b"HEAD", ...
-    path: str  # `:path` as sent, query included
-    headers: Mapping[bytes, bytes]  # every header field, pseudo-headers included
 
 
 @dataclass(frozen=True)

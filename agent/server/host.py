@@ -16,7 +16,8 @@ from h2.settings import SettingCodes
 
 from agent.frames import FrameCounts
 from agent.limits import ConnectionLimits
-from agent.server.handler import Reply, Request, Streamed
+from agent.server.handler import Reply, Streamed
+from agent.server.request import Request
 
 
 class HostedConnection(Protocol):

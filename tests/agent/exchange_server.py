@@ -35,7 +35,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from agent.server.app import ServerOptions, serve
 from agent.server.exchange import ExchangeClosed, ServerExchange
-from agent.server.handler import NOT_FOUND, Reply, Request, Streamed
+from agent.server.handler import NOT_FOUND, Reply, Streamed
+from agent.server.request import Request
 from agent.settings import parse_settings
 
 LIMITED_BYTES = 1000

@@ -29,7 +29,8 @@ from agent.client.trial import TrialSession
 from agent.errors import ExchangeClosed, ExchangeRefused, UsageError
 from agent.flow import FlowControlOptions
 from agent.server.app import handler_settings
-from agent.server.handler import NOT_FOUND, Reply, Request, Streamed
+from agent.server.handler import NOT_FOUND, Reply, Streamed
+from agent.server.request import Request
 from tests.agent.servers import agent_server, listening_line
 
 SERVER_SCRIPT = Path(__file__).with_name("exchange_server.py")

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from agent.errors import PeerProtocolError
-from agent.server.handler import Reply, Request, Streamed
+from agent.server.handler import Reply, Streamed
+from agent.server.request import Request
 from agent.workloads.payload.codecs import ENCODINGS
 from agent.workloads.payload.dataset import digest, make_dataset
 from agent.workloads.payload.errors import PayloadError

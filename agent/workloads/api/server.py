@@ -11,7 +11,8 @@ from pathlib import Path
 
 from agent.errors import ExchangeClosed, UsageError
 from agent.server.exchange import BodyTooLarge, ServerExchange
-from agent.server.handler import SERVER_HEADER, Handler, Reply, Request, Streamed
+from agent.server.handler import SERVER_HEADER, Handler, Reply, Streamed
+from agent.server.request import Request
 from agent.workloads.api.layers import open_layer
 from agent.workloads.api.rest import JSON_CONTENT_TYPE, WITH_BODY, Answer, Api, Target, locate
 from agent.workloads.api.spec import API

@@ -17,8 +17,8 @@ from agent.server.handler import (
     SERVER_HEADER,
     Handler,
     Reply,
-    Request,
 )
+from agent.server.request import Request
 from agent.workloads.blob.body import PATH_PREFIX, blob_body
 from agent.workloads.blob.spec import BLOB
 from agent.workloads.spec import ParamError

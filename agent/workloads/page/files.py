@@ -10,14 +10,8 @@ from pathlib import Path
 
 from agent.errors import UsageError
 from agent.paths import resolve_under_root
-from agent.server.handler import (
-    GET_OR_HEAD,
-    METHOD_NOT_ALLOWED,
-    NOT_FOUND,
-    SERVER_HEADER,
-    Reply,
-    Request,
-)
+from agent.server.handler import GET_OR_HEAD, METHOD_NOT_ALLOWED, NOT_FOUND, SERVER_HEADER, Reply
+from agent.server.request import Request
 from agent.site.content_types import content_type_for
 
 

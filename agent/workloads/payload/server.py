@@ -26,7 +26,8 @@ from pathlib import Path
 from agent.errors import UsageError
 from agent.probe import reset_inner_peak_rss
 from agent.server.exchange import BodyTooLarge, ServerExchange
-from agent.server.handler import NOT_FOUND, SERVER_HEADER, Handler, Reply, Request, Streamed
+from agent.server.handler import NOT_FOUND, SERVER_HEADER, Handler, Reply, Streamed
+from agent.server.request import Request
 from agent.workloads.payload.codecs import BY_MEDIA_TYPE, media_type
 from agent.workloads.payload.dataset import pack
 from agent.workloads.payload.errors import DecodeError, PayloadError

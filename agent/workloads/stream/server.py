@@ -40,7 +40,8 @@ from wsproto.frame_protocol import CloseReason
 
 from agent.errors import ExchangeClosed, UsageError
 from agent.server.exchange import ServerExchange
-from agent.server.handler import NOT_FOUND, SERVER_HEADER, Handler, Reply, Request, Streamed
+from agent.server.handler import NOT_FOUND, SERVER_HEADER, Handler, Reply, Streamed
+from agent.server.request import Request
 from agent.workloads.spec import ParamError
 from agent.workloads.stream import grpcwire, proto
 from agent.workloads.stream.errors import GrpcStatusError, ItemError
