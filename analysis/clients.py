@@ -12,11 +12,11 @@ Pure: rows in (mappings of column -> cell, as the CSV holds them), findings out.
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.conditions import cell_number
 from analysis.document import Block, Bullets, Heading, Paragraph, Table
 from analysis.errors import RunFormatError
 
@@ -41,14 +41,6 @@ def read_side_table(run_dir: Path) -> list[dict[str, str]]:
         return list(reader)
 
 
-def _number(cell: str | None) -> float | None:
-    try:
-        value = float(cell) if cell not in (None, "") else math.nan
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
 @dataclass(frozen=True)
 class NodeStarts:
     node: str
@@ -63,10 +55,10 @@ class NodeStarts:
 
 
 def _late(row: Row, longest_s: float | None) -> bool:
-    lag = _number(row.get("start_lag_s"))
+    lag = cell_number(row.get("start_lag_s"))
     if lag is None or longest_s is None:
         return False
-    uncertainty_s = (_number(row.get("clock_uncertainty_ns")) or 0.0) / 1e9
+    uncertainty_s = (cell_number(row.get("clock_uncertainty_ns")) or 0.0) / 1e9
     return abs(lag) > max(LATE_FRACTION * longest_s, uncertainty_s)
 
 
@@ -74,7 +66,7 @@ def node_starts(rows: Sequence[Row]) -> list[NodeStarts]:
     """One entry per node, in the order the table first names them."""
     longest: dict[tuple[str, str], float] = {}
     for row in rows:
-        response = _number(row.get("response_s"))
+        response = cell_number(row.get("response_s"))
         if response is not None:
             key = (row["trial_id"], row["attempt"])
             longest[key] = max(longest.get(key, 0.0), response)
@@ -83,7 +75,7 @@ def node_starts(rows: Sequence[Row]) -> list[NodeStarts]:
         nodes.setdefault(row["node"], []).append(row)
     found = []
     for node, own in nodes.items():
-        lags = sorted(lag for r in own if (lag := _number(r.get("start_lag_s"))) is not None)
+        lags = sorted(lag for r in own if (lag := cell_number(r.get("start_lag_s"))) is not None)
         late = tuple(
             r["trial_id"] for r in own if _late(r, longest.get((r["trial_id"], r["attempt"])))
         )

@@ -38,7 +38,8 @@ REASONS = ("throttled", "hot", "governor changed", "clock changed", "busy")
 Row = Mapping[str, object]
 
 
-def _number(cell: object) -> float | None:
+def cell_number(cell: object) -> float | None:
+    """A CSV cell as a number; None when it is empty, not a number, or NaN."""
     if cell is None or cell == "":
         return None
     try:
@@ -101,9 +102,11 @@ def node_conditions(rows: Sequence[Row], role: str) -> NodeConditions:
     columns = {name: f"{role}_{name}" for name in FIELDS}
     read = [row for row in rows if any(_text(row.get(c)) is not None for c in columns.values())]
     governors = Counter(g for row in read if (g := _text(row.get(columns["governor"]))) is not None)
-    clocks = [c for row in read if (c := _number(row.get(columns["cpu_freq_mhz"]))) is not None]
-    temps = [t for row in read if (t := _number(row.get(columns["temp_c"]))) is not None]
-    others = [o for row in read if (o := _number(row.get(columns["other_cpu_pct"]))) is not None]
+    clocks = [c for row in read if (c := cell_number(row.get(columns["cpu_freq_mhz"]))) is not None]
+    temps = [t for row in read if (t := cell_number(row.get(columns["temp_c"]))) is not None]
+    others = [
+        o for row in read if (o := cell_number(row.get(columns["other_cpu_pct"]))) is not None
+    ]
     usual_governor = governors.most_common(1)[0][0] if governors else None
     usual_clock = Counter(clocks).most_common(1)[0][0] if clocks else None
     first_flags = next(
@@ -117,20 +120,20 @@ def node_conditions(rows: Sequence[Row], role: str) -> NodeConditions:
             flags & THROTTLED_NOW or flags & THROTTLED_SINCE_BOOT & ~first_flags
         ):
             flagged["throttled"].append(trial)
-        temp = _number(row.get(columns["temp_c"]))
+        temp = cell_number(row.get(columns["temp_c"]))
         if temp is not None and temp >= HOT_C:
             flagged["hot"].append(trial)
         governor = _text(row.get(columns["governor"]))
         if governor is not None and governor != usual_governor:
             flagged["governor changed"].append(trial)
-        clock = _number(row.get(columns["cpu_freq_mhz"]))
+        clock = cell_number(row.get(columns["cpu_freq_mhz"]))
         if (
             clock is not None
             and usual_clock
             and abs(clock - usual_clock) > CLOCK_CHANGE_FRACTION * usual_clock
         ):
             flagged["clock changed"].append(trial)
-        other = _number(row.get(columns["other_cpu_pct"]))
+        other = cell_number(row.get(columns["other_cpu_pct"]))
         if other is not None and other > BUSY_PCT:
             flagged["busy"].append(trial)
     return NodeConditions(
