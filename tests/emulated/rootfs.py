@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -88,14 +89,32 @@ def root_dir(arch: str, mirror: str) -> Path:
     return CACHE_DIR / f"{SUITE}-{arch}-{key}"
 
 
-def enable_binfmt(arch: str) -> None:
-    """Mount binfmt_misc if needed and enable arch's qemu entry (idempotent; needs root)."""
-    entries = Path("/proc/sys/fs/binfmt_misc")
-    if not (entries / "register").exists():
-        _run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(entries)], "mounting binfmt_misc")
+BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
+# One mount at a time, across the threads of ensure_roots and the processes that build roots at
+# once (.ci/run's step and a test session): a second `mount` of binfmt_misc fails with
+# "already mounted", which is the state it wanted.
+_BINFMT_THREADS = threading.Lock()
+BINFMT_LOCK = Path(os.environ.get("H2IOT_BINFMT_LOCK", "/run/lock/h2iot-binfmt.lock"))
+
+
+def enable_binfmt(arch: str, entries: Path = BINFMT_DIR) -> None:
+    """Mount binfmt_misc if needed and enable arch's qemu entry (idempotent, safe to call from
+    several threads and processes at once; needs root)."""
     entry = ARCHES[arch].binfmt
-    if not (entries / entry).exists() or "enabled" not in (entries / entry).read_text():
-        _run(["update-binfmts", "--enable", entry], f"enabling {entry}")
+    with _BINFMT_THREADS, _locked(BINFMT_LOCK):
+        if not (entries / "register").exists():
+            try:
+                _run(
+                    ["mount", "-t", "binfmt_misc", "binfmt_misc", str(entries)],
+                    "mounting binfmt_misc",
+                )
+            except RootfsError:
+                # Mounted meanwhile by something outside our locks (systemd, binfmt-support's
+                # own scripts): what counts is that it is there now.
+                if not (entries / "register").exists():
+                    raise
+        if not (entries / entry).exists() or "enabled" not in (entries / entry).read_text():
+            _run(["update-binfmts", "--enable", entry], f"enabling {entry}")
 
 
 @contextmanager
