@@ -77,15 +77,18 @@ class IntervalTally:
     at most one line per `interval_s`, carrying what happened since the previous line."""
 
     interval_s: float
-    _last_line_s: float | None = field(default=None, init=False)
+    # When the next line may be told. Kept as an instant rather than compared as a difference:
+    # `(t + interval) - t` can round below the interval, which kept a count waiting past the
+    # instant a caller computed as `t + interval` (and for ever, if nothing came later).
+    _next_line_s: float | None = field(default=None, init=False)
     _counts: dict[str, int] = field(default_factory=dict, init=False)
 
     def note(self, now_s: float, **counts: int) -> dict[str, int] | None:
         for name, count in counts.items():
             self._counts[name] = self._counts.get(name, 0) + count
-        if self._last_line_s is not None and now_s - self._last_line_s < self.interval_s:
+        if self._next_line_s is not None and now_s < self._next_line_s:
             return None
-        self._last_line_s = now_s
+        self._next_line_s = now_s + self.interval_s
         due, self._counts = self._counts, {}
         return due
 
