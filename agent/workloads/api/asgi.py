@@ -1,26 +1,38 @@
 """The api workload as a Starlette app: the ecosystem's production stack (hypercorn serves it
 over HTTP/2) answering the same REST semantics (agent.workloads.api.rest) over the same
-database and data layer as the agent's own server. Starlette routes and reads the body; the
-endpoints are `async def`, so they run on the event loop as the agent's handler does (a
-threadpool hop per request would cost more than the query it frees the loop from).
+database and data layer as the agent's own server. Starlette reads the body; its router sends
+every request to the one endpoint, which finds the target with the agent's own parsers
+(agent.workloads.api.parse), so both stacks refuse the same requests alike. The endpoint is
+`async def`, so it runs on the event loop as the agent's handler does (a threadpool hop per
+request would cost more than the query it frees the loop from).
+
+Hypercorn 0.18 ends the whole connection (a KeyError in its h2 protocol; hypercorn issue #329)
+when DATA arrives for a stream whose response has ended, so this app never ends a response
+while its request's body is still coming: a body the API does not take is read to its end and
+dropped first, and one over the limit gets its 413 at once, the stream's end held back until
+the rest has come and been dropped. (The agent's own server resets such a stream instead, which
+ASGI cannot ask for; hypercorn gives the client credit for every byte at once either way.)
 
 `Activity` sees every request and response of the app: the hypercorn engine's trial records
 take their request counts and serve window from it."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import request_response
+from starlette.types import Receive, Scope, Send
 
 from agent.probe import ProbeSample, sample
-from agent.workloads.api.rest import Answer, Api, Target, too_large
-from agent.workloads.api.schema import BY_NAME
+from agent.workloads.api.parse import declared_over_limit, locate
+from agent.workloads.api.rest import Answer, Api, drop, read_within
 
-_NO_ROUTE = Answer.error(404, "no such resource (see /api/<resource>)")
+_JSON = "application/json"
+_GONE = Response(status_code=400)  # never delivered: its stream was reset
 
 
 @dataclass
@@ -47,26 +59,62 @@ class Activity:
         self.last = sample()
 
 
-async def read_limited(request: Request, limit_bytes: int) -> bytes | None:
-    """The body, or None as soon as it is known to be over `limit_bytes` (declared or counted):
-    the rest is never read."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit_bytes:
-        return None
-    chunks, total = [], 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit_bytes:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _target_path(scope: Scope) -> str:
+    """`:path` as the client sent it, decoded as the agent's own server decodes it. Not
+    hypercorn's `path`, which is percent-decoded: the agent's own server has no route for
+    `/api/customers/%31`, so it must not be row 1 here."""
+    raw: bytes = scope.get("raw_path") or scope["path"].encode()
+    query: bytes = scope["query_string"]
+    return (raw + b"?" + query if query else raw).decode("utf-8", errors="replace")
+
+
+def _declared(request: Request) -> bytes | None:
+    value = request.headers.get("content-length")
+    return None if value is None else value.encode("latin-1")  # as Starlette decoded it
+
+
+def _headers(answer: Answer) -> dict[str, str]:
+    return {name.decode("latin-1"): value.decode("latin-1") for name, value in answer.headers}
 
 
 def _response(answer: Answer) -> Response:
-    headers = {"allow": ", ".join(m.decode() for m in answer.allow)} if answer.allow else None
     if answer.status == 204:
-        return Response(status_code=204, headers=headers)
-    return Response(answer.body, answer.status, headers, media_type="application/json")
+        return Response(status_code=204, headers=_headers(answer))
+    return Response(answer.body, answer.status, _headers(answer), media_type=_JSON)
+
+
+class _EarlyRefusal(Response):
+    """A refusal sent while its request's body is still coming: status, headers and JSON go
+    out at once, the stream's end once the rest of the body has come and been dropped."""
+
+    def __init__(self, answer: Answer, rest: AsyncIterator[bytes]) -> None:
+        super().__init__(answer.body, answer.status, _headers(answer), media_type=_JSON)
+        self._rest = rest
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = {"type": "http.response.start", "status": self.status_code}
+        await send({**start, "headers": self.raw_headers})
+        await send({"type": "http.response.body", "body": self.body, "more_body": True})
+        try:
+            await drop(self._rest)
+        except ClientDisconnect:
+            return  # the client reset the stream: it has its answer, nothing is left to end
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def _answer(api: Api, request: Request) -> Response:
+    target = locate(_target_path(request.scope))
+    method = request.method.encode()
+    chunks = request.stream()
+    if target is None or not target.takes_body(method):
+        await drop(chunks)  # a body nobody asked for (hypercorn: see the module's doc)
+        return _response(api.answer(method, target))
+    body = None
+    if not declared_over_limit(_declared(request), api.body_limit_bytes):
+        body = await read_within(chunks, api.body_limit_bytes)
+    if body is None:
+        return _EarlyRefusal(api.body_too_large(), chunks)
+    return _response(api.answer(method, target, body))
 
 
 def starlette_app(api: Api, activity: Activity | None = None) -> Starlette:
@@ -75,30 +123,16 @@ def starlette_app(api: Api, activity: Activity | None = None) -> Starlette:
     async def endpoint(request: Request) -> Response:
         seen.began()
         try:
-            return _response(await _answer(request))
+            return await _answer(api, request)
+        except ClientDisconnect:
+            # The client reset the stream: nobody to answer (hypercorn drops what is sent on
+            # it), and nothing for Starlette to log as the app's failure.
+            return _GONE
         finally:
             seen.ended()
 
-    async def _answer(request: Request) -> Answer:
-        resource = BY_NAME.get(request.path_params["resource"])
-        if resource is None:
-            return _NO_ROUTE
-        item_id = request.path_params.get("item_id")
-        target = Target(resource, item_id, request.url.query)
-        method = request.method.encode()
-        body = b""
-        if method in (b"POST", b"PUT") and method in target.methods:
-            limited = await read_limited(request, api.body_limit_bytes)
-            if limited is None:
-                api.statuses[413] += 1
-                return too_large(api.body_limit_bytes)
-            body = limited
-        return api.answer(method, target, body)
-
-    methods = ["GET", "POST", "PUT", "DELETE"]
-    return Starlette(
-        routes=[
-            Route("/api/{resource}", endpoint, methods=methods),
-            Route("/api/{resource}/{item_id:int}", endpoint, methods=methods),
-        ]
-    )
+    app = Starlette()
+    # No Starlette route: every request, whatever its path or method, reaches the API's own
+    # refusals (Starlette's are plain text, and the API would not count them).
+    app.router.default = request_response(endpoint)
+    return app

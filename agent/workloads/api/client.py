@@ -21,7 +21,7 @@ from agent.client.connection import ClientConnection, Response
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.run import Prepared
 from agent.client.trial import TrialSession
-from agent.workloads.api.rest import PREFIX
+from agent.workloads.api.parse import PREFIX
 from agent.workloads.api.schema import RESOURCES
 from agent.workloads.api.spec import PER_USER
 from agent.workloads.api.summary import FIELD_NAMES, errors_by_status, summarise

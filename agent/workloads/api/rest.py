@@ -12,27 +12,32 @@ in the HTTP/2 and server machinery the comparison is about.
 Refusals carry {"error": "<one line>"}: 400 a malformed query or body (the message says what),
 404 no such resource or row, 405 a method the path does not take, 409 a reference to a missing
 row or a delete of a referenced one, 413 a body over the limit, 503 the database busy or locked.
-An id is digits only: anything else is no route (404), never text that reaches the database.
+What a client sends is parsed by agent.workloads.api.parse: an id is at most 16 ASCII digits,
+anything else no route (404), never text that reaches the database.
+
+`Api.statuses` counts every answer by status, refusals of a body before it was read whole
+included; each refusal carries that tally in `h2iot-api-tally` (`200=41,404=2`, by status), so
+a client can tell what a server counted. A success carries none: the list pages are the hot
+path, and a header whose value changes on every answer would cost HPACK on each.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from urllib.parse import parse_qsl
 
-from agent.workloads.api.schema import BY_NAME, MAX_INT, BodyError, Resource, parse_body
+from agent.workloads.api.parse import SHOWN_CHARS, RequestError, Target, page, parse_body
 from agent.workloads.api.store import DataLayer, StoreError
 
-PREFIX = "/api/"
-DEFAULT_PAGE = 50
-MAX_PAGE = 1000
 DEFAULT_BODY_LIMIT_BYTES = 64 * 1024
-WITH_BODY = (b"POST", b"PUT")
-COLLECTION_METHODS = (b"GET", b"POST")
-ITEM_METHODS = (b"GET", b"PUT", b"DELETE")
 JSON_CONTENT_TYPE = b"application/json"
+TALLY_HEADER = b"h2iot-api-tally"
+_NO_ROUTE = "no such resource (see /api/<resource>)"
+
+Header = tuple[bytes, bytes]
 
 
 def _dumps(document: object) -> bytes:
@@ -43,65 +48,45 @@ def _dumps(document: object) -> bytes:
 class Answer:
     status: int
     body: bytes = b""  # JSON, or empty (204)
-    allow: tuple[bytes, ...] = ()  # 405: the methods the path takes
+    headers: tuple[Header, ...] = ()  # the API's own (allow, the tally), after the stack's
 
     @classmethod
-    def error(cls, status: int, message: str, allow: tuple[bytes, ...] = ()) -> Answer:
-        return cls(status, _dumps({"error": message}), allow)
+    def error(cls, status: int, message: str, headers: tuple[Header, ...] = ()) -> Answer:
+        return cls(status, _dumps({"error": message}), headers)
+
+    @property
+    def refusal(self) -> bool:
+        return not 200 <= self.status < 300
 
 
 def too_large(limit_bytes: int) -> Answer:
     return Answer.error(413, f"the body is over the limit of {limit_bytes} bytes")
 
 
-@dataclass(frozen=True)
-class Target:
-    """Where a request goes: a resource, one of its rows (or the collection), the query."""
-
-    resource: Resource
-    item_id: int | None
-    query: str
-
-    @property
-    def methods(self) -> tuple[bytes, ...]:
-        return COLLECTION_METHODS if self.item_id is None else ITEM_METHODS
-
-
-def locate(path: str) -> Target | None:
-    """The target of `:path`, or None (404)."""
-    path, _, query = path.partition("?")
-    if not path.startswith(PREFIX):
-        return None
-    name, _, item = path[len(PREFIX) :].partition("/")
-    resource = BY_NAME.get(name)
-    if resource is None:
-        return None
-    if not item:
-        return Target(resource, None, query)
-    # ASCII digits only: str.isdigit() also takes other scripts' digits, which int() reads.
-    if not item.isascii() or not item.isdigit() or len(item) > 16:
-        return None
-    return Target(resource, int(item), query)
+async def read_within(chunks: AsyncIterator[bytes], limit_bytes: int) -> bytes | None:
+    """A body from its chunks as they arrive, or None as soon as it is over `limit_bytes`: what
+    is left of `chunks` is never read here (each stack decides what becomes of it)."""
+    parts, total = [], 0
+    async for chunk in chunks:
+        total += len(chunk)
+        if total > limit_bytes:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
 
 
-def _page(query: str) -> tuple[int, int]:
-    """(limit, offset) from a list's query string; BodyError naming the parameter."""
-    limit, offset = DEFAULT_PAGE, 0
-    for name, value in parse_qsl(query, keep_blank_values=True):
-        if name not in ("limit", "offset"):
-            continue
-        if not value.isascii() or not value.isdigit() or len(value) > 16:
-            raise BodyError(f"{name}: expected a whole number, got {value!r}")
-        number = int(value)
-        if name == "limit":
-            if not 1 <= number <= MAX_PAGE:
-                raise BodyError(f"limit: {number} is outside 1..{MAX_PAGE}")
-            limit = number
-        else:
-            if number > MAX_INT:
-                raise BodyError(f"offset: {number} is outside 0..{MAX_INT}")
-            offset = number
-    return limit, offset
+async def drop(chunks: AsyncIterator[bytes], limit_bytes: float = math.inf) -> None:
+    """Read what is left of a body and drop it, to its end or until over `limit_bytes`."""
+    dropped = 0
+    async for chunk in chunks:
+        dropped += len(chunk)
+        if dropped > limit_bytes:
+            return
+
+
+def tally(statuses: Counter[int]) -> bytes:
+    """The `h2iot-api-tally` value: answers by status, ascending (`200=41,404=2`)."""
+    return b",".join(b"%d=%d" % item for item in sorted(statuses.items()))
 
 
 class Api:
@@ -113,23 +98,35 @@ class Api:
         self.statuses: Counter[int] = Counter()
 
     def answer(self, method: bytes, target: Target | None, body: bytes = b"") -> Answer:
-        answer = self._answer(method, target, body)
+        return self._counted(self._answer(method, target, body))
+
+    def body_too_large(self) -> Answer:
+        """The 413 of a body refused before it was read whole (by its declared length, or as
+        its running total passed the limit), counted like every answer."""
+        return self._counted(too_large(self.body_limit_bytes))
+
+    def _counted(self, answer: Answer) -> Answer:
         self.statuses[answer.status] += 1
-        return answer
+        if not answer.refusal:
+            return answer
+        counted = (TALLY_HEADER, tally(self.statuses))
+        return Answer(answer.status, answer.body, (*answer.headers, counted))
 
     def _answer(self, method: bytes, target: Target | None, body: bytes) -> Answer:
         if target is None:
-            return Answer.error(404, "no such resource (see /api/<resource>)")
+            return Answer.error(404, _NO_ROUTE)
         if method not in target.methods:
             allowed = ", ".join(m.decode() for m in target.methods)
             return Answer.error(
-                405, f"{method.decode(errors='replace')}: use {allowed}", target.methods
+                405,
+                f"{method[:SHOWN_CHARS].decode(errors='replace')}: use {allowed}",
+                ((b"allow", b", ".join(target.methods)),),
             )
         if len(body) > self.body_limit_bytes:
             return too_large(self.body_limit_bytes)
         try:
             return self._dispatch(method, target, body)
-        except BodyError as exc:
+        except RequestError as exc:
             return Answer.error(400, str(exc))
         except StoreError as exc:
             return Answer.error(exc.status, f"{target.resource.name}: {exc}")
@@ -138,7 +135,7 @@ class Api:
         layer, resource, item_id = self.layer, target.resource, target.item_id
         if item_id is None:
             if method == b"GET":
-                limit, offset = _page(target.query)
+                limit, offset = page(target.query)
                 items = layer.list(resource, limit, offset)
                 return Answer(200, _dumps({"items": items, "limit": limit, "offset": offset}))
             row = layer.create(resource, parse_body(resource, body, partial=False))

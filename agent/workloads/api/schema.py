@@ -1,19 +1,17 @@
 """The api workload's inventory: seven resources (orders and six related ones) with the kinds of
 fields the reference's service had (ids, tenant, version, timestamps, strings, booleans, and
-references between resources), their deterministic seed rows, and the check of a request body.
-Pure: the data layers (agent.workloads.api.sql, .orm) and both server stacks read this one
-declaration, so the two layers store and answer exactly the same rows.
+references between resources) and their deterministic seed rows. Pure: the data layers
+(agent.workloads.api.sql, .orm), the parsers of what clients send (agent.workloads.api.parse)
+and both server stacks read this one declaration, so the two layers store and answer exactly
+the same rows.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
-
-from agent.errors import AgentError
 
 ColumnKind = Literal["int", "str", "bool", "ref"]
 JsonValue = int | str | bool
@@ -191,67 +189,3 @@ def seed_rows(resource: Resource, records: int) -> Iterator[tuple[JsonValue, ...
         stamp = timestamp(SEED_EPOCH + timedelta(seconds=row))
         values = tuple(_seed_value(resource, column, row, records) for column in resource.fields)
         yield (row, *values, 1, stamp, stamp)
-
-
-class BodyError(AgentError):
-    """A request body or query the API refuses (400, the peer's mistake); the message says what
-    is wrong, naming the field."""
-
-
-def _checked(resource: Resource, name: str, value: object) -> JsonValue:
-    try:
-        column = resource.column(name)
-    except KeyError:
-        writable = ", ".join(resource.field_names)
-        raise BodyError(
-            f"{name!r} is not a field of {resource.name} (its fields: {writable})"
-        ) from None
-    if column.kind == "bool":
-        if not isinstance(value, bool):
-            raise BodyError(f"{name}: expected true or false, got {json.dumps(value)}")
-        return value
-    if column.kind == "str":
-        if not isinstance(value, str):
-            raise BodyError(f"{name}: expected a string, got {json.dumps(value)}")
-        if len(value) > MAX_STRING_CHARS:
-            raise BodyError(f"{name}: longer than {MAX_STRING_CHARS} characters")
-        return value
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BodyError(f"{name}: expected an integer, got {json.dumps(value)}")
-    low = 1 if column.kind == "ref" else 0
-    if not low <= value <= MAX_INT:
-        raise BodyError(f"{name}: {value} is outside {low}..{MAX_INT}")
-    return value
-
-
-def parse_body(resource: Resource, body: bytes, *, partial: bool) -> dict[str, JsonValue]:
-    """A create (every field) or update (`partial`: at least one) body as checked fields;
-    BodyError naming what is wrong otherwise. Server columns (id, version, timestamps) are not
-    the client's to write."""
-    try:
-        # Decoded here: json.loads would guess UTF-16 or UTF-32 from the first bytes.
-        document = json.loads(body.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise BodyError("the body is not UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise BodyError(
-            f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    if not isinstance(document, dict):
-        raise BodyError(f"expected a JSON object of {resource.name} fields")
-    fields = {}
-    for name, value in document.items():
-        if name in SERVER_COLUMNS:
-            raise BodyError(f"{name!r} is set by the server, not the client")
-        fields[name] = _checked(resource, name, value)
-    if partial:
-        if not fields:
-            raise BodyError(
-                f"no field to update (the fields of {resource.name}: "
-                f"{', '.join(resource.field_names)})"
-            )
-    else:
-        missing = [name for name in resource.field_names if name not in fields]
-        if missing:
-            raise BodyError(f"missing field(s): {', '.join(missing)}")
-    return fields
