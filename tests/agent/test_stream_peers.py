@@ -225,6 +225,28 @@ def test_our_client_reports_hypercorns_close_code(tmp_path: Path) -> None:
     assert "closed by the server with" in record["error"] and "1011" in record["error"]
 
 
+@pytest.mark.parametrize(
+    ("transport", "hostile", "error"),
+    [
+        ("sse", "nesting", "not a json item: maximum recursion depth exceeded"),
+        ("websocket", "nesting", "not a json item: maximum recursion depth exceeded"),
+        ("sse", "value", "item 0: 'value' must be a number"),
+        ("websocket", "stamp", "item 0: 't_ns' must be an integer in 0..2^64-1"),
+    ],
+)
+def test_our_client_refuses_an_item_it_cannot_hold(
+    tmp_path: Path, transport: str, hostile: str, error: str
+) -> None:
+    """A server's bytes that a decoder chokes on (a recursion, a number no double or clock
+    holds) fail the trial with the reason, a record like any other (they were tracebacks)."""
+    with hypercorn(tmp_path) as url:
+        record = trial(
+            url + f"hostile-{hostile}/", f"transport={transport}", "payload_doubles=1000"
+        )
+    assert not record["ok"] and record["error"].startswith(error), record["error"]
+    assert record["metrics"]["items_received"] == 0
+
+
 def websocket(client: H2Client, path: str) -> int:
     return client.open(
         "CONNECT",
@@ -358,6 +380,15 @@ def test_a_grpcio_status_reaches_the_record() -> None:
     assert not record["ok"]
     assert record["error"] == "gRPC status UNAVAILABLE: the test server gives up"
     assert record["metrics"]["items_received"] == 1
+
+
+def test_a_count_that_is_no_number_fails_the_trial_naming_it() -> None:
+    with grpc_server(Behaviour(published_trailer="9" * 5000)) as port:
+        record = trial(f"http://127.0.0.1:{port}/", "transport=grpc")
+    assert not record["ok"]
+    assert record["error"].startswith("gRPC: trailer h2iot-items-published '99999")
+    assert record["error"].endswith("is not a count") and len(record["error"]) < 200
+    assert record["metrics"]["items_received"] == ITEMS
 
 
 # A subscriber that stops reading, or goes away ----------------------------------------------------

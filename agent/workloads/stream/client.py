@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
 
 from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
@@ -223,7 +222,7 @@ class StreamDriver:
             grpcwire.frame_message(proto.encode_subscription(self.subscription)), end_stream=True
         )
         response = await self._opened(exchange, grpcwire.CONTENT_TYPE)
-        _check_grpc_status(response.headers, trailers_only=True)
+        grpcwire.check_status(response.headers, trailers_only=True)
         reader = grpcwire.MessageReader(self.subscription.max_item_bytes)
         try:
             while (chunk := await exchange.receive()) is not None:
@@ -241,10 +240,11 @@ class StreamDriver:
                 grpcwire.Status.INTERNAL, "gRPC: the stream ended inside a message"
             )
         trailers = exchange.trailers or {}
-        _check_grpc_status(trailers, trailers_only=False)
+        grpcwire.check_status(trailers, trailers_only=False)
         self.reception.ended(
             StreamEnd(
-                _count(trailers, proto.TRAILER_PUBLISHED), _count(trailers, proto.TRAILER_DROPPED)
+                grpcwire.trailer_count(trailers, proto.TRAILER_PUBLISHED),
+                grpcwire.trailer_count(trailers, proto.TRAILER_DROPPED),
             )
         )
 
@@ -297,29 +297,3 @@ class StreamDriver:
             "peer_clock_offset_ns": None if clock is None else clock.offset_ns,
             "peer_clock_uncertainty_ns": None if clock is None else clock.uncertainty_ns,
         }
-
-
-def _check_grpc_status(headers: Mapping[bytes, bytes], *, trailers_only: bool) -> None:
-    status = headers.get(b"grpc-status")
-    if status is None:
-        if trailers_only:
-            return
-        raise GrpcStatusError(grpcwire.Status.INTERNAL, "gRPC: the call ended without grpc-status")
-    try:
-        code = int(status)
-    except ValueError:
-        raise GrpcStatusError(grpcwire.Status.INTERNAL, f"gRPC: grpc-status {status!r}") from None
-    if code != grpcwire.Status.OK:
-        message = grpcwire.decode_grpc_message(headers.get(b"grpc-message", b""))
-        known = {status.value: status.name for status in grpcwire.Status}
-        name = known.get(code, str(code))
-        raise GrpcStatusError(code, f"gRPC status {name}: {message}")
-    if trailers_only:
-        raise GrpcStatusError(grpcwire.Status.INTERNAL, "gRPC: the call ended before any item")
-
-
-def _count(trailers: Mapping[bytes, bytes], name: bytes) -> int:
-    value = trailers.get(name, b"")
-    if not value.isdigit():
-        raise StreamPeerError(f"gRPC: trailer {name.decode()} {value!r} is not a count")
-    return int(value)

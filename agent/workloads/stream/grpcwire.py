@@ -1,6 +1,6 @@
 """gRPC over HTTP/2, the parts this workload speaks, pure: length-prefixed messages (a flag
-byte, a 4-byte big-endian length, the message), status codes, and the percent-encoding of
-`grpc-message`.
+byte, a 4-byte big-endian length, the message), status codes, the percent-encoding of
+`grpc-message`, and the numbers a client reads from a call's headers and trailers.
 
 The reader refuses a message as soon as its 5-byte prefix declares more than the limit, before
 buffering any of it (RESOURCE_EXHAUSTED, as grpcio does past its max_receive_message_length),
@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Mapping
 
 from agent.workloads.stream.errors import GrpcStatusError
 
 CONTENT_TYPE = b"application/grpc"
 _PREFIX = struct.Struct(">BI")
+# A status or a count (a uint64) in a header: at most 20 decimal digits. Longer is neither, and
+# Python's int() refuses a string of thousands of digits with a ValueError of its own.
+_MAX_COUNT_DIGITS = 20
 
 
 class Status(enum.IntEnum):
@@ -124,3 +128,36 @@ def decode_grpc_message(value: bytes) -> str:
             out.append(byte)
             index += 1
     return out.decode(errors="replace")
+
+
+def check_status(headers: Mapping[bytes, bytes], *, trailers_only: bool) -> None:
+    """Nothing if the call goes on (`trailers_only`: these are the response's headers, without
+    a status) or ended OK; GrpcStatusError with the peer's status, or INTERNAL for a status
+    that is not a number, otherwise."""
+    status = headers.get(b"grpc-status")
+    if status is None:
+        if trailers_only:
+            return
+        raise GrpcStatusError(Status.INTERNAL, "gRPC: the call ended without grpc-status")
+    if not (status.isdigit() and len(status) <= _MAX_COUNT_DIGITS):
+        shown = status[:40].decode(errors="replace")
+        raise GrpcStatusError(Status.INTERNAL, f"gRPC: grpc-status {shown!r} is not a code")
+    code = int(status)
+    if code != Status.OK:
+        message = decode_grpc_message(headers.get(b"grpc-message", b""))
+        known = {member.value: member.name for member in Status}
+        raise GrpcStatusError(code, f"gRPC status {known.get(code, str(code))}: {message}")
+    if trailers_only:
+        raise GrpcStatusError(Status.INTERNAL, "gRPC: the call ended before any item")
+
+
+def trailer_count(trailers: Mapping[bytes, bytes], name: bytes) -> int:
+    """A count the server put in a trailer; GrpcStatusError (INTERNAL) if it is not one."""
+    value = trailers.get(name, b"")
+    if not (value.isdigit() and len(value) <= _MAX_COUNT_DIGITS):
+        shown = value[:40].decode(errors="replace")
+        more = "..." if len(value) > 40 else ""
+        raise GrpcStatusError(
+            Status.INTERNAL, f"gRPC: trailer {name.decode()} {shown!r}{more} is not a count"
+        )
+    return int(value)

@@ -29,6 +29,8 @@ import cbor2
 from agent.workloads.stream.errors import ItemError
 
 Encoding = Literal["json", "cbor"]
+# The largest count or stamp an item carries (protobuf's uint64).
+MAX_COUNT = 2**64 - 1
 # Offsets cycle through this many positions: a prime, so no payload size lines items up.
 _OFFSETS = 1021
 # An item's value and error come from the pool too, before its payload.
@@ -125,7 +127,9 @@ def sse_body(data: str, encoding: Encoding) -> bytes:
 def _load(body: bytes, encoding: Encoding) -> Mapping[str, object]:
     try:
         loaded = json.loads(body) if encoding == "json" else cbor2.loads(body)
-    except (ValueError, cbor2.CBORDecodeError) as exc:
+    except (ValueError, RecursionError, cbor2.CBORDecodeError) as exc:
+        # json's decoder recurses once per level of nesting: "[[[[..." within one item's
+        # bound is deep enough to exhaust the stack (cbor2 stops at 400 levels itself).
         raise ItemError(f"not a {encoding} item: {exc}") from None
     if not isinstance(loaded, dict):
         raise ItemError(f"a {encoding} item must be a map, got {type(loaded).__name__}")
@@ -133,17 +137,30 @@ def _load(body: bytes, encoding: Encoding) -> Mapping[str, object]:
 
 
 def _int(fields: Mapping[str, object], name: str, what: str) -> int:
+    """A count or stamp as protobuf's 64 bits hold it: JSON and CBOR integers have no bound,
+    and one past a double's range breaks the arithmetic that follows (a latency in s)."""
     value = fields.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ItemError(f"{what}: {name!r} must be an integer >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise ItemError(f"{what}: {name!r} must be an integer in 0..2^64-1, got {_shown(value)}")
     return value
 
 
 def _float(fields: Mapping[str, object], name: str, what: str) -> float:
     value = fields.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ItemError(f"{what}: {name!r} must be a number, got {value!r}")
-    return float(value)
+        raise ItemError(f"{what}: {name!r} must be a number, got {_shown(value)}")
+    try:
+        return float(value)
+    except OverflowError:  # an integer past 2^1024
+        raise ItemError(
+            f"{what}: {name!r} must be a number within a double's range, got {_shown(value)}"
+        ) from None
+
+
+def _shown(value: object) -> str:
+    """A peer's value in a one-line message, however long it is."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def decode_message(body: bytes, encoding: Encoding) -> Tune | StreamEnd:
@@ -159,7 +176,7 @@ def decode_message(body: bytes, encoding: Encoding) -> Tune | StreamEnd:
         if not isinstance(listed, list):
             raise TypeError
         doubles = array("d", listed)  # checks every element at C speed
-    except TypeError:
+    except (TypeError, OverflowError):  # OverflowError: an integer no double holds
         raise ItemError(f"{what}: 'doubles' must be a list of numbers") from None
     return Tune(
         seq,

@@ -104,7 +104,8 @@ def encode_subscription(subscription: Subscription) -> bytes:
 
 
 def decode_subscription(body: bytes) -> Subscription:
-    """The request, its values held to the params' ranges (ParamError otherwise)."""
+    """The request: ItemError if it is not a protobuf SubscribeRequest, SubscriptionError if
+    its values are outside the params' ranges."""
     fields = cast(_SubscribeFields, _parse(_SUBSCRIBE, body, "SubscribeRequest"))
     return checked(fields.rate_hz, fields.payload_doubles, fields.duration_s)
 

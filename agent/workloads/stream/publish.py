@@ -32,13 +32,20 @@ class Publisher:
         self.buffer_bytes = buffer_bytes
 
     async def run(
-        self, sink: Sink, subscription: Subscription, frame: Callable[[Tune], bytes]
+        self,
+        sink: Sink,
+        subscription: Subscription,
+        frame: Callable[[Tune], bytes],
+        first_seq: int = 0,
     ) -> StreamEnd:
-        """Every item of the subscription, then one period of quiet; its counts. Under `drop`
-        the publisher keeps the schedule (late items go out at once, and the bound drops what
-        the subscriber cannot take); under `block`, once more than a period late, it shifts
-        its timeline instead of sending what it missed in a burst. Raises ExchangeClosed if
-        the subscriber goes away."""
+        """Every item of the subscription from `first_seq` on, then one period of quiet; its
+        counts (`published` is the subscription's, items 0..n-1, whatever `first_seq`). Under
+        `drop` the publisher keeps the schedule (late items go out at once, and the bound
+        drops what the subscriber cannot take); under `block`, once more than a period late,
+        it shifts its timeline instead of sending what it missed in a burst. Item `first_seq`
+        is due at once: a resumed subscription (SSE's Last-Event-ID) gets the items it missed
+        at rate_hz from now, not as a burst. Raises ExchangeClosed if the subscriber goes
+        away."""
         loop = asyncio.get_running_loop()
         # Before the timeline starts: the first subscription to a larger payload would
         # otherwise publish its first items late.
@@ -47,8 +54,8 @@ class Publisher:
         period_s = 1.0 / subscription.rate_hz
         start = loop.time()
         dropped = 0
-        for seq in range(schedule.items):
-            delay = start + schedule.due_s(seq) - loop.time()
+        for seq in range(first_seq, schedule.items):
+            delay = start + schedule.due_s(seq - first_seq) - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
             elif self.policy == "block" and -delay > period_s:
@@ -61,7 +68,7 @@ class Publisher:
                 await sink.drain(self.buffer_bytes)
             item = self.pool.item(seq, time.time_ns(), dropped, subscription.payload_doubles)
             sink.send(frame(item))
-        quiet = start + schedule.due_s(schedule.items) - loop.time()
+        quiet = start + schedule.due_s(schedule.items - first_seq) - loop.time()
         if quiet > 0:
             await asyncio.sleep(quiet)
         return StreamEnd(schedule.items, dropped)

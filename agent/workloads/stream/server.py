@@ -1,12 +1,16 @@
 """The stream workload's server side: one handler that publishes tune items over four
 transports on the agent's own HTTP/2 connection.
 
-- SSE: `GET /stream/sse?<subscription>` answers text/event-stream, one event per item (its id
-  the sequence number), then an `end` event with the server's counts.
+- SSE: `GET /stream/sse?<subscription>` answers text/event-stream: one event per item (its id
+  the sequence number; the first also sets the reconnection time, `retry:`), then an `end`
+  event with the server's counts, its id END_EVENT_ID. A reconnect carrying Last-Event-ID
+  resumes after that item, and one carrying the end's id gets 204, which stops an
+  EventSource (agent.workloads.stream.subscription.resumption).
 - WebSocket: `CONNECT /stream/ws?<subscription>` with `:protocol websocket` (RFC 8441; the
-  handler announces SETTINGS_ENABLE_CONNECT_PROTOCOL), framed by wsproto's post-handshake
-  `Connection`: one message per item (text for JSON, binary for CBOR), the counts as a last
-  message, then the close handshake (1000). A frame that breaks RFC 6455 gets close 1002.
+  handler announces SETTINGS_ENABLE_CONNECT_PROTOCOL), framed by wsproto through
+  agent.workloads.stream.websocket: one message per item (text for JSON, binary for CBOR),
+  the counts as a last message, then the close handshake (1000). A frame that breaks RFC 6455
+  gets close 1002 (1007: text that is not UTF-8).
 - gRPC: `POST /h2iot.stream.Telemetry/Subscribe`, server streaming, framed here rather than by
   grpclib: grpclib would run its own h2 connection beside the agent's, so neither the trial's
   HTTP/2 settings nor its accounting (frames, bytes, the trial header, the serve window) would
@@ -22,6 +26,11 @@ Each push subscription runs its own publisher (agent.workloads.stream.publish) u
 server's backpressure policy, so a subscriber that stops reading costs at most about
 `buffer_bytes` plus an item of memory (drop) or holds up only its own publisher (block).
 A subscriber that goes away ends its publisher quietly.
+
+Whatever a client sends is parsed by functions that raise only the workload's own errors
+(agent.workloads.stream.errors), so malformed bytes get a refusal, never a failed handler: 400
+with the reason in one line, a gRPC status, a WebSocket close. Each is counted and logged at
+info level; every answer's head carries the count since the server started (REFUSALS_HEADER).
 """
 
 from __future__ import annotations
@@ -31,20 +40,16 @@ import contextlib
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from wsproto.connection import Connection, ConnectionState, ConnectionType
-from wsproto.events import BytesMessage, CloseConnection, Message, Ping, TextMessage
-from wsproto.frame_protocol import CloseReason
-
 from agent.errors import ExchangeClosed, UsageError
 from agent.server.exchange import ServerExchange
-from agent.server.handler import NOT_FOUND, SERVER_HEADER, Handler, Reply, Streamed
+from agent.server.handler import SERVER_HEADER, Handler, Reply, Streamed
 from agent.server.request import Request
-from agent.workloads.spec import ParamError
 from agent.workloads.stream import grpcwire, proto
-from agent.workloads.stream.errors import GrpcStatusError, ItemError
+from agent.workloads.stream.errors import GrpcStatusError, ItemError, SubscriptionError
 from agent.workloads.stream.item import (
     DoublePool,
     Encoding,
@@ -59,12 +64,16 @@ from agent.workloads.stream.spec import STREAM
 from agent.workloads.stream.sse import CONTENT_TYPE as SSE_CONTENT_TYPE
 from agent.workloads.stream.sse import encode_event
 from agent.workloads.stream.subscription import (
+    END_EVENT_ID,
+    LAST_EVENT_ID,
     POLL_PATH,
     SSE_PATH,
     WEBSOCKET_PATH,
     Subscription,
     parse_query,
+    resumption,
 )
+from agent.workloads.stream.websocket import ServerWebSocket
 
 log = logging.getLogger("h2iot.stream")
 
@@ -72,12 +81,14 @@ log = logging.getLogger("h2iot.stream")
 MAX_REQUEST_BYTES = 4096
 # After its close frame, how long the server waits for the client's before it resets.
 CLOSE_GRACE_S = 2.0
+# An EventSource's wait before it reconnects: shorter than browsers' default (about 3 s), so a
+# subscription whose connection broke resumes sooner.
+RETRY_MS = 1000
+REFUSALS_HEADER = b"h2iot-stream-refusals"  # requests refused since the server started
+# A refusal's reason quotes the peer's bytes; this much of it is enough to tell what was wrong.
+_MAX_REASON_CHARS = 1000
 _CONTENT_TYPES: Mapping[str, bytes] = {"json": b"application/json", "cbor": b"application/cbor"}
-
-
-def _bad_request(message: str) -> Reply:
-    body = memoryview(f"{message}\n".encode())
-    return Reply(400, ((b"content-type", b"text/plain; charset=utf-8"), SERVER_HEADER), body)
+_TEXT = (b"content-type", b"text/plain; charset=utf-8")
 
 
 class StreamHandler:
@@ -85,6 +96,7 @@ class StreamHandler:
 
     def __init__(self, backpressure: Backpressure, buffer_bytes: int) -> None:
         self.publisher = Publisher(DoublePool(), backpressure, buffer_bytes)
+        self.refusals: Counter[str] = Counter()  # by transport and status or close code
         self._routes: Mapping[
             str, tuple[bytes, Callable[[Request, Subscription], Reply | Streamed]]
         ]
@@ -100,31 +112,54 @@ class StreamHandler:
             return self._grpc_call(request)
         route = self._routes.get(path)
         if route is None:
-            return NOT_FOUND
+            return Reply(404, self._head())
         method, answer = route
         if request.method != method:
-            return Reply(405, ((b"allow", method),))
+            return Reply(405, self._head((b"allow", method)))
         try:
             subscription = parse_query(query)
-        except ParamError as exc:
-            return _bad_request(f"{path}: {exc}")
+        except SubscriptionError as exc:
+            return self._bad_request(path, str(exc))
         return answer(request, subscription)
 
-    def _sse_call(self, request: Request, subscription: Subscription) -> Streamed:
-        return Streamed(lambda exchange: self._sse(exchange, subscription))
+    # refusals ----------------------------------------------------------------------------------
+
+    def _refused(self, transport: str, code: int | str, reason: str) -> None:
+        self.refusals[f"{transport} {code}"] += 1
+        log.info("stream: refused %s with %s: %s", transport, code, reason)
+
+    def _head(self, *headers: tuple[bytes, bytes]) -> tuple[tuple[bytes, bytes], ...]:
+        """An answer's headers: these, the server's name and the refusals so far."""
+        return (*headers, SERVER_HEADER, (REFUSALS_HEADER, b"%d" % self.refusals.total()))
+
+    def _bad_request(self, path: str, reason: str) -> Reply:
+        line = _one_line(f"{path}: {reason}")
+        self._refused(path, 400, line)
+        return Reply(400, self._head(_TEXT), memoryview(f"{line}\n".encode()))
+
+    # the transports' requests ------------------------------------------------------------------
+
+    def _sse_call(self, request: Request, subscription: Subscription) -> Reply | Streamed:
+        try:
+            resumed = resumption(request.headers.get(LAST_EVENT_ID), subscription.items)
+        except SubscriptionError as exc:
+            return self._bad_request(SSE_PATH, str(exc))
+        if resumed.ended:
+            return Reply(204, self._head())  # the WHATWG's way to tell an EventSource to stop
+        return Streamed(lambda exchange: self._sse(exchange, subscription, resumed.first_seq))
 
     def _websocket_call(self, request: Request, subscription: Subscription) -> Reply | Streamed:
         if request.headers.get(b":protocol") != b"websocket":
-            return _bad_request(f"{WEBSOCKET_PATH}: an extended CONNECT with :protocol websocket")
+            return self._bad_request(WEBSOCKET_PATH, "an extended CONNECT with :protocol websocket")
         if request.headers.get(b"sec-websocket-version") != b"13":
-            return Reply(426, ((b"sec-websocket-version", b"13"),))
+            return Reply(426, self._head((b"sec-websocket-version", b"13")))
         return Streamed(lambda exchange: self._websocket(exchange, subscription))
 
     def _grpc_call(self, request: Request) -> Reply | Streamed:
         if request.method != b"POST":
-            return Reply(405, ((b"allow", b"POST"),))
+            return Reply(405, self._head((b"allow", b"POST")))
         if not request.headers.get(b"content-type", b"").startswith(grpcwire.CONTENT_TYPE):
-            return Reply(415)
+            return Reply(415, self._head())
         return Streamed(self._grpc)
 
     # poll --------------------------------------------------------------------------------------
@@ -137,52 +172,53 @@ class StreamHandler:
         published_ns = min(now_ns, math.ceil(seq * 1e9 / subscription.rate_hz))
         item = self.publisher.pool.item(seq, published_ns, 0, subscription.payload_doubles)
         body = memoryview(encode_item(item, encoding))
-        return Reply(200, ((b"content-type", _CONTENT_TYPES[encoding]), SERVER_HEADER), body)
+        return Reply(200, self._head((b"content-type", _CONTENT_TYPES[encoding])), body)
 
     # SSE ---------------------------------------------------------------------------------------
 
-    async def _sse(self, exchange: ServerExchange, subscription: Subscription) -> None:
+    async def _sse(
+        self, exchange: ServerExchange, subscription: Subscription, first_seq: int
+    ) -> None:
         encoding = _item_encoding(subscription)
 
+        # The reconnection time rides on the first item's event, not ahead of it: bytes queued
+        # before the first item would count against buffer_bytes and could drop it. The end
+        # event carries it again, for the reconnect after it (which gets 204).
         def frame(item: Tune) -> bytes:
             data = sse_data(encode_item(item, encoding), encoding)
-            return encode_event(data, event_id=str(item.seq))
+            retry_ms = RETRY_MS if item.seq == first_seq else None
+            return encode_event(data, event_id=str(item.seq), retry_ms=retry_ms)
 
         exchange.send_headers(
             200,
-            ((b"content-type", SSE_CONTENT_TYPE), (b"cache-control", b"no-store"), SERVER_HEADER),
+            self._head((b"content-type", SSE_CONTENT_TYPE), (b"cache-control", b"no-store")),
         )
         with contextlib.suppress(ExchangeClosed):
-            end = await self.publisher.run(exchange, subscription, frame)
+            end = await self.publisher.run(exchange, subscription, frame, first_seq)
             data = sse_data(encode_end(end, encoding), encoding)
-            exchange.send(encode_event(data, event="end"), end_stream=True)
+            exchange.send(encode_event(data, "end", END_EVENT_ID, RETRY_MS), end_stream=True)
 
     # WebSocket ---------------------------------------------------------------------------------
 
     async def _websocket(self, exchange: ServerExchange, subscription: Subscription) -> None:
         encoding = _item_encoding(subscription)
-        ws = Connection(ConnectionType.SERVER)
+        socket = ServerWebSocket()
 
         def message(body: bytes) -> bytes:
-            event = TextMessage(body.decode()) if encoding == "json" else BytesMessage(body)
-            return ws.send(event)
+            return socket.message(body, text=encoding == "json")
 
-        exchange.send_headers(200, (SERVER_HEADER,))
+        exchange.send_headers(200, self._head())
         publisher = asyncio.ensure_future(
             self.publisher.run(
                 exchange, subscription, lambda item: message(encode_item(item, encoding))
             )
         )
-        reader = asyncio.ensure_future(_read_websocket(exchange, ws))
+        reader = asyncio.ensure_future(self._read_websocket(exchange, socket))
         try:
             await asyncio.wait((publisher, reader), return_when=asyncio.FIRST_COMPLETED)
-            if (
-                publisher.done()
-                and publisher.exception() is None
-                and ws.state is ConnectionState.OPEN
-            ):
+            if publisher.done() and publisher.exception() is None and socket.open:
                 closing = message(encode_end(publisher.result(), encoding))
-                exchange.send(closing + ws.send(CloseConnection(CloseReason.NORMAL_CLOSURE)))
+                exchange.send(closing + socket.close())
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(reader), CLOSE_GRACE_S)
             if not exchange.closed and not exchange.end_queued:
@@ -197,19 +233,36 @@ class StreamHandler:
                 task.cancel()
             await asyncio.gather(publisher, reader, return_exceptions=True)
 
+    async def _read_websocket(self, exchange: ServerExchange, socket: ServerWebSocket) -> None:
+        """The client's side of the WebSocket, until the socket is closed, refused or its
+        stream ends."""
+        while not socket.closed:
+            chunk = await exchange.receive()
+            if chunk is None:
+                return
+            received = socket.receive(chunk)
+            if received.data or received.end_stream:
+                exchange.send(received.data, end_stream=received.end_stream)
+            if received.refused is not None:
+                self._refused("websocket", received.refused.code, received.refused.reason or "")
+            if received.end_stream:
+                return
+
     # gRPC --------------------------------------------------------------------------------------
 
     async def _grpc(self, exchange: ServerExchange) -> None:
         try:
             subscription = await _grpc_subscription(exchange)
         except GrpcStatusError as exc:
-            exchange.send_headers(200, _grpc_status(exc.code, str(exc)), end_stream=True)
+            reason = _one_line(str(exc))
+            self._refused("grpc", grpcwire.Status(exc.code).name, reason)
+            exchange.send_headers(200, self._head(*_grpc_status(exc.code, reason)), end_stream=True)
             await exchange.drain(0)
             exchange.reset(0)  # NO_ERROR: answered; the rest of the request is not wanted
             return
         except ExchangeClosed:
             return
-        exchange.send_headers(200, ((b"content-type", grpcwire.CONTENT_TYPE), SERVER_HEADER))
+        exchange.send_headers(200, self._head((b"content-type", grpcwire.CONTENT_TYPE)))
         with contextlib.suppress(ExchangeClosed):
             end = await self.publisher.run(
                 exchange,
@@ -223,6 +276,10 @@ class StreamHandler:
                     (proto.TRAILER_DROPPED, str(end.dropped).encode()),
                 )
             )
+
+
+def _one_line(reason: str) -> str:
+    return reason.replace("\r", " ").replace("\n", " ")[:_MAX_REASON_CHARS]
 
 
 def _item_encoding(subscription: Subscription) -> Encoding:
@@ -242,7 +299,8 @@ async def _grpc_subscription(exchange: ServerExchange) -> Subscription:
     while True:
         chunk = await exchange.receive()
         if chunk is None:
-            raise GrpcStatusError(grpcwire.Status.INTERNAL, "the call ended without a request")
+            what = "inside its request message" if reader.partial else "without a request"
+            raise GrpcStatusError(grpcwire.Status.INTERNAL, f"the call ended {what}")
         messages = reader.feed(chunk)
         if messages:
             break
@@ -250,33 +308,8 @@ async def _grpc_subscription(exchange: ServerExchange) -> Subscription:
         return proto.decode_subscription(messages[0])
     except ItemError as exc:
         raise GrpcStatusError(grpcwire.Status.INTERNAL, str(exc)) from None
-    except ParamError as exc:
+    except SubscriptionError as exc:
         raise GrpcStatusError(grpcwire.Status.INVALID_ARGUMENT, str(exc)) from None
-
-
-async def _read_websocket(exchange: ServerExchange, ws: Connection) -> None:
-    """The client's side of a WebSocket: pings answered, messages read and let go, a close
-    answered; a frame that breaks the protocol closes it with 1002. Returns when the
-    WebSocket is closed."""
-    while ws.state is not ConnectionState.CLOSED:
-        chunk = await exchange.receive()
-        if chunk is None:
-            return
-        ws.receive_data(chunk)
-        for event in ws.events():
-            if isinstance(event, Ping):
-                exchange.send(ws.send(event.response()))
-            elif isinstance(event, CloseConnection):
-                if ws.state is ConnectionState.REMOTE_CLOSING:
-                    exchange.send(ws.send(event.response()), end_stream=True)
-                elif ws.state is ConnectionState.OPEN:  # a frame wsproto refused
-                    log.info("websocket %s: %s", exchange.stream_id, event.reason)
-                    exchange.send(
-                        ws.send(CloseConnection(event.code, event.reason)), end_stream=True
-                    )
-                    return
-            elif isinstance(event, Message):
-                pass  # the client has nothing to say; its messages are read and dropped
 
 
 def mount(root: Path | None, params: Mapping[str, object]) -> Handler:

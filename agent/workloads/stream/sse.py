@@ -31,9 +31,12 @@ class Event:
     id: str | None = None
 
 
-def encode_event(data: str, event: str | None = None, event_id: str | None = None) -> bytes:
-    """One event; multi-line data becomes one `data:` line per line."""
-    lines = []
+def encode_event(
+    data: str, event: str | None = None, event_id: str | None = None, retry_ms: int | None = None
+) -> bytes:
+    """One event; multi-line data becomes one `data:` line per line. `retry_ms` sets the
+    reconnection time of the EventSource that reads it."""
+    lines = [] if retry_ms is None else [f"retry: {int(retry_ms)}"]
     if event_id is not None:
         lines.append(f"id: {_one_line(event_id, 'id')}")
     if event is not None:

@@ -4,7 +4,8 @@ client against it checks our gRPC framing, trailers and status handling against 
 Its Subscribe streams the items asked for, each a Tune from the protobuf package, with the
 counts in the trailing metadata; `oversize_doubles` > 0 makes the second item that large
 instead (our client must refuse it as RESOURCE_EXHAUSTED), `abort_code` ends the call with
-that status after the first item."""
+that status after the first item, `published_trailer` replaces the count of items published
+in the trailers."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from agent.workloads.stream.item import DoublePool
 class Behaviour:
     oversize_doubles: int = 0
     abort_code: grpc.StatusCode | None = None
+    published_trailer: str | None = None
 
 
 @contextmanager
@@ -45,7 +47,7 @@ def grpc_server(behaviour: Behaviour) -> Iterator[int]:
             time.sleep(1.0 / asked.rate_hz)
         context.set_trailing_metadata(
             (
-                (proto.TRAILER_PUBLISHED.decode(), str(items)),
+                (proto.TRAILER_PUBLISHED.decode(), behaviour.published_trailer or str(items)),
                 (proto.TRAILER_DROPPED.decode(), "0"),
             )
         )
