@@ -4,12 +4,13 @@ sees the C extensions' allocations too: cbor2, expat, json)."""
 
 from __future__ import annotations
 
+import struct
 import tracemalloc
 from collections.abc import Callable
 
 import pytest
 
-from agent.workloads.payload.codecs import ENCODINGS, envelope, swa
+from agent.workloads.payload.codecs import ENCODINGS, dime, envelope, swa
 from agent.workloads.payload.dataset import MAX_RECORDS, MAX_SIDE, make_dataset
 from agent.workloads.payload.errors import DecodeError
 
@@ -199,3 +200,83 @@ def test_json_is_checked(body: bytes, message: str) -> None:
 )
 def test_packed_bodies_are_checked(body: bytes, message: str) -> None:
     refused_within_bound(lambda: ENCODINGS["raw"].decode("application/octet-stream", body), message)
+
+
+def nested_multipart(depth: int) -> bytes:
+    return b"".join(
+        b'--b%d\r\nContent-Type: multipart/mixed; boundary="b%d"\r\n\r\n' % (level, level + 1)
+        for level in range(depth)
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        nested_multipart(2),
+        nested_multipart(5000),  # the email parser's recursion: a RecursionError in 60 kB
+        b"--b0\r\nContent-Type: message/rfc822\r\n\r\n"
+        + b"Content-Type: message/rfc822\r\n\r\n" * 5000,
+    ],
+)
+def test_a_part_holding_parts_is_refused_as_it_opens(body: bytes) -> None:
+    content_type = 'multipart/related; boundary="b0"'
+    refused_within_bound(lambda: swa.decode(content_type, body), "holds parts of its own")
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "multipart/related; boundary*=idna''%FF",  # UnicodeError, not even "replace" helps
+        "multipart/related; boundary*=punycode''%FF",
+        "multipart/related; boundary*=undefined''x",
+        'multipart/related; boundary="\u20ac"',  # beyond Latin-1: no HTTP field's bytes
+    ],
+)
+def test_a_content_type_no_parser_can_read_is_refused(content_type: str) -> None:
+    body = multipart_body()[1]
+    refused_within_bound(lambda: swa.decode(content_type, body), "multipart: ")
+
+
+def test_an_encoded_start_parameter_is_decoded() -> None:
+    content_type, body = multipart_body()
+    encoded = content_type.replace(
+        'start="<envelope@h2iot>"', "start*=utf-8''%3Cenvelope%40h2iot%3E"
+    )
+    assert swa.decode(encoded, body) == swa.decode(content_type, body)
+    broken = content_type.replace('start="<envelope@h2iot>"', "start*=idna''%FF")
+    refused_within_bound(lambda: swa.decode(broken, body), "the start parameter")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"\\ud800", b"a\\udfffb", b"\xed\xa0\x80"],  # escapes, and UTF-8 of a surrogate
+)
+def test_json_text_holding_a_lone_surrogate_is_refused(text: bytes) -> None:
+    """The json module decodes both to a lone surrogate; the packed form (and the digest the
+    server takes over it) could not be written."""
+    body = b'{"records":[{"flag":true,"text":"%s","number":1}]}' % text
+    refused_within_bound(
+        lambda: ENCODINGS["json"].decode("application/json", body), "a lone surrogate"
+    )
+
+
+def test_a_dime_message_of_many_records_takes_less_memory_than_its_body() -> None:
+    """Ten thousand empty records after the envelope, the last without ME: they are checked
+    one by one and none is kept (a list of them took about 27 times the body)."""
+    message = dime.encode(make_dataset("matrix", 2, 0))[1]
+    envelope_record = dime.read_records(message)[0]
+    end = (
+        dime.HEADER_BYTES
+        + dime.padded(len(dime.SOAP_TYPE))
+        + dime.padded(len(envelope_record.data))
+    )
+    empty = struct.pack(">BBHHHI", 0x08, dime.TYPE_NONE << 4, 0, 0, 0, 0)
+    body = message[:end] + empty * 10_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(DecodeError, match="record 10000: the last record lacks ME"):
+            dime.decode(dime.CONTENT_TYPE, body)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < len(body)

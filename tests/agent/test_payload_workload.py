@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.workloads.payload.codecs import ENCODINGS
+from agent.workloads.payload.codecs import BY_MEDIA_TYPE, ENCODINGS, media_type
 from agent.workloads.payload.dataset import digest, make_dataset
 from agent.workloads.payload.protocol import (
     DECODE_CPU_HEADER,
@@ -21,9 +21,11 @@ from agent.workloads.payload.protocol import (
     REFUSALS_HEADER,
     RSS_ADDED_HEADER,
     RSS_PEAK_HEADER,
+    SOAP_ACTION,
+    SOAP_ACTION_HEADER,
 )
 from tests.agent.servers import RunningServer, agent_server, run_agent
-from tests.agent.test_payload_refusals import BILLION_LAUGHS
+from tests.agent.test_payload_refusals import BILLION_LAUGHS, nested_multipart
 from tests.conftest import require_tool
 
 BODY_LIMIT_BYTES = 4 * 2**20
@@ -101,15 +103,24 @@ def test_dime_chunking_changes_the_body_not_the_values(payload_server: RunningSe
 
 
 def curl_post(
-    url: str, content_type: str, body: bytes, sha256: str, tmp: Path
+    url: str,
+    content_type: str,
+    body: bytes,
+    sha256: str,
+    tmp: Path,
+    soap_action: bytes | None = SOAP_ACTION,
 ) -> tuple[int, dict[str, str], str]:
+    """POST with curl; a SOAP encoding's request carries `soap_action` unless it is None."""
     body_path = tmp / "body"
     body_path.write_bytes(body)
+    encoding = BY_MEDIA_TYPE.get(media_type(content_type))
+    fields = ["-H", f"content-type: {content_type}", "-H", f"{DIGEST_HEADER.decode()}: {sha256}"]
+    if encoding is not None and encoding.soap and soap_action is not None:
+        fields += ["-H", f"{SOAP_ACTION_HEADER.decode()}: {soap_action.decode()}"]
     done = subprocess.run(
         [
             "curl", "--http2-prior-knowledge", "-sS", "-D", "-", "-o", str(tmp / "answer"),
-            "-H", f"content-type: {content_type}", "-H", f"{DIGEST_HEADER.decode()}: {sha256}",
-            "--data-binary", f"@{body_path}", f"{url.rstrip('/')}{PATH}",
+            *fields, "--data-binary", f"@{body_path}", f"{url.rstrip('/')}{PATH}",
         ],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
@@ -122,7 +133,8 @@ def curl_post(
         name.strip().lower(): value.strip()
         for name, _, value in (line.partition(":") for line in lines[1:] if ":" in line)
     }
-    return status, headers, (tmp / "answer").read_text()
+    # Bytes as sent: read_text would turn a carriage return into a line break.
+    return status, headers, (tmp / "answer").read_bytes().decode()
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -145,6 +157,26 @@ def refusal_count(headers: dict[str, str]) -> int:
     return int(headers[REFUSALS_HEADER.decode()])
 
 
+def one_line(answer: str) -> bool:
+    return answer.endswith("\n") and len(answer.splitlines()) == 1
+
+
+def good_message() -> tuple[str, bytes, str]:
+    dataset = make_dataset("matrix", 8, 0)
+    content_type, body = ENCODINGS["raw"].encode(dataset)
+    return content_type, body, digest(dataset)
+
+
+def refusals_so_far(url: str, tmp: Path) -> int:
+    """The count in the answer to a good message (which itself is no refusal)."""
+    status, headers, _ = curl_post(url, *good_message(), tmp)
+    assert status == 200
+    return refusal_count(headers)
+
+
+SWA_TYPE, SWA_BODY = ENCODINGS["swa"].encode(make_dataset("matrix", 2, 0))
+
+
 @pytest.mark.parametrize(
     ("content_type", "body", "status", "reason"),
     [
@@ -160,6 +192,26 @@ def refusal_count(headers: dict[str, str]) -> int:
             "multipart",
         ),
         ("application/x-unknown", b"data", 415, "none of"),
+        # Three that raised something other than a refusal (the stream was reset): a lone
+        # surrogate in a JSON text (UnicodeEncodeError when the values were digested),
+        (
+            "application/json",
+            b'{"records":[{"flag":true,"text":"\\ud800","number":1}]}',
+            400,
+            "a lone surrogate",
+        ),
+        # parts nested in parts (RecursionError in the email parser),
+        ('multipart/related; boundary="b0"', nested_multipart(3000), 400, "parts of its own"),
+        # a boundary in RFC 2231's form whose charset cannot decode it (UnicodeError),
+        ("multipart/related; boundary*=idna''%FF", SWA_BODY, 400, "multipart: "),
+        # And a reason quoting a carriage return from the envelope (it was answered on two
+        # lines).
+        (
+            SWA_TYPE,
+            SWA_BODY.replace(b'href="cid:payload@h2iot"', b'href="cid:pay&#13;load@h2iot"'),
+            400,
+            "no part has the Content-ID <pay load@h2iot>",
+        ),
     ],
 )
 def test_hostile_bodies_are_refused_and_counted(
@@ -173,19 +225,60 @@ def test_hostile_bodies_are_refused_and_counted(
     require_tool("curl")
     sha256 = "0" * 64
     got, headers, answer = curl_post(payload_server.url, content_type, body, sha256, tmp_path)
-    assert got == status and reason in answer and answer.count("\n") == 1
+    assert got == status and reason in answer and one_line(answer)
     if status == 400:  # decoded (and refused) with its memory measured: bounded
         assert int(headers[RSS_ADDED_HEADER.decode()]) < 16 * 2**20
     before = refusal_count(headers)
     got, headers, _ = curl_post(payload_server.url, content_type, body, sha256, tmp_path)
     assert refusal_count(headers) == before + 1
     # The server serves on: a good message right after.
-    dataset = make_dataset("matrix", 8, 0)
-    good_type, good_body = ENCODINGS["raw"].encode(dataset)
-    got, headers, _ = curl_post(payload_server.url, good_type, good_body, digest(dataset), tmp_path)
+    got, headers, _ = curl_post(payload_server.url, *good_message(), tmp_path)
     assert got == 200
     # Memory stayed bounded while the hostile body was parsed.
     assert int(headers[RSS_PEAK_HEADER.decode()]) < 200 * 2**20
+
+
+@pytest.mark.parametrize("name", ["soap", "swa", "dime"])
+@pytest.mark.parametrize(
+    ("soap_action", "status", "reason"),
+    [
+        (None, 400, "must carry SOAPAction"),
+        (b'"urn:elsewhere#op"', 400, "names no operation here"),
+        (b'""', 200, ""),  # the intent is the Request-URI's
+        (SOAP_ACTION, 200, ""),
+    ],
+)
+def test_soap_action_is_checked_before_the_body(
+    payload_server: RunningServer,
+    tmp_path: Path,
+    name: str,
+    soap_action: bytes | None,
+    status: int,
+    reason: str,
+) -> None:
+    """SOAP 1.1 section 6.1.1: a SOAP HTTP request carries SOAPAction; without ours (or "")
+    it is refused 400, counted, and the server serves on."""
+    require_tool("curl")
+    dataset = make_dataset("structs", 5, 0)
+    content_type, body = ENCODINGS[name].encode(dataset)
+    before = refusals_so_far(payload_server.url, tmp_path)
+    got, _, answer = curl_post(
+        payload_server.url, content_type, body, digest(dataset), tmp_path, soap_action
+    )
+    assert got == status and reason in answer
+    assert refusals_so_far(payload_server.url, tmp_path) == before + (status != 200)
+
+
+def test_a_body_over_the_limit_is_counted(payload_server: RunningServer, tmp_path: Path) -> None:
+    """Our client declares its body's length: the connection answers 413 before the handler
+    would read it, and the next answer's count has moved by one."""
+    require_tool("curl")
+    before = refusals_so_far(payload_server.url, tmp_path)
+    status, record = trial(
+        payload_server.url, "payload-counted", "encoding=raw", "matrix_side=1024", "messages=1"
+    )  # 8 MiB, over the 4 MiB limit
+    assert status == 1 and "answered 413" in str(record["error"])
+    assert refusals_so_far(payload_server.url, tmp_path) == before + 1
 
 
 def test_a_body_over_the_limit_is_answered_413_before_it_is_read(

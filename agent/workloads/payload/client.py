@@ -18,7 +18,14 @@ from agent.client.trial import TrialSession
 from agent.errors import FetchError
 from agent.workloads.payload.codecs import ENCODINGS, Encode, dime
 from agent.workloads.payload.dataset import Dataset, digest, make_dataset, value_count
-from agent.workloads.payload.protocol import DIGEST_HEADER, PATH, DecodeFigures
+from agent.workloads.payload.protocol import (
+    DIGEST_HEADER,
+    PATH,
+    SOAP_ACTION,
+    SOAP_ACTION_HEADER,
+    DecodeFigures,
+    Header,
+)
 from agent.workloads.payload.spec import PAYLOAD
 
 
@@ -39,16 +46,25 @@ def encoder(encoding: str, dime_chunk_bytes: int) -> Encode:
     return ENCODINGS[encoding].encode
 
 
+def request_headers(encoding: str, sha256: str) -> tuple[Header, ...]:
+    """The fields every message of a trial carries besides its Content-Type."""
+    headers = [(DIGEST_HEADER, sha256.encode())]
+    if ENCODINGS[encoding].soap:
+        headers.append((SOAP_ACTION_HEADER, SOAP_ACTION))
+    return tuple(headers)
+
+
 async def prepare(plan: RunPlan, target: Target) -> Prepared:
     params = plan.params
     data = str(params["data"])
     size = int(params["matrix_side"] if data == "matrix" else params["record_count"])
     dataset = make_dataset(data, size, int(params["seed"]))
-    encode = encoder(str(params["encoding"]), int(params["dime_chunk_bytes"]))
+    encoding = str(params["encoding"])
+    encode = encoder(encoding, int(params["dime_chunk_bytes"]))
     path = target.path.rstrip("/") + PATH
-    sha256 = digest(dataset)
+    headers = request_headers(encoding, digest(dataset))
     messages = int(params["messages"])
-    return Prepared(params, lambda: PayloadDriver(path, dataset, sha256, encode, messages))
+    return Prepared(params, lambda: PayloadDriver(path, dataset, headers, encode, messages))
 
 
 def read_answer(response: Response) -> DecodeFigures:
@@ -64,11 +80,16 @@ def read_answer(response: Response) -> DecodeFigures:
 
 class PayloadDriver:
     def __init__(
-        self, path: str, dataset: Dataset, sha256: str, encode: Encode, messages: int
+        self,
+        path: str,
+        dataset: Dataset,
+        headers: tuple[Header, ...],
+        encode: Encode,
+        messages: int,
     ) -> None:
         self.path = path
         self.dataset = dataset
-        self.digest_header = (DIGEST_HEADER, sha256.encode())
+        self.headers = headers  # request_headers: the same on every message
         self.encode = encode
         self.messages = messages
         self.responses: list[Response] = []
@@ -79,7 +100,7 @@ class PayloadDriver:
             start_ns = time.thread_time_ns()
             content_type, body = self.encode(self.dataset)
             encoded_ns = time.thread_time_ns()
-            headers = ((b"content-type", content_type.encode()), self.digest_header)
+            headers = ((b"content-type", content_type.encode()), *self.headers)
             response = await session.call(b"POST", self.path, headers, body)
             self.responses.append(response)
             answered_ns = time.thread_time_ns()

@@ -6,8 +6,11 @@ around it), checks the values against the digest and answers 200 with an empty b
 figures in its headers (agent/workloads/payload/protocol.py).
 
 Anything wrong is answered, counted and the server serves on: an unknown Content-Type 415, no
-digest 400 (both before the body, which the connection then drops unread), a body that does not
-decode or whose values differ from the digest 400 with the reason in a one-line text body.
+digest (64 hex digits) 400, a SOAP encoding's request without our SOAPAction 400 (all before the
+body, which the connection then drops unread), a body that does not decode or whose values
+differ from the digest 400, each with the reason in a one-line text body; a body over the limit
+413 (the connection's, with no body; counted here, whether its content-length said so before
+the body or the body grew past the limit).
 
 Decoding runs on the event loop, as the reference's service decoded each message whole before
 answering: other streams wait meanwhile, which a trial of sequential messages never has.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -31,7 +35,14 @@ from agent.server.request import Request
 from agent.workloads.payload.codecs import BY_MEDIA_TYPE, media_type
 from agent.workloads.payload.dataset import pack
 from agent.workloads.payload.errors import DecodeError, PayloadError
-from agent.workloads.payload.protocol import DIGEST_HEADER, PATH, REFUSALS_HEADER, DecodeFigures
+from agent.workloads.payload.protocol import (
+    DIGEST_HEADER,
+    PATH,
+    REFUSALS_HEADER,
+    SOAP_ACTION_HEADER,
+    DecodeFigures,
+    soap_action_refusal,
+)
 from agent.workloads.payload.spec import PAYLOAD
 
 log = logging.getLogger("h2iot.server.payload")
@@ -39,6 +50,7 @@ log = logging.getLogger("h2iot.server.payload")
 _STATUS = Path("/proc/self/status")
 _TEXT = (b"content-type", b"text/plain; charset=utf-8")
 _POST_ONLY = Reply(405, ((b"allow", b"POST"),))
+_SHA256_HEX = re.compile("[0-9a-f]{64}")
 
 
 def rss_now_and_peak_bytes() -> tuple[int, int]:
@@ -99,7 +111,24 @@ class PayloadHandler:
             return NOT_FOUND
         if request.method != b"POST":
             return _POST_ONLY
-        content_type = request.headers.get(b"content-type", b"").decode("latin-1")
+        admitted = self._admit(request.headers)
+        if isinstance(admitted, Reply):
+            return admitted
+        content_type, digest = admitted
+        declared = _declared_length(request.headers)
+        if declared > self.body_limit_bytes:
+            # The connection answers this 413 and refuses the body before `serve` would run,
+            # so here is the only place that sees it.
+            self._count(413, f"content-length {declared} is over {self.body_limit_bytes} bytes")
+
+        async def serve(exchange: ServerExchange) -> None:
+            await self._serve(exchange, content_type, digest)
+
+        return Streamed(serve, body_limit_bytes=self.body_limit_bytes)
+
+    def _admit(self, headers: Mapping[bytes, bytes]) -> Reply | tuple[str, str]:
+        """The request's Content-Type and digest, or the refusal of its header fields."""
+        content_type = headers.get(b"content-type", b"").decode("latin-1")
         encoding = BY_MEDIA_TYPE.get(media_type(content_type))
         if encoding is None:
             known = ", ".join(sorted(BY_MEDIA_TYPE))
@@ -108,14 +137,13 @@ class PayloadHandler:
             encoding.load()
         except PayloadError as exc:
             return self._refusal(415, str(exc))
-        digest = request.headers.get(DIGEST_HEADER, b"").decode("latin-1")
-        if len(digest) != 64:
+        # Upper-case hex is the same digest; comparing it as sent would call the values wrong.
+        digest = headers.get(DIGEST_HEADER, b"").decode("latin-1").lower()
+        if _SHA256_HEX.fullmatch(digest) is None:
             return self._refusal(400, f"header {DIGEST_HEADER.decode()} must hold a sha256 in hex")
-
-        async def serve(exchange: ServerExchange) -> None:
-            await self._serve(exchange, content_type, digest)
-
-        return Streamed(serve, body_limit_bytes=self.body_limit_bytes)
+        if encoding.soap and (reason := soap_action_refusal(headers.get(SOAP_ACTION_HEADER))):
+            return self._refusal(400, reason)
+        return content_type, digest
 
     async def _serve(self, exchange: ServerExchange, content_type: str, digest: str) -> None:
         try:
@@ -143,10 +171,20 @@ class PayloadHandler:
 
     def _refusal(self, status: int, reason: str) -> Reply:
         self._count(status, reason)
-        line = reason.replace("\n", " ")[:1000] + "\n"
+        # A reason can quote the peer's bytes, line breaks of any kind included.
+        line = " ".join(reason.splitlines())[:1000] + "\n"
         return Reply(
             status, (_TEXT, SERVER_HEADER, self._refusals_header()), memoryview(line.encode())
         )
+
+
+def _declared_length(headers: Mapping[bytes, bytes]) -> int:
+    """The content-length as the connection reads it; -1 without one (or one h2 refuses)."""
+    value = headers.get(b"content-length")
+    try:
+        return int(value) if value is not None else -1
+    except ValueError:
+        return -1
 
 
 def mount(root: Path | None, params: Mapping[str, object]) -> Handler:

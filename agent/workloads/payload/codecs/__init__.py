@@ -23,6 +23,7 @@ class Encoding:
     name: str
     media_type: str  # the Content-Type without parameters: what the server dispatches on
     module: str
+    soap: bool = False  # a SOAP 1.1 message: its request carries SOAPAction (section 6.1.1)
 
     def load(self) -> ModuleType:
         """The codec's module; PayloadError naming the extra where its library is missing (an
@@ -49,9 +50,9 @@ class Encoding:
 ENCODINGS: dict[str, Encoding] = {
     encoding.name: encoding
     for encoding in (
-        Encoding("soap", "text/xml", "soap"),
-        Encoding("swa", "multipart/related", "swa"),
-        Encoding("dime", "application/dime", "dime"),
+        Encoding("soap", "text/xml", "soap", soap=True),
+        Encoding("swa", "multipart/related", "swa", soap=True),
+        Encoding("dime", "application/dime", "dime", soap=True),
         Encoding("json", "application/json", "json_codec"),
         Encoding("cbor", "application/cbor", "cbor_codec"),
         Encoding("raw", "application/octet-stream", "raw"),

@@ -19,7 +19,7 @@ allocating it.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from agent.workloads.payload.codecs import envelope
@@ -136,84 +136,105 @@ def write(records: Sequence[WireRecord]) -> bytes:
 
 
 def read_records(body: bytes | memoryview) -> list[WireRecord]:
-    """Every record of a DIME message, checked: version, reserved bits, MB on the first record
-    only, ME on the last only, lengths within the body, nothing after ME."""
+    """Every record of a DIME message, checked (iter_records)."""
+    return list(iter_records(body))
+
+
+def iter_records(body: bytes | memoryview) -> Iterator[WireRecord]:
+    """The records of a DIME message one by one, each checked as it is read: version, reserved
+    bits, MB on the first record only, lengths within the body, nothing after ME; at the end,
+    ME on the last record."""
     view = memoryview(body)
-    records: list[WireRecord] = []
-    offset = 0
+    index = offset = 0
+    message_end = False
     while offset < len(view):
-        index = len(records)
-        where = f"DIME record {index} at byte {offset}"
-        if len(view) - offset < HEADER_BYTES:
-            raise DecodeError(f"{where}: {len(view) - offset} bytes left, a header takes 12")
-        flags, type_byte, options_length, id_length, type_length, data_length = _HEADER.unpack_from(
-            view, offset
-        )
-        version = flags >> 3
-        if version != VERSION:
-            raise DecodeError(f"{where}: VERSION {version}, only 1 is known")
-        if type_byte & 0x0F:
-            raise DecodeError(f"{where}: reserved bits set")
-        lengths = (options_length, id_length, type_length, data_length)
-        total = HEADER_BYTES + sum(padded(length) for length in lengths)
-        if total > len(view) - offset:
+        record, end = _record_at(view, offset, index)
+        message_end = record.message_end
+        if message_end and end != len(view):
             raise DecodeError(
-                f"{where}: its lengths claim {total} bytes, the body has {len(view) - offset} left"
+                f"DIME record {index} at byte {offset}: ME is set but "
+                f"{len(view) - end} bytes follow"
             )
-        start = offset + HEADER_BYTES
-        fields = []
-        for length in lengths:
-            fields.append(view[start : start + length])
-            start += padded(length)
-        options, id_, type_, data = fields
-        record = WireRecord(
-            bool(flags & _MB),
-            bool(flags & _ME),
-            bool(flags & _CF),
-            type_byte >> 4,
-            bytes(type_),
-            bytes(id_),
-            data,
-            bytes(options),
-        )
-        if record.message_begin != (index == 0):
-            raise DecodeError(f"{where}: MB must be set on the first record and only there")
-        records.append(record)
-        offset += total
-        if record.message_end and offset != len(view):
-            raise DecodeError(f"{where}: ME is set but {len(view) - offset} bytes follow")
-    if not records:
+        yield record
+        index += 1
+        offset = end
+    if not index:
         raise DecodeError("DIME message: empty body")
-    if not records[-1].message_end:
-        raise DecodeError(f"DIME record {len(records) - 1}: the last record lacks ME")
-    return records
+    if not message_end:
+        raise DecodeError(f"DIME record {index - 1}: the last record lacks ME")
 
 
-def reassemble(records: Sequence[WireRecord]) -> list[Payload]:
-    """The payloads, each chunk chain joined; DecodeError for a chain that breaks the rules."""
-    payloads: list[Payload] = []
-    chain: list[WireRecord] = []
+def _record_at(view: memoryview, offset: int, index: int) -> tuple[WireRecord, int]:
+    """The record at `offset` and the offset after it."""
+    where = f"DIME record {index} at byte {offset}"
+    if len(view) - offset < HEADER_BYTES:
+        raise DecodeError(f"{where}: {len(view) - offset} bytes left, a header takes 12")
+    flags, type_byte, options_length, id_length, type_length, data_length = _HEADER.unpack_from(
+        view, offset
+    )
+    version = flags >> 3
+    if version != VERSION:
+        raise DecodeError(f"{where}: VERSION {version}, only 1 is known")
+    if type_byte & 0x0F:
+        raise DecodeError(f"{where}: reserved bits set")
+    if bool(flags & _MB) != (index == 0):
+        raise DecodeError(f"{where}: MB must be set on the first record and only there")
+    lengths = (options_length, id_length, type_length, data_length)
+    total = HEADER_BYTES + sum(padded(length) for length in lengths)
+    if total > len(view) - offset:
+        raise DecodeError(
+            f"{where}: its lengths claim {total} bytes, the body has {len(view) - offset} left"
+        )
+    start = offset + HEADER_BYTES
+    fields = []
+    for length in lengths:
+        fields.append(view[start : start + length])
+        start += padded(length)
+    options, id_, type_, data = fields
+    record = WireRecord(
+        bool(flags & _MB),
+        bool(flags & _ME),
+        bool(flags & _CF),
+        type_byte >> 4,
+        bytes(type_),
+        bytes(id_),
+        data,
+        bytes(options),
+    )
+    return record, offset + total
+
+
+def reassemble(records: Iterable[WireRecord]) -> list[Payload]:
+    """The payloads, each chunk chain joined (iter_payloads)."""
+    return list(iter_payloads(records))
+
+
+def iter_payloads(records: Iterable[WireRecord]) -> Iterator[Payload]:
+    """The payloads one by one, each chunk chain joined as it arrives; DecodeError for a chain
+    that breaks the rules. Only the payload being joined is held: a message of millions of
+    small records costs its records' time, not their memory."""
+    first: WireRecord | None = None
+    joined = bytearray()
+    index = -1
     for index, record in enumerate(records):
         where = f"DIME record {index}"
-        if chain:
-            if record.type_format != TYPE_UNCHANGED or record.type or record.id:
-                raise DecodeError(
-                    f"{where}: a chunk after the first must have TYPE_T 0, no TYPE, no ID"
-                )
-        else:
+        if first is None:
             _check_type(record, where)
-        chain.append(record)
-        if record.chunked:
-            continue
-        first = chain[0]
-        data = first.data if len(chain) == 1 else b"".join(r.data for r in chain)
-        payloads.append(Payload(first.type_format, first.type, first.id, data))
-        chain = []
-    if chain:
-        raise DecodeError(
-            f"DIME record {len(records) - 1}: the message ends inside a chunked payload"
-        )
-    return payloads
+            if not record.chunked:
+                yield Payload(record.type_format, record.type, record.id, record.data)
+                continue
+            first = record
+        elif record.type_format != TYPE_UNCHANGED or record.type or record.id:
+            raise DecodeError(
+                f"{where}: a chunk after the first must have TYPE_T 0, no TYPE, no ID"
+            )
+        joined += record.data
+        if not record.chunked:
+            yield Payload(first.type_format, first.type, first.id, memoryview(joined))
+            first = None
+            joined = bytearray()
+    if first is not None:
+        raise DecodeError(f"DIME record {index}: the message ends inside a chunked payload")
 
 
 def _check_type(record: WireRecord, where: str) -> None:
@@ -242,17 +263,21 @@ def encode(dataset: Dataset, chunk_bytes: int = 0) -> tuple[str, bytes]:
 
 
 def decode(content_type: str, body: bytes | memoryview) -> Dataset:
-    payloads = reassemble(read_records(body))
-    first = payloads[0]
+    """Of the payloads only the envelope and the one it names are kept."""
+    payloads = iter_payloads(iter_records(body))
+    first = next(payloads)  # iter_records refuses an empty body before this returns
     if first.type_format != TYPE_URI or first.type != SOAP_TYPE:
         raise DecodeError(
             "DIME message: the first payload is not a SOAP envelope (TYPE_T 2, the SOAP URI)"
         )
     found = envelope.read(first.data)
+    target = found.href.encode() if isinstance(found, envelope.Reference) else None
+    named = None
+    for payload in payloads:  # to the end: a message broken after its data is still refused
+        if named is None and payload.id == target:
+            named = payload
     if not isinstance(found, envelope.Reference):
         return found
-    target = found.href.encode()
-    for payload in payloads[1:]:
-        if payload.id == target:
-            return unpack(payload.data, f"DIME payload {found.href}")
-    raise DecodeError(f"DIME message: no payload has the ID {found.href!r} the envelope names")
+    if named is None:
+        raise DecodeError(f"DIME message: no payload has the ID {found.href!r} the envelope names")
+    return unpack(named.data, f"DIME payload {found.href}")

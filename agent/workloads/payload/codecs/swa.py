@@ -8,7 +8,9 @@ body starts at the first boundary. The email generator rewrites line endings in 
 writes as text, which would corrupt binary data, so the generator here writes the two parts'
 bytes as they are (their Content-Transfer-Encoding is "binary"). The parser is binary-safe as it
 is. A message the parser had to repair (a missing boundary, a truncated part) is refused: the
-email package records those as defects instead of failing.
+email package records those as defects instead of failing. So is a part holding parts, as it
+opens, and whatever else the parser raises on the peer's bytes (a parameter in RFC 2231's form
+whose charset cannot decode it): DecodeError, nothing else.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from email.message import Message
 from email.mime.application import MIMEApplication
 from email.mime.multipart import MIMEMultipart
 from email.parser import BytesParser
+from email.utils import collapse_rfc2231_value
 from io import BytesIO
 
 from agent.workloads.payload.codecs import envelope
@@ -84,16 +87,43 @@ def _content_id(part: Message) -> str:
     return str(value).strip().removeprefix("<").removesuffix(">")
 
 
-def decode(content_type: str, body: bytes | memoryview) -> Dataset:
+class _Part(Message):
+    """A part that refuses parts of its own. The email parser attaches each part to its
+    container as it opens it, and reads a multipart or message/* part inside a part by
+    recursing: a few hundred levels (a few bytes each) end in a RecursionError, and until then
+    every line is matched against every open boundary. An SwA message is one level deep, so the
+    second level is refused as it opens."""
+
+    inside = False  # attached to a container
+
+    def attach(self, payload: Message[str, str] | str) -> None:
+        if self.inside:
+            raise DecodeError("multipart: a part holds parts of its own")
+        if isinstance(payload, _Part):
+            payload.inside = True
+        super().attach(payload)
+
+
+def _parse(content_type: str, body: bytes | memoryview) -> Message:
     if "\r" in content_type or "\n" in content_type:
         raise DecodeError("multipart: the Content-Type holds a line break")
-    message = BytesParser(policy=_POLICY).parsebytes(
-        b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + bytes(body)
-    )
+    try:
+        head = b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n"
+    except UnicodeEncodeError:
+        raise DecodeError("multipart: the Content-Type holds a character beyond Latin-1") from None
+    try:
+        message = BytesParser(_Part, policy=_POLICY).parsebytes(head + bytes(body))
+    except (LookupError, ValueError) as exc:  # an RFC 2231 parameter its charset cannot decode
+        raise DecodeError(f"multipart: {exc}") from None
     if message.get_content_type() != "multipart/related":
         raise DecodeError(
             f"multipart: Content-Type {message.get_content_type()} is not multipart/related"
         )
+    return message
+
+
+def _parts(message: Message) -> list[Message]:
+    """The message's parts; DecodeError for a message the parser had to repair."""
     defects = list(message.defects)
     payload = message.get_payload()
     parts = (
@@ -109,7 +139,24 @@ def decode(content_type: str, body: bytes | memoryview) -> Dataset:
         raise DecodeError(
             "multipart: malformed: " + "; ".join(f"{type(d).__name__}" for d in defects)
         )
-    start = str(message.get_param("start") or "").strip().removeprefix("<").removesuffix(">")
+    return parts
+
+
+def _start(message: Message) -> str:
+    """The start parameter's Content-ID, "" without one."""
+    value = message.get_param("start")
+    if isinstance(value, tuple):  # RFC 2231's encoded form: (charset, language, text)
+        try:
+            value = collapse_rfc2231_value(value)
+        except (LookupError, ValueError) as exc:
+            raise DecodeError(f"multipart: the start parameter: {exc}") from None
+    return str(value or "").strip().removeprefix("<").removesuffix(">")
+
+
+def decode(content_type: str, body: bytes | memoryview) -> Dataset:
+    message = _parse(content_type, body)
+    parts = _parts(message)
+    start = _start(message)
     by_id = {_content_id(part): part for part in parts}
     root = by_id.get(start) if start else parts[0]
     if root is None:

@@ -86,5 +86,17 @@ def _records(node: object, where: str) -> Structs:
             raise DecodeError(f"{where}: records[{index}] is not (string, integer, boolean)")
         if not INT32_MIN <= number <= INT32_MAX:
             raise DecodeError(f"{where}: records[{index}].number {number} is outside int32")
+        if not text.isascii():
+            _check_unicode(text, f"{where}: records[{index}].text")
         records.append(Record(text, number, flag))
     return Structs(tuple(records))
+
+
+def _check_unicode(text: str, where: str) -> None:
+    """JSON's escapes (and its bytes, which the json module decodes with surrogatepass) can
+    make a lone surrogate: no UTF-8 can carry it, so the packed form, and the digest over it,
+    could not be written."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise DecodeError(f"{where} holds {exc.object[exc.start]!r}, a lone surrogate") from None
