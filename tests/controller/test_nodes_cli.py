@@ -22,7 +22,10 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return status, captured.out, captured.err
 
 
-def test_check_local_nodes(capsys, tmp_path: Path):
+def test_check_local_nodes(capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # Wide enough that no cell wraps: rich's 80 columns broke "0 (same clock)" in two beside a
+    # long CPU model name ("Intel(R) Xeon(R) Processor" on a fresh CI machine).
+    monkeypatch.setenv("COLUMNS", "200")
     config = tmp_path / "local.toml"
     config.write_text("")
     status, out, err = run(capsys, "check", str(config), *LOCAL_PYTHON)

@@ -56,15 +56,17 @@ def _run(out: Path) -> tuple[dict[str, object], list[dict[str, str]]]:
     return json.loads((run / "manifest.json").read_text()), rows
 
 
+@pytest.mark.quiet
 @pytest.mark.parametrize("engine", ["h2", "nghttp2"])
 def test_a_reduced_rpi3b_sweep_completes_on_two_emulated_pis(tmp_path: Path, engine: str) -> None:
     extra: list[str] = []
     if engine == "nghttp2":
         require_tool("nghttp", "nghttpd")
+        # Calibrated here too: a fixed quota (once 0.09, what calibration printed on another
+        # machine) is a faster or slower core than a Pi's on this one, and the meter then sees
+        # more than a Pi core.
         for role in ("client", "server"):
-            # A fixed quota (what `h2iot nodes calibrate` prints) instead of measuring it again.
             extra += ["--set", f"nodes.{role}.engine=nghttp2"]
-            extra += ["--set", f"nodes.{role}.device.cpu_quota=0.09"]
     result = _sweep(tmp_path, *extra)
     assert result.returncode == 0, result.stdout + result.stderr
     manifest, rows = _run(tmp_path)
@@ -88,11 +90,9 @@ def test_a_reduced_rpi3b_sweep_completes_on_two_emulated_pis(tmp_path: Path, eng
         node = device["nodes"][role]
         assert node["profile"] == "rpi3b" and node["speed_fraction"] == 0.08
         assert node["cgroup_version"] in (1, 2) and node["memory_mib"] == 1024
-        if engine == "h2":  # calibrated: near the Pi's share of this machine's core
-            assert node["calibration"]["reference_fraction"] == 0.08
-            assert 0.04 < node["cpu_quota"] < 0.3
-        else:
-            assert node["cpu_quota"] == 0.09 and node["calibration"] is None
+        # Calibrated: near the Pi's share of this machine's core.
+        assert node["calibration"]["reference_fraction"] == 0.08
+        assert 0.04 < node["cpu_quota"] < 0.3
         assert node["quota_us"] == round(node["cpu_quota"] * 20_000)
         # Throttled to about a Pi's speed: far from this machine's whole core.
         assert 0.02 < node["measured_speed_fraction"] < 0.3
@@ -102,7 +102,11 @@ def test_a_reduced_rpi3b_sweep_completes_on_two_emulated_pis(tmp_path: Path, eng
     assert {end["interface"] for end in link["nodes"].values()} == {"data0"}
     assert manifest["nodes"]["client"]["cpu_pin"] == 0  # type: ignore[index]
 
-    one_busy_core_mw = PI_3B.power_mw(1 / PI_3B.cores)
+    # The model's network term adds the node's traffic, at most the shaped link's rate: 0.48 W
+    # at 100 Mbit/s (a fresh machine, faster than the one this bound was first set on, moved
+    # 600 kB quickly enough to put the mean 7 % over one busy core alone).
+    link_bytes_per_s = link["rate_mbit"] * 1e6 / 8
+    one_busy_core_mw = PI_3B.power_mw(1 / PI_3B.cores, bytes_per_s=link_bytes_per_s)
     for row in rows:
         assert float(row["energy_mj"]) > 0
         # The meter sees a Pi core, however fast this machine is (ACS712 noise aside).
