@@ -32,48 +32,22 @@ system-packages:
 demo: setup
 	$(BIN)/h2iot sweep configs/local.toml
 
-# With CI set (.ci/run sets it) the same tests run under coverage: `make coverage`.
+# The suite in parts side by side, then the tests that need the machine alone, then the 15
+# slowest tests and one line per part (tests/suite.py says how it is cut; as root the agent's
+# and analysis's tests run as nobody, the way a Pi runs its agent). With CI set (.ci/run sets
+# it) the same run is under coverage: `make coverage`. TEST_JOBS workers for the main part
+# (default: twice the cores); `make test PYTEST_ARGS='-k config'` narrows every part.
+TEST_JOBS ?=
+PYTEST_ARGS ?=
+SUITE = $(BIN)/python -m tests.suite $(if $(TEST_JOBS),--jobs $(TEST_JOBS))
+PASS_ON = $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 test: setup system-packages
-	@if [ -n "$$CI" ]; then $(MAKE) --no-print-directory coverage; exit $$?; fi; \
-	$(BIN)/python -m pytest; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; exit 1; fi; \
-	exit $$rc
+	@if [ -n "$$CI" ]; then $(MAKE) --no-print-directory coverage; else $(SUITE) $(PASS_ON); fi
 
-# `make test` under coverage, child processes included (the agents, the controller's CLI, the
-# virtual meter: pyproject's [tool.coverage.run]), then a line per package. The data go to a
-# directory every user may write to (some tests run as nobody).
-# As root, the part of the suite that needs no root (UNPRIVILEGED_PART) runs as UNPRIVILEGED_USER,
-# as a Pi's agent runs (tests marked `root` there skip, and run as root with the rest); the venv's
-# interpreter must be one that user can reach (.ci/run uses Debian's).
-UNPRIVILEGED_PART := tests/agent tests/analysis
-UNPRIVILEGED_USER ?= nobody
+# `make test` under coverage, child processes included (the agents, the CLI and the other
+# Python children: pyproject's [tool.coverage.run]), then a line per package.
 coverage: setup system-packages
-	@data=$$(mktemp -d /tmp/h2iot-coverage.XXXXXX) && chmod 1777 $$data && \
-	run="$(BIN)/python -m coverage run -m pytest"; \
-	if [ "$$(id -u)" != 0 ]; then \
-		COVERAGE_FILE=$$data/.coverage $$run; rc=$$?; \
-	else \
-		COVERAGE_FILE=$$data/.coverage $$run $(addprefix --ignore=,$(UNPRIVILEGED_PART)); rc=$$?; \
-		COVERAGE_FILE=$$data/.coverage $$run -m root $(UNPRIVILEGED_PART); part=$$?; \
-		[ $$part -eq 5 ] && part=0; [ $$rc -eq 0 ] && rc=$$part; \
-		mkdir $$data/home && chown $(UNPRIVILEGED_USER) $$data/home; \
-		as_user="setpriv --reuid=$(UNPRIVILEGED_USER) --regid=$$(id -g $(UNPRIVILEGED_USER)) --clear-groups env HOME=$$data/home"; \
-		if ! $$as_user $(BIN)/python -c pass; then \
-			echo "$(UNPRIVILEGED_USER) cannot run $(BIN)/python: make the venv with an interpreter outside /root (PYTHON=/usr/bin/python3)" >&2; rc=1; \
-		else \
-			COVERAGE_FILE=$$data/.coverage $$as_user $$run -p no:cacheprovider $(UNPRIVILEGED_PART); part=$$?; \
-			[ $$rc -eq 0 ] && rc=$$part; \
-		fi; \
-	fi; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; rc=1; fi; \
-	COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/python -m coverage combine -q $$data && rm -rf $$data; \
-	echo "coverage of statements, child processes included:"; \
-	for package in agent controller analysis; do \
-		printf '  %-10s %s %%\n' $$package \
-			"$$($(BIN)/python -m coverage report --include="$(CURDIR)/$$package/*" --format=total)"; \
-	done; \
-	printf '  %-10s %s %%\n' all "$$($(BIN)/python -m coverage report --format=total)"; \
-	exit $$rc
+	@$(SUITE) --coverage $(PASS_ON)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -5,8 +5,8 @@ or a test is hollow on that machine: the session's exit status becomes 1 and one
 skipped test with its reason. An expected failure (xfail) is not a skip. Loaded by
 tests/conftest.py; `pytest -p tests.ci_guard` loads it alone (its own test does that).
 
-One skip is accepted: CI runs part of the suite as an unprivileged user (the Makefile's
-coverage target), where a test marked `root` is skipped with ROOT_SKIP (tests/conftest.py) and
+One skip is accepted: CI runs part of the suite as an unprivileged user (tests/suite.py's
+`unprivileged` part), where a test marked `root` is skipped with ROOT_SKIP (tests/conftest.py) and
 runs as root in the other part. Only a test carrying the marker, skipped for that reason, by a
 user who is not root, passes.
 """

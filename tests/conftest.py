@@ -28,6 +28,39 @@ settings.load_profile(
 )
 
 
+# Paths (":"-separated) of which this session runs only the tests marked `root`: tests/suite.py
+# runs the rest of them as an unprivileged user, beside this session.
+ROOT_ONLY_IN = "H2IOT_TESTS_ROOT_ONLY_IN"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every end-to-end test is `slow` (`-m "not slow"` is the quick loop: units, properties,
+    the real peers and devices, without whole sweeps); modules holding slow tests come first,
+    so that the suite's parallel workers (tests/suite.py) start on them rather than end on
+    them, the longest safety-net timeout first (the emulated Pis' 90 minutes). Runs before
+    `-m` deselects."""
+    for item in items:
+        if item.nodeid.startswith("tests/e2e/"):
+            item.add_marker(pytest.mark.slow)
+    weight: dict[str, float] = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            timeout = item.get_closest_marker("timeout")
+            module = item.nodeid.split("::")[0]
+            weight[module] = max(
+                weight.get(module, 0.0), float(timeout.args[0]) if timeout else 1.0
+            )
+    items.sort(key=lambda item: -weight.get(item.nodeid.split("::")[0], 0.0))
+    root_only = tuple(f"{p.rstrip('/')}/" for p in os.environ.get(ROOT_ONLY_IN, "").split(":") if p)
+    if root_only:
+        left = {
+            i for i in items if i.nodeid.startswith(root_only) and not i.get_closest_marker("root")
+        }
+        config.hook.pytest_deselected(items=[item for item in items if item in left])
+        items[:] = [item for item in items if item not in left]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test marked `root` is skipped as an ordinary user, before its fixtures run: that user's

@@ -92,6 +92,7 @@ def throttled(request: pytest.FixtureRequest) -> Iterator[tuple[NodeCgroup, Node
     indirect=True,
     ids=["rpi3b-like", "class2-like"],
 )
+@pytest.mark.quiet
 def test_a_busy_throttled_node_gets_its_quota_within_10_percent(
     throttled: tuple[NodeCgroup, Node],
 ) -> None:
@@ -210,6 +211,7 @@ def _as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.quiet
 def test_nodes_calibrate_prints_the_quota_that_matches_a_pi3b_core() -> None:
     require_root()
     result = h2iot("nodes", "calibrate", "--seconds", "0.3", timeout_s=120)

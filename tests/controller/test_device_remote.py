@@ -64,6 +64,7 @@ def test_the_node_side_cgroup_holds_every_command_and_a_new_sweep_replaces_a_dea
     cgroup.remove()  # nothing left to remove: no error
 
 
+@pytest.mark.quiet
 def test_the_quota_is_calibrated_on_the_node() -> None:
     require_test_root()
     node = Node(LocalTransport("server (stand-in)"))

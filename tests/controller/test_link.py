@@ -529,6 +529,7 @@ def _ingress_drops(testbed: Testbed, role: str) -> int:
     return int(json.loads(out)[0]["drops"])
 
 
+@pytest.mark.quiet
 def test_loss_drops_the_asked_share_on_each_ends_ingress(
     netns_testbed: Testbed, ends: dict[str, Node]
 ):

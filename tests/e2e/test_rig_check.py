@@ -35,6 +35,7 @@ def _machine_lacks_are_unavailable(found: dict[str, tuple[str, str]], role: str)
     assert pi or found[f"{role} throttling"][0] == "UNAVAILABLE"
 
 
+@pytest.mark.quiet
 @pytest.mark.slow
 def test_the_local_default() -> None:
     result = h2iot("rig", "check", str(LOCAL))

@@ -199,6 +199,7 @@ def _node_cgroups() -> list[Path]:
     return [p for p in Path("/sys/fs/cgroup").glob("*/**/h2iot-node-*") if p.is_dir()]
 
 
+@pytest.mark.quiet
 def test_an_ssh_node_emulates_its_device_when_the_config_asks(
     config: Path, netns_testbed: Testbed, tmp_path: Path
 ) -> None:
@@ -231,6 +232,7 @@ def test_an_ssh_node_emulates_its_device_when_the_config_asks(
     assert _node_cgroups() == before  # removed at the end of the sweep
 
 
+@pytest.mark.quiet
 def test_nodes_calibrate_measures_an_ssh_nodes_quota_on_its_host(
     config: Path, netns_testbed: Testbed
 ) -> None:
