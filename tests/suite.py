@@ -1,5 +1,6 @@
 """The whole test suite as `make test` (and, with `--coverage`, `make coverage` and CI) runs it:
-in parts side by side, the tests that need a quiet machine ahead of the rest, then one summary.
+in parts side by side, the tests that need a quiet machine ahead of the rest, the few that need it
+to themselves after, then one summary.
 
 Parts, each a pytest session (pytest-xdist workers, one module per worker at a time so that a
 module's set-up, its sweeps and servers, runs once):
@@ -12,7 +13,10 @@ module's set-up, its sweeps and servers, runs once):
   others but ahead of them: the other parts run at the lowest CPU priority (nice 19, a weight
   of 15 against 1024), so a quiet test gets a core whenever it asks for one, and the machine's
   idle time while it waits (on its calibration's sleeps, its idle baselines) is not lost.
-  Not under coverage.
+  Not under coverage;
+- `alone`, after every other part: tests marked `alone`, whose timing a niced neighbour still
+  skews (several client agents woken at one agreed instant: disk and kernel work are not
+  shared by CPU priority). Not under coverage.
 
 The main part's output is shown as it runs; the others' when they end (a failure's details
 then follow the main part's, whose own summary may come first). Then the suite's 15
@@ -102,20 +106,24 @@ class Suite:
             env["COVERAGE_FILE"] = str(self.scratch / "coverage" / ".coverage")
         return env
 
-    def quiet(self) -> Part:
-        # Not under coverage: a tracer in every process (and its start in every child Python,
-        # about 0.13 s of CPU) distorts the timing these tests measure.
-        argv = self.pytest("quiet", "-m", "quiet", measured=False)
-        return Part("quiet", argv, {**os.environ}, may_be_empty=True, background=False)
+    def timed(self, name: str, marker: str) -> Part:
+        """A part of the tests that time something: not under coverage, since a tracer in
+        every process (and its start in every child Python, about 0.13 s of CPU) distorts what
+        they measure."""
+        argv = self.pytest(name, "-m", marker, measured=False)
+        return Part(name, argv, {**os.environ}, may_be_empty=True, background=False)
+
+    def alone(self) -> Part:
+        return self.timed("alone", "alone")
 
     def parts(self) -> list[Part]:
         """The parts, to run side by side."""
-        not_quiet = ["-m", "not quiet"]
+        not_quiet = ["-m", "not quiet and not alone"]
         if os.geteuid() != 0:
             main = Part(
                 "main", self.pytest("main", *not_quiet, workers=self.jobs), self.env(), live=True
             )
-            quiet = self.quiet()
+            quiet = self.timed("quiet", "quiet and not alone")
             return [main, quiet]
         # UNPRIVILEGED_PATHS' tests marked `root` stay in the main part (tests/conftest.py).
         main = Part(
@@ -143,7 +151,7 @@ class Suite:
             print(f"note: {message}; {', '.join(UNPRIVILEGED_PATHS)} run as root", flush=True)
             argv = self.pytest("unprivileged", *not_quiet, *UNPRIVILEGED_PATHS, workers=2)
         unprivileged = Part("unprivileged", argv, env)
-        quiet = self.quiet()
+        quiet = self.timed("quiet", "quiet and not alone")
         return [main, unprivileged, quiet]
 
     def start(self, part: Part) -> None:
@@ -173,7 +181,7 @@ class Suite:
             sys.stdout.buffer.write(part.log.read_bytes())
             sys.stdout.flush()
 
-    def run(self, parts: list[Part]) -> int:
+    def run(self, parts: list[Part], after: Part) -> int:
         for part in parts:
             self.start(part)
         running = list(parts)
@@ -185,7 +193,10 @@ class Suite:
         # After the live part's output, not inside it.
         for part in parts:
             self.show(part)
-        return summary(parts, self.scratch)
+        self.start(after)
+        self.ended(after)
+        self.show(after)
+        return summary([*parts, after], self.scratch)
 
 
 def slowest(scratch: Path, count: int = SLOWEST) -> list[tuple[float, str]]:
@@ -250,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     (scratch / "coverage").chmod(0o1777)
     try:
         suite = Suite(scratch, args.coverage, args.jobs, args.pytest_args)
-        status = suite.run(suite.parts())
+        status = suite.run(suite.parts(), suite.alone())
         if args.coverage:
             report_coverage(scratch)
     finally:

@@ -46,7 +46,9 @@ def test_identify_gives_up_after_a_bounded_number_of_lost_infos(pty_pair):
         f"meter on {path}: ACK to IDENTIFY but no INFO, 5 times (a noisy line, or not an h2iot "
         "meter?)"
     )
-    assert board.identifies == 5
+    # One IDENTIFY per lost INFO, plus any asked again because its ACK came later than the
+    # retry interval (a loaded machine delays the scripted board): those are not lost INFOs.
+    assert 5 <= board.identifies <= 10
 
 
 # --- item 11: START acknowledged, no samples ----------------------------------------------------
