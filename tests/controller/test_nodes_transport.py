@@ -239,6 +239,8 @@ def _paired_command_s(
     return timed
 
 
+# Two timings compared: another test's load between them decides the comparison.
+@pytest.mark.quiet
 def test_ssh_commands_are_quicker_than_fabrics_defaults(loopback_host: SshHost):
     """Nagle off and 1 ms end-of-command polling (controller/nodes/ssh.py) against a plain
     fabric Connection to the same sshd in the same run (Nagle on, 10 ms polling: about 40 ms a
