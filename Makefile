@@ -32,8 +32,8 @@ system-packages:
 demo: setup
 	$(BIN)/h2iot sweep configs/local.toml
 
-# The suite in parts side by side (the timing tests ahead, the rest at nice 19), the test that
-# needs the machine alone after them, then the 15 slowest tests and one line per part (tests/suite.py says how it is cut; as root the agent's
+# The suite in parts side by side, then the timing tests alone, then the 15 slowest tests
+# and one line per part (tests/suite.py says how it is cut; as root the agent's
 # and analysis's tests run as nobody, the way a Pi runs its agent). With CI set (.ci/run sets
 # it) the same run is under coverage: `make coverage`. TEST_JOBS workers for the main part
 # (default: twice the cores); `make test PYTEST_ARGS='-k config'` narrows every part.

@@ -1,6 +1,5 @@
 """The whole test suite as `make test` (and, with `--coverage`, `make coverage` and CI) runs it:
-in parts side by side, the tests that need a quiet machine ahead of the rest, the few that need it
-to themselves after, then one summary.
+in parts side by side, then the tests that need the machine to themselves, then one summary.
 
 Parts, each a pytest session (pytest-xdist workers, one module per worker at a time so that a
 module's set-up, its sweeps and servers, runs once):
@@ -8,15 +7,11 @@ module's set-up, its sweeps and servers, runs once):
   marked `root`, which run beside it in
 - `unprivileged`: UNPRIVILEGED_PATHS as UNPRIVILEGED_USER (nobody), the way a Pi runs its
   agent (tests marked `root` skip there, saying so);
-- `quiet`: tests marked `quiet` (they calibrate a CPU quota, time a marker pulse or the start
-  instants of several clients, which other tests' load would skew), one at a time, beside the
-  others but ahead of them: the other parts run at the lowest CPU priority (nice 19, a weight
-  of 15 against 1024), so a quiet test gets a core whenever it asks for one, and the machine's
-  idle time while it waits (on its calibration's sleeps, its idle baselines) is not lost.
-  Not under coverage;
-- `alone`, after every other part: tests marked `alone`, whose timing a niced neighbour still
-  skews (several client agents woken at one agreed instant: disk and kernel work are not
-  shared by CPU priority). Not under coverage.
+- `quiet`, after the others, alone: tests marked `quiet` (they calibrate a CPU quota, time a
+  marker pulse, the start instants of several clients, a window's effect on a fetch, or
+  measure a link's rate or loss share, which other tests' load skews: beside niced parts they
+  still failed, through disk and kernel work that CPU priority does not share). Not under
+  coverage, which distorts what they time.
 
 The main part's output is shown as it runs; the others' when they end (a failure's details
 then follow the main part's, whose own summary may come first). Then the suite's 15
@@ -63,8 +58,6 @@ class Part:
     argv: list[str]
     env: dict[str, str]
     live: bool = False
-    # Everything but the quiet part yields the CPU to it.
-    background: bool = True
     may_be_empty: bool = False
     log: Path | None = None
     process: subprocess.Popen[bytes] | None = None
@@ -111,20 +104,16 @@ class Suite:
         every process (and its start in every child Python, about 0.13 s of CPU) distorts what
         they measure."""
         argv = self.pytest(name, "-m", marker, measured=False)
-        return Part(name, argv, {**os.environ}, may_be_empty=True, background=False)
-
-    def alone(self) -> Part:
-        return self.timed("alone", "alone")
+        return Part(name, argv, {**os.environ}, may_be_empty=True)
 
     def parts(self) -> list[Part]:
         """The parts, to run side by side."""
-        not_quiet = ["-m", "not quiet and not alone"]
+        not_quiet = ["-m", "not quiet"]
         if os.geteuid() != 0:
             main = Part(
                 "main", self.pytest("main", *not_quiet, workers=self.jobs), self.env(), live=True
             )
-            quiet = self.timed("quiet", "quiet and not alone")
-            return [main, quiet]
+            return [main]
         # UNPRIVILEGED_PATHS' tests marked `root` stay in the main part (tests/conftest.py).
         main = Part(
             "main",
@@ -151,12 +140,9 @@ class Suite:
             print(f"note: {message}; {', '.join(UNPRIVILEGED_PATHS)} run as root", flush=True)
             argv = self.pytest("unprivileged", *not_quiet, *UNPRIVILEGED_PATHS, workers=2)
         unprivileged = Part("unprivileged", argv, env)
-        quiet = self.timed("quiet", "quiet and not alone")
-        return [main, unprivileged, quiet]
+        return [main, unprivileged]
 
     def start(self, part: Part) -> None:
-        if part.background:
-            part.argv = ["nice", "-n", "19", *part.argv]
         print(f"== {part.name}: {' '.join(part.argv)}", flush=True)
         part.started_s = time.monotonic()
         if part.live:
@@ -261,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     (scratch / "coverage").chmod(0o1777)
     try:
         suite = Suite(scratch, args.coverage, args.jobs, args.pytest_args)
-        status = suite.run(suite.parts(), suite.alone())
+        status = suite.run(suite.parts(), suite.timed("quiet", "quiet"))
         if args.coverage:
             report_coverage(scratch)
     finally:

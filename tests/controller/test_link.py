@@ -492,6 +492,7 @@ def ends(netns_testbed: Testbed) -> Iterator[dict[str, Node]]:
         node.close()
 
 
+@pytest.mark.quiet
 def test_the_rate_holds_both_ways_and_removal_restores_both_ends(
     netns_testbed: Testbed, ends: dict[str, Node]
 ):

@@ -110,7 +110,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-@pytest.mark.alone
+@pytest.mark.quiet
 def test_a_sweep_spreads_each_trial_over_three_client_nodes(star: Star, tmp_path: Path) -> None:
     config = _config(star, tmp_path)
     meter = _meter(star, tmp_path)
