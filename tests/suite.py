@@ -109,18 +109,16 @@ class Suite:
     def parts(self) -> list[Part]:
         """The parts, to run side by side."""
         not_quiet = ["-m", "not quiet"]
-        if os.geteuid() != 0:
-            main = Part(
-                "main", self.pytest("main", *not_quiet, workers=self.jobs), self.env(), live=True
-            )
-            return [main]
-        # UNPRIVILEGED_PATHS' tests marked `root` stay in the main part (tests/conftest.py).
+        root = os.geteuid() == 0
+        # As root, UNPRIVILEGED_PATHS' tests marked `root` stay in the main part (conftest.py).
         main = Part(
             "main",
             self.pytest("main", *not_quiet, workers=self.jobs),
-            self.env(**{ROOT_ONLY_IN: ":".join(UNPRIVILEGED_PATHS)}),
+            self.env(**({ROOT_ONLY_IN: ":".join(UNPRIVILEGED_PATHS)} if root else {})),
             live=True,
         )
+        if not root:
+            return [main]
         home = self.scratch / "home"
         home.mkdir()
         shutil.chown(home, UNPRIVILEGED_USER)
