@@ -5,16 +5,24 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+EXTRAS := controller,analysis,test,payload,stream,api
 
-.PHONY: setup system-packages demo test coverage lint mutation
+.PHONY: setup constraints system-packages demo test coverage lint mutation
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[controller,analysis,test,payload,stream,api]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# Re-pins constraints.txt to the newest releases pyproject allows (then run `make test`).
+constraints:
+	rm -rf /tmp/h2iot-constraints && $(PYTHON) -m venv /tmp/h2iot-constraints
+	/tmp/h2iot-constraints/bin/pip install -q -e '.[$(EXTRAS)]'
+	{ sed -n '/^#/p' constraints.txt; /tmp/h2iot-constraints/bin/pip freeze --exclude-editable \
+		| grep -v '^h2iot'; } > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 # Installs the listed Debian packages that are missing; without root it names them instead.
 system-packages:

@@ -15,7 +15,7 @@ The server's counts at the end travel in the trailers, beside grpc-status (`TRAI
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, cast
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -95,12 +95,20 @@ def _parse(cls: type[Message], body: bytes, what: str) -> Message:
         raise ItemError(f"not a protobuf {what}: {exc}") from None
 
 
+def _serialize(cls: type[Message], **fields: object) -> bytes:
+    # types-protobuf declares Message() without fields; a message class made from a
+    # descriptor takes them as keywords, as a generated one does.
+    build: Callable[..., Message] = cls
+    return build(**fields).SerializeToString()
+
+
 def encode_subscription(subscription: Subscription) -> bytes:
-    return _SUBSCRIBE(
+    return _serialize(
+        _SUBSCRIBE,
         rate_hz=subscription.rate_hz,
         payload_doubles=subscription.payload_doubles,
         duration_s=subscription.duration_s,
-    ).SerializeToString()
+    )
 
 
 def decode_subscription(body: bytes) -> Subscription:
@@ -111,14 +119,15 @@ def decode_subscription(body: bytes) -> Subscription:
 
 
 def encode_tune(item: Tune) -> bytes:
-    return _TUNE(
+    return _serialize(
+        _TUNE,
         seq=item.seq,
         t_ns=item.t_publish_ns,
         value=item.value,
         error=item.error,
         dropped=item.dropped,
         doubles=item.doubles,
-    ).SerializeToString()
+    )
 
 
 def decode_tune(body: bytes) -> Tune:
