@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+
+from agent.commands import add_example
 
 
-def register(commands: Any) -> None:
-    build = commands.add_parser(
-        "api-db", help="write the api workload's deterministic database (kept if already built)"
-    )
+def configure(build: argparse.ArgumentParser) -> None:
     build.add_argument("file", type=Path)
     build.add_argument("--records", type=int, default=1000, help="rows per resource (default 1000)")
+    add_example(build, "h2iot-agent api-db /tmp/api.sqlite --records 1000")
     build.set_defaults(handler=run)
 
 

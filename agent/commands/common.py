@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from agent.errors import UsageError
-from agent.workloads import WorkloadSpec
-from agent.workloads.params import parse_params
-from agent.workloads.spec import ParamSide, ParamValue
+
+if TYPE_CHECKING:
+    from agent.workloads.spec import ParamSide, ParamValue, WorkloadSpec
 
 ENGINES = ("h2", "nghttp2", "hypercorn")
 # Engines that only serve: a client runs h2 or nghttp2 against them.
@@ -59,6 +60,8 @@ def workload_params(
         raise UsageError(
             f"--engine {args.engine}: the {spec.kind} workload runs on {', '.join(spec.engines)}"
         )
+    from agent.workloads.params import parse_params  # noqa: PLC0415  (not for `conditions`)
+
     return parse_params(spec, args.param, side)
 
 

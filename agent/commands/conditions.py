@@ -8,13 +8,12 @@ import argparse
 import json
 import os
 from dataclasses import asdict
-from typing import Any
 
+from agent.commands import add_example
 from agent.commands.common import pin
 
 
-def register(commands: Any) -> None:
-    parser = commands.add_parser("conditions", help="the node's CPU, thermal and memory state")
+def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sample-s",
         type=float,
@@ -22,6 +21,7 @@ def register(commands: Any) -> None:
         help="how long to watch the other processes' CPU use (default 1)",
     )
     parser.add_argument("--cpu", type=int, help="the core the node's agent is pinned to")
+    add_example(parser, "h2iot-agent conditions --sample-s 2 --cpu 0")
     parser.set_defaults(handler=run)
 
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
+
+from agent.commands import add_example
 
 
-def register(commands: Any) -> None:
-    parser = commands.add_parser("marker", help="drive the trial marker line")
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_example(parser, "h2iot-agent marker pulse --marker gpio:gpiochip0:17")
     actions = parser.add_subparsers(dest="marker_action", metavar="ACTION", required=True)
     pulse = actions.add_parser("pulse", help="one pulse: raise, hold, lower")
+    add_example(pulse, "h2iot-agent marker pulse --marker fifo:/tmp/marker --width-s 0.5")
     pulse.add_argument("--marker", required=True, help="gpio:CHIP:LINE or fifo:PATH")
     pulse.add_argument("--width-s", type=float, default=0.2, help="how long it is high")
     pulse.set_defaults(handler=run)

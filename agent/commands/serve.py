@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
+from agent.commands import add_example
 from agent.commands.common import add_engine_options, add_workload_options, pin, workload_params
 from agent.errors import UsageError
 from agent.limits import (
@@ -19,8 +19,7 @@ from agent.settings import parse_settings
 from agent.workloads.spec import ParamValue
 
 
-def register(commands: Any) -> None:
-    serve = commands.add_parser("serve", help="serve a workload over HTTP/2")
+def configure(serve: argparse.ArgumentParser) -> None:
     add_workload_options(serve, default="page")
     serve.add_argument(
         "--root",
@@ -72,6 +71,9 @@ def register(commands: Any) -> None:
         type=int,
         help="nghttp2 engine: the port clients send trial-control messages to (default: a free "
         "one, announced in the listening line)",
+    )
+    add_example(
+        serve, "h2iot-agent serve --root /tmp/site --port 8443 --setting max_concurrent_streams=8"
     )
     serve.set_defaults(handler=run)
 

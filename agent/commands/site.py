@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+
+from agent.commands import add_example
 
 
-def register(commands: Any) -> None:
-    site = commands.add_parser("site", help="the test page")
+def configure(site: argparse.ArgumentParser) -> None:
+    add_example(site, "h2iot-agent site build /tmp/site")
     site_commands = site.add_subparsers(dest="site_command", metavar="ACTION", required=True)
     build = site_commands.add_parser("build", help="write the deterministic test page")
+    add_example(build, "h2iot-agent site build /tmp/site --seed 3 --total-bytes 1000000")
     build.add_argument("directory", type=Path)
     build.add_argument("--seed", type=int, default=0)
     build.add_argument(

@@ -10,8 +10,9 @@ import socket
 import time
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agent.commands import add_example
 from agent.commands.common import (
     SERVER_ONLY_ENGINES,
     add_engine_options,
@@ -103,8 +104,7 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(commands: Any) -> None:
-    fetch = commands.add_parser("fetch", help="fetch a page and its subresources over HTTP/2")
+def configure_fetch(fetch: argparse.ArgumentParser) -> None:
     _add_client_options(fetch)
     fetch.add_argument(
         "--initial-window-size",
@@ -112,10 +112,20 @@ def register(commands: Any) -> None:
         help="SETTINGS_INITIAL_WINDOW_SIZE in bytes, exact (default 65535); the same as "
         "--setting initial_window_size=N",
     )
+    add_example(
+        fetch,
+        "h2iot-agent fetch http://127.0.0.1:8443/ --initial-window-size 4096 --repeat 3 --json",
+    )
     fetch.set_defaults(handler=run, workload="page", param=[])
-    trial = commands.add_parser("trial", help="run trials of a workload over HTTP/2")
+
+
+def configure_trial(trial: argparse.ArgumentParser) -> None:
     _add_client_options(trial)
     add_workload_options(trial, default=None)
+    add_example(
+        trial,
+        "h2iot-agent trial http://127.0.0.1:8443/ --workload blob --param size_bytes=65536 --json",
+    )
     trial.set_defaults(handler=run, initial_window_size=None)
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
-from typing import Any
+
+from agent.commands import add_example
 
 
-def register(commands: Any) -> None:
-    workloads = commands.add_parser("workloads", help="list the workloads, their params and fields")
+def configure(workloads: argparse.ArgumentParser) -> None:
     workloads.add_argument("--json", action="store_true", help="one JSON line: a list of specs")
+    add_example(workloads, "h2iot-agent workloads --json")
     workloads.set_defaults(handler=run)
 
 

@@ -1,33 +1,53 @@
 """The workloads a trial can run, by kind: what each declares (`WorkloadSpec`).
 
-Importing this package loads only the declarations, never a workload's handlers or libraries:
-the controller reads it at config load, and `--version` stays cheap.
+Importing this package loads no declaration: `spec_of(kind)` imports that kind's spec module
+alone (a trial's process needs only its own), and `SPECS`, every declaration, is loaded on
+first use (the controller reads it at config load). No handler or workload library is ever
+imported from here.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from agent.errors import UsageError
-from agent.workloads.api.spec import API
-from agent.workloads.blob.spec import BLOB
-from agent.workloads.page.spec import PAGE
-from agent.workloads.payload.spec import PAYLOAD
 from agent.workloads.spec import Field, Param, ParamError, ParamValue, WorkloadSpec
-from agent.workloads.stream.spec import STREAM
 
 __all__ = ["SPECS", "Field", "Param", "ParamError", "ParamValue", "WorkloadSpec", "spec_of"]
 
 DEFAULT_KIND = "page"
 
-SPECS: Mapping[str, WorkloadSpec] = MappingProxyType(
-    {spec.kind: spec for spec in (PAGE, BLOB, PAYLOAD, STREAM, API)}
+if TYPE_CHECKING:
+    SPECS: Mapping[str, WorkloadSpec]
+
+# kind: the module and name of its declaration, in the order listings show them.
+_DECLARATIONS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        "page": ("agent.workloads.page.spec", "PAGE"),
+        "blob": ("agent.workloads.blob.spec", "BLOB"),
+        "payload": ("agent.workloads.payload.spec", "PAYLOAD"),
+        "stream": ("agent.workloads.stream.spec", "STREAM"),
+        "api": ("agent.workloads.api.spec", "API"),
+    }
 )
 
 
 def spec_of(kind: str) -> WorkloadSpec:
     try:
-        return SPECS[kind]
+        module, name = _DECLARATIONS[kind]
     except KeyError:
-        raise UsageError(f"unknown workload {kind!r} (known: {', '.join(SPECS)})") from None
+        known = ", ".join(_DECLARATIONS)
+        raise UsageError(f"unknown workload {kind!r} (known: {known})") from None
+    spec: WorkloadSpec = getattr(importlib.import_module(module), name)
+    return spec
+
+
+def __getattr__(name: str) -> Mapping[str, WorkloadSpec]:
+    if name != "SPECS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    specs = MappingProxyType({kind: spec_of(kind) for kind in _DECLARATIONS})
+    globals()["SPECS"] = specs
+    return specs

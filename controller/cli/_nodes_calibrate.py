@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from controller.cli._help import FORMATTER, example
 from controller.cli._options import add_overrides
 from controller.config import load_config
 from controller.config.model import ROLES, NodeConfig
@@ -39,7 +40,8 @@ def add_calibrate(actions: Any) -> argparse.ArgumentParser:
         "calibrate",
         help="measure the CPU quota that makes this machine's core as fast as a Pi 3B's",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=example("h2iot nodes calibrate configs/local-rpi3b.toml --seconds 5"),
+        formatter_class=FORMATTER,
     )
     parser.add_argument("config", type=Path, nargs="?", help="the sweep's TOML config")
     add_overrides(parser)

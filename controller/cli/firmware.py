@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from controller.cli._help import FORMATTER, example
 from controller.errors import ConfigError, ControllerError
 from controller.firmware import (
     BOARDS,
@@ -22,17 +23,29 @@ from controller.firmware import (
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "firmware", help="build or flash the meter firmware", description=__doc__
+        "firmware",
+        help="build or flash the meter firmware",
+        description=__doc__,
+        epilog=example("h2iot firmware flash --port /dev/ttyACM0"),
+        formatter_class=FORMATTER,
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     board_help = f"target board: {' or '.join(BOARDS)} (default {DEFAULT_BOARD})"
 
-    build_parser = actions.add_parser("build", help="compile the firmware (firmware/Makefile)")
+    build_parser = actions.add_parser(
+        "build",
+        help="compile the firmware (firmware/Makefile)",
+        epilog=example("h2iot firmware build --board uno"),
+        formatter_class=FORMATTER,
+    )
     build_parser.add_argument("--board", default=DEFAULT_BOARD, help=board_help)
     build_parser.set_defaults(handler=_build)
 
     flash_parser = actions.add_parser(
-        "flash", help="build, write it with avrdude, check the board's identity"
+        "flash",
+        help="build, write it with avrdude, check the board's identity",
+        epilog=example("h2iot firmware flash --port /dev/ttyACM0 --board mega2560"),
+        formatter_class=FORMATTER,
     )
     flash_parser.add_argument("--port", help="the board's serial device, e.g. /dev/ttyACM0")
     flash_parser.add_argument("--board", default=DEFAULT_BOARD, help=board_help)

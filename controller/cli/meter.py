@@ -18,6 +18,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from controller.cli._help import FORMATTER, example
 from controller.errors import ConfigError, ControllerError, MeterError
 from controller.meter.calibrate import measure_zero, suspicious_channels
 from controller.meter.calibration import (
@@ -38,15 +39,33 @@ VARIANTS = tuple(ACS712_SENSITIVITY_MV_PER_A)
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("meter", help="the current meter", description=__doc__)
+    parser = subparsers.add_parser(
+        "meter",
+        help="the current meter",
+        description=__doc__,
+        epilog=example("h2iot meter read --port /dev/ttyACM0"),
+        formatter_class=FORMATTER,
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    info = actions.add_parser("info", help="the board's identity and configuration")
+    info = actions.add_parser(
+        "info",
+        help="the board's identity and configuration",
+        epilog=example("h2iot meter info --port /dev/ttyACM0 --json"),
+        formatter_class=FORMATTER,
+    )
     _port_options(info)
     info.add_argument("--json", action="store_true", help="print the INFO fields as JSON")
     info.set_defaults(handler=_info)
 
-    read = actions.add_parser("read", help="live power and a link summary")
+    read = actions.add_parser(
+        "read",
+        help="live power and a link summary",
+        epilog=example(
+            "h2iot meter read --port /dev/ttyACM0 --seconds 30 --calibration meter-calibration.json"
+        ),
+        formatter_class=FORMATTER,
+    )
     _port_options(read)
     read.add_argument("--seconds", type=float, default=5.0, help="how long (default 5)")
     read.add_argument("--rate", type=int, metavar="HZ", help="set the sample rate first")
@@ -55,7 +74,12 @@ def register(subparsers: Any) -> None:
     _calibration_options(read)
     read.set_defaults(handler=_read)
 
-    calibrate = actions.add_parser("calibrate", help="measure the zero offset with no load")
+    calibrate = actions.add_parser(
+        "calibrate",
+        help="measure the zero offset with no load",
+        epilog=example("h2iot meter calibrate --port /dev/ttyACM0 --out meter-calibration.json"),
+        formatter_class=FORMATTER,
+    )
     _port_options(calibrate)
     _sensor_options(calibrate)
     calibrate.add_argument("--seconds", type=float, default=2.0, help="measuring time")
@@ -67,6 +91,8 @@ def register(subparsers: Any) -> None:
     virtual = actions.add_parser(
         "virtual",
         help="a pty speaking the meter protocol, powered by a Pi 3B model of watched processes",
+        epilog=example("h2iot meter virtual --watch-pid 4242 --duration 60 --truth truth.csv"),
+        formatter_class=FORMATTER,
     )
     _model_options(virtual)
     virtual.add_argument("--truth", type=Path, help="write the modelled power (CSV) here")
@@ -78,6 +104,8 @@ def register(subparsers: Any) -> None:
     simulate = actions.add_parser(
         "simulate",
         help="the real firmware in simavr (firmware/sim), its ADC fed by the same power model",
+        epilog=example("h2iot meter simulate --watch-pid 4242 --duration 60"),
+        formatter_class=FORMATTER,
     )
     _model_options(simulate)
     simulate.add_argument("--truth", type=Path, help="write the modelled power (CSV) here")

@@ -31,6 +31,7 @@ from rich.table import Table
 
 from agent import __version__
 from agent.workloads import spec_of
+from controller.cli._help import FORMATTER, example
 from controller.cli._nodes_calibrate import add_calibrate, calibrate_nodes
 from controller.cli._options import add_accept_new_host_key, add_overrides
 from controller.config import Config, NodeConfig, load_config
@@ -68,11 +69,24 @@ def register(subparsers: Any) -> None:
         "nodes",
         help="deploy the agent to the nodes, check the nodes",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=example("h2iot nodes check configs/study.toml"),
+        formatter_class=FORMATTER,
     )
     actions = parser.add_subparsers(dest="nodes_action", metavar="ACTION", required=True)
-    deploy = actions.add_parser("deploy", help="install the agent into each SSH node's venv")
-    check = actions.add_parser("check", help="report each node's facts and clock offset")
+    deploy = actions.add_parser(
+        "deploy",
+        help="install the agent into each SSH node's venv",
+        description=__doc__,
+        epilog=example("h2iot nodes deploy configs/study.toml --accept-new-host-key"),
+        formatter_class=FORMATTER,
+    )
+    check = actions.add_parser(
+        "check",
+        help="report each node's facts and clock offset",
+        description=__doc__,
+        epilog=example("h2iot nodes check configs/study.toml --clock-samples 500"),
+        formatter_class=FORMATTER,
+    )
     for action in (deploy, check):
         action.add_argument("config", type=Path, help="the sweep's TOML config")
         add_overrides(action)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from controller.cli._help import FORMATTER, example
 from controller.errors import ControllerError
 
 
@@ -20,7 +21,8 @@ def register(subparsers: Any) -> None:
         "report",
         help="write report.md, report.html, summary.csv and figures for recorded runs",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=example("h2iot report data/runs/h2iot-20261129T185148"),
+        formatter_class=FORMATTER,
     )
     parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="a run folder")
     parser.add_argument(

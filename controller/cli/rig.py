@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from controller.cli._help import FORMATTER, example
 from controller.cli._options import add_accept_new_host_key, add_overrides
 from controller.config import load_config
 from controller.errors import ConfigError, ControllerError
@@ -31,10 +32,17 @@ def register(subparsers: Any) -> None:
         "rig",
         help="check the bench: meter, marker wire, nodes",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=example("h2iot rig check configs/local.toml"),
+        formatter_class=FORMATTER,
     )
     actions = parser.add_subparsers(dest="rig_action", metavar="ACTION", required=True)
-    check = actions.add_parser("check", help="one line per check, and the fix")
+    check = actions.add_parser(
+        "check",
+        help="one line per check, and the fix",
+        description=__doc__,
+        epilog=example("h2iot rig check configs/study.toml --marker gpio:gpiochip0:17"),
+        formatter_class=FORMATTER,
+    )
     check.add_argument("config", type=Path, help="the sweep's TOML config")
     add_overrides(check)
     check.add_argument(

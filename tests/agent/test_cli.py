@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from agent.commands import COMMANDS
 from agent.site import load_manifest
 from tests.agent.servers import RunningServer, agent_server, run_agent
 
@@ -80,6 +83,53 @@ def test_version() -> None:
     result = run_agent("--version")
     assert result.returncode == 0
     assert result.stdout.startswith("h2iot-agent ")
+
+
+def _agent_modules_after(*argv: str) -> set[str]:
+    """The agent's modules (and logging, dataclasses) a fresh interpreter holds once the CLI
+    has handled `argv`."""
+    probe = (
+        "import sys\nfrom agent.cli import main\ntry:\n    main(sys.argv[1:])\n"
+        "except SystemExit:\n    pass\nprint(' '.join(m for m in sys.modules if m.startswith("
+        "('agent', 'logging', 'dataclasses'))), file=sys.stderr)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True
+    )
+    return set(result.stderr.split())
+
+
+def test_version_imports_no_command_and_no_workload() -> None:
+    # The controller's first word with every node: it must cost a bare interpreter's start-up.
+    assert _agent_modules_after("--version") == {
+        "agent",
+        "agent._version",
+        "agent.cli",
+        "agent.commands",
+        "agent.errors",
+    }
+
+
+def test_a_command_imports_its_own_module_and_its_workload_only() -> None:
+    loaded = _agent_modules_after("trial", "--workload", "page", "--help")
+    assert "agent.commands.trial" in loaded
+    assert not {"agent.commands.serve", "agent.commands.conditions"} & loaded
+    assert not any(name.startswith("agent.workloads.payload") for name in loaded)
+    loaded = _agent_modules_after("conditions", "--help")
+    assert not any(name.startswith("agent.workloads.") for name in loaded), loaded
+
+
+def test_help_lists_every_command_and_each_command_has_its_options() -> None:
+    listing = run_agent("--help")
+    assert listing.returncode == 0
+    for name in COMMANDS:
+        assert name in listing.stdout
+    for name in COMMANDS:
+        own = run_agent(name, "--help")
+        assert own.returncode == 0, (name, own.stderr)
+        assert own.stdout.startswith(f"usage: h2iot-agent {name}"), own.stdout
+    assert "--initial-window-size" in run_agent("fetch", "--help").stdout
+    assert "--initial-window-size" not in run_agent("trial", "--help").stdout
 
 
 def test_site_build_writes_the_page_and_its_manifest(tmp_path: Path) -> None:

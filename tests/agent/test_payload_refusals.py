@@ -11,8 +11,9 @@ from collections.abc import Callable
 import pytest
 
 from agent.workloads.payload.codecs import ENCODINGS, dime, envelope, swa
-from agent.workloads.payload.dataset import MAX_RECORDS, MAX_SIDE, make_dataset
+from agent.workloads.payload.dataset import make_dataset
 from agent.workloads.payload.errors import DecodeError
+from agent.workloads.payload.limits import MAX_RECORDS, MAX_SIDE
 
 # Far below what any claim below would take if it were believed (hundreds of MiB to EiB).
 BOUND_BYTES = 4 * 2**20

@@ -138,6 +138,13 @@ def test_spec_of_names_the_known_kinds() -> None:
         SPECS["blob"].param("size")
 
 
+def test_each_kind_is_declared_under_its_own_name() -> None:
+    # spec_of imports one declaration by its registry entry; SPECS loads them all.
+    for kind, spec in SPECS.items():
+        assert spec.kind == kind
+        assert spec_of(kind) is spec
+
+
 # --param, by side --------------------------------------------------------------------------
 
 SIDES = WorkloadSpec(

@@ -22,12 +22,9 @@ from array import array
 from dataclasses import dataclass
 
 from agent.workloads.payload.errors import DecodeError
+from agent.workloads.payload.limits import MAX_RECORDS, MAX_SIDE
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-# The largest dataset a decoder accepts (and a trial sends): a decoded message's memory is
-# bounded by these, whatever its body claims. A 1024 x 1024 matrix is 8 MiB of values.
-MAX_SIDE = 1024
-MAX_RECORDS = 1_000_000
 _HEAD = struct.Struct("<cI")
 _LENGTH = struct.Struct("<I")
 _NUMBER_FLAG = struct.Struct("<iB")

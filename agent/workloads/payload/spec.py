@@ -1,6 +1,6 @@
 """The payload workload's declaration."""
 
-from agent.workloads.payload.dataset import MAX_RECORDS, MAX_SIDE
+from agent.workloads.payload.limits import MAX_RECORDS, MAX_SIDE
 from agent.workloads.spec import Field, Param, WorkloadSpec
 
 ENCODING_NAMES = ("soap", "swa", "dime", "json", "cbor", "raw")

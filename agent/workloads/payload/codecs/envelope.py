@@ -26,14 +26,13 @@ from xml.parsers import expat
 from agent.workloads.payload.dataset import (
     INT32_MAX,
     INT32_MIN,
-    MAX_RECORDS,
-    MAX_SIDE,
     Dataset,
     Matrix,
     Record,
     Structs,
 )
 from agent.workloads.payload.errors import DecodeError, EncodeError
+from agent.workloads.payload.limits import MAX_RECORDS, MAX_SIDE
 
 SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
 SOAP_ENC = "http://schemas.xmlsoap.org/soap/encoding/"

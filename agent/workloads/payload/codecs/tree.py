@@ -17,14 +17,13 @@ from typing import Any
 from agent.workloads.payload.dataset import (
     INT32_MAX,
     INT32_MIN,
-    MAX_RECORDS,
-    MAX_SIDE,
     Dataset,
     Matrix,
     Record,
     Structs,
 )
 from agent.workloads.payload.errors import DecodeError
+from agent.workloads.payload.limits import MAX_RECORDS, MAX_SIDE
 
 _NUMBER_TYPES = frozenset((float, int))
 _RECORD_KEYS = frozenset(("text", "number", "flag"))
