@@ -250,7 +250,9 @@ def _trial_agent(star: Star, name: str) -> int | None:
     for pid in star.pids(name):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
+            # Gone between the listing and the read: reading a dying process's cmdline
+            # raises ESRCH, not ENOENT.
             continue
         if b"agent.cli" in argv and b"trial" in argv:
             return pid
