@@ -1,0 +1,442 @@
+"""Sans-IO decoder of the PPK2's sample stream: bytes in, numpy blocks out, every loss counted.
+
+The stream (after command 0x06) is little-endian u32 words at 100 kS/s: ADC code bits 0-13,
+range bits 14-16, a rolling counter bits 18-23 (6 bits), logic inputs D0-D7 bits 24-31.
+`Ppk2Decoder.feed(data)` returns a `Ppk2Block` of the samples the bytes completed, never
+raises on any input, and keeps an unfinished word (or an undecided tail) for the next feed.
+Feeding a stream whole or split anywhere gives the same samples, counts and positions (the
+currents may differ in the last bits where the spike filter is on, see below).
+
+Framing and loss (what ppk2-api does not do: it ignores the counter and never realigns):
+- A word can be a sample if its range field is 0-4 (5-7 name no range; ppk2-api clamps them
+  to 4). An alignment is trusted once SYNC_WORDS such words in a row carry consecutive
+  counters; bytes before the first such run are skipped and counted (`skipped_bytes`, not a
+  resync).
+- A counter step of k != 1 followed by SYNC_WORDS - 1 good steps at the same alignment is a
+  gap: (k - 1) mod 64 samples lost, counted with the position of the first sample after it,
+  never closed up (`index` keeps each sample's place in time). Losses of 64 samples or more
+  are invisible to a 6-bit counter: only their remainder mod 64 is counted.
+- Any other break (the steps after it do not hold, or the word's range is 5-7) is a framing
+  slip (a byte lost or added, or a corrupt word): the decoder searches forward, byte by byte,
+  for the next run of SYNC_WORDS good words, counts a resync and the bytes skipped, then
+  counts the samples lost across it as a gap. A lost byte costs the word it was in (1 lost
+  sample, 3 bytes skipped), an extra byte only itself (1 byte skipped), a corrupt word itself
+  (1 lost sample, 4 bytes skipped). A 6-bit counter cannot prove every word: a misaligned
+  word just after a slip whose bytes happen to give the expected counter and a valid range
+  (about 1 in 100 for random bytes) is taken as a sample; its place in time stays right.
+- `flush()` ends the stream: bytes still undecided (a partial word, or the words after a break
+  that could not yet be confirmed) are discarded and counted as skipped.
+  4 * samples + skipped_bytes == bytes fed, after flush.
+
+Conversion (agrees with ppk2-api 0.9.2 `_handle_raw_data` / `get_adc_result`): the formula in
+`metadata`, the same operations in the same order per sample, so an unfiltered sample is the
+same float ppk2-api computes; VDD is the supply the session set (ppk2-api's `current_vdd`).
+With `spike_filter=True` (the default, as ppk2-api and nRF Connect) the three samples from a
+range change on (the change and the next two) are replaced by exponential moving averages over
+all samples so far: alpha 0.18, or alpha 0.06 when the new range is 4; entering range 4, the
+first two samples are also left out of both averages. Matched: the rule, the constants, the
+state carried across feeds. Not matched: ppk2-api's order of float rounding in the averages
+(they are computed here as a vectorised scan in blocks of 256 samples, agreeing to about 1e-15
+of the largest current in the block; after a feed with no range change, the averages' state
+comes from its last 2048 samples only, the older ones weighing under 1e-55); its filter
+state surviving stop/start (make a new decoder per start, as nRF Connect resets it on start);
+its decoding of misaligned or lost bytes as samples.
+
+Draining: a session must not feed this decoder bytes from before its own start command; the
+package docstring gives the drain rule and `metadata.scan_metadata_reply` sets apart stale
+stream bytes read before the metadata reply.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from controller.meter.ppk2.metadata import RANGES, Ppk2Metadata
+
+SAMPLE_RATE_HZ: Final = 100_000
+WORD_BYTES: Final = 4
+COUNTER_MODULUS: Final = 64
+SYNC_WORDS: Final = 4  # random bytes pass for a run about once in 64**3 / (5/8)**4 ~ 1.7e6
+ADC_MAX: Final = (1 << 14) - 1
+ADC_VOLTS_PER_COUNT: Final = 1.8 / 163840  # ppk2-api's adc_mult: per unit of the code times 4
+VDD_MIN_MV: Final = 800
+VDD_MAX_MV: Final = 5000
+TOP_RANGE: Final = RANGES - 1
+
+SPIKE_ALPHA: Final = 0.18
+SPIKE_ALPHA_TOP_RANGE: Final = 0.06
+SPIKE_SAMPLES: Final = 3  # the change sample and the next two
+SPIKE_SKIP_TOP_RANGE: Final = 2  # samples entering the top range left out of the averages
+
+_SCAN_BLOCK = 256  # (1 - 0.18)**256 ~ 1e-22: the within-block products stay in range
+_TAIL_SAMPLES = 2048  # 0.94**2048 ~ 1e-55: older samples cannot move the averages' state
+
+U8 = NDArray[np.uint8]
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Ppk2Block:
+    """Samples completed by one feed, in arrival order, with what was lost before each.
+
+    `index[i]`: the sample's place in the stream counting lost samples (samples received and
+    lost before it since the decoder's first sample); `index / SAMPLE_RATE_HZ` is its time in
+    seconds from that sample. `gap_at` / `gap_lost`: for each gap, the position in this block
+    of the first sample after it and the samples lost (1-63). `resync_at` /
+    `resync_skipped_bytes`: each realignment after a framing slip, the position of the first
+    sample at the new alignment and the bytes skipped to reach it. `skipped_bytes` is every
+    byte this feed discarded (resyncs, the first alignment, flush).
+    """
+
+    current_ua: F64
+    logic: U8  # D0 (bit 0, the trial marker line) .. D7
+    counter: U8
+    meas_range: U8
+    index: I64
+    gap_at: I64
+    gap_lost: I64
+    resync_at: I64
+    resync_skipped_bytes: I64
+    skipped_bytes: int
+
+    def __len__(self) -> int:
+        return int(self.current_ua.size)
+
+    @property
+    def lost_samples(self) -> int:
+        return int(self.gap_lost.sum())
+
+    @property
+    def resyncs(self) -> int:
+        return int(self.resync_at.size)
+
+
+@dataclass(frozen=True, slots=True)
+class Ppk2Totals:
+    """Counters since the decoder was made."""
+
+    bytes_in: int = 0
+    samples: int = 0
+    lost_samples: int = 0
+    gaps: int = 0
+    resyncs: int = 0
+    skipped_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RangeFactors:
+    """Per-range factors of the conversion for one supply voltage, each computed as ppk2-api
+    computes it (the emulated device inverts the same factors)."""
+
+    offset: F64
+    volts_per_ohm: F64
+    quadratic: F64
+    linear: F64
+    constant_a: F64
+    user_gain: F64
+
+    @staticmethod
+    def of(metadata: Ppk2Metadata, vdd_mv: int) -> RangeFactors:
+        cal = metadata.ranges
+        return RangeFactors(
+            offset=np.array([c.offset_counts for c in cal]),
+            volts_per_ohm=np.array([ADC_VOLTS_PER_COUNT / c.resistor_ohm for c in cal]),
+            quadratic=np.array([c.gain_quadratic_per_a for c in cal]),
+            linear=np.array([c.gain_linear for c in cal]),
+            constant_a=np.array(
+                [c.supply_slope_a_per_v * (vdd_mv / 1000) + c.offset_a for c in cal]
+            ),
+            user_gain=np.array([c.user_gain for c in cal]),
+        )
+
+
+def _check_vdd(vdd_mv: int) -> None:
+    if not VDD_MIN_MV <= vdd_mv <= VDD_MAX_MV:
+        raise ValueError(f"PPK2 supply must be {VDD_MIN_MV}-{VDD_MAX_MV} mV, got {vdd_mv}")
+
+
+def _amperes(co: RangeFactors, meas_range: NDArray[np.intp], adc: NDArray[np.int64]) -> F64:
+    # The same operations in the same order as ppk2-api's get_adc_result, so the same floats.
+    x = (adc * 4 - co.offset[meas_range]) * co.volts_per_ohm[meas_range]
+    inner = x * (co.quadratic[meas_range] * x + co.linear[meas_range])
+    amperes: F64 = co.user_gain[meas_range] * (inner + co.constant_a[meas_range])
+    return amperes
+
+
+def adc_to_ua(
+    metadata: Ppk2Metadata,
+    vdd_mv: int,
+    meas_range: NDArray[np.integer] | int,
+    adc: NDArray[np.integer] | int,
+) -> F64:
+    """Current in microamperes of 14-bit ADC codes in ranges 0-4, without the spike filter."""
+    _check_vdd(vdd_mv)
+    r = np.asarray(meas_range, dtype=np.intp)
+    if r.size and (r.min() < 0 or r.max() > TOP_RANGE):
+        raise ValueError(f"PPK2 ranges are 0-{TOP_RANGE}")
+    codes = np.asarray(adc, dtype=np.int64)
+    ua: F64 = _amperes(RangeFactors.of(metadata, vdd_mv), r, codes) * 10**6
+    return ua
+
+
+@functools.cache
+def _powers(keep: float) -> F64:
+    powers: F64 = keep ** np.arange(1, _SCAN_BLOCK + 1, dtype=np.float64)
+    powers.flags.writeable = False
+    return powers
+
+
+def _ema(x: F64, skip: NDArray[np.bool_] | None, alpha: float, previous: float | None) -> F64:
+    """y[n] = alpha * x[n] + (1 - alpha) * y[n-1], or y[n-1] where skip[n]; y[-1] = previous,
+    or x[0] exactly when there is none (as ppk2-api starts its averages). Vectorised by
+    blocks: within a block y = P * cumsum(d / P) with P the running product of the factors,
+    then each block's start value carried over in a loop over blocks, not samples."""
+    n = x.size
+    blocks = -(-n // _SCAN_BLOCK)
+    keep = 1.0 - alpha
+    d = np.zeros(blocks * _SCAN_BLOCK)
+    d[:n] = alpha * x
+    if previous is None:
+        previous = float(x[0])
+        skip = np.zeros(n, dtype=np.bool_) if skip is None else skip.copy()
+        skip[0] = True  # y[0] = x[0] exactly, not alpha*x0 + (1-alpha)*x0
+    product: F64
+    if skip is None:
+        product = np.broadcast_to(_powers(keep), (blocks, _SCAN_BLOCK))
+    else:
+        factor = np.ones(blocks * _SCAN_BLOCK)
+        factor[:n] = np.where(skip, 1.0, keep)
+        d[:n][skip] = 0.0
+        product = np.cumprod(factor.reshape(blocks, _SCAN_BLOCK), axis=1, dtype=np.float64)
+    local = product * np.cumsum(d.reshape(blocks, _SCAN_BLOCK) / product, axis=1)
+    starts = np.empty(blocks)
+    y = previous
+    for b in range(blocks):
+        starts[b] = y
+        y = float(local[b, -1] + product[b, -1] * y)
+    out: F64 = (local + product * starts[:, None]).reshape(-1)[:n]
+    return out
+
+
+def _ema_end(x: F64, alpha: float, previous: float | None) -> float:
+    """The last value of `_ema(x, None, alpha, previous)`, from the last _TAIL_SAMPLES only."""
+    if x.size > _TAIL_SAMPLES:
+        # The state before the tail weighs (1 - alpha)**2048 < 1e-55: any stand-in will do.
+        previous = float(x[-_TAIL_SAMPLES - 1])
+        x = x[-_TAIL_SAMPLES:]
+    return float(_ema(x, None, alpha, previous)[-1])
+
+
+@dataclass(slots=True)
+class _SpikeFilter:
+    """ppk2-api's filter state: both averages, the last range, samples since a range change."""
+
+    average: float | None = None
+    average_top: float | None = None
+    last_range: int | None = None
+    since_change: int = SPIKE_SAMPLES  # outside a filter window
+
+    def apply(self, amperes: F64, meas_range: U8) -> F64:
+        n = amperes.size
+        if n == 0:
+            return amperes
+        before = np.empty(n, dtype=np.int16)
+        before[0] = meas_range[0] if self.last_range is None else self.last_range
+        before[1:] = meas_range[:-1]
+        positions = np.arange(n)
+        last_change = np.maximum.accumulate(np.where(meas_range != before, positions, -1))
+        since = np.where(
+            last_change >= 0, positions - last_change, self.since_change + 1 + positions
+        )
+        window = since < SPIKE_SAMPLES
+        self.last_range = int(meas_range[-1])
+        self.since_change = int(min(since[-1], SPIKE_SAMPLES))
+        if not window.any():
+            self.average = _ema_end(amperes, SPIKE_ALPHA, self.average)
+            self.average_top = _ema_end(amperes, SPIKE_ALPHA_TOP_RANGE, self.average_top)
+            return amperes
+        top = meas_range == TOP_RANGE
+        skip = window & top & (since < SPIKE_SKIP_TOP_RANGE)
+        average = _ema(amperes, skip if skip.any() else None, SPIKE_ALPHA, self.average)
+        average_top = _ema(
+            amperes, skip if skip.any() else None, SPIKE_ALPHA_TOP_RANGE, self.average_top
+        )
+        self.average = float(average[-1])
+        self.average_top = float(average_top[-1])
+        out = amperes.copy()
+        low = window & ~top
+        out[low] = average[low]
+        out[window & top] = average_top[window & top]
+        return out
+
+
+def _find_alignment(data: bytes, start: int) -> int | None:
+    """First byte position >= start where SYNC_WORDS words in a row could be samples: ranges
+    0-4 and consecutive counters (the acceptance rule of `Ppk2Decoder._take_aligned`)."""
+    span = SYNC_WORDS * WORD_BYTES
+    candidates = len(data) - start - span + 1
+    if candidates <= 0:
+        return None
+    raw = np.frombuffer(data, dtype=np.uint8, offset=start)
+    # Bits 14-16 are the top two bits of the second byte and the lowest of the third; bits
+    # 18-23 the top six of the third.
+    valid = ((raw[1:-2] >> 6) | ((raw[2:-1] & 1) << 2)) <= TOP_RANGE
+    counter = raw[2:-1] >> 2
+    ok = np.ones(candidates, dtype=np.bool_)
+    for j in range(SYNC_WORDS):
+        ok &= valid[WORD_BYTES * j : WORD_BYTES * j + candidates]
+    for j in range(SYNC_WORDS - 1):
+        a = counter[WORD_BYTES * j : WORD_BYTES * j + candidates]
+        b = counter[WORD_BYTES * (j + 1) : WORD_BYTES * (j + 1) + candidates]
+        ok &= ((b - a) & (COUNTER_MODULUS - 1)) == 1  # uint8 wraps mod 256, a multiple of 64
+    hit = int(np.argmax(ok))
+    return start + hit if ok[hit] else None
+
+
+@dataclass(slots=True)
+class _Events:
+    gap_at: list[int] = field(default_factory=list)
+    gap_lost: list[int] = field(default_factory=list)
+    resync_at: list[int] = field(default_factory=list)
+    resync_skipped: list[int] = field(default_factory=list)
+    skipped: int = 0
+
+
+_EMPTY_I64: Final = np.zeros(0, dtype=np.int64)
+
+
+class Ppk2Decoder:
+    """Decodes one measurement (one start command's stream); see the module docstring."""
+
+    def __init__(self, metadata: Ppk2Metadata, vdd_mv: int, *, spike_filter: bool = True) -> None:
+        _check_vdd(vdd_mv)
+        self._coefficients = RangeFactors.of(metadata, vdd_mv)
+        self._filter = _SpikeFilter() if spike_filter else None
+        self._pending = b""
+        self._last_counter: int | None = None  # of the last sample accepted
+        self._aligned = False  # False at the start and after a slip, until a run is found
+        self._skip_run = 0  # bytes skipped since the slip that is being resynchronised
+        self._next_index = 0
+        self._totals = Ppk2Totals()
+
+    @property
+    def totals(self) -> Ppk2Totals:
+        return self._totals
+
+    def feed(self, data: bytes) -> Ppk2Block:
+        buf = self._pending + data if self._pending else bytes(data)
+        events = _Events()
+        segments: list[NDArray[np.uint32]] = []
+        accepted = 0
+        pos = 0
+        while True:
+            if not self._aligned:
+                found = _find_alignment(buf, pos)
+                if found is None:
+                    keep_from = max(pos, len(buf) - (SYNC_WORDS * WORD_BYTES - 1))
+                    events.skipped += keep_from - pos
+                    self._skip_run += keep_from - pos
+                    pos = keep_from
+                    break
+                events.skipped += found - pos
+                self._skip_run += found - pos
+                if self._last_counter is not None:
+                    events.resync_at.append(accepted)
+                    events.resync_skipped.append(self._skip_run)
+                self._skip_run = 0
+                self._aligned = True
+                pos = found
+            words, slipped = self._take_aligned(buf, pos, accepted, events)
+            segments.append(words)
+            accepted += words.size
+            pos += words.size * WORD_BYTES
+            if not slipped:
+                break
+            self._aligned = False
+        self._pending = buf[pos:]
+        return self._block(segments, events, len(data))
+
+    def flush(self) -> Ppk2Block:
+        """End of stream: the undecided bytes are discarded and counted as skipped."""
+        events = _Events(skipped=len(self._pending))
+        self._pending = b""
+        return self._block([], events, 0)
+
+    def _take_aligned(
+        self, buf: bytes, pos: int, accepted: int, events: _Events
+    ) -> tuple[NDArray[np.uint32], bool]:
+        """The words from `pos` up to a slip or an undecidable break; True if a slip ended them."""
+        n = (len(buf) - pos) // WORD_BYTES
+        words = np.frombuffer(buf, dtype="<u4", count=n, offset=pos)
+        if n == 0:
+            return words, False
+        counter = ((words >> 18) & (COUNTER_MODULUS - 1)).astype(np.uint8)
+        valid = ((words >> 14) & 7) <= TOP_RANGE
+        step = np.empty(n, dtype=np.uint8)
+        last = self._last_counter
+        step[0] = 1 if last is None else (int(counter[0]) - last) % COUNTER_MODULUS
+        step[1:] = (counter[1:] - counter[:-1]) & (COUNTER_MODULUS - 1)
+        good = (step == 1) & valid
+        end, slipped = n, False
+        for at in np.flatnonzero(~good).tolist():
+            if at + SYNC_WORDS > n:
+                end = at  # not enough words yet to tell a gap from a slip: wait for more
+                break
+            if not (valid[at] and good[at + 1 : at + SYNC_WORDS].all()):
+                end, slipped = at, True
+                break
+            events.gap_at.append(accepted + at)
+            events.gap_lost.append((int(step[at]) - 1) % COUNTER_MODULUS)
+        if end:
+            self._last_counter = int(counter[end - 1])
+        return words[:end], slipped
+
+    def _block(self, segments: list[NDArray[np.uint32]], events: _Events, fed: int) -> Ppk2Block:
+        words = np.concatenate(segments) if segments else np.zeros(0, dtype=np.uint32)
+        adc = (words & ADC_MAX).astype(np.int64)
+        meas_range = ((words >> 14) & 7).astype(np.uint8)
+        counter = ((words >> 18) & (COUNTER_MODULUS - 1)).astype(np.uint8)
+        logic = (words >> 24).astype(np.uint8)
+        gap_at = np.array(events.gap_at, dtype=np.int64) if events.gap_at else _EMPTY_I64
+        gap_lost = np.array(events.gap_lost, dtype=np.int64) if events.gap_lost else _EMPTY_I64
+        lost_before = np.zeros(words.size, dtype=np.int64)
+        if gap_at.size:
+            np.add.at(lost_before, gap_at, gap_lost)
+        index = self._next_index + np.arange(words.size, dtype=np.int64) + np.cumsum(lost_before)
+        if words.size:
+            self._next_index = int(index[-1]) + 1
+        current_ua = self._convert(meas_range, adc)
+        t = self._totals
+        self._totals = Ppk2Totals(
+            bytes_in=t.bytes_in + fed,
+            samples=t.samples + int(words.size),
+            lost_samples=t.lost_samples + int(gap_lost.sum()),
+            gaps=t.gaps + int(gap_at.size),
+            resyncs=t.resyncs + len(events.resync_at),
+            skipped_bytes=t.skipped_bytes + events.skipped,
+        )
+        return Ppk2Block(
+            current_ua=current_ua,
+            logic=logic,
+            counter=counter,
+            meas_range=meas_range,
+            index=index,
+            gap_at=gap_at,
+            gap_lost=gap_lost,
+            resync_at=np.array(events.resync_at, dtype=np.int64),
+            resync_skipped_bytes=np.array(events.resync_skipped, dtype=np.int64),
+            skipped_bytes=events.skipped,
+        )
+
+    def _convert(self, meas_range: U8, adc: I64) -> F64:
+        amperes = _amperes(self._coefficients, meas_range.astype(np.intp), adc)
+        if self._filter is not None:
+            amperes = self._filter.apply(amperes, meas_range)
+        ua: F64 = amperes * 10**6
+        return ua
