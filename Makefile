@@ -9,8 +9,10 @@ EXTRAS := controller,analysis,test,payload,stream,api
 
 .PHONY: setup constraints system-packages demo test coverage lint mutation
 
+# The venv is made once: re-running `venv` over it with another interpreter (a changed
+# pyproject or constraints file, with PYTHON unset) would mix the two in one venv.
 $(STAMP): pyproject.toml constraints.txt
-	$(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
 	touch $(STAMP)

@@ -1,14 +1,14 @@
 """The `h2iot` command: one module per subcommand, each exposing `register(subparsers)`.
 
-The subcommand modules are discovered (any module here not starting with `_`), so adding one
-leaves this file untouched. What `h2iot --help` says to its users is `DESCRIPTION` below.
+Each subcommand module is named in `COMMANDS` with its one-line help, and only the one that
+runs is imported. What `h2iot --help` says to its users is `DESCRIPTION` below.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
+import sys
 from collections.abc import Callable, Sequence
 
 from agent import __version__
@@ -30,27 +30,49 @@ first commands:
   the bench a config describes (meter, marker wire, nodes), one line per check:
     h2iot rig check configs/local.toml"""
 
+# command: its one-line help. Only the command that runs is imported (`--version` imports
+# none): each module's imports (fabric, matplotlib, the firmware builder) cost a second
+# and more of CPU that every `h2iot` invocation paid. tests/controller/test_cli_help.py
+# checks that every module here is listed.
+COMMANDS: dict[str, str] = {
+    "firmware": "build or flash the meter firmware",
+    "meter": "the current meter",
+    "nodes": "deploy the agent to the nodes, check the nodes",
+    "report": "write report.md, report.html, summary.csv and figures for recorded runs",
+    "rig": "check the bench: meter, marker wire, nodes",
+    "sweep": "run a sweep of HTTP/2 settings",
+}
+
 EPILOG = """\
 Each command's --help gives its options and an example; configs/README.md
 documents every config key."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command is listed; only `command` gets its options (none for `--version`; all
+    of them when None, for the help tests)."""
     parser = argparse.ArgumentParser(
         prog="h2iot", description=DESCRIPTION, epilog=EPILOG, formatter_class=FORMATTER
     )
     parser.add_argument("--version", action="version", version=f"h2iot {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if module_info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{module_info.name}")
-        module.register(subparsers)
+    for name, help_text in COMMANDS.items():
+        if command is None or name == command:
+            importlib.import_module(f"{__name__}.{name}").register(subparsers)
+        else:
+            subparsers.add_parser(name, help=help_text)
     return parser
 
 
+def _command_named(argv: Sequence[str]) -> str:
+    # The top level's options take no values, so the first other word is the command; ""
+    # (no command: `--version`, `--help`, a usage error) configures none.
+    return next((word for word in argv if not word.startswith("-")), "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_named(words))
+    args = parser.parse_args(words)
     handler: Handler = args.handler
     return handler(args)

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from controller.cli import COMMANDS
 from controller.cli._help import FORMATTER, example
 from controller.errors import ConfigError, ControllerError
 from controller.firmware import (
@@ -24,7 +25,7 @@ from controller.firmware import (
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "firmware",
-        help="build or flash the meter firmware",
+        help=COMMANDS["firmware"],
         description=__doc__,
         epilog=example("h2iot firmware flash --port /dev/ttyACM0"),
         formatter_class=FORMATTER,

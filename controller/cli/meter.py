@@ -18,6 +18,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from controller.cli import COMMANDS
 from controller.cli._help import FORMATTER, example
 from controller.errors import ConfigError, ControllerError, MeterError
 from controller.meter.calibrate import measure_zero, suspicious_channels
@@ -41,7 +42,7 @@ VARIANTS = tuple(ACS712_SENSITIVITY_MV_PER_A)
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "meter",
-        help="the current meter",
+        help=COMMANDS["meter"],
         description=__doc__,
         epilog=example("h2iot meter read --port /dev/ttyACM0"),
         formatter_class=FORMATTER,

@@ -31,24 +31,21 @@ from rich.table import Table
 
 from agent import __version__
 from agent.workloads import spec_of
+from controller.cli import COMMANDS
 from controller.cli._help import FORMATTER, example
 from controller.cli._nodes_calibrate import add_calibrate, calibrate_nodes
 from controller.cli._options import add_accept_new_host_key, add_overrides
 from controller.config import Config, NodeConfig, load_config
 from controller.config.model import ROLES
 from controller.errors import ConfigError, ControllerError
-from controller.nodes import (
-    ClockOffset,
-    Node,
-    NodeFacts,
-    check_node,
-    connect,
-    fan_out,
-    node_label,
-)
+from controller.nodes.connect import connect, node_label
 from controller.nodes.deploy import DeployReport, install, probe_platform
 from controller.nodes.errors import DeployError
+from controller.nodes.facts import NodeFacts, check_node
+from controller.nodes.group import fan_out
+from controller.nodes.node import Node
 from controller.nodes.platform import PlatformFacts
+from controller.nodes.records import ClockOffset
 from controller.nodes.wheel import (
     Wheel,
     build_wheel,
@@ -67,7 +64,7 @@ def _default_wheelhouse() -> Path:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "nodes",
-        help="deploy the agent to the nodes, check the nodes",
+        help=COMMANDS["nodes"],
         description=__doc__,
         epilog=example("h2iot nodes check configs/study.toml"),
         formatter_class=FORMATTER,

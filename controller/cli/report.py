@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from controller.cli import COMMANDS
 from controller.cli._help import FORMATTER, example
 from controller.errors import ControllerError
 
@@ -19,7 +20,7 @@ from controller.errors import ControllerError
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "report",
-        help="write report.md, report.html, summary.csv and figures for recorded runs",
+        help=COMMANDS["report"],
         description=__doc__,
         epilog=example("h2iot report data/runs/h2iot-20261129T185148"),
         formatter_class=FORMATTER,

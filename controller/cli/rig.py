@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from controller.cli import COMMANDS
 from controller.cli._help import FORMATTER, example
 from controller.cli._options import add_accept_new_host_key, add_overrides
 from controller.config import load_config
@@ -30,7 +31,7 @@ from controller.rig import Check, check_rig
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "rig",
-        help="check the bench: meter, marker wire, nodes",
+        help=COMMANDS["rig"],
         description=__doc__,
         epilog=example("h2iot rig check configs/local.toml"),
         formatter_class=FORMATTER,

@@ -26,6 +26,7 @@ from agent import __version__
 from analysis.columns import BREAKDOWN
 from analysis.conditions import summarise as summarise_conditions
 from analysis.manifest import read_manifest
+from controller.cli import COMMANDS
 from controller.cli._help import FORMATTER, example
 from controller.config import DEFAULT_CONFIG_PATH, Config
 from controller.config.load import Layer, config_of, read_layers, with_overrides
@@ -73,7 +74,7 @@ class _Sweep:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "sweep",
-        help="run a sweep of HTTP/2 settings",
+        help=COMMANDS["sweep"],
         description=__doc__,
         epilog=example("h2iot sweep configs/local.toml --set run.repetitions=2"),
         formatter_class=FORMATTER,

@@ -4,12 +4,16 @@ subcommand's help, at every level, ends with an example that parses."""
 from __future__ import annotations
 
 import argparse
+import pkgutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from controller.cli import build_parser
+import controller.cli
+from controller.cli import COMMANDS, build_parser
 from controller.config import load_config
 
 PROG = "h2iot"
@@ -106,3 +110,25 @@ def test_the_report_example_names_a_folder_where_the_local_sweep_puts_its_runs()
     (run_dir,) = report.run_dirs
     assert run_dir.parent == sweep.out
     assert run_dir.name.startswith(f"{load_config(ROOT / sweep.config).run.name}-")
+
+
+def test_every_subcommand_module_is_listed_and_only_the_one_that_runs_is_imported() -> None:
+    modules = {info.name for info in pkgutil.iter_modules(controller.cli.__path__)}
+    assert set(COMMANDS) == {name for name in modules if not name.startswith("_")}
+    probe = (
+        "import sys\nfrom controller.cli import main\ntry:\n    main(sys.argv[1:])\n"
+        "except SystemExit:\n    pass\nprint(' '.join(m for m in sys.modules), file=sys.stderr)"
+    )
+
+    def loaded(*argv: str) -> set[str]:
+        result = subprocess.run(
+            [sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True
+        )
+        return set(result.stderr.split())
+
+    version = loaded("--version")
+    assert not {f"controller.cli.{name}" for name in COMMANDS} & version
+    assert not {"fabric", "paramiko", "matplotlib"} & version
+    report = loaded("report", "--help")
+    assert "controller.cli.report" in report
+    assert not {"controller.cli.sweep", "controller.cli.nodes", "fabric"} & report

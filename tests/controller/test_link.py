@@ -32,7 +32,9 @@ from controller.link import (
     shaped_link,
     tcp_goodput_mbit,
 )
-from controller.nodes import ClockOffset, CommandResult, Node, connect
+from controller.nodes.connect import connect
+from controller.nodes.node import Node
+from controller.nodes.records import ClockOffset, CommandResult
 from controller.nodes.transport import LocalTransport, Transport
 from tests.conftest import require_tool
 from tests.netns import Testbed, require_root

@@ -10,14 +10,10 @@ from pathlib import Path
 import pytest
 
 from agent import __version__
-from controller.nodes import (
-    AgentNode,
-    CommandFailedError,
-    LocalTransport,
-    Node,
-    NodeError,
-)
-from controller.nodes.agent import ServerMount
+from controller.nodes.agent import AgentNode, ServerMount
+from controller.nodes.errors import CommandFailedError, NodeError
+from controller.nodes.node import Node
+from controller.nodes.transport import LocalTransport
 from controller.workloads.page import PageSites
 
 SITE_BYTES = 150_000

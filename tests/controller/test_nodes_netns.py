@@ -16,8 +16,8 @@ import pytest
 
 from agent import __version__
 from controller.config import load_config
-from controller.nodes import AgentNode, connect
-from controller.nodes.agent import ServerMount
+from controller.nodes.agent import AgentNode, ServerMount
+from controller.nodes.connect import connect
 from tests.conftest import h2iot
 from tests.netns import Testbed
 

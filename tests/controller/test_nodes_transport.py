@@ -16,18 +16,17 @@ import fabric
 import paramiko
 import pytest
 
-from controller.nodes import (
-    ClockOffset,
+from controller.nodes.errors import (
     CommandFailedError,
     CommandTimeoutError,
     HostKeyError,
-    LocalTransport,
-    Node,
     NodeError,
     NodeUnreachableError,
-    SshTarget,
-    open_ssh,
 )
+from controller.nodes.node import Node
+from controller.nodes.records import ClockOffset
+from controller.nodes.ssh import SshTarget, open_ssh
+from controller.nodes.transport import LocalTransport
 from tests.netns import SshHost
 from tests.netns.hosts import free_port, make_key, start_sshd
 

@@ -16,10 +16,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.config import load_config
-from controller.nodes import LocalTransport, Node
 from controller.nodes.agent import AgentNode, ServerMount
 from controller.nodes.clock import PeerOffset
+from controller.nodes.node import Node
 from controller.nodes.records import ClockOffset
+from controller.nodes.transport import LocalTransport
 from controller.sweep.agent_pair import AgentPair, peer_clock
 from controller.sweep.client_group import ClientGroup, ClientMember
 from controller.workloads import Served
