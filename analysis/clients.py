@@ -99,6 +99,16 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 1000:.1f}"
 
 
+def brief(rows: Sequence[Row]) -> list[str]:
+    """One line per node that started late, for the report's first screen."""
+    return [
+        f"{n.label} started late in {len(n.late)} of {n.attempts} attempts: the nodes' loads "
+        "overlapped less than planned (Client nodes)."
+        for n in node_starts(rows)
+        if n.late
+    ]
+
+
 def report_blocks(rows: Sequence[Row]) -> list[Block]:
     """The report's "Client nodes" section; nothing for a run with one client node."""
     nodes = node_starts(rows)

@@ -33,9 +33,10 @@ from analysis.figures import (
 )
 from analysis.load import Run, require_results
 from analysis.points import metric_rows, per_emulated_core, plain
-from analysis.report import FIGURES_DIR, REPORT_DIR, emulated_cores_caption, number
+from analysis.report import FIGURES_DIR, REPORT_DIR, emulated_cores_caption
 from analysis.stats import Summary, welch_difference
 from analysis.study import Check, study_checks
+from analysis.tables import number
 
 _PROVENANCE = ("source", "layers", "origins")  # where values came from, not what they are
 

@@ -12,7 +12,8 @@ A trial is flagged, per node, when
 - busy: other processes took more than BUSY_PCT % of one core of the node's CPUs.
 
 Pure: rows in (mappings of column -> cell, as trials.csv holds them), findings out. The
-manifest's `conditions` and the report's warnings are both made here.
+manifest's `conditions`, the report's warnings and their one-line forms for the report's first
+screen (`brief`) are all made here.
 """
 
 from __future__ import annotations
@@ -183,6 +184,12 @@ _REASON_TEXT = {
     ),
     "busy": f"ran beside other processes taking more than {BUSY_PCT:g} % of a core",
 }
+_BRIEF_TEXT = {
+    **_REASON_TEXT,
+    "governor changed": "ran under another CPU governor",
+    "clock changed": f"ran over {CLOCK_CHANGE_FRACTION:.0%} off its usual CPU clock",
+    "busy": f"was busy (other processes over {BUSY_PCT:g} % of a core)",
+}
 
 
 def warnings(rows: Sequence[Row]) -> list[str]:
@@ -195,6 +202,19 @@ def warnings(rows: Sequence[Row]) -> list[str]:
             lines.append(
                 f"{len(ids)} of {node.trials} trials: the {role} node {_REASON_TEXT[reason]} "
                 f"({shown})"
+            )
+    return lines
+
+
+def brief(rows: Sequence[Row]) -> list[str]:
+    """The warnings without trial ids, one line per node and reason, naming the section."""
+    lines = []
+    for role in ROLES:
+        node = node_conditions(rows, role)
+        for reason, ids in node.flagged.items():
+            lines.append(
+                f"The {role} node {_BRIEF_TEXT[reason]} in {len(ids)} of {node.trials} trials "
+                "(Node conditions)."
             )
     return lines
 

@@ -1,5 +1,7 @@
 """The report's energy sections: the idle baseline and its check, each trial's ground truth
-against the model of its own activity (modelled meters), and the per-frame cost model."""
+against the model of its own activity (modelled meters), and the per-frame cost model; and the
+one-line warnings of the first two for the report's first screen (`idle_caveats`,
+`truth_caveats`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.agreement import TOLERANCE, agreement, outside
+from analysis.agreement import TOLERANCE, outside
 from analysis.document import Block, Bullets, Heading, Paragraph, Table
 from analysis.frame_model import Fit
 from analysis.load import Run
@@ -25,13 +27,69 @@ def _number(value: Any, digits: int = 4) -> str:
     return "-"
 
 
-def idle_blocks(run: Run) -> list[Block]:
-    """The baseline before (and after) the sweep, with its check (controller/sweep/baseline.py)."""
+def _baselines(run: Run) -> dict[str, Mapping[str, Any]]:
+    """The baseline's facts before and after the sweep, those the manifest has."""
     found: dict[str, Mapping[str, Any]] = {}
     for when, key in (("before", "idle_baseline"), ("after", "idle_baseline_end")):
         facts = run.manifest.get(key)
         if isinstance(facts, Mapping):
             found[when] = facts
+    return found
+
+
+def _mw(facts: Mapping[str, Any], key: str) -> float | None:
+    value = facts.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+        return None
+    return float(value)
+
+
+def idle_caveats(run: Run) -> list[str]:
+    """A baseline that was not quiet, or idle power that moved over the sweep by more than a
+    quiet baseline may: energy above idle is uncertain by that much."""
+    lines = []
+    found = _baselines(run)
+    noisy = {when: facts for when, facts in found.items() if facts.get("quiet") is False}
+    if noisy:
+        facts = next(iter(noisy.values()))
+        spread, drift, bound = (_mw(facts, k) for k in ("spread_mw", "drift_mw", "bound_mw"))
+        detail = (
+            ""
+            if spread is None or drift is None or bound is None
+            else f" (spread {spread:.0f} mW, drift {drift:+.0f} mW; {bound:.0f} mW allowed)"
+        )
+        lines.append(
+            f"Idle baseline not quiet {' and '.join(noisy)} the sweep{detail}: energy above idle "
+            "is as uncertain (Idle baseline)."
+        )
+    end = found.get("after")
+    change = None if end is None else _mw(end, "change_mw")
+    bound = None if end is None else _mw(end, "bound_mw")
+    if change is not None and bound is not None and abs(change) > bound:
+        lines.append(
+            f"Idle power moved {change:+.0f} mW over the sweep ({bound:.0f} mW allowed): energy "
+            "above idle drifts as much (Idle baseline)."
+        )
+    return lines
+
+
+def truth_caveats(table: pd.DataFrame | None) -> list[str]:
+    """Trials whose metered energy strays from the model of the client's own activity."""
+    if table is None or table.empty:
+        return []
+    stray = outside(table, TOLERANCE)
+    if stray.empty:
+        return []
+    return [
+        f"{len(stray)} of {len(table)} trials' energy is over {TOLERANCE * 100:g} % from the "
+        "model of the client's activity: booked at the wrong moment, or something else ran "
+        "(Ground truth of the modelled meter)."
+    ]
+
+
+def idle_blocks(run: Run) -> list[Block]:
+    """The baseline before (and after) the sweep, with its check (controller/sweep/baseline.py)."""
+    found = _baselines(run)
     if not found:
         return []
     keys = (
@@ -70,9 +128,9 @@ def idle_blocks(run: Run) -> list[Block]:
     return blocks
 
 
-def truth_blocks(run: Run) -> list[Block]:
-    """Each trial's ground truth against the model applied to the client's own activity."""
-    table = agreement(run)
+def truth_blocks(table: pd.DataFrame | None) -> list[Block]:
+    """Each trial's ground truth against the model applied to the client's own activity
+    (`analysis.agreement.agreement`'s table; None for a run without a modelled meter)."""
     if table is None or table.empty:
         return []
     stray = outside(table, TOLERANCE)

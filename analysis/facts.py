@@ -2,7 +2,9 @@
 
 Pure reads of a loaded `Run`; the report renders them. The manifest beyond `config` is whatever
 the recorder wrote (software versions, node and meter facts, clock offsets, the idle baseline), so
-it is listed generically as dotted keys.
+it is listed generically as dotted keys: instants as ISO 8601 in the run's zone
+(`analysis.times`), and without the values that are zero by construction (a local node's clock
+offsets against the controller, which is the same clock).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from analysis.columns import POWER_DIR, WINDOW_AXIS
 from analysis.load import Run, read_events
 from analysis.manifest import config_value
 from analysis.points import plain, x_axis_of
+from analysis.times import Zone, created_ns, duration_text, iso, zone_of
 
 _CONFIG_FACTS = (
     ("run name", "run.name"),
@@ -42,6 +45,8 @@ _CONFIG_FACTS = (
     ("link delay (ms)", "link.delay_ms"),
 )
 _SKIP_TOP = ("config", "axes", "format_version")
+_SHOWN_ELSEWHERE = ("created_wall_ns",)  # "created" in the run's facts
+_EPOCH_NS_FLOOR = 10**17  # an instant since the epoch (after 1973), not a duration or offset
 _MAX_VALUE_CHARS = 100
 _MAX_OTHER_FACTS = 60
 
@@ -73,6 +78,7 @@ def manifest_facts(run: Run) -> list[tuple[str, str]]:
         values = sorted(plain(v) for v in run.ok[axis].unique()) if not run.ok.empty else []
         facts.append((f"{axis} (ok rows)", ", ".join(map(str, values))))
     facts.append(("confidence", f"{run.confidence:g}"))
+    facts += time_facts(run)
     for label, dotted in _CONFIG_FACTS:
         value = config_value(run.manifest, dotted)
         if value is not None or dotted.startswith(("link.", "workload.connection")):
@@ -156,10 +162,85 @@ def _short(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, float) else text_of(value)
 
 
+def time_facts(run: Run) -> list[tuple[str, str]]:
+    """When the run was made and when its trials ran, in the run's zone (and which it is)."""
+    zone = zone_of(run.manifest, run.name)
+    facts = [("times in", zone.describe())]
+    created = created_ns(run.manifest)
+    if created is not None:
+        facts.append(("created", iso(created, zone)))
+    span = trial_span_ns(run)
+    if span is not None:
+        start, end = span
+        facts.append(
+            (
+                "trials ran",
+                f"{iso(start, zone)} to {iso(end, zone)} ({duration_text((end - start) / 1e9)})",
+            )
+        )
+    return facts
+
+
+def trial_span_ns(run: Run) -> tuple[float, float] | None:
+    """The first ok trial's start and the last one's end, wall-clock ns; None when unrecorded."""
+    if run.ok.empty or not {"t_wall_start_ns", "t_wall_end_ns"} <= set(run.ok):
+        return None
+    start, end = run.ok["t_wall_start_ns"].min(), run.ok["t_wall_end_ns"].max()
+    if not (math.isfinite(start) and math.isfinite(end)):
+        return None
+    return float(start), float(end)
+
+
+def _is_local(run: Run, node: str, facts: Any) -> bool:
+    label = facts.get("label") if isinstance(facts, Mapping) else None
+    host = config_value(run.manifest, f"nodes.{node}.host")
+    return host == "local" or (isinstance(label, str) and label.endswith("(local)"))
+
+
+def _all_zero(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return all(_all_zero(item) for item in value.values())
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == 0
+
+
+def _without_zero_clocks(run: Run, nodes: Any) -> Any:
+    """The manifest's `nodes` without the clocks that are zero because the node is local (the
+    controller's own clock): a local node's offsets, and the peer clock between two of them."""
+    if not isinstance(nodes, Mapping):
+        return nodes
+    local = {name for name, facts in nodes.items() if _is_local(run, name, facts)}
+    kept: dict[str, Any] = {}
+    for name, facts in nodes.items():
+        if name == "peer_clock" and {"client", "server"} <= local and _all_zero(facts):
+            continue
+        zero_clock = isinstance(facts, Mapping) and _all_zero(facts.get("clock", 1))
+        if name in local and zero_clock:
+            kept[name] = {k: v for k, v in facts.items() if k != "clock"}
+        else:
+            kept[name] = facts
+    return kept
+
+
+def _value_text(key: str, value: Any, zone: Zone) -> str:
+    if (
+        key.endswith("wall_ns")
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+        and value >= _EPOCH_NS_FLOOR
+    ):
+        return iso(value, zone)
+    return text_of(value)
+
+
 def other_manifest_facts(run: Run) -> list[tuple[str, str]]:
-    """Everything the manifest holds besides the config, as dotted keys."""
-    rest = {k: v for k, v in run.manifest.items() if k not in _SKIP_TOP}
-    facts = [(key, text_of(value)) for key, value in flatten(rest)]
+    """Everything the manifest holds besides the config, as dotted keys (module doc)."""
+    rest = {
+        k: _without_zero_clocks(run, v) if k == "nodes" else v
+        for k, v in run.manifest.items()
+        if k not in _SKIP_TOP and k not in _SHOWN_ELSEWHERE
+    }
+    zone = zone_of(run.manifest, run.name)
+    facts = [(key, _value_text(key, value, zone)) for key, value in flatten(rest)]
     if len(facts) > _MAX_OTHER_FACTS:
         dropped = len(facts) - _MAX_OTHER_FACTS
         facts = [*facts[:_MAX_OTHER_FACTS], ("...", f"{dropped} more keys in manifest.json")]

@@ -1,15 +1,21 @@
 """One run's report: `<run>/report/` with report.md, report.html, summary.csv and figures/.
 
-Layout of the report: the run's facts (manifest, trial accounting, events), the checks against
-the study's published findings, the energy sections (the idle baseline, the modelled meter's
-ground truth per trial, the per-frame cost model: `analysis.energy_report`), the figures
-(Figures 1-3 of the study with the flow-control and link bounds, power traces, frames per byte,
-memory, the per-frame model's fit), the sample size, then one table per metric.
+Layout of the report, findings first:
+- the first screen (`analysis.opening`): what ran in one sentence, the warnings that change how
+  to read the results (`analysis.caveats`), the headline figure and the findings: the study
+  comparison for the page workload, a workload's own result section or headline metric for
+  the others, a breakdown search's table for a search (`analysis.findings`);
+- the comparison links and the other result sections;
+- the other figures (Figures 1-3 of the study with the flow-control and link bounds, power
+  traces, frames per byte, memory, the workload's own, the per-frame model's fit), the
+  per-frame cost model (`analysis.energy_report`), one table per metric;
+- at the end, folded in the HTML: the run's facts (manifest, trial accounting, events), the
+  nodes' conditions, the client nodes, the idle baseline, the modelled meter's ground truth,
+  the manifest's other keys, the sample size, outliers and missing values.
 """
 
 from __future__ import annotations
 
-import math
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,12 +24,13 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.api import PER_REQUEST, api_blocks
+from analysis.agreement import agreement
+from analysis.api import PER_REQUEST
 from analysis.bounds import Bounds, bounds_of
-from analysis.breakdown import breakdown_blocks
+from analysis.caveats import caveats
 from analysis.clients import read_side_table
 from analysis.clients import report_blocks as clients_blocks
-from analysis.columns import WINDOW_AXIS, metric_of
+from analysis.columns import WINDOW_AXIS
 from analysis.conditions import report_blocks as conditions_blocks
 from analysis.document import (
     Block,
@@ -33,6 +40,7 @@ from analysis.document import (
     Links,
     Paragraph,
     Table,
+    folded,
     to_html,
     to_markdown,
 )
@@ -48,7 +56,6 @@ from analysis.facts import (
     failure_reasons,
     idle_power_mw,
     manifest_facts,
-    node_hardware,
     other_manifest_facts,
     representative_trials,
     trial_facts,
@@ -66,20 +73,20 @@ from analysis.figures import (
     figure_workload,
     save,
 )
-from analysis.frame_model import fit_run, summary_rows
+from analysis.findings import HEADLINE_STEM, arrange, headline_figure, headline_of
+from analysis.frame_model import Fit, fit_run, summary_rows
 from analysis.load import Run, load_power, require_results, workload_columns
+from analysis.opening import first_screen, what_ran
 from analysis.payload import PER_MESSAGE, payload_figures
 from analysis.per_unit import PerUnitEnergy
 from analysis.points import (
     DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
-    metric_rows,
     per_emulated_core,
-    plain,
     summarize_points,
 )
 from analysis.stats import cochran_sample_size
 from analysis.stream import PER_ITEM, figure_received_rate
-from analysis.study import MAGNITUDE_FACTOR, SETTLE_TOLERANCE, Check, study_checks
+from analysis.tables import metric_table, point_text
 
 REPORT_DIR = "report"
 FIGURES_DIR = "figures"
@@ -113,15 +120,6 @@ class ReportFiles:
     figures: tuple[Path, ...]  # PNG and SVG of every figure
 
 
-def number(value: float, scale: float = 1.0) -> str:
-    """Four significant digits in the display unit; "-" where there is no value."""
-    return "-" if pd.isna(value) else f"{value * scale:.4g}"
-
-
-def percent_text(fraction: float) -> str:
-    return "-" if math.isnan(fraction) else f"{fraction * 100:.1f}"
-
-
 def write_summary_csv(summary: pd.DataFrame, path: Path) -> None:
     """summary.csv: metric, the swept settings, n, mean, sd, ci_low, ci_high, confidence, then
     median, relative_half_width, reps_needed, outliers, missing; values in the recorded units.
@@ -129,62 +127,6 @@ def write_summary_csv(summary: pd.DataFrame, path: Path) -> None:
     standard error as sd, the swept settings empty)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     summary.to_csv(path, index=False, lineterminator="\n")
-
-
-def value_text(value: object) -> str:
-    """An axis value as the config wrote it (8192, 0.5, concurrent)."""
-    value = plain(value)
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def point_text(row: pd.Series, axes: Sequence[str]) -> str:
-    return ", ".join(f"{axis} = {value_text(row[axis])}" for axis in axes)
-
-
-def metric_table(summary: pd.DataFrame, axes: Sequence[str], metric: str, target: float) -> Table:
-    info = metric_of(metric)
-    rows = metric_rows(summary, metric)
-    unit = f" ({info.display_unit})" if info.display_unit else ""
-    header = (
-        *axes,
-        "n",
-        f"mean{unit}",
-        "sd",
-        "median",
-        "CI low",
-        "CI high",
-        "half-width %",
-        f"reps for ±{target * 100:g} %",
-        "outliers",
-        "missing",
-    )
-    body = tuple(
-        (
-            *(value_text(row[a]) for a in axes),
-            str(int(row["n"])),
-            number(row["mean"], info.scale),
-            number(row["sd"], info.scale),
-            number(row["median"], info.scale),
-            number(row["ci_low"], info.scale),
-            number(row["ci_high"], info.scale),
-            percent_text(row["relative_half_width"]),
-            "-" if pd.isna(row["reps_needed"]) else str(int(row["reps_needed"])),
-            str(int(row["outliers"])),
-            str(int(row["missing"])),
-        )
-        for _, row in rows.iterrows()
-    )
-    return Table(header, body, f"{info.label} ({metric}, {info.unit or 'count'})")
-
-
-def check_table(checks: Sequence[Check]) -> Table:
-    with_series = any(c.series for c in checks)
-    header = ("finding", *(("series",) if with_series else ()), "study", "this run", "verdict")
-    rows = tuple(
-        (c.finding, *((c.series,) if with_series else ()), c.study, c.measured, c.verdict)
-        for c in checks
-    )
-    return Table(header, rows)
 
 
 def sample_size_blocks(summary: pd.DataFrame, axes: Sequence[str], target: float) -> list[Block]:
@@ -335,6 +277,10 @@ def _figures(
         energy = figure_workload([source], run.workload, derived)
         if energy is not None:
             figures.append((stem, energy, caption))
+    headline = headline_of(run)
+    lead = figure_workload([source], run.workload, headline.draws) if headline.draws else None
+    if lead is not None:
+        figures.insert(0, (HEADLINE_STEM, lead, headline.caption))
     stream = figure_received_rate(summary, run.axes)
     if stream is not None:
         figures.append(
@@ -348,39 +294,47 @@ def _figures(
     return figures, notes
 
 
-def study_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
-    """The comparison with the study's findings, which are about its page fetch."""
-    if run.workload != "page":
-        return [
-            Heading("Against the study's findings"),
-            Paragraph(
-                f"Not compared: the study measured the page workload, this run the "
-                f"{run.workload} workload."
-            ),
-            Paragraph("What the nodes of this run were:"),
-            Bullets(tuple(node_hardware(run))),
+def _image(stem: str, caption: str, lead: bool = False) -> Image:
+    return Image(f"{FIGURES_DIR}/{stem}.png", f"{FIGURES_DIR}/{stem}.svg", caption, lead)
+
+
+def appendix_blocks(
+    run: Run,
+    *,
+    summary: pd.DataFrame,
+    target: float,
+    truth: pd.DataFrame | None,
+    client_nodes: Sequence[Mapping[str, str]],
+) -> list[Block]:
+    """The run's facts and the detail behind its warnings, each section folded in HTML."""
+    trials: list[Block] = [Heading("Trials"), Table(("fact", "value"), tuple(trial_facts(run)))]
+    reasons = failure_reasons(run)
+    if reasons:
+        trials += [
+            Paragraph("Why attempts failed (retried where the config allowed):"),
+            Bullets(tuple(reasons)),
         ]
-    checks = study_checks(summary, run.axes, run.confidence, emulated_core_fractions(run))
-    return [
-        Heading("Against the study's findings"),
-        Paragraph(
-            "The study's numbers come from two Raspberry Pi 3B; the verdicts judge shape and "
-            f"direction, and the size of the effects the study quantified. Knee: the smallest "
-            f"window from which every mean stays within {SETTLE_TOLERANCE * 100:g} % of the mean "
-            "at the largest window. An increase's CI comes from the delta method on the log of "
-            "the ratio of the two means, with Student's t at Welch-Satterthwaite degrees of "
-            "freedom (df in the text). Its verdict: 'agrees' when the CI excludes zero on the "
-            "study's side and holds the study's effect (or the run's is within "
-            f"{MAGNITUDE_FACTOR:g}x of it); 'same direction' when it excludes zero there but "
-            "the effect is a different size (how many times the study's, in the text); "
-            "'inconclusive' when it holds both zero and the study's effect; 'differs' "
-            "otherwise. Absolute values (energy, server times) depend on the hardware: "
-            "they are shown side by side, not judged."
-        ),
-        Paragraph("What the nodes of this run were:"),
-        Bullets(tuple(node_hardware(run))),
-        check_table(checks),
+    events = event_counts(run)
+    if events:
+        trials += [
+            Paragraph("Events logged (events.jsonl):"),
+            Table(("event", "count"), tuple(events)),
+        ]
+    other = other_manifest_facts(run)
+    sections: list[Sequence[Block]] = [
+        [Heading("The run"), Table(("fact", "value"), tuple(manifest_facts(run)))],
+        trials,
+        conditions_blocks(run.ok.to_dict("records")),
+        clients_blocks(client_nodes),
+        idle_blocks(run),
+        truth_blocks(truth),
+        [Heading("Manifest (besides the config)"), Table(("key", "value"), tuple(other))]
+        if other
+        else [],
+        sample_size_blocks(summary, run.axes, target),
+        outlier_blocks(summary),
     ]
+    return [block for section in sections for block in folded(section)]
 
 
 def build_blocks(
@@ -391,62 +345,48 @@ def build_blocks(
     notes: Sequence[str],
     target: float,
     comparisons: Sequence[tuple[str, str]],
-    energy: Sequence[Block] = (),
+    fits: Sequence[Fit] = (),
+    truth: pd.DataFrame | None = None,
     client_nodes: Sequence[Mapping[str, str]] = (),
 ) -> list[Block]:
-    """`client_nodes`: trial_clients.csv's rows (analysis.clients), for a run of several."""
-    blocks: list[Block] = [
-        Heading(f"Run report: {run.name}", 1),
+    """The report, findings first (module doc). `figure_entries`: (stem, caption) of each
+    figure drawn; `truth`: the modelled meter's agreement table; `client_nodes`:
+    trial_clients.csv's rows (analysis.clients), for a run of several."""
+    lead = headline_figure(run, [stem for stem, _caption in figure_entries])
+    findings, sections = arrange(run, summary, target)
+    blocks = first_screen(
+        run,
+        sentence=what_ran(run, client_nodes),
+        caveats=caveats(run, client_nodes=client_nodes, truth=truth),
+        figure=next(
+            (_image(stem, caption, True) for stem, caption in figure_entries if stem == lead),
+            None,
+        ),
+        findings=findings,
+    )
+    if comparisons:
+        blocks += [Heading("Comparisons"), Links(tuple(comparisons))]
+    blocks += sections
+    blocks += [
+        Heading("Figures"),
+        *(_image(stem, caption) for stem, caption in figure_entries if stem != lead),
+    ]
+    if notes:
+        blocks.append(Bullets(tuple(notes)))
+    blocks += frame_model_blocks(fits)
+    blocks += [
+        Heading("Tables"),
         Paragraph(
             f"Every metric: n, mean, standard deviation, median and a two-sided Student-t "
             f"confidence interval at {run.confidence * 100:g} % (the run's confidence), over the "
             f"ok rows of trials.csv. summary.csv holds the same numbers in the recorded units."
         ),
-        Heading("The run"),
-        Table(("fact", "value"), tuple(manifest_facts(run))),
-        Heading("Trials"),
-        Table(("fact", "value"), tuple(trial_facts(run))),
     ]
-    blocks += conditions_blocks(run.ok.to_dict("records"))
-    blocks += clients_blocks(client_nodes)
-    reasons = failure_reasons(run)
-    if reasons:
-        blocks += [
-            Paragraph("Why attempts failed (retried where the config allowed):"),
-            Bullets(tuple(reasons)),
-        ]
-    events = event_counts(run)
-    if events:
-        blocks += [
-            Paragraph("Events logged (events.jsonl):"),
-            Table(("event", "count"), tuple(events)),
-        ]
-    other = other_manifest_facts(run)
-    if other:
-        blocks += [
-            Heading("Manifest (besides the config)", 3),
-            Table(("key", "value"), tuple(other)),
-        ]
-    if comparisons:
-        blocks += [Heading("Comparisons"), Links(tuple(comparisons))]
-    blocks += study_blocks(run, summary)
-    blocks += api_blocks(run)
-    blocks += breakdown_blocks(run.path, run.manifest)
-    blocks += energy
-    blocks += [
-        Heading("Figures"),
-        *(
-            Image(f"{FIGURES_DIR}/{stem}.png", f"{FIGURES_DIR}/{stem}.svg", caption)
-            for stem, caption in figure_entries
-        ),
-    ]
-    if notes:
-        blocks.append(Bullets(tuple(notes)))
-    blocks += sample_size_blocks(summary, run.axes, target)
-    blocks += outlier_blocks(summary)
-    blocks.append(Heading("Tables"))
     for metric in dict.fromkeys(summary["metric"]):
         blocks.append(metric_table(summary, run.axes, metric, target))
+    blocks += appendix_blocks(
+        run, summary=summary, target=target, truth=truth, client_nodes=client_nodes
+    )
     return blocks
 
 
@@ -497,7 +437,8 @@ def write_report(
         notes=notes,
         target=target_relative_half_width,
         comparisons=comparisons,
-        energy=[*idle_blocks(run), *truth_blocks(run), *frame_model_blocks(fits)],
+        fits=fits,
+        truth=agreement(run),
         client_nodes=client_nodes,
     )
     markdown = directory / "report.md"

@@ -4,18 +4,21 @@ Until the sweep engine records real runs, the analysis tests build their input h
 shape (response time a + b / window, +300 % at 4096 vs 65535; client CPU % flat at about 21 % up
 to 4096 and 60 % at 65535, hence CPU time +42 %; client energy above idle settling near 120 mJ),
 multiplicative noise, one outlier, a failed attempt that was retried, power traces and frame
-counts. Deterministic for a seed.
+counts. Deterministic for a seed. Another workload's run (`workload="api"`, ...) has the page's
+shape in the common columns and that workload's own columns (controller.run.columns) filled
+from them by unit: times a tenth of the response, rates per response second, counts 100.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from controller.run.columns import workload_columns
 from controller.run.recorder import RunRecorder
 
 STUDY_WINDOWS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65535)
@@ -107,6 +110,8 @@ def record_run(
     power: bool = True,
     name: str = "fake-study",
     device: dict[str, Any] | None = None,
+    workload: str = "page",
+    workload_params: dict[str, Any] | None = None,
 ) -> Path:
     model = model or Model()
     rng = np.random.default_rng(seed)
@@ -117,7 +122,11 @@ def record_run(
     manifest = _manifest(axes, repetitions, confidence, rate_hz, link_rate_mbit, rtt_s, name)
     if device is not None:
         manifest["device"] = device
-    recorder = RunRecorder.create(run_dir, names, manifest)
+    own = workload_columns(workload) if workload != "page" else ()
+    if own:
+        manifest["workload"] = {"kind": workload, "columns": [asdict(c) for c in own]}
+        manifest["config"]["workload"] = {"kind": workload, **(workload_params or {})}
+    recorder = RunRecorder.create(run_dir, names, manifest, workload)
     recorder.event("sweep_started", points=len(windows), repetitions=repetitions)
     grid = [(w, e) for w in windows for e in (extra_axis[1] if extra_axis is not None else (None,))]
     order = 0
@@ -157,6 +166,7 @@ def record_run(
             }
             if extra_axis is not None:
                 row[extra_axis[0]] = extra
+            row |= {c.name: _own_value(c.name, c.unit, row) for c in own}
             recorder.append_trial(row)
             if power:
                 recorder.save_power(trial_id, trace[:, 0], trace[:, 1])
@@ -213,3 +223,19 @@ def _trial(
         "meter_frame_gaps": 0,
     }
     return row, np.column_stack((t_s, power_mw))
+
+
+def _own_value(name: str, unit: str, row: dict[str, Any]) -> float:
+    """A workload column's value from the trial's common ones, by its unit."""
+    response = float(row["client_response_s"])
+    if unit == "s":
+        return response / 10
+    if unit in ("1/s", "Hz"):
+        return 100 / response
+    if unit == "B":
+        return PAGE_BYTES / 10
+    if unit == "%":
+        return float(row["client_cpu_pct"])
+    if name.endswith("_kbps"):
+        return PAGE_BYTES / response / 1000
+    return 0 if name.endswith(("_errors", "_dropped", "_lost", "_repeated")) else 100

@@ -16,6 +16,7 @@ from analysis.load import load_run
 from analysis.report import write_report
 from controller.cli import main
 from tests.analysis.fake_run import record_run
+from tests.analysis.report_text import assert_results_first
 
 FIGURES = (
     "figure1_client",
@@ -68,6 +69,9 @@ def test_the_report_holds_every_figure_and_table(reported: tuple[Path, Path]) ->
     assert "- client (h2): this machine's own core, unthrottled" in markdown
     assert "emulated" not in markdown
     assert markdown.count("\n| --- |") == html.count("<table>")
+    assert_results_first(markdown, "figure1_client")
+    slow = (_slow / "report" / "report.md").read_text()
+    assert_results_first(slow, "figure1_client")
 
 
 def test_summary_csv_has_a_row_per_point_and_metric(reported: tuple[Path, Path]) -> None:
@@ -151,6 +155,7 @@ def test_a_grid_run_without_power_traces_still_reports(tmp_path: Path) -> None:
     files = write_report(load_run(run_dir))
     markdown = files.markdown.read_text()
     assert "No power traces saved for the representative trials" in markdown
+    assert_results_first(markdown, "figure1_client")
     assert not (files.directory / "figures" / "power_traces.png").exists()
     assert "| finding | series | study | this run | verdict |" in markdown
     assert "max_concurrent_streams = 100" in markdown
@@ -173,6 +178,7 @@ def test_a_categorical_axis_becomes_one_series_per_value(tmp_path: Path) -> None
     files = write_report(run)
     markdown = files.markdown.read_text()
     assert "window_update_policy = every-frame" in markdown
+    assert_results_first(markdown, "figure1_client")
     assert "| 4096 | every-frame |" in markdown
     summary = pd.read_csv(files.summary_csv)
     per_point = summary[~summary["metric"].str.startswith("frame_model:")]
@@ -200,6 +206,8 @@ def test_the_report_says_which_nodes_were_emulated_and_what_that_reproduces(
         device={"emulated": True, "nodes": {"server": server}, "link": None},
     )
     markdown = write_report(load_run(run_dir)).markdown.read_text()
+    assert_results_first(markdown, "figure1_client")
+    assert "server emulated as rpi3b on 10.0.0.2" in markdown.splitlines()[2]
     assert (
         "- server (h2): emulated rpi3b on 10.0.0.2: CPU quota 0.0912 of a core, measured at "
         "0.077 of its host's core (aimed at 0.08), 1024 MiB\n"

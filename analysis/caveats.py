@@ -1,0 +1,91 @@
+"""What changes how a run's results read, one short line each, for the report's first screen.
+
+Each line states what happened and names the report section that has the detail: a noisy or
+drifting idle baseline, trials on a throttled, hot or busy node, client nodes that started late,
+a modelled meter's energy straying from its model, ok rows without their power trace, trials
+that never succeeded, a torn trial table, samples the meter lost. The sections compute these;
+this module only gathers their one-line forms. Pure reads of a loaded run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from analysis.clients import brief as late_starts
+from analysis.conditions import brief as node_conditions
+from analysis.energy_report import idle_caveats, truth_caveats
+from analysis.facts import ok_rows_without_trace
+from analysis.load import Run
+
+_SHOWN_IDS = 5
+
+
+def _ids(trials: Sequence[str]) -> str:
+    return ", ".join(trials[:_SHOWN_IDS]) + (", ..." if len(trials) > _SHOWN_IDS else "")
+
+
+def _trial_caveats(run: Run) -> list[str]:
+    lines = []
+    missing = ok_rows_without_trace(run)
+    if missing:
+        lines.append(
+            f"{len(missing)} of {len(run.ok)} ok rows have no power trace ({_ids(missing)}): "
+            "their energy cannot be rechecked (Trials)."
+        )
+    never = sorted(set(run.failed["trial_id"]) - set(run.ok["trial_id"]))
+    if never:
+        lines.append(
+            f"{len(never)} trials never succeeded ({_ids(never)}): their points have fewer "
+            "results than planned (Trials)."
+        )
+    if run.torn_tail:
+        lines.append("trials.csv ended in a torn line (a kill mid-write), cut off (Trials).")
+    return lines
+
+
+def _column_sum(ok: pd.DataFrame, column: str) -> float:
+    if column not in ok:
+        return 0.0
+    total = float(pd.to_numeric(ok[column], errors="coerce").sum())
+    return total if math.isfinite(total) else 0.0
+
+
+def _meter_caveats(run: Run) -> list[str]:
+    lost = _column_sum(run.ok, "samples_lost")
+    errors = _column_sum(run.ok, "meter_crc_errors")
+    gaps = _column_sum(run.ok, "meter_frame_gaps")
+    if not (lost or errors or gaps):
+        return []
+    samples = _column_sum(run.ok, "samples")
+    share = f" ({lost / (samples + lost) * 100:.2g} % of them)" if samples + lost > 0 else ""
+    parts = [
+        text
+        for count, text in (
+            (lost, f"lost {lost:.0f} samples{share}"),
+            (errors, f"had {errors:.0f} CRC errors"),
+            (gaps, f"had {gaps:.0f} frame gaps"),
+        )
+        if count
+    ]
+    return [f"The meter {' and '.join(parts)}: energy from fewer samples (Trials)."]
+
+
+def caveats(
+    run: Run,
+    *,
+    client_nodes: Sequence[Mapping[str, str]] = (),
+    truth: pd.DataFrame | None = None,
+) -> list[str]:
+    """Every warning, the meter's and the nodes' first. `client_nodes`: trial_clients.csv's rows;
+    `truth`: the modelled meter's agreement table (`analysis.agreement.agreement`)."""
+    return [
+        *idle_caveats(run),
+        *truth_caveats(truth),
+        *_meter_caveats(run),
+        *node_conditions(run.ok.to_dict("records")),
+        *late_starts(client_nodes),
+        *_trial_caveats(run),
+    ]
