@@ -9,6 +9,8 @@ disk is full. Resume with `h2iot sweep --resume RUN_DIR`: the run records its co
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import platform
 import shlex
 import shutil
@@ -204,6 +206,20 @@ def _software() -> dict[str, str]:
     }
 
 
+def local_time_zone() -> str:
+    """The controller's zone, for the report's times: its IANA name (TZ, else what
+    /etc/localtime links to), else its current UTC offset as "+HH:MM"."""
+    name = os.environ.get("TZ", "").removeprefix(":")
+    if not name:
+        with contextlib.suppress(OSError):
+            target = os.readlink("/etc/localtime")
+            name = target.partition("zoneinfo/")[2]
+    if name:
+        return name
+    offset = time.strftime("%z")
+    return f"{offset[:3]}:{offset[3:]}"
+
+
 def _manifest(sweep: _Sweep) -> dict[str, Any]:
     """What the manifest says before anything is measured: enough to resume the run from its
     directory alone (the config, and the layers it was built from)."""
@@ -211,6 +227,7 @@ def _manifest(sweep: _Sweep) -> dict[str, Any]:
     return {
         "run_id": sweep.run_dir.name,
         "created_wall_ns": time.time_ns(),
+        "time_zone": local_time_zone(),
         "axes": list(sweep.axes),
         "workload": _workload_facts(config),
         "config": config.to_dict(),
