@@ -25,6 +25,7 @@ empty. Options after `--` go to every part's pytest (`python -m tests.suite -- -
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import os
 import shutil
@@ -222,6 +223,19 @@ def report_coverage(scratch: Path) -> None:
         print(f"  {package or 'all':10} {total} %")
 
 
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("agent", "controller", "analysis", "tests")
+
+
+def compile_project(root: Path = ROOT) -> None:
+    """Compile the project's modules once, beside their sources. The part run as nobody cannot
+    write __pycache__ into a root-owned checkout, and with PYTHONDONTWRITEBYTECODE set no one
+    writes it: every agent, anchor and CLI process of every test would compile the project
+    from source again (about 30 ms of CPU per agent trial here, more per controller CLI)."""
+    for package in PACKAGES:
+        compileall.compile_dir(root / package, quiet=2, workers=0)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.suite", description=__doc__.split("\n")[0]
@@ -238,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pytest_args", nargs="*", help="after --: given to every part's pytest")
     args = parser.parse_args(argv)  # fmt: skip
     started = time.monotonic()
+    compile_project()
     scratch = Path(tempfile.mkdtemp(prefix="h2iot-suite."))
     # Every part's user writes its coverage data and reports here (some run as nobody).
     scratch.chmod(0o1777)
