@@ -147,7 +147,9 @@ class SimulatedMeter:
             return None
         if not self._stop.is_set() and self._proc.poll() is not None:
             return self._exited()
-        return self._driver.error
+        # Once named, the harness's exit stays the answer after a stop: the driver, woken by
+        # the stop before its next tick, may end without ever raising it.
+        return self._driver.error or self._exit_error
 
     def run(self) -> None:
         tick_ns = int(self.options.tick_s * _NS)
