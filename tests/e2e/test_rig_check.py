@@ -62,6 +62,9 @@ def simavr_buildable() -> None:
 
 
 @pytest.mark.slow
+# Its marker loop times a pulse against the edges the firmware saw, which other tests' load
+# stretches past the bound (+31 ms of 20 on a loaded CI run), as for the local default above.
+@pytest.mark.quiet
 def test_the_real_firmware_in_simavr(simavr_buildable: None) -> None:
     result = h2iot("rig", "check", str(LOCAL), "--set", "meter.source=simavr")
     assert result.returncode == 0, result.stdout + result.stderr
