@@ -223,16 +223,12 @@ def report_coverage(scratch: Path) -> None:
         print(f"  {package or 'all':10} {total} %")
 
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("agent", "controller", "analysis", "tests")
-
-
-def compile_project(root: Path = ROOT) -> None:
+def compile_project(root: Path = REPO) -> None:
     """Compile the project's modules once, beside their sources. The part run as nobody cannot
     write __pycache__ into a root-owned checkout, and with PYTHONDONTWRITEBYTECODE set no one
     writes it: every agent, anchor and CLI process of every test would compile the project
     from source again (about 30 ms of CPU per agent trial here, more per controller CLI)."""
-    for package in PACKAGES:
+    for package in (*PACKAGES, "tests"):
         compileall.compile_dir(root / package, quiet=2, workers=0)
 
 
