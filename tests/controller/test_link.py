@@ -451,6 +451,34 @@ def _goodput_mbit(testbed: Testbed, receiver: str, sender: str) -> float:
     return float(json.loads(_between(testbed, receiver, sender, TCP_RECEIVER, TCP_SENDER))["mbit"])
 
 
+def _overlimits(testbed: Testbed, role: str) -> int:
+    """How often the role's egress bucket held a packet back for want of tokens."""
+    out = testbed.exec_in(role, ["tc", "-s", "-j", "qdisc", "show", "dev", "data0", "root"])
+    return int(json.loads(out)[0]["overlimits"])
+
+
+ATTEMPTS = 3
+
+
+def _assert_rate_held(testbed: Testbed, receiver: str, sender: str, bound_mbit: float) -> float:
+    """The shaper holds a flow at its rate: never above it (a loaded machine only slows a flow,
+    so that bound is strict on every attempt), with the sender's bucket the bottleneck, and close
+    to it on the best of a few attempts (a busy CPU makes a Python receiver fall behind, and
+    the bucket's timer fire late, on one attempt, not the capacity low on all)."""
+    attempts = []
+    for _ in range(ATTEMPTS):
+        held = _overlimits(testbed, sender)
+        goodput = _goodput_mbit(testbed, receiver, sender)
+        attempts.append(goodput)
+        print(f"{sender}->{receiver}: {goodput:.2f} Mbit/s of {bound_mbit:.2f}")
+        assert goodput <= bound_mbit * 1.03
+        assert _overlimits(testbed, sender) > held, "the sender's bucket never held a packet back"
+        if goodput >= bound_mbit * 0.95:
+            break
+    assert max(attempts) == pytest.approx(bound_mbit, rel=0.05), attempts
+    return max(attempts)
+
+
 def _snapshot(testbed: Testbed) -> dict[str, tuple[object, ...]]:
     """What shaping may change on each end: qdiscs (without counters) and gso_max_segs."""
     snap = {}
@@ -500,14 +528,11 @@ def test_the_rate_holds_both_ways_and_removal_restores_both_ends(
 ):
     before = _snapshot(netns_testbed)
     config = _config(netns_testbed, rate_mbit=100)
-    with shaped_link(config, ends) as facts:
-        page = _goodput_mbit(netns_testbed, "client", "server")
-        request = _goodput_mbit(netns_testbed, "server", "client")
-    assert _snapshot(netns_testbed) == before
     bound = tcp_goodput_mbit(100, 1500)
-    print(f"100 Mbit/s: server->client {page:.2f}, client->server {request:.2f}, ideal {bound:.2f}")
-    assert page == pytest.approx(bound, rel=0.05)
-    assert request == pytest.approx(bound, rel=0.05)
+    with shaped_link(config, ends) as facts:
+        _assert_rate_held(netns_testbed, "client", "server", bound)
+        _assert_rate_held(netns_testbed, "server", "client", bound)
+    assert _snapshot(netns_testbed) == before
     client = facts["nodes"]["client"]
     assert facts["shaped"] and facts["rate_mbit"] == 100
     assert client["interface"] == "data0" and client["gso_max_segs"] == 1
@@ -522,9 +547,7 @@ def test_the_rate_holds_both_ways_and_removal_restores_both_ends(
 
 def test_a_slower_rate_is_held_too(netns_testbed: Testbed, ends: dict[str, Node]):
     with shaped_link(_config(netns_testbed, rate_mbit=20), ends):
-        page = _goodput_mbit(netns_testbed, "client", "server")
-    print(f"20 Mbit/s: server->client {page:.2f}")
-    assert page == pytest.approx(tcp_goodput_mbit(20, 1500), rel=0.05)
+        _assert_rate_held(netns_testbed, "client", "server", tcp_goodput_mbit(20, 1500))
 
 
 def _ingress_drops(testbed: Testbed, role: str) -> int:
