@@ -31,6 +31,7 @@ from analysis.columns import (
 )
 from analysis.errors import RunFormatError
 from analysis.manifest import confidence_of, config_value, read_manifest
+from analysis.workloads import DEFAULT_KIND
 
 STATUSES = ("ok", "failed")
 
@@ -65,7 +66,7 @@ class Run:
         """The run's workload kind (runs before workloads existed fetched the page)."""
         workload = self.manifest.get("workload")
         kind = workload.get("kind") if isinstance(workload, Mapping) else None
-        return kind if isinstance(kind, str) else "page"
+        return kind if isinstance(kind, str) else DEFAULT_KIND
 
     @property
     def config(self) -> Mapping[str, Any]:

@@ -25,7 +25,6 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.agreement import agreement
-from analysis.api import PER_REQUEST
 from analysis.bounds import Bounds, bounds_of
 from analysis.caveats import caveats
 from analysis.clients import read_side_table
@@ -73,42 +72,22 @@ from analysis.figures import (
     figure_workload,
     save,
 )
-from analysis.findings import HEADLINE_STEM, arrange, headline_figure, headline_of
+from analysis.findings import arrange, headline_figure, headline_of
 from analysis.frame_model import Fit, fit_run, summary_rows
-from analysis.load import Run, load_power, require_results, workload_columns
+from analysis.load import Run, load_power, require_results
 from analysis.opening import first_screen, what_ran
-from analysis.payload import PER_MESSAGE, payload_figures
-from analysis.per_unit import PerUnitEnergy
 from analysis.points import (
     DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
     per_emulated_core,
     summarize_points,
 )
 from analysis.stats import cochran_sample_size
-from analysis.stream import PER_ITEM, figure_received_rate
 from analysis.tables import metric_table, point_text
+from analysis.workloads import report_of
+from analysis.workloads.base import HEADLINE_STEM
 
 REPORT_DIR = "report"
 FIGURES_DIR = "figures"
-# Energy per unit of a workload's work: rows in summary.csv for each; a figure for the stream
-# and api workloads (the payload workload draws its own beside the reference's figures).
-PER_UNIT_ENERGY: Mapping[str, PerUnitEnergy] = {
-    "payload": PER_MESSAGE,
-    "stream": PER_ITEM,
-    "api": PER_REQUEST,
-}
-PER_UNIT_FIGURES: Mapping[str, tuple[str, str]] = {
-    "stream": (
-        "stream_energy",
-        "Client energy per item received, total and above the idle baseline: the trial's "
-        "energy over the items it received.",
-    ),
-    "api": (
-        "api_energy",
-        "Client energy per request, total and above the idle baseline: the metered client's "
-        "energy over the requests its trial made.",
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -203,8 +182,9 @@ def _figures(
     source = Source(summary, run.axes)
     fractions = emulated_core_fractions(run)
     notes: list[str] = []
+    own = report_of(run.workload)
     # The bounds are the page's window sweep's: other runs draw and caption none.
-    drawn = [bounds] if run.workload == "page" and WINDOW_AXIS in run.axes else []
+    drawn = [bounds] if own.bounds and WINDOW_AXIS in run.axes else []
     caption = (
         "Figure 1 (client): response time with the flow-control and link bounds, CPU time, "
         "energy total and above idle. " + bounds.caption() + "."
@@ -259,38 +239,11 @@ def _figures(
     figures.append(
         ("memory", figure_memory([source]), "Peak resident set size, client and server.")
     )
-    own = figure_workload([source], run.workload, workload_columns(run.manifest))
-    if run.workload == "payload":
-        figures += payload_figures(run, summary)
-    elif own is not None:
-        figures.append(
-            (
-                f"workload_{run.workload}",
-                own,
-                f"The {run.workload} workload's own metrics (trials.csv columns "
-                f"{run.workload}_*), per point.",
-            )
-        )
-    if run.workload in PER_UNIT_FIGURES:
-        stem, caption = PER_UNIT_FIGURES[run.workload]
-        derived = list(PER_UNIT_ENERGY[run.workload].derived)
-        energy = figure_workload([source], run.workload, derived)
-        if energy is not None:
-            figures.append((stem, energy, caption))
+    figures += own.figures(run, summary, source)
     headline = headline_of(run)
     lead = figure_workload([source], run.workload, headline.draws) if headline.draws else None
     if lead is not None:
         figures.insert(0, (HEADLINE_STEM, lead, headline.caption))
-    stream = figure_received_rate(summary, run.axes)
-    if stream is not None:
-        figures.append(
-            (
-                "stream_received_rate",
-                stream,
-                "Received rate against payload, a line per transport, a panel per demanded "
-                "rate; solid: the demand, dashed: 75 % of it (the breakdown).",
-            )
-        )
     return figures, notes
 
 
@@ -404,7 +357,7 @@ def write_report(
     figures_dir = directory / FIGURES_DIR
     if summary is None:
         summary = summarize_points(run, target_relative_half_width)
-    per_unit = PER_UNIT_ENERGY.get(run.workload)
+    per_unit = report_of(run.workload).per_unit
     if per_unit is not None:
         summary = pd.concat([summary, per_unit.rows(run)], ignore_index=True)
     bounds = bounds_of(run)

@@ -8,10 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.api import api_blocks, cell, reference_table
 from analysis.document import Table
+from analysis.findings import sections_of
 from analysis.load import Run
 from analysis.stats import summarize
+from analysis.workloads.api import api_blocks, cell, reference_table
 
 
 def _run(
@@ -75,7 +76,14 @@ def test_a_run_without_the_axes_takes_them_from_its_config() -> None:
 
 @pytest.mark.parametrize("workload", ["page", "blob"])
 def test_other_workloads_get_no_section(workload: str) -> None:
-    assert api_blocks(_run([_trial(16, "h2", "sql", 1.0)], workload)) == []
+    sections = sections_of(_run([_trial(16, "h2", "sql", 1.0)], workload))
+    assert api_blocks not in sections.values()
+    assert list(sections) == ["breakdown", "study"]
+    assert list(sections_of(_run([_trial(16, "h2", "sql", 1.0)]))) == ["breakdown", "study", "api"]
+
+
+def test_a_run_without_ok_trials_gets_no_section() -> None:
+    assert api_blocks(_run([])) == []
 
 
 def test_the_section_ends_with_the_table() -> None:

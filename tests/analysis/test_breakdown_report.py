@@ -11,7 +11,7 @@ import pytest
 from analysis.breakdown import breakdown_blocks, cell_text, read_breakdown
 from analysis.document import Table, to_markdown
 from analysis.errors import RunFormatError
-from analysis.stream import figure_received_rate
+from analysis.workloads.stream import figure_received_rate
 from controller.sweep.search_run import BREAKDOWN_COLUMNS
 
 SEARCH = {

@@ -9,12 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.api import PER_REQUEST
 from analysis.columns import METRICS
 from analysis.load import Run
-from analysis.payload import PER_MESSAGE
 from analysis.per_unit import PerUnitEnergy
-from analysis.stream import PER_ITEM
+from analysis.workloads.api import PER_REQUEST
+from analysis.workloads.payload import PER_MESSAGE
+from analysis.workloads.stream import PER_ITEM
 
 
 def _run(workload: str, rows: list[dict[str, object]]) -> Run:

@@ -16,8 +16,17 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from analysis.figures import Source
+from analysis.load import Run
 from analysis.per_unit import PerUnitEnergy
 from analysis.points import metric_rows, plain
+from analysis.workloads.base import (
+    FigureEntry,
+    Headline,
+    WorkloadReport,
+    own_metrics_figures,
+    per_unit_figure,
+)
 
 PAYLOAD_AXIS = "payload_doubles"
 RATE_AXIS = "rate_hz"
@@ -101,3 +110,32 @@ def figure_received_rate(summary: pd.DataFrame, axes: Sequence[str]) -> Figure |
         fontsize=11,
     )
     return figure
+
+
+def _figures(run: Run, summary: pd.DataFrame, source: Source) -> list[FigureEntry]:
+    figures = own_metrics_figures(run, summary, source) + per_unit_figure(
+        run,
+        source,
+        PER_ITEM,
+        "stream_energy",
+        "Client energy per item received, total and above the idle baseline: the trial's "
+        "energy over the items it received.",
+    )
+    received = figure_received_rate(summary, run.axes)
+    if received is not None:
+        figures.append(
+            (
+                "stream_received_rate",
+                received,
+                "Received rate against payload, a line per transport, a panel per demanded "
+                "rate; solid: the demand, dashed: 75 % of it (the breakdown).",
+            )
+        )
+    return figures
+
+
+REPORT = WorkloadReport(
+    headline=Headline(("stream_received_rate", "workload_stream"), "stream_received_rate_hz"),
+    per_unit=PER_ITEM,
+    figures=_figures,
+)

@@ -6,11 +6,11 @@ encoding, plus energy per message."""
 from __future__ import annotations
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from analysis.figures import Source, figure_workload
 from analysis.load import Run, workload_columns
 from analysis.per_unit import PerUnitEnergy
+from analysis.workloads.base import FigureEntry, Headline, WorkloadReport
 
 KIND = "payload"
 # Energy per message: the trial's energy over the messages it sent.
@@ -54,9 +54,9 @@ FIGURES: tuple[tuple[str, tuple[str, ...], str], ...] = (
 )
 
 
-def payload_figures(run: Run, summary: pd.DataFrame) -> list[tuple[str, Figure, str]]:
-    """The reference's three figures and energy, for the columns this run has values for."""
-    source = Source(summary, run.axes)
+def payload_figures(run: Run, _summary: pd.DataFrame, source: Source) -> list[FigureEntry]:
+    """The reference's three figures and energy, for the columns this run has values for (in
+    place of the generic figure of the workload's own metrics)."""
     present = set(workload_columns(run.manifest)) | set(PER_MESSAGE.derived)
     figures = []
     for stem, columns, caption in FIGURES:
@@ -64,3 +64,10 @@ def payload_figures(run: Run, summary: pd.DataFrame) -> list[tuple[str, Figure, 
         if figure is not None:
             figures.append((stem, figure, caption))
     return figures
+
+
+REPORT = WorkloadReport(
+    headline=Headline(("payload_latency", "payload_size"), "payload_latency_mean_s"),
+    per_unit=PER_MESSAGE,
+    figures=payload_figures,
+)

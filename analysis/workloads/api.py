@@ -18,9 +18,17 @@ from typing import Any
 import pandas as pd
 
 from analysis.document import Block, Heading, Paragraph, Table
+from analysis.figures import Source
 from analysis.load import Run
 from analysis.per_unit import PerUnitEnergy
 from analysis.stats import Summary, summarize
+from analysis.workloads.base import (
+    FigureEntry,
+    Headline,
+    WorkloadReport,
+    own_metrics_figures,
+    per_unit_figure,
+)
 
 USERS = "users"
 STACK = "server_engine"
@@ -122,9 +130,9 @@ def reference_table(run: Run) -> Table:
     return Table(header, tuple(rows), "mean ± CI half-width per cell")
 
 
-def api_blocks(run: Run) -> Sequence[Block]:
-    """The section, for an api run; nothing for other workloads."""
-    if run.workload != "api" or run.ok.empty:
+def api_blocks(run: Run, _summary: pd.DataFrame | None = None) -> Sequence[Block]:
+    """The section, for an api run; nothing when it has no ok trial."""
+    if run.ok.empty:
         return []
     return [
         Heading("The reference's table"),
@@ -138,3 +146,29 @@ def api_blocks(run: Run) -> Sequence[Block]:
         ),
         reference_table(run),
     ]
+
+
+def _figures(run: Run, summary: pd.DataFrame, source: Source) -> list[FigureEntry]:
+    return own_metrics_figures(run, summary, source) + per_unit_figure(
+        run,
+        source,
+        PER_REQUEST,
+        "api_energy",
+        "Client energy per request, total and above the idle baseline: the metered client's "
+        "energy over the requests its trial made.",
+    )
+
+
+REPORT = WorkloadReport(
+    headline=Headline(
+        ("workload_api", "api_energy"),
+        "api_throughput_rps",
+        "api",
+        draws=("api_throughput_rps", "api_latency_sd_s", "api_energy_above_idle_per_request_mj"),
+        caption="The reference's measures per point: throughput, the standard deviation of a "
+        "request's latency, and the metered client's energy per request above idle.",
+    ),
+    per_unit=PER_REQUEST,
+    sections={"api": api_blocks},
+    figures=_figures,
+)
