@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 from agent.flow import FlowControlOptions
 from agent.settings import initial_window_size
+from agent.workloads import DEFAULT_KIND
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -54,7 +55,7 @@ class RunPlan:
     url: str
     options: TrialOptions
     trial_id: str
-    workload: str = "page"
+    workload: str = DEFAULT_KIND
     # The workload's client params, every one, canonical (checked where they were parsed);
     # values as agent.workloads.spec.ParamValue.
     params: Mapping[str, int | float | str | bool] = field(

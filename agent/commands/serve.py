@@ -16,11 +16,12 @@ from agent.limits import (
     default_max_connections,
 )
 from agent.settings import parse_settings
+from agent.workloads import DEFAULT_KIND
 from agent.workloads.spec import ParamValue
 
 
 def configure(serve: argparse.ArgumentParser) -> None:
-    add_workload_options(serve, default="page")
+    add_workload_options(serve, default=DEFAULT_KIND)
     serve.add_argument(
         "--root",
         type=Path,

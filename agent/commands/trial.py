@@ -28,6 +28,7 @@ from agent.flow import (
     FlowControlOptions,
 )
 from agent.settings import check_value, parse_settings
+from agent.workloads import DEFAULT_KIND
 
 if TYPE_CHECKING:
     from agent.client.connect import Target
@@ -116,7 +117,7 @@ def configure_fetch(fetch: argparse.ArgumentParser) -> None:
         fetch,
         "h2iot-agent fetch http://127.0.0.1:8443/ --initial-window-size 4096 --repeat 3 --json",
     )
-    fetch.set_defaults(handler=run, workload="page", param=[])
+    fetch.set_defaults(handler=run, workload=DEFAULT_KIND, param=[])
 
 
 def configure_trial(trial: argparse.ArgumentParser) -> None:
@@ -147,6 +148,7 @@ def client_settings(args: argparse.Namespace) -> dict[str, int]:
 def run(args: argparse.Namespace) -> int:
     from agent.client.options import RunPlan, TrialOptions  # noqa: PLC0415
     from agent.workloads import spec_of  # noqa: PLC0415
+    from agent.workloads.page.spec import PAGE  # noqa: PLC0415
 
     spec = spec_of(args.workload)
     if args.engine in SERVER_ONLY_ENGINES:
@@ -157,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--connection-window {args.connection_window} is outside 0..{MAX_WINDOW}")
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat} must be at least 1")
-    if args.manifest is not None and spec.kind != "page":
+    if args.manifest is not None and spec.kind != PAGE.kind:
         raise UsageError(f"--manifest is for the page workload, not {spec.kind}")
     if args.start_at is not None and not (math.isfinite(args.start_at) and args.start_at >= 0):
         raise UsageError(f"--start-at {args.start_at}: expected Unix seconds, 0 or more")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from agent.nghttp2.control import End
 from agent.nghttp2.procfs import CpuSample
+from agent.workloads.page.spec import PAGE
 
 
 class ActivityTracker:
@@ -98,7 +99,7 @@ class NghttpdTrialRecord:
             "t_mono_end_ns": self.t_mono_end_ns,
             "overlapping_trials": [],
             "engine": "nghttp2",
-            "workload": "page",  # nghttpd serves files only: the page workload's
+            "workload": PAGE.kind,  # nghttpd serves files only: the page workload's
             "counts_from": "client",
             "cpu_source": self.cpu_source,
             "serve_resolution_s": self.poll_s,

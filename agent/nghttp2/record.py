@@ -25,6 +25,7 @@ from agent.workloads.page.record import (
     page_metrics,
     page_params,
 )
+from agent.workloads.page.spec import PAGE
 
 ENGINE = "nghttp2"
 VERIFICATION = "size"
@@ -132,7 +133,7 @@ def build_record(
         trial_id=trial_id,
         repetition=repetition,
         url=url,
-        workload="page",
+        workload=PAGE.kind,  # nghttp fetches the page workload's files only
         engine=ENGINE,
         agent_version=__version__,
         tls=url.startswith("https:"),

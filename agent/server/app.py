@@ -31,6 +31,7 @@ from agent.server.listener import Listener, listen
 from agent.server.request import Request
 from agent.settings import to_h2
 from agent.trial_log import TrialLog
+from agent.workloads import DEFAULT_KIND
 
 log = logging.getLogger("h2iot.server")
 
@@ -46,7 +47,7 @@ class ServerOptions:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     trial_log: Path | None = None
-    workload: str = "page"  # the kind whose handler is mounted, named in every trial record
+    workload: str = DEFAULT_KIND  # the kind whose handler is mounted, named in every trial record
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
 

@@ -127,6 +127,21 @@ class WorkloadSpec:
     fields: tuple[Field, ...]
     engines: tuple[str, ...] = ("h2",)
     extra: str | None = None  # the pip extra holding its libraries; None: the agent's core deps
+    # The parameter divided over several client nodes (node i of K gets total // K, the first
+    # total % K one more); None: the workload is one unit, each node runs the whole of it.
+    spread_param: str | None = None
+    # The field counting what its `*_mean_*` and percentile fields are taken over, which weighs
+    # them when several client nodes' records merge into one; None: nothing to weigh.
+    count_field: str | None = None
+
+    def __post_init__(self) -> None:
+        # A declaration's own mistake, caught where the workload is defined, not mid-sweep.
+        if self.spread_param is not None and (
+            self.spread_param not in self.param_names or self.param(self.spread_param).kind != "int"
+        ):
+            raise ValueError(f"{self.kind}: spread_param {self.spread_param!r} is no int parameter")
+        if self.count_field is not None and self.count_field not in {f.name for f in self.fields}:
+            raise ValueError(f"{self.kind}: count_field {self.count_field!r} is no field")
 
     def param(self, name: str) -> Param:
         for param in self.params:

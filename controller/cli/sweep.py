@@ -25,6 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from agent import __version__
+from agent.workloads import spec_of
 from analysis.columns import BREAKDOWN
 from analysis.conditions import summarise as summarise_conditions
 from analysis.manifest import read_manifest
@@ -333,11 +334,15 @@ def _measure(
 
 
 def _workload_facts(config: Config) -> dict[str, Any]:
-    """The manifest's `workload`: the kind and the columns it adds, with units (the report
-    summarises them beside the common metrics)."""
+    """The manifest's `workload`: the kind, the columns it adds, with units (the report
+    summarises them beside the common metrics), and its declaration's facts about several
+    client nodes (the parameter spread over them, the field weighing their merged means)."""
+    spec = spec_of(config.workload.kind)
     return {
         "kind": config.workload.kind,
         "columns": [asdict(column) for column in workload_columns(config.workload.kind)],
+        "spread_param": spec.spread_param,
+        "count_field": spec.count_field,
     }
 
 

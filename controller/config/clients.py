@@ -1,26 +1,26 @@
 """Several client nodes (`nodes.clients`): how a trial's load is spread over them, and what a
 config with more than one is refused for.
 
-A workload's load is spread by dividing one of its parameters, the one `SPREAD_PARAMS` names for
-its kind: node i of K gets `total // K`, the first `total % K` nodes one more, so the shares add
-up to the total exactly. A kind the table does not name cannot be divided (the page is one
-unit): every client node runs the whole of it, and the load is K times one node's.
+A workload's load is spread by dividing one of its parameters, the one its declaration names
+(`WorkloadSpec.spread_param`): node i of K gets `total // K`, the first `total % K` nodes one
+more, so the shares add up to the total exactly. A workload that names none cannot be divided
+(the page is one unit): every client node runs the whole of it, and the load is K times one
+node's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent.workloads import ParamValue
+from agent.workloads import ParamValue, spec_of
 from controller.config.layers import Stack
 from controller.config.model import Config
 from controller.errors import ConfigError
 
-SPREAD_PARAMS: dict[str, str] = {
-    "blob": "requests",  # requests per trial
-    "api": "users",  # closed-loop virtual users
-}
-"""Per workload kind, the parameter whose value is divided over the client nodes."""
+
+def spread_param(kind: str) -> str | None:
+    """The parameter of kind whose value is divided over the client nodes, if any."""
+    return spec_of(kind).spread_param
 
 
 def spread(total: int, nodes: int) -> tuple[int, ...]:
@@ -35,7 +35,7 @@ def node_params(
     kind: str, params: Sequence[tuple[str, ParamValue]], nodes: int
 ) -> tuple[tuple[tuple[str, ParamValue], ...], ...]:
     """Each node's parameters: the kind's spread parameter divided, the rest the same."""
-    name = SPREAD_PARAMS.get(kind)
+    name = spread_param(kind)
     given = dict(params)
     if name is None or name not in given:
         return tuple(tuple(params) for _ in range(nodes))
@@ -80,7 +80,7 @@ def check_clients(stack: Stack, config: Config) -> None:
             f"{stack.origin('link')}: link: [link] shapes one client-server link; with "
             f"{count} client nodes (nodes.clients) shape each node's link yourself"
         )
-    name = SPREAD_PARAMS.get(config.workload.kind)
+    name = spread_param(config.workload.kind)
     if name is None:
         return
     swept = dict(config.sweep.axes).get(name)

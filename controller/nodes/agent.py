@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from agent.workloads import ParamValue
+from agent.workloads import DEFAULT_KIND, ParamValue
 from controller.config.model import NodeConfig
 from controller.nodes.clock import PeerOffset
 from controller.nodes.errors import CommandFailedError, NodeError
@@ -37,7 +37,7 @@ class ServerMount:
     """What a server agent serves: a workload (its kind and server-side parameters), the
     SETTINGS it announces and, for the page workload, the site's directory."""
 
-    workload: str = "page"
+    workload: str = DEFAULT_KIND
     settings: tuple[tuple[str, int], ...] = ()
     params: tuple[tuple[str, ParamValue], ...] = ()
     root: str | None = None
@@ -178,7 +178,7 @@ class AgentNode:
         self,
         url: str,
         *,
-        workload: str = "page",
+        workload: str = DEFAULT_KIND,
         params: Sequence[tuple[str, ParamValue]] = (),
         settings: Sequence[tuple[str, int]] = (),
         connection_window: int | None = None,

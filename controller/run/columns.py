@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.settings import SETTING_SPECS
-from agent.workloads import SPECS
+from agent.workloads import DEFAULT_KIND, SPECS
 from analysis.columns import unit_of
 
 
@@ -167,7 +167,7 @@ def _axis_column(name: str) -> Column:
 
 
 def trial_columns(
-    axes: tuple[str, ...], workload: str = "page", search: bool = False
+    axes: tuple[str, ...], workload: str = DEFAULT_KIND, search: bool = False
 ) -> tuple[Column, ...]:
     """A breakdown search's run has SEARCH_COLUMNS after the axes (the searched parameter
     first among them)."""
@@ -177,5 +177,5 @@ def trial_columns(
     return LEADING_COLUMNS + swept + probes + METRIC_COLUMNS + own + condition_columns()
 
 
-def header(axes: tuple[str, ...], workload: str = "page", search: bool = False) -> list[str]:
+def header(axes: tuple[str, ...], workload: str = DEFAULT_KIND, search: bool = False) -> list[str]:
     return [column.name for column in trial_columns(axes, workload, search)]

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from agent.workloads import DEFAULT_KIND
 from analysis.columns import EVENTS, FORMAT_VERSION, MANIFEST, POWER_DIR, TRIALS
 from analysis.errors import RunFormatError
 from analysis.manifest import read_manifest
@@ -76,7 +77,11 @@ class RunRecorder:
     """One run directory, new or resumed. Not thread-safe: the sweep engine owns it."""
 
     def __init__(
-        self, run_dir: Path, axes: tuple[str, ...], workload: str = "page", search: bool = False
+        self,
+        run_dir: Path,
+        axes: tuple[str, ...],
+        workload: str = DEFAULT_KIND,
+        search: bool = False,
     ) -> None:
         self.run_dir = run_dir
         self.axes = axes
@@ -98,7 +103,7 @@ class RunRecorder:
         run_dir: Path,
         axes: tuple[str, ...],
         manifest: Mapping[str, Any],
-        workload: str = "page",
+        workload: str = DEFAULT_KIND,
         search: bool = False,
     ) -> RunRecorder:
         if run_dir.exists() and any(run_dir.iterdir()):
@@ -119,7 +124,7 @@ class RunRecorder:
     def resume(cls, run_dir: Path) -> tuple[RunRecorder, dict[str, Any]]:
         manifest = manifest_to_resume(run_dir)
         axes = tuple(manifest.get("axes", ()))
-        workload = manifest.get("workload", {}).get("kind", "page")
+        workload = manifest.get("workload", {}).get("kind", DEFAULT_KIND)
         search = manifest.get("config", {}).get("search") is not None
         return cls(run_dir, axes, workload, search), manifest
 

@@ -34,7 +34,7 @@ from fabric.exceptions import GroupException
 
 from agent import __version__
 from agent.workloads import ParamValue
-from controller.config.clients import SPREAD_PARAMS, node_params
+from controller.config.clients import node_params, spread_param
 from controller.config.model import Config, NodeConfig
 from controller.errors import ControllerError, DeviceError
 from controller.nodes.agent import POLL_S, AgentNode
@@ -166,7 +166,7 @@ class ClientGroup(AgentNode):
             results = exc.result
         runs = [self._node_run(job, results[job]) for job in jobs]
         attempt = self.side_table.next_attempt(trial_id)
-        spread_param = SPREAD_PARAMS.get(self.kind)
+        spread = spread_param(self.kind)
         self.side_table.append(
             [
                 side_row(
@@ -176,7 +176,7 @@ class ClientGroup(AgentNode):
                     kind=self.kind,
                     metered=index == 0,
                     start_at_ns=start_at_ns,
-                    spread_param=spread_param,
+                    spread_param=spread,
                 )
                 for index, run in enumerate(runs)
             ]

@@ -12,7 +12,7 @@ node's measured offset, so spans are exact within the two nodes' offset uncertai
   they give and whose CPU the trials.csv `client_*` condition columns describe.
 - a workload field `*_count`, `*_bytes`, `*_errors`: sum; exact.
 - `*_max_*` / `*_min_*`: largest / smallest; exact.
-- `*_mean_*`: the mean weighted by the kind's count field (`COUNT_FIELDS`); exact.
+- `*_mean_*`: the mean weighted by the kind's count field (`WorkloadSpec.count_field`); exact.
 - `*_sd_*`: the pooled sample sd from each node's count, mean and sample sd (with `*_mean_*`
   beside it); exact.
 - `*_pNN_*` (percentiles): the count-weighted mean of the nodes' percentiles; approximate (the
@@ -32,9 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.workloads import SPECS, ParamValue
-
-COUNT_FIELDS: dict[str, str] = {"blob": "request_count", "api": "requests"}
-"""Per workload kind, the field counting what its means and percentiles are taken over."""
 
 _PERCENTILE = re.compile(r".*_p\d+(_|$).*")
 
@@ -93,7 +90,7 @@ def _numbers(metrics: Sequence[Mapping[str, Any]], name: str) -> list[float] | N
 
 
 def _weights(metrics: Sequence[Mapping[str, Any]], kind: str) -> list[float] | None:
-    count = COUNT_FIELDS.get(kind)
+    count = SPECS[kind].count_field if kind in SPECS else None
     return None if count is None else _numbers(metrics, count)
 
 

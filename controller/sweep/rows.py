@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent.workloads import SPECS
+from agent.workloads import DEFAULT_KIND, SPECS
 from controller.energy import WindowEnergy
 from controller.nodes.agent import TRIAL_PROCESS
 from controller.run.columns import CONDITION_FIELDS
@@ -63,7 +63,7 @@ def trial_row(
     server: Mapping[str, Any] | None,
     power: PowerWindow | None,
     energy: WindowEnergy | None,
-    workload: str = "page",
+    workload: str = DEFAULT_KIND,
 ) -> dict[str, object]:
     row: dict[str, object] = {
         "trial_id": trial.trial_id,

@@ -145,6 +145,31 @@ def test_each_kind_is_declared_under_its_own_name() -> None:
         assert spec_of(kind) is spec
 
 
+def test_the_declared_spread_param_and_count_field_are_the_multi_client_facts() -> None:
+    declared = {k: (s.spread_param, s.count_field) for k, s in SPECS.items() if s.spread_param}
+    assert declared == {"blob": ("requests", "request_count"), "api": ("users", "requests")}
+    assert SPECS["page"].spread_param is None and SPECS["page"].count_field is None
+
+
+@pytest.mark.parametrize(
+    ("facts", "message"),
+    [
+        ({"spread_param": "nope"}, "toy: spread_param 'nope' is no int parameter"),
+        ({"spread_param": "mode"}, "toy: spread_param 'mode' is no int parameter"),
+        ({"count_field": "nope"}, "toy: count_field 'nope' is no field"),
+    ],
+)
+def test_a_declaration_naming_a_missing_param_or_field_is_refused_where_it_is_made(
+    facts: dict[str, str], message: str
+) -> None:
+    params = (
+        Param("size_bytes", "int", 10, "bytes", "a client param", "client", 0, 100),
+        Param("mode", "choice", "a", "", "a choice", "client", choices=("a", "b")),
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        WorkloadSpec("toy", "a toy", params, (Field("count", "a count"),), **facts)
+
+
 # --param, by side --------------------------------------------------------------------------
 
 SIDES = WorkloadSpec(

@@ -37,6 +37,9 @@ def test_a_blob_sweep_over_a_size_and_a_mode_records_reports_and_draws(
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["axes"] == ["size_bytes", "mode"]
     assert manifest["workload"]["kind"] == "blob"
+    # The declaration's multi-client facts travel with the run.
+    assert manifest["workload"]["spread_param"] == "requests"
+    assert manifest["workload"]["count_field"] == "request_count"
     assert [c["name"] for c in manifest["workload"]["columns"]] == [
         "blob_request_count",
         "blob_body_bytes",

@@ -85,4 +85,6 @@ API = WorkloadSpec(
     ),
     engines=("h2", "hypercorn"),
     extra="api",
+    spread_param="users",  # closed-loop virtual users
+    count_field="requests",
 )

@@ -31,4 +31,6 @@ BLOB = WorkloadSpec(
         Field("latency_mean_s", "mean of request sent -> last byte, s"),
         Field("latency_max_s", "largest request sent -> last byte, s"),
     ),
+    spread_param="requests",
+    count_field="request_count",
 )
