@@ -27,6 +27,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "fetch a page and its subresources over HTTP/2",
     ),
     "trial": ("agent.commands.trial:configure_trial", "run trials of a workload over HTTP/2"),
+    "warm": (
+        "agent.commands.warm:configure",
+        "stay up and run the trials a controller sends (one process per sweep)",
+    ),
     "workloads": (
         "agent.commands.workloads:configure",
         "list the workloads, their params and fields",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from controller.nodes.records import ClockOffset, CommandResult
-from controller.nodes.transport import Transport
+from controller.nodes.transport import Stream, Transport
 
 T = TypeVar("T", bound=Transport)
 
@@ -50,6 +50,10 @@ class CgroupTransport(Generic[T]):
 
     def clock_offset(self, python: str, samples: int) -> ClockOffset:
         return self.inner.clock_offset(python, samples)
+
+    def open_loopback(self, port: int, timeout_s: float) -> Stream:
+        # The testbed's connection, like its clock readings: outside the device's cgroup.
+        return self.inner.open_loopback(port, timeout_s)
 
     def close(self) -> None:
         self.inner.close()

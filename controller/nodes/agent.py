@@ -20,6 +20,7 @@ from controller.nodes.clock import PeerOffset
 from controller.nodes.errors import CommandFailedError, NodeError
 from controller.nodes.node import Node
 from controller.nodes.records import BackgroundProcess, StopOutcome
+from controller.nodes.warm import WarmAgent
 
 POLL_S = 0.05
 SERVER_START_TIMEOUT_S = 30.0
@@ -80,6 +81,21 @@ class AgentNode:
         self.trial_log = node.path(trial_log or f"{self.state_dir}/server-trials.jsonl")
         self._trial_offset_bytes = 0
         self._trials: dict[str, dict[str, Any]] = {}
+        self.warm: WarmAgent | None = None
+        self._dirs_made = False
+
+    def keep_warm(self) -> WarmAgent:
+        """Run this node's trials in one warm agent from now on (`[run] agent = "warm"`,
+        controller.nodes.warm), started with the first trial."""
+        if self.warm is None:
+            self.warm = WarmAgent(self.node, self.command(), self.state_dir)
+        return self.warm
+
+    def end_warm(self) -> None:
+        """Hang up on the warm agent, which then exits; later trials run fresh."""
+        if self.warm is not None:
+            self.warm.close()
+            self.warm = None
 
     @classmethod
     def from_config(
@@ -124,8 +140,12 @@ class AgentNode:
 
         Raises NodeError if one already runs (stop it first) or it exits before listening.
         """
-        self.node.makedirs(self.state_dir)
-        self.node.makedirs(self.trial_log.rsplit("/", 1)[0] or "/")
+        if not self._dirs_made:
+            # Once per node: a sweep restarts its server for each setting, and each mkdir is a
+            # command on the node (tens of ms through an anchor or SSH).
+            self.node.makedirs(self.state_dir)
+            self.node.makedirs(self.trial_log.rsplit("/", 1)[0] or "/")
+            self._dirs_made = True
         argv = ["serve", "--workload", mount.workload, "--host", host, "--port", str(port)]
         if mount.root is not None:
             argv += ["--root", self.node.path(mount.root)]
@@ -218,9 +238,12 @@ class AgentNode:
                 argv += [flag, str(value)]
         argv += _pairs("--setting", settings) + _pairs("--param", params)
         argv += _engine_args(engine, unrepresentable_window)
-        result = self.node.run(
-            self.command(*argv), timeout_s=timeout_s + FETCH_MARGIN_S, check=False
-        )
+        if self.warm is not None:
+            result = self.warm.run(argv, timeout_s + FETCH_MARGIN_S)
+        else:
+            result = self.node.run(
+                self.command(*argv), timeout_s=timeout_s + FETCH_MARGIN_S, check=False
+            )
         records = [_json_or_none(line) for line in result.stdout.splitlines()]
         found = [record for record in records if record is not None]
         if result.exit_status in (0, 1) and found:
@@ -228,6 +251,7 @@ class AgentNode:
             if result.process is not None:
                 # The node saw the trial process itself (a local node's anchor): its whole
                 # life, for the energy window "process". The controller's, not the agent's.
+                # A warm agent's is its own account of the trial, start-up being no part of it.
                 record[TRIAL_PROCESS] = asdict(result.process)
             return record
         raise CommandFailedError(

@@ -42,7 +42,7 @@ import psutil
 
 from controller.nodes.errors import CommandTimeoutError, NodeUnreachableError
 from controller.nodes.records import ClockOffset, CommandResult, ProcessSpan
-from controller.nodes.transport import LocalTransport
+from controller.nodes.transport import LocalTransport, Stream, loopback_socket
 
 _PR_SET_CHILD_SUBREAPER = 36
 _REAP_INTERVAL_S = 0.1
@@ -252,6 +252,9 @@ class AnchoredLocalTransport:
 
     def clock_offset(self, python: str, samples: int) -> ClockOffset:
         return ClockOffset.same_clock()
+
+    def open_loopback(self, port: int, timeout_s: float) -> Stream:
+        return loopback_socket(self.label, port, timeout_s)
 
     def close(self) -> None:
         """End the anchor; processes still in its tree (a server left running) are killed."""

@@ -31,6 +31,7 @@ from controller.nodes.errors import (
     NodeUnreachableError,
 )
 from controller.nodes.records import ClockOffset, CommandResult
+from controller.nodes.transport import Stream
 
 CONNECT_TIMEOUT_S = 10.0
 CLOCK_WARMUP = 5
@@ -131,6 +132,19 @@ class SshTransport:
             self._connection.put(str(local), remote)
         except (OSError, paramiko.SSHException) as exc:
             raise NodeError(f"{self.label}: copying {local} to {remote}: {exc}") from None
+
+    def open_loopback(self, port: int, timeout_s: float) -> Stream:
+        """An SSH direct-tcpip channel to the node's 127.0.0.1:port, in this session."""
+        try:
+            transport = self._connection.client.get_transport()
+            if transport is None:
+                raise paramiko.SSHException("not connected")
+            channel: Stream = transport.open_channel(
+                "direct-tcpip", ("127.0.0.1", port), ("127.0.0.1", 0), timeout=timeout_s
+            )
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise NodeError(f"{self.label}: forwarding to 127.0.0.1:{port}: {exc}") from None
+        return channel
 
     def clock_offset(self, python: str, samples: int) -> ClockOffset:
         """Round trips over one persistent channel to a loop that prints the node's clocks."""

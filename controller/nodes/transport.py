@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -12,6 +13,26 @@ from typing import Protocol
 
 from controller.nodes.errors import CommandTimeoutError, NodeError
 from controller.nodes.records import ClockOffset, CommandResult
+
+
+class Stream(Protocol):
+    """A byte stream to a port on the node's loopback (a socket, or an SSH channel to one)."""
+
+    def sendall(self, data: bytes) -> None: ...
+
+    def recv(self, size: int) -> bytes: ...
+
+    def settimeout(self, timeout_s: float | None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def loopback_socket(label: str, port: int, timeout_s: float) -> Stream:
+    """A TCP connection to 127.0.0.1:port on this machine (a local node's loopback)."""
+    try:
+        return socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+    except OSError as exc:
+        raise NodeError(f"{label}: connecting to 127.0.0.1:{port}: {exc}") from None
 
 
 class Transport(Protocol):
@@ -31,6 +52,10 @@ class Transport(Protocol):
 
     def clock_offset(self, python: str, samples: int) -> ClockOffset:
         """The node's clocks minus the controller's, measured with the node's interpreter."""
+        ...
+
+    def open_loopback(self, port: int, timeout_s: float) -> Stream:
+        """A stream to 127.0.0.1:port as seen from the node (a warm agent's control port)."""
         ...
 
     def close(self) -> None: ...
@@ -77,6 +102,9 @@ class LocalTransport:
 
     def clock_offset(self, python: str, samples: int) -> ClockOffset:
         return ClockOffset.same_clock()
+
+    def open_loopback(self, port: int, timeout_s: float) -> Stream:
+        return loopback_socket(self.label, port, timeout_s)
 
     def close(self) -> None:
         """Nothing to close: each command is its own process."""
