@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.workloads import spec_of
+from agent.workloads import package_of
 
 if TYPE_CHECKING:
     from agent.client.run import Prepare
@@ -19,14 +19,15 @@ Mount = Callable[[Path | None, Mapping[str, object]], "Handler"]
 
 
 def server_mount(kind: str) -> Mount:
-    """`agent.workloads.<kind>.server.mount`: the root (page) and server params -> handler."""
-    module = importlib.import_module(f"agent.workloads.{spec_of(kind).kind}.server")
+    """`<package>.server.mount` (agent.workloads.<kind>, or an installed workload's package):
+    the root (page) and server params -> handler."""
+    module = importlib.import_module(f"{package_of(kind)}.server")
     mount: Mount = module.mount
     return mount
 
 
 def client_prepare(kind: str) -> Prepare:
-    """`agent.workloads.<kind>.client.prepare`: readies the trials of a run."""
-    module = importlib.import_module(f"agent.workloads.{spec_of(kind).kind}.client")
+    """`<package>.client.prepare`: readies the trials of a run."""
+    module = importlib.import_module(f"{package_of(kind)}.client")
     prepare: Prepare = module.prepare
     return prepare
