@@ -1,7 +1,8 @@
-"""The report's energy sections: the idle baseline and its check, each trial's ground truth
+"""The report's energy sections: the meter (its rate, its resolution and what one step of it
+means in mJ for the median trial), the idle baseline and its check, each trial's ground truth
 against the model of its own activity (modelled meters), and the per-frame cost model; and the
-one-line warnings of the first two for the report's first screen (`idle_caveats`,
-`truth_caveats`)."""
+one-line warnings of the baseline and the ground truth for the report's first screen
+(`idle_caveats`, `truth_caveats`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from analysis.agreement import TOLERANCE, outside
 from analysis.document import Block, Bullets, Heading, Paragraph, Table
 from analysis.frame_model import Fit
 from analysis.load import Run
+from analysis.manifest import config_value
 
 _WORST = 5
 
@@ -84,6 +86,126 @@ def truth_caveats(table: pd.DataFrame | None) -> list[str]:
         f"{len(stray)} of {len(table)} trials' energy is over {TOLERANCE * 100:g} % from the "
         "model of the client's activity: booked at the wrong moment, or something else ran "
         "(Ground truth of the modelled meter)."
+    ]
+
+
+def _positive(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+    return float(value) if ok and value > 0 else None
+
+
+def _median(run: Run, column: str) -> float | None:
+    if column not in run.ok or run.ok.empty:
+        return None
+    value = pd.to_numeric(run.ok[column], errors="coerce").median()
+    return float(value) if np.isfinite(value) else None
+
+
+def _current(ua: float) -> str:
+    """A current in the unit that keeps it readable (26.39 mA, 43.51 uA, 0.5 nA)."""
+    for scale, unit in ((1e3, "mA"), (1.0, "uA")):
+        if abs(ua) >= scale:
+            return f"{ua / scale:.4g} {unit}"
+    return f"{ua * 1e3:.4g} nA"
+
+
+def _range_step(resolution: Mapping[str, Any], current_ua: float | None) -> tuple[float, str]:
+    """(the step in uA, which range gave it): an auto-ranging meter's step is that of the range
+    the current falls in (the finest whose ceiling is above it); without a current, the
+    finest's."""
+    ranges = [r for r in resolution.get("ranges") or () if isinstance(r, Mapping)]
+    steps = [(_positive(r.get("current_ua")), _positive(r.get("ceiling_ua"))) for r in ranges]
+    if not steps or any(step is None for step, _ceiling in steps):
+        return float(resolution["current_ua"]), ""
+    if current_ua is None:
+        return float(resolution["current_ua"]), " (finest range; no median current)"
+    for number, (step, ceiling) in enumerate(steps):
+        if ceiling is None or current_ua < ceiling:
+            assert step is not None
+            return step, f" (range {number}, which the median trial's {_current(current_ua)} is in)"
+    top = steps[-1][0]
+    assert top is not None
+    return top, f" (range {len(steps) - 1}, the top one)"
+
+
+def meter_facts(run: Run) -> list[tuple[str, str]]:
+    """The meter's source, rate and resolution as the manifest names them, and one step of it
+    in mJ over the median trial's window (`controller.meter.resolution` writes the record)."""
+    meter = run.manifest.get("meter")
+    meter = meter if isinstance(meter, Mapping) else {}
+    source = meter.get("source") or config_value(run.manifest, "meter.source") or "unknown"
+    kind = meter.get("kind")
+    rows = [("meter", f"{source}" + (f" ({kind})" if kind and kind != source else ""))]
+    rate = _positive(meter.get("sample_rate_hz"))
+    configured = _positive(config_value(run.manifest, "meter.rate_hz"))
+    if rate is not None:
+        rows.append(("sample rate (Hz)", _number(rate, 6)))
+    elif configured is not None:
+        rows.append(("sample rate (Hz)", f"{_number(configured, 6)} (configured)"))
+    else:
+        rows.append(("sample rate (Hz)", "not recorded"))
+    for key, label in (
+        ("stream_rate_hz", "stream rate (Hz)"),
+        ("trace_rate_hz", "trace rate (Hz)"),
+    ):
+        extra = _positive(meter.get(key))
+        if extra is not None and extra != rate:
+            rows.append((label, _number(extra, 6)))
+    resolution = meter.get("resolution")
+    step_ua = _positive(resolution.get("current_ua")) if isinstance(resolution, Mapping) else None
+    supply = _positive(resolution.get("supply_v")) if isinstance(resolution, Mapping) else None
+    if not isinstance(resolution, Mapping) or step_ua is None or supply is None:
+        rows.append(
+            (
+                "resolution",
+                "not recorded: this run's manifest names no meter resolution (recorded before "
+                "meters stated theirs), so what one step means in mJ is not known here",
+            )
+        )
+        return rows
+    power = _median(run, "mean_power_mw")
+    step_ua, which = _range_step(resolution, None if power is None else power / supply * 1000)
+    step_mw = step_ua * supply / 1000
+    rows += [
+        ("resolution (current per step)", f"{_current(step_ua)}{which}"),
+        ("resolution (mW per step)", f"{_number(step_mw)} at {_number(supply)} V"),
+        ("resolution from", str(resolution.get("basis") or "unstated")),
+    ]
+    window = _median(run, "window_s")
+    if window is None:
+        rows.append(("one step over the median trial", "no ok trial with a window"))
+        return rows
+    step_mj = step_mw * window
+    energy = _median(run, "energy_mj")
+    share = (
+        f"; the median trial's energy is {_number(energy)} mJ, {energy / step_mj:.3g} steps"
+        if energy is not None and step_mj > 0
+        else ""
+    )
+    rows.append(
+        (
+            "one step over the median trial",
+            f"{_number(step_mj)} mJ (one step held over the median window, "
+            f"{window * 1e3:.4g} ms){share}",
+        )
+    )
+    return rows
+
+
+def meter_blocks(run: Run) -> list[Block]:
+    """The meter's section: `meter_facts` with what they mean."""
+    return [
+        Heading("Meter"),
+        Paragraph(
+            "The meter that gave each trial its energy, at the rate it sampled, and the "
+            "smallest change of current it resolves (one step of its ADC or register; for an "
+            "auto-ranging meter, of the range the median trial's mean current sits in) as power "
+            "at its supply voltage. One step held over the median trial's window is what a "
+            "reading off by one step for the whole trial would shift its energy by: noise "
+            "averages out over the samples, a bias of that size does not, so differences "
+            "between settings of that order are at the meter's resolution (data/README.md)."
+        ),
+        Table(("fact", "value"), tuple(meter_facts(run))),
     ]
 
 

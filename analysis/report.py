@@ -46,6 +46,7 @@ from analysis.document import (
 from analysis.energy_report import (
     frame_model_blocks,
     idle_blocks,
+    meter_blocks,
     residuals_table,
     truth_blocks,
 )
@@ -279,6 +280,7 @@ def appendix_blocks(
         trials,
         conditions_blocks(run.ok.to_dict("records")),
         clients_blocks(client_nodes),
+        meter_blocks(run),
         idle_blocks(run),
         truth_blocks(truth),
         [Heading("Manifest (besides the config)"), Table(("key", "value"), tuple(other))]

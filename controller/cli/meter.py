@@ -4,6 +4,8 @@ line.
 info, read and calibrate talk to any meter port: a board (/dev/ttyACM0), the virtual meter's
 pty or the simulator's. virtual and simulate make such a port and print its path as their
 first line on stdout, then serve until interrupted (SIGINT/SIGTERM) or --duration passes.
+`virtual --device ppk2` makes an emulated Nordic PPK2 instead (its USB serial protocol, 100 kS/s
+sample words, the marker FIFO on a logic input), for ppk2-api or any PPK2 client to open.
 import reads a Joulescope recording (JLS v2) made during a sweep, its trial marker on GPI0,
 into the run: each trial's trace and energy (docs/joulescope.md).
 """
@@ -31,8 +33,10 @@ from controller.meter.calibration import (
     Calibration,
     nominal,
 )
-from controller.meter.node_power import WatchSpec
+from controller.meter.node_power import ModelledMeterOptions, WatchSpec
 from controller.meter.power_model import PI_3B, PowerModel
+from controller.meter.ppk2.decoder import SAMPLE_RATE_HZ, VDD_MAX_MV, VDD_MIN_MV
+from controller.meter.ppk2.modelled import ModelledPpk2, ModelledPpk2Source
 from controller.meter.protocol import McuId
 from controller.meter.sensor import Acs712
 from controller.meter.session import DEFAULT_BAUD, MeterSession
@@ -52,6 +56,8 @@ is named); each trial then gets its power trace and energy as a live meter gives
 the idle power measured in the recording before the first trial. A run that already has
 energy (another meter's) is refused unless --replace. Needs pyjls: the 'joulescope' extra."""
 VARIANTS = tuple(ACS712_SENSITIVITY_MV_PER_A)
+DEVICES = ("arduino", "ppk2")
+_ERROR_POLL_S = 0.1  # how often a serving emulated PPK2 is asked whether its thread failed
 
 
 def register(subparsers: Any) -> None:
@@ -114,6 +120,27 @@ def register(subparsers: Any) -> None:
     virtual.add_argument("--truth", type=Path, help="write the modelled power (CSV) here")
     virtual.add_argument(
         "--tick-s", type=float, default=0.01, help="CPU measuring period (default 0.01)"
+    )
+    virtual.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="arduino",
+        help="what the pty is: the Arduino sketch's protocol (default) or a Nordic PPK2 (the "
+        "first watched source, --supply-v its supply, 0.8-5 V)",
+    )
+    virtual.add_argument(
+        "--marker-input",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --device ppk2: the logic input D0-D7 the marker FIFO sets (default 0)",
+    )
+    virtual.add_argument(
+        "--rate-hz",
+        type=int,
+        default=1000,
+        help="with --device ppk2: the rate --truth is written at, the bins a reader averages "
+        f"the {SAMPLE_RATE_HZ} S/s stream into (a divisor of it; default 1000)",
     )
     virtual.set_defaults(handler=_virtual)
 
@@ -370,11 +397,51 @@ def _modelled(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _virtual(args: argparse.Namespace) -> int:
+    if args.device == "ppk2":
+        return _virtual_ppk2(args)
     try:
         meter: VirtualMeter | SimulatedMeter = VirtualMeter(VirtualMeterOptions(**_modelled(args)))
     except ControllerError as exc:
         return _fail(exc)
     return _serve_meter(meter, args.duration)
+
+
+def _ppk2(args: argparse.Namespace) -> ModelledPpk2:
+    """The emulated PPK2 the flags describe, driven by the model of the first watched source."""
+    supply_mv = round(args.supply_v * 1000)
+    if not VDD_MIN_MV <= supply_mv <= VDD_MAX_MV:
+        raise ConfigError(f"--supply-v {args.supply_v:g}: a PPK2 supplies 0.8-5 V")
+    if not 0 <= args.marker_input <= 7:
+        raise ConfigError(f"--marker-input {args.marker_input}: a PPK2 has inputs D0-D7")
+    if not 0 < args.rate_hz <= SAMPLE_RATE_HZ or SAMPLE_RATE_HZ % args.rate_hz:
+        raise ConfigError(f"--rate-hz {args.rate_hz}: must divide {SAMPLE_RATE_HZ}")
+    if len(args.watch) > 1:
+        raise ConfigError("--device ppk2: a PPK2 measures one node, watch one source")
+    options = ModelledMeterOptions(**_modelled(args))
+    source = ModelledPpk2Source(options, supply_mv, args.marker_input, rate_hz=args.rate_hz)
+    return ModelledPpk2(source)
+
+
+def _virtual_ppk2(args: argparse.Namespace) -> int:
+    """Print the emulated PPK2's pty, serve until SIGINT/SIGTERM or the duration, close: the
+    emulator serves from its own thread, so this one only waits, and says why it failed."""
+    try:
+        meter = _ppk2(args)
+    except ControllerError as exc:
+        return _fail(exc)
+    stopped = threading.Event()
+    _serve(stopped.set, args.duration)
+    try:
+        meter.start()
+        print(meter.port, flush=True)
+        while not stopped.wait(_ERROR_POLL_S):
+            if meter.error is not None:
+                raise meter.error
+    except ControllerError as exc:
+        return _fail(exc)
+    finally:
+        meter.close()
+    return 0
 
 
 def _simulate(args: argparse.Namespace) -> int:

@@ -9,6 +9,12 @@ width within 20 ms of the node's). Each node: SSH reach and host key, agent and 
 versions, the clock offset and its uncertainty, CPU governor and clock, temperature, the
 Raspberry Pi firmware's throttling flags, memory and swap, other processes using CPU.
 
+With `meter.source = "ppk2"` the meter's lines are the PPK2's (`controller.rig.ppk2`): its port (a
+real one, or the emulated PPK2's pty following the local client); its identity from the metadata
+reply (hardware id, calibrated or not, VDD, mode), parsed strictly; the 100 kS/s stream, every
+sample accounted for by its counter; the client's idle power; the marker loop on its logic
+input (D0 by default), both edges inside the sample words.
+
 What this platform lacks (a local node's SSH, a virtual meter's firmware, a governor without
 cpufreq) is UNAVAILABLE, never a pass. Exit status 1 when any check fails, else 0.
 """

@@ -20,7 +20,9 @@ from controller.config.model import (
     ENGINES,
     INA219_RATE_MAX_HZ,
     LOCAL_HOST,
+    INA226_RATE_MAX_HZ,
     ROLES,
+    PPK2_RATE_HZ,
     SERVER_ENGINE_AXIS,
     SERVER_ONLY_ENGINES,
     AxisValue,
@@ -38,6 +40,7 @@ from controller.config.model import (
     channel_source,
     is_ina219,
 )
+    is_ina226,
 from controller.config.profile import DeviceProfile, not_applied_message, resolve
 from controller.config.schema import FLOW_READERS, NODE_AXES, PARAM_NAMES
 from controller.errors import ConfigError
@@ -175,19 +178,26 @@ def _meter(stack: Stack) -> MeterConfig:
             "source with the other node's channel (An and INA219@0x40+n follow the same "
             "source): use another input or address"
         )
-    ina = [role for role in ROLES if role in mapping and is_ina219(mapping[role])]
     rate = given.get("rate_hz", MeterConfig.rate_hz)
-    if ina and rate > INA219_RATE_MAX_HZ:
-        key = f"meter.channels.{ina[0]}"
-        # blame whichever of the two keys a later layer set
-        later_origin = max(
-            (stack.origin("meter.rate_hz"), stack.origin(key)), key=stack.layers.index
-        )
-        raise ConfigError(
-            f"{later_origin}: meter.rate_hz: {rate} Hz is faster than an "
-            f"INA219 converts ({key} = {channel_label(mapping[ina[0]])}): at most "
-            f"{INA219_RATE_MAX_HZ} Hz, e.g. 800"
-        )
+    # An I2C monitor converts at its own pace: the INA219 at a fixed 1064 us, the INA226 as
+    # configured for the rate (its fastest result, 2 x 140 us, must fit in 90 % of a period).
+    limits = (
+        (is_ina219, "INA219", INA219_RATE_MAX_HZ, 800),
+        (is_ina226, "INA226", INA226_RATE_MAX_HZ, 2500),
+    )
+    for is_kind, chip, rate_max, example in limits:
+        ina = [role for role in ROLES if role in mapping and is_kind(mapping[role])]
+        if ina and rate > rate_max:
+            key = f"meter.channels.{ina[0]}"
+            # blame whichever of the two keys a later layer set
+            later_origin = max(
+                (stack.origin("meter.rate_hz"), stack.origin(key)), key=stack.layers.index
+            )
+            raise ConfigError(
+                f"{later_origin}: meter.rate_hz: {rate} Hz is faster than an "
+                f"{chip} converts ({key} = {channel_label(mapping[ina[0]])}): at most "
+                f"{rate_max} Hz, e.g. {example}"
+            )
     meter = MeterConfig(
         channels=tuple((role, mapping[role]) for role in ROLES if role in mapping), **given
     )
@@ -197,9 +207,33 @@ def _meter(stack: Stack) -> MeterConfig:
             'meter.source is "serial": the board\'s serial device, e.g. "/dev/ttyACM0"'
         )
     return meter
+    if meter.source == "ppk2":
+        _check_ppk2(stack, meter)
 
 
 def _earlier(stack: Stack, key: str, than: str) -> bool:
+def _check_ppk2(stack: Stack, meter: MeterConfig) -> None:
+    """A PPK2 measures one supply (the client's) at 100 kS/s, averaged to meter.rate_hz."""
+    later = max(stack.origin("meter.source"), stack.origin("meter.rate_hz"), key=stack.layers.index)
+    if PPK2_RATE_HZ % meter.rate_hz:
+        raise ConfigError(
+            f"{later}: meter.rate_hz: {meter.rate_hz} Hz does not divide the PPK2's "
+            f'{PPK2_RATE_HZ} samples/s (meter.source = "ppk2"), e.g. 1000 or 10000'
+        )
+    roles = [role for role, _c in meter.channels]
+    if roles != ["client"]:
+        key = "meter.channels.server"
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: a PPK2 measures one supply, the client's "
+            '(meter.source = "ppk2"); unset it: server = "none"'
+        )
+    if meter.mode == "source" and meter.supply_mv is None:
+        raise ConfigError(
+            f"{_blame(stack, 'meter.supply_mv', 'meter.mode')}: meter.supply_mv: required when "
+            'meter.mode is "source": the voltage the PPK2 powers the node at, 800..5000 mV'
+        )
+
+
     """Whether `key` was set by a lower layer than the one that set `than`."""
     return stack.layers.index(stack.origin(key)) < stack.layers.index(stack.origin(than))
 

@@ -28,8 +28,11 @@ from controller.config.model import (
     FAILED_TRIAL,
     IDLE_NOISY,
     METER_SOURCES,
+    INA226_CHANNEL,
     ORDERS,
     ROLES,
+    PPK2_MODES,
+    PPK2_SUPPLY_MV,
     SEARCH_HOLDS,
     SENSORS,
     SERVER_ENGINE_AXIS,
@@ -60,8 +63,8 @@ _HOST = re.compile(r"[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]*")
 _USER = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
 _PRINTABLE = re.compile(r"[^\x00-\x1f\x7f]+")
 _ANALOG = re.compile(r"[Aa]([0-9]+)")
-_INA219 = re.compile(r"(?i:ina219)@(0x[0-9A-Fa-f]+|[0-9]+)")
-INA219_ADDRESSES = range(0x40, 0x44)
+_I2C_CHANNEL = re.compile(r"(?i:ina(219|226))@(0x[0-9A-Fa-f]+|[0-9]+)")
+INA219_ADDRESSES = range(0x40, 0x44)  # the firmware's I2C channels, for both chips
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -268,21 +271,23 @@ def sweep(value: Any) -> dict[str, tuple[Any, ...] | None]:
 
 
 def _analog_input(value: Any) -> int:
-    """An analog input ("A0".."A7", 0..7) or an INA219 ("INA219@0x40".."INA219@0x43"), the
-    latter stored as its I2C address."""
-    if isinstance(value, str) and (match := _INA219.fullmatch(value)):
-        address = int(match[1], 0)
+    """An analog input ("A0".."A7", 0..7), an INA219 ("INA219@0x40".."INA219@0x43", stored as
+    its I2C address) or an INA226 ("INA226@0x40".."INA226@0x43", stored as its address with
+    model.INA226_CHANNEL set)."""
+    if isinstance(value, str) and (match := _I2C_CHANNEL.fullmatch(value)):
+        chip = f"INA{match[1]}"
+        address = int(match[2], 0)
         if address not in INA219_ADDRESSES:
             raise _Invalid(
-                f"INA219 address {address:#04x} is outside 0x40..0x43 (A1 = GND, A0 = GND..SCL)"
+                f"{chip} address {address:#04x} is outside 0x40..0x43 (A1 = GND, A0 = GND..SCL)"
             )
-        return address
+        return address | (INA226_CHANNEL if chip == "INA226" else 0)
     if isinstance(value, str) and (match := _ANALOG.fullmatch(value)):
         value = int(match[1])
     elif not _is_int(value):
         raise _Invalid(
-            'expected an analog input ("A0".."A7" or 0..7) or an INA219 ("INA219@0x40".."0x43"),'
-            f" got {describe(value)}"
+            'expected an analog input ("A0".."A7" or 0..7), an INA219 ("INA219@0x40".."0x43") or'
+            f' an INA226 ("INA226@0x40".."0x43"), got {describe(value)}'
         )
     if not 0 <= value < ANALOG_INPUTS:
         raise _Invalid(f"{value} is outside 0..{ANALOG_INPUTS - 1} (A0..A{ANALOG_INPUTS - 1})")
@@ -290,6 +295,15 @@ def _analog_input(value: Any) -> int:
 
 
 def channels(value: Any) -> dict[str, int | None]:
+def logic_input(value: Any) -> int:
+    """meter.marker_input: a PPK2 logic input, "D0".."D7" (or 0..7)."""
+    if isinstance(value, str) and re.fullmatch(r"D[0-7]", value):
+        return int(value[1])
+    if _is_int(value) and 0 <= value <= 7:
+        return int(value)
+    raise _Invalid(f'expected a logic input "D0".."D7", got {describe(value)}')
+
+
     """meter.channels: node role -> the analog input its current sensor is wired to."""
     if not isinstance(value, dict):
         raise _Invalid(f"expected a table of role = analog input, got {describe(value)}")
@@ -460,6 +474,9 @@ SCHEMA: Schema = {
         "network_nj_per_byte": number(0, 1e6),
     },
     "link": {
+        "mode": choice(PPK2_MODES),
+        "supply_mv": optional(integer(*PPK2_SUPPLY_MV)),
+        "marker_input": logic_input,
         "rate_mbit": optional(number(0, 100_000, low_open=True)),
         "loss_pct": number(0, 100, high_open=True),
         "delay_ms": number(0, 60_000),

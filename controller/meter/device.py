@@ -5,8 +5,8 @@ frames of about 10 ms of samples, a STATUS per second of samples, a final STATUS
 the same loss accounting: a frame's worth of samples is dropped (and counted) when the modelled
 UART link (baud / 10 bytes per second behind a transmit buffer) has no room for it.
 Time is passed in (`now_s`, any monotonic clock); values come from a `Sampler` callback, and
-INA219 channels (protocol 2) from an `I2cSampler` (without one, an enabled INA219 reads as the
-firmware's mark for a chip that does not answer).
+INA219 and INA226 channels (protocol 2) from an `I2cSampler` (without one, an enabled chip
+reads as the firmware's mark for a chip that does not answer).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from controller.meter.commands import (
     parse_command,
 )
 from controller.meter.decoder import CommandFrameDecoder, RawFrame
+from controller.meter.ina226 import config_for_rate as ina226_config_for_rate
 from controller.meter.protocol import (
     I2C_CHANNELS,
     MAX_CHANNELS,
@@ -48,6 +49,7 @@ from controller.meter.protocol import (
     channels_of_mask,
     encode_device_frame,
     i2c_addresses_of_mask,
+    ina226_addresses_of_mask,
 )
 
 RATE_MIN_HZ = 100
@@ -57,7 +59,7 @@ _ADC_CLOCKS_PER_CONVERSION = 13
 _ADC_PRESCALER_MIN = 32
 _SAMPLES_HEADER_BYTES = 5
 _UART_BITS_PER_BYTE = 10
-_I2C_SENSOR_CYCLES = 4800  # the firmware's budget for reading one INA219 (PROTOCOL.md)
+_I2C_SENSOR_CYCLES = 4800  # the firmware's budget for reading one INA219/INA226 (PROTOCOL.md)
 INA219_RATE_MAX_HZ = 939  # a new shunt and bus pair every 1064 us
 
 # Reads the ADC: (first sample index, sample count, analog inputs, reads averaged per value)
@@ -75,7 +77,7 @@ class BoardIdentity:
     board: str = "mega2560"
     mcu_id: int = McuId.ATMEGA2560
     fw_major: int = 1
-    fw_minor: int = 1  # the firmware that speaks protocol 2 (firmware/VERSION)
+    fw_minor: int = 2  # the firmware with INA226 channels (firmware/VERSION)
     fw_patch: int = 0
     f_cpu_hz: int = 16_000_000
     adc_bits: int = 10
@@ -91,12 +93,16 @@ def check_config(
 ) -> AckResult:
     """The firmware's range checks, including its ADC and I2C budget (25 % slack)."""
     analog = bin(channel_mask).count("1")
-    i2c = bin(i2c_mask).count("1")
+    chips = i2c_mask & (1 << I2C_CHANNELS) - 1
+    ina226 = i2c_mask >> I2C_CHANNELS
+    i2c = bin(chips).count("1")
     if not RATE_MIN_HZ <= rate_hz <= RATE_MAX_HZ or f_cpu_hz % rate_hz:
         return AckResult.BAD_VALUE
     if not 1 <= analog + i2c <= MAX_CHANNELS or not 1 <= oversampling <= OVERSAMPLING_MAX:
         return AckResult.BAD_VALUE
-    if i2c_mask >> I2C_CHANNELS or (i2c and rate_hz > INA219_RATE_MAX_HZ):
+    if ina226 & ~chips or (chips & ~ina226 and rate_hz > INA219_RATE_MAX_HZ):
+        return AckResult.BAD_VALUE
+    if ina226 and ina226_config_for_rate(rate_hz) is None:
         return AckResult.BAD_VALUE
     conversions = rate_hz * analog * oversampling
     cycles = conversions * _ADC_CLOCKS_PER_CONVERSION * _ADC_PRESCALER_MIN
@@ -144,6 +150,10 @@ class DeviceCore:
     @property
     def i2c_addresses(self) -> tuple[int, ...]:
         return i2c_addresses_of_mask(self.i2c_mask)
+
+    @property
+    def ina226_addresses(self) -> tuple[int, ...]:
+        return ina226_addresses_of_mask(self.i2c_mask)
 
     @property
     def columns(self) -> int:

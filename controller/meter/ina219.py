@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +64,7 @@ class Ina219Calibration:
     address: int = 0x40
     shunt_ohm: float = 0.1
     pga: int = FIRMWARE_PGA
+    kind: ClassVar[str] = "ina219"  # the channel kind, as the config and the manifest name it
 
     def __post_init__(self) -> None:
         if self.address not in ADDRESSES:
@@ -101,6 +103,12 @@ class Ina219Calibration:
         """The power change one LSB of either register makes near `power_mw`."""
         current = power_mw / 1000.0 / supply_v
         return (supply_v * self.current_step_a + current * BUS_LSB_V) * 1000.0
+
+    def facts(self, rate_hz: int) -> dict[str, int | float]:
+        """What a run's manifest records of this chip (the rate does not change an INA219's
+        configuration)."""
+        del rate_hz
+        return {"address": self.address, "shunt_ohm": self.shunt_ohm, "pga": self.pga}
 
 
 @dataclass(frozen=True, slots=True)

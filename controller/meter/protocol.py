@@ -25,9 +25,11 @@ SEQ_MODULUS = 1 << 16
 SAMPLE_INDEX_MODULUS = 1 << 32
 BOARD_NAME_MAX_BYTES = 16
 MAX_COLUMNS = 8  # values per sample: one per analog input, two per INA219
-I2C_CHANNELS = 4  # INA219s at I2C addresses 0x40 .. 0x43
+I2C_CHANNELS = 4  # INA219s or INA226s at I2C addresses 0x40 .. 0x43
 INA219_ADDR_BASE = 0x40
-MAX_CHANNELS = 4  # analog inputs and INA219s together
+# i2c_mask bits 4..7 (firmware 1.2.0): bit 4 + n marks the chip at 0x40 + n as an INA226
+INA226_KIND_SHIFT = 4
+MAX_CHANNELS = 4  # analog inputs and I2C monitors together
 # PROTOCOL.md section 4's value ranges, which a board's INFO must report within.
 RATE_MIN_HZ, RATE_MAX_HZ = 100, 10_000
 OVERSAMPLING_MAX = 16
@@ -91,8 +93,13 @@ def channels_of_mask(mask: int) -> tuple[int, ...]:
 
 
 def i2c_addresses_of_mask(mask: int) -> tuple[int, ...]:
-    """I2C addresses of the INA219s an I2C channel mask selects, ascending."""
+    """I2C addresses of the chips (INA219 or INA226) an I2C channel mask selects, ascending."""
     return tuple(INA219_ADDR_BASE + n for n in range(I2C_CHANNELS) if mask >> n & 1)
+
+
+def ina226_addresses_of_mask(mask: int) -> tuple[int, ...]:
+    """Those of them the mask marks as INA226s (bit 4 + n), ascending."""
+    return i2c_addresses_of_mask(mask >> INA226_KIND_SHIFT & mask)
 
 
 def printable(text: str) -> str:
@@ -124,7 +131,8 @@ class Info:
     baud: int
     marker_pin: int
     board: str
-    i2c_mask: int = 0  # protocol 2: bit n = the INA219 at 0x40 + n is sampled
+    # protocol 2: bit n = the chip at 0x40 + n is sampled; bit 4 + n: it is an INA226 (1.2.0)
+    i2c_mask: int = 0
 
     @property
     def channels(self) -> tuple[int, ...]:
@@ -135,8 +143,12 @@ class Info:
         return i2c_addresses_of_mask(self.i2c_mask)
 
     @property
+    def ina226_addresses(self) -> tuple[int, ...]:
+        return ina226_addresses_of_mask(self.i2c_mask)
+
+    @property
     def columns(self) -> int:
-        """Values per sample in SAMPLES: analog inputs first, then (shunt, bus) per INA219."""
+        """Values per sample in SAMPLES: analog inputs first, then (shunt, bus) per chip."""
         return len(self.channels) + 2 * len(self.i2c_addresses)
 
     @property

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TypeVar
+from typing import Self, TypeVar
 
 import serial
 
@@ -108,7 +108,42 @@ class RunHealth:
     bytes_discarded: int
 
 
-class MeterSession:
+class SerialSession:
+    """How a session over a serial port closes, a board's (`MeterSession`) or a PPK2's
+    (`controller.meter.ppk2.session`): a running device is stopped first, best effort (the
+    port may be what failed), then the reader, then the port. A subclass has `port`,
+    `running`, `reader_error`, `stop()` and `_stop_reader()`."""
+
+    port: serial.Serial
+    running: bool
+
+    @property
+    def reader_error(self) -> MeterError | None:
+        raise NotImplementedError
+
+    def stop(self) -> object:
+        raise NotImplementedError
+
+    def _stop_reader(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.running and self.reader_error is None:
+            with contextlib.suppress(MeterError):
+                self.stop()
+        self._stop_reader()
+        self.port.close()
+
+
+class MeterSession(SerialSession):
     def __init__(
         self, port: serial.Serial, *, ack_timeout_s: float = 1.0, batch_s: float = 0.01
     ) -> None:
@@ -142,21 +177,8 @@ class MeterSession:
         port.reset_input_buffer()
         return cls(port, **kwargs)
 
-    def __enter__(self) -> MeterSession:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop a running board (best effort), then the reader, then the port."""
-        if self.running and self._reader.error is None:
-            with contextlib.suppress(MeterError):
-                self.stop()
+    def _stop_reader(self) -> None:
         self._reader.stop()
-        self.port.close()
 
     # --- commands ---------------------------------------------------------------------------
 

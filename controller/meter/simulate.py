@@ -12,7 +12,10 @@ on stdout once sampling runs; until then inputs change once per tick.
 INA219 channels (protocol 2): with `ina219_sources`, the harness puts an INA219 part at 0x40 + n
 on the I2C bus for each source n and gets its analog inputs (shunt microvolts with the chip's
 input noise, bus millivolts with the supply's droop, from `ina219.Ina219Model`) beside the
-ADC's, at the same sample ticks; the part quantises them as the chip does.
+ADC's, at the same sample ticks; the part quantises them as the chip does. With
+`ina226_sources` an INA226 part (firmware/sim/ina226_part.c: timed, averaged conversions) sits
+at 0x40 + n instead, and its inputs keep four decimals (it resolves 2.5 uV and 1.25 mV); its
+supply and shunt are the INA219 model's unless `ina226` is given.
 
 simavr converts millivolts with 1023 / 5000 where the ATmega's datasheet says 1024 / ref; inputs
 are scaled by 1024 / 1023 so the simulated ADC reads what a real one would.
@@ -34,6 +37,7 @@ import numpy as np
 from controller.errors import MeterError
 from controller.meter.driver import DriverThread
 from controller.meter.ina219 import Ina219Model
+from controller.meter.ina226 import Ina226Model, model_like
 from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
 from controller.paths import FIRMWARE_DIR
 
@@ -51,6 +55,8 @@ class SimulateOptions(ModelledMeterOptions):
     firmware_dir: Path = FIRMWARE_DIR
     ina219_sources: tuple[int, ...] = ()  # an INA219 at 0x40 + n follows source n
     ina219: Ina219Model = field(default_factory=Ina219Model)
+    ina226_sources: tuple[int, ...] = ()  # an INA226 at 0x40 + n follows source n
+    ina226: Ina226Model | None = None  # None: the INA219 model's supply and shunt
 
 
 @dataclass
@@ -100,7 +106,7 @@ class SimulatedMeter:
         self._driver: DriverThread | None = None
         self._exit_error: MeterError | None = None
         self._proc = subprocess.Popen(
-            [str(harness), "--fast", *self._ina219_option(), str(elf)],
+            [str(harness), "--fast", *self._i2c_options(), str(elf)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -212,7 +218,7 @@ class SimulatedMeter:
             self._history.append((start, power))
             del self._history[:-_HISTORY_TICKS]
             lines.append(f"{start} {self._millivolts(power[np.newaxis, :])[0]}\n")
-            lines += self._ina219_lines(np.array([start]), power[np.newaxis, :])[0]
+            lines += self._i2c_lines(np.array([start]), power[np.newaxis, :])[0]
         else:
             lines += self._sample_lines(self._clock, now_ns, power)
         self._horizon_ns = max(now_ns, self._horizon_ns)
@@ -248,33 +254,48 @@ class SimulatedMeter:
         times = np.maximum(ticks - clock.period_ns // 2, self._horizon_ns)
         per_sample = np.broadcast_to(power, (end - first, len(power)))
         values = self._millivolts(per_sample)
-        ina219 = self._ina219_lines(times, per_sample)
+        i2c = self._i2c_lines(times, per_sample)
         # one time after another: the harness does not let input times go backwards
         return [
             line
-            for t, v, more in zip(times.tolist(), values, ina219, strict=True)
+            for t, v, more in zip(times.tolist(), values, i2c, strict=True)
             for line in (f"{t} {v}\n", *more)
         ]
 
-    def _ina219_option(self) -> list[str]:
-        mask = sum(1 << n for n in self.options.ina219_sources)
-        if mask >> 4:
-            raise MeterError("simulator: INA219 sources are 0..3 (addresses 0x40..0x43)")
-        return ["--ina219", str(mask)] if mask else []
+    def _i2c_options(self) -> list[str]:
+        options: list[str] = []
+        both = set(self.options.ina219_sources) & set(self.options.ina226_sources)
+        if both:
+            raise MeterError(f"simulator: source {min(both)} has an INA219 and an INA226")
+        for chip, sources in (
+            ("ina219", self.options.ina219_sources),
+            ("ina226", self.options.ina226_sources),
+        ):
+            mask = sum(1 << n for n in sources)
+            if mask >> 4:
+                raise MeterError(f"simulator: {chip.upper()} sources are 0..3 (0x40..0x43)")
+            options += [f"--{chip}", str(mask)] if mask else []
+        return options
 
-    def _ina219_lines(self, times: np.ndarray, power: np.ndarray) -> list[list[str]]:
-        """Per time, a `T i N UV MV` line per INA219: its analog inputs then."""
-        model = self.options.ina219
+    def _i2c_lines(self, times: np.ndarray, power: np.ndarray) -> list[list[str]]:
+        """Per time, a `T i N UV MV` line per INA219 or INA226: its analog inputs then."""
+        ina226 = self.options.ina226 or model_like(self.options.ina219)
         lines: list[list[str]] = [[] for _ in range(len(times))]
-        for n in self.options.ina219_sources:
+        chips: list[tuple[int, Ina219Model | Ina226Model]] = [
+            *((n, self.options.ina219) for n in self.options.ina219_sources),
+            *((n, ina226) for n in self.options.ina226_sources),
+        ]
+        for n, model in chips:
             p = power[:, self._inputs.index(n)]
             uv = model.current_a(p) * model.calibration.shunt_ohm * 1e6
-            uv = np.rint(uv + self._rng.normal(0.0, model.noise_uv, uv.shape)).astype(np.int64)
-            mv = np.rint(model.bus_v(p) * 1000).astype(np.int64)
+            uv = uv + self._rng.normal(0.0, model.noise_uv, uv.shape)
+            mv = model.bus_v(p) * 1000
+            # an INA226 resolves finer than a whole uV and mV: keep what it resolves
+            fmt = "{:.4f}" if isinstance(model, Ina226Model) else "{:.0f}"
             for j, (t, u, m) in enumerate(
                 zip(times.tolist(), uv.tolist(), mv.tolist(), strict=True)
             ):
-                lines[j].append(f"{t} i {n} {u} {m}\n")
+                lines[j].append(f"{t} i {n} {fmt.format(u)} {fmt.format(m)}\n")
         return lines
 
     def _millivolts(self, power: np.ndarray) -> list[str]:

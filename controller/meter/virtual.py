@@ -9,7 +9,9 @@ ground-truth file and the marker FIFO are described in `node_power`.
 
 INA219 channels (protocol 2): the INA219 at 0x40 + n measures what analog input n would (the
 n-th watched source), through `ina219.Ina219Model`: the supply's bus voltage with its droop,
-current = P / V, both quantised as the chip's registers.
+current = P / V, both quantised as the chip's registers. An INA226 channel (the host marked
+the chip at 0x40 + n as one, bit 4 + n of SET_I2C_CHANNELS) goes through `ina226.Ina226Model`
+instead, in the same supply and shunt unless `ina226` is given.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from controller.meter.device import BoardIdentity, DeviceCore
 from controller.meter.driver import DriverThread
 from controller.meter.ina219 import ADDRESSES as INA219_ADDRESSES
 from controller.meter.ina219 import Ina219Model
+from controller.meter.ina226 import Ina226Model, model_like
 from controller.meter.node_power import (
     EdgeLog,
     MarkerFifo,
@@ -45,6 +48,7 @@ _OUTPUT_CAP_BYTES = 1 << 20  # a host that stops reading loses the oldest bytes 
 class VirtualMeterOptions(ModelledMeterOptions):
     identity: BoardIdentity = field(default_factory=BoardIdentity)
     ina219: Ina219Model = field(default_factory=Ina219Model)
+    ina226: Ina226Model | None = None  # None: the INA219 model's supply and shunt
 
 
 class VirtualMeter:
@@ -59,6 +63,7 @@ class VirtualMeter:
             no_load=options.no_load,
         )
         self._rng = np.random.default_rng(options.seed)
+        self._ina226 = options.ina226 or model_like(options.ina219)
         self._device = DeviceCore(self._sample, options.identity, self._sample_i2c)
         self._truth = TruthWriter(options.truth_path)
         self._edges = EdgeLog(options.edges_path)
@@ -157,12 +162,13 @@ class VirtualMeter:
             self._truth.segment(
                 first_index, first_index + count, unrecorded, self._power.power_mw(unrecorded)
             )
-        shunt, bus = self.options.ina219.registers(
-            np.broadcast_to(power, (count, len(sources))), self._rng
-        )
         values = np.empty((count, 2 * len(sources)), dtype=np.uint16)
-        values[:, 0::2] = shunt
-        values[:, 1::2] = bus
+        ina226 = self._device.ina226_addresses
+        for k, address in enumerate(addresses):
+            model = self._ina226 if address in ina226 else self.options.ina219
+            shunt, bus = model.registers(np.broadcast_to(power[k], (count,)), self._rng)
+            values[:, 2 * k] = shunt
+            values[:, 2 * k + 1] = bus
         return values
 
     def _flush_output(self) -> None:

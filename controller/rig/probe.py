@@ -1,6 +1,7 @@
 """`h2iot rig check`'s I/O: reach each node and ask its agent, open the meter the config names
 (a board's serial port, or the virtual or simavr meter following the local nodes, as a sweep
-does), measure, and hand each finding to `controller.rig.checks` for judgment.
+does; a PPK2's lines are `controller.rig.ppk2`'s), measure, and hand each finding to
+`controller.rig.checks` for judgment.
 
 The nodes are checked first, while nothing of ours loads them; the meter then runs with the
 nodes idle (their anchors, for a modelled meter), then the client node pulses its marker.
@@ -8,13 +9,11 @@ nodes idle (their anchors, for a modelled meter), then the client node pulses it
 
 from __future__ import annotations
 
-import contextlib
-import grp
 import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,14 +26,13 @@ from controller.config.model import (
     ROLES,
     Config,
     NodeConfig,
-    Role,
+    channel_kind,
     channel_label,
-    channel_source,
-    is_ina219,
+    i2c_mask,
+    is_i2c,
 )
 from controller.errors import ConfigError, ControllerError, MeterError
 from controller.meter.calibration import Calibration, nominal
-from controller.meter.node_power import WatchSpec
 from controller.meter.protocol import PROTOCOL_VERSION
 from controller.meter.session import MeterSession, first_pulse
 from controller.nodes.errors import NodeError
@@ -42,12 +40,20 @@ from controller.nodes.facts import inspect_node
 from controller.nodes.node import Node
 from controller.nodes.wheel import project_root
 from controller.rig import checks
+from controller.rig.bench import (
+    NODE_TIMEOUT_S,
+    Emit,
+    Nodes,
+    marker_fifo,
+    marker_line,
+    port_check,
+    pulse_marker,
+    serving,
+    watch,
+)
 from controller.rig.checks import Check
+from controller.rig.ppk2 import check_ppk2_meter
 from controller.sweep.setup import open_node
-
-Emit = Callable[[Check], None]
-PULSE_WIDTH_S = 0.2
-_NODE_TIMEOUT_S = 60.0
 
 
 def check_rig(
@@ -59,16 +65,20 @@ def check_rig(
     seconds: float = 2.0,
     sample_s: float = 1.0,
 ) -> None:
-    """Every check of the rig the config describes, each handed to `emit` as it is judged."""
+    """Every check of the rig the config describes, each handed to `emit` as it is judged: the
+    nodes first, while nothing of ours loads them, then the meter (a PPK2's own lines for
+    `meter.source = "ppk2"`)."""
     with ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rig-check-")))
-        opened: dict[Role, tuple[Node, int | None]] = {}
+        opened: Nodes = {}
         for role in ROLES:
             found = _check_node(config.node(role), emit, accept_new_host_key, sample_s)
             if found is not None:
                 stack.callback(found[0].close)
                 opened[role] = found
-        _check_meter(config, opened, scratch, emit, marker=marker, seconds=seconds)
+        line = marker_line(config, marker, scratch)
+        check_meter = check_ppk2_meter if config.meter.source == "ppk2" else _check_meter
+        check_meter(config, opened, emit, marker=line, seconds=seconds)
 
 
 # --- nodes ---------------------------------------------------------------------------------
@@ -122,7 +132,7 @@ def _conditions(node: Node, config: NodeConfig, sample_s: float) -> dict[str, An
     if config.cpu is not None:
         argv += ["--cpu", str(config.cpu)]
     try:
-        result = node.run(argv, timeout_s=_NODE_TIMEOUT_S + sample_s)
+        result = node.run(argv, timeout_s=NODE_TIMEOUT_S + sample_s)
     except NodeError as exc:
         return str(exc)
     try:
@@ -136,20 +146,9 @@ def _conditions(node: Node, config: NodeConfig, sample_s: float) -> dict[str, An
 
 
 def _check_meter(
-    config: Config,
-    nodes: dict[Role, tuple[Node, int | None]],
-    scratch: Path,
-    emit: Emit,
-    *,
-    marker: str | None,
-    seconds: float,
+    config: Config, nodes: Nodes, emit: Emit, *, marker: str | None, seconds: float
 ) -> None:
     meter = config.meter
-    modelled = meter.source != "serial"
-    client = config.client
-    if marker is None and modelled and client.is_local:
-        marker = f"fifo:{scratch / 'marker.fifo'}"
-    marker = marker or client.marker
     try:
         with _device(config, nodes, marker, emit) as port:
             session = MeterSession.open(port, meter.baud)
@@ -160,25 +159,20 @@ def _check_meter(
 
 
 @contextmanager
-def _device(
-    config: Config,
-    nodes: dict[Role, tuple[Node, int | None]],
-    marker: str | None,
-    emit: Emit,
-) -> Iterator[str]:
+def _device(config: Config, nodes: Nodes, marker: str | None, emit: Emit) -> Iterator[str]:
     """The serial device to open: the board's (its port checked first), or a modelled
     meter's pty, following the local nodes' anchors like a sweep's."""
     meter = config.meter
     if meter.source == "serial":
         port = meter.port or ""
-        check = _port_check(port)
+        check = port_check(port)
         emit(check)
         if check.failed:
             raise MeterError(f"meter port {port}: not usable, the meter was not checked")
         yield port
         return
-    watch = _watch(config, nodes)
-    fifo = Path(marker[len("fifo:") :]) if marker and marker.startswith("fifo:") else None
+    sources = watch(config, nodes)
+    fifo = marker_fifo(marker)
     modelled: Any
     if meter.source == "virtual":
         from controller.meter.virtual import (  # noqa: PLC0415  (psutil: controller side only)
@@ -186,58 +180,22 @@ def _device(
             VirtualMeterOptions,
         )
 
-        modelled = VirtualMeter(VirtualMeterOptions(watch=watch, marker_fifo=fifo))
+        modelled = VirtualMeter(VirtualMeterOptions(watch=sources, marker_fifo=fifo))
     else:
         from controller.meter.simulate import (  # noqa: PLC0415  (builds the firmware)
             SimulatedMeter,
             SimulateOptions,
         )
 
-        modelled = SimulatedMeter(SimulateOptions(watch=watch, marker_fifo=fifo))
-    modelled.start()
-    try:
-        emit(Check("meter port", "pass", f"{modelled.port}: the {meter.source} meter's pty"))
-        yield modelled.port
-    finally:
-        modelled.stop()
-        modelled.close()
-
-
-def _port_check(port: str) -> Check:
-    if not os.path.exists(port):
-        return checks.port_check(port, exists=False, opens=False)
-    group = None
-    with contextlib.suppress(OSError, KeyError):
-        group = grp.getgrgid(os.stat(port).st_gid).gr_name
-    try:
-        fd = os.open(port, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
-    except OSError as exc:
-        why = exc.strerror or str(exc)
-        return checks.port_check(port, exists=True, opens=False, why=why, group=group)
-    os.close(fd)
-    return checks.port_check(port, exists=True, opens=True, group=group)
-
-
-def _watch(config: Config, nodes: dict[Role, tuple[Node, int | None]]) -> tuple[WatchSpec, ...]:
-    """A modelled meter's sources: the metered local nodes' anchors, in input order."""
-    by_input = {channel_source(c): role for role, c in config.meter.channels}
-    specs = []
-    for source in range(max(by_input, default=-1) + 1):
-        role = by_input.get(source)
-        pid = nodes[role][1] if role in nodes else None
-        if role is None or pid is None:
-            raise ConfigError(
-                f"meter.channels: input {source} has no local node to model (a modelled meter "
-                "follows local nodes only)"
-            )
-        specs.append(WatchSpec("pid", str(pid)))
-    return tuple(specs)
+        modelled = SimulatedMeter(SimulateOptions(watch=sources, marker_fifo=fifo))
+    with serving(modelled, f"the {meter.source} meter's pty", emit) as port:
+        yield port
 
 
 def _check_session(
     config: Config,
     session: MeterSession,
-    nodes: dict[Role, tuple[Node, int | None]],
+    nodes: Nodes,
     emit: Emit,
     *,
     marker: str | None,
@@ -255,11 +213,11 @@ def _check_session(
             modelled="virtual" if meter.source == "virtual" else None,
         )
     )
-    analog = tuple(sorted(c for _r, c in meter.channels if not is_ina219(c)))
-    i2c = tuple(sorted(channel_source(c) for _r, c in meter.channels if is_ina219(c)))
+    analog = tuple(sorted(c for _r, c in meter.channels if not is_i2c(c)))
+    i2c = i2c_mask(c for _r, c in meter.channels)
     session.set_rate(meter.rate_hz)
     if i2c:
-        session.set_i2c_channels(sum(1 << n for n in i2c))
+        session.set_i2c_channels(i2c)
     session.set_channels(sum(1 << n for n in analog))
     info = session.identify()
     session.start()
@@ -290,8 +248,9 @@ def _check_session(
     columns = {n: column for column, n in enumerate(info.channels)}
     for role, channel in meter.channels:
         label = channel_label(channel)
-        if is_ina219(channel):
-            emit(Check(f"zero offset {label}", "unavailable", "an INA219 has no analog zero"))
+        if is_i2c(channel):
+            chip = channel_kind(channel).upper()
+            emit(Check(f"zero offset {label}", "unavailable", f"an {chip} has no analog zero"))
             continue
         emit(
             checks.zero_check(
@@ -345,7 +304,7 @@ class _Stream:
 def _marker_loop(
     config: Config,
     session: MeterSession,
-    nodes: dict[Role, tuple[Node, int | None]],
+    nodes: Nodes,
     marker: str | None,
     stream: _Stream,
 ) -> Check:
@@ -357,17 +316,13 @@ def _marker_loop(
             node_width_s=None, meter_width_s=None, why="the client node was not reached"
         )
     node = nodes["client"][0]
-    python = node.path(config.client.python)
     session.start()
     started = time.monotonic()
     try:
         seen = len(session.markers())
-        argv = [python, "-m", "agent.cli", "marker", "pulse", "--marker", marker]
-        try:
-            result = node.run([*argv, "--width-s", f"{PULSE_WIDTH_S}"], timeout_s=_NODE_TIMEOUT_S)
-            node_width_s = float(json.loads(result.stdout.strip().splitlines()[-1])["width_s"])
-        except (NodeError, ValueError, KeyError, IndexError) as exc:
-            return Check("marker loop", "fail", f"the client could not pulse {marker}: {exc}")
+        node_width_s = pulse_marker(config, node, marker)
+        if isinstance(node_width_s, Check):
+            return node_width_s
         ended = time.monotonic()
         wait = checks.marker_wait(
             rate_hz=stream.rate_hz,

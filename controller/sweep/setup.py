@@ -3,7 +3,9 @@
 Local nodes are anchored process trees (`controller.nodes.anchor`) with their state under the
 run directory; SSH nodes keep it under their deploy directory. The virtual and simulated meters
 watch the local nodes' anchors (client on its analog input, server on its own), and read the
-client's software marker line, so trial windows are cut by edges as with a wired board.
+client's software marker line, so trial windows are cut by edges as with a wired board. A PPK2
+(`meter.source = "ppk2"`) is the one on `meter.port`, or with no port the emulated PPK2 on a
+pty, driven by the same power model and marker line (the line sets its D0).
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from controller.config.model import (
     NodeConfig,
     Role,
     channel_source,
+    i2c_address,
+    i2c_mask,
+    is_i2c,
     is_ina219,
+    is_ina226,
 )
 from controller.device.emulation import Emulation, emulated_devices
 from controller.device.transport import CgroupTransport
@@ -32,9 +38,11 @@ from controller.errors import ConfigError, DeviceError, MeterError
 from controller.link import shaped_link
 from controller.meter.calibration import Calibration, nominal
 from controller.meter.ina219 import Ina219Calibration, Ina219Model
+from controller.meter.ina226 import i2c_calibration
 from controller.meter.net_load import InterfaceCounters
-from controller.meter.node_power import WatchSpec
+from controller.meter.node_power import ModelledMeterOptions, WatchSpec
 from controller.meter.power_model import PI_3B, PowerModel
+from controller.meter.ppk2.modelled import ModelledPpk2, ModelledPpk2Source
 from controller.meter.session import MeterSession
 from controller.meter.simulate import SimulatedMeter, SimulateOptions
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
@@ -46,7 +54,7 @@ from controller.nodes.node import Node
 from controller.sweep.agent_pair import AgentPair
 from controller.sweep.client_group import client_group, grouped_server
 from controller.sweep.memory_pair import make_pair
-from controller.sweep.meter_tap import MeterTap
+from controller.sweep.meter_tap import MeterTap, Ppk2Tap, open_ppk2_tap, ppk2_supply
 from controller.workloads import prepare_sweep, preparer
 
 MARKER_FIFO = "marker.fifo"
@@ -88,7 +96,7 @@ def _require_port(config: Config) -> None:
     """A serial meter's port must exist: a missing one is the config's mistake (exit 2), named
     with the layer that set it, before any node or process is started."""
     meter = config.meter
-    if meter.source != "serial" or meter.port is None:  # a serial meter has one (build.py)
+    if meter.modelled or meter.port is None:  # a serial meter has one (build.py)
         return
     layer = dict(config.origins).get("meter.port", config.source)
     if not os.path.exists(meter.port):
@@ -107,7 +115,7 @@ def _device(
     """The serial device to open: a board's port, or a modelled meter running meanwhile (on
     a thread whose error, should it stop, the third item returns; None for a board: its port
     says all there is)."""
-    if meter.source == "serial":
+    if not meter.modelled:
         if meter.port is None:
             raise ConfigError("meter.port: required for meter.source = serial")
         yield meter.port, {}, None
@@ -115,8 +123,25 @@ def _device(
     truth = run_dir / TRUTH
     model = _model(meter)
     ina219 = Ina219Model(Ina219Calibration(shunt_ohm=meter.shunt_ohm))
-    modelled: VirtualMeter | SimulatedMeter
-    if meter.source == "virtual":
+    modelled: VirtualMeter | SimulatedMeter | ModelledPpk2
+    if meter.source == "ppk2":
+        # The current the model's mW make at the voltage the tap multiplies it back with.
+        modelled = ModelledPpk2(
+            ModelledPpk2Source(
+                ModelledMeterOptions(
+                    watch=watch, truth_path=truth, marker_fifo=marker, model=model
+                ),
+                round(ppk2_supply(meter)[1] * 1000),
+                meter.marker_input,
+                rate_hz=meter.rate_hz,
+            )
+        )
+        facts: dict[str, Any] = {
+            "ground_truth": TRUTH,
+            "emulated": "ppk2",
+            "model": asdict(model),
+        }
+    elif meter.source == "virtual":
         options = VirtualMeterOptions(
             watch=watch,
             truth_path=truth,
@@ -126,13 +151,14 @@ def _device(
             ina219=ina219,
         )
         modelled = VirtualMeter(options)
-        facts: dict[str, Any] = {
+        facts = {
             "ground_truth": TRUTH,
             "edges": EDGES_FILE,
             "model": asdict(model),
         }
     else:
         sources = tuple(sorted(channel_source(c) for _role, c in meter.channels if is_ina219(c)))
+        ina226 = tuple(sorted(channel_source(c) for _role, c in meter.channels if is_ina226(c)))
         modelled = SimulatedMeter(
             SimulateOptions(
                 watch=watch,
@@ -140,6 +166,7 @@ def _device(
                 marker_fifo=marker,
                 model=model,
                 ina219_sources=sources,
+                ina226_sources=ina226,
                 ina219=ina219,
             )
         )
@@ -155,7 +182,7 @@ def _device(
 @contextmanager
 def open_sweep(
     config: Config, run_dir: Path, *, accept_new_host_key: bool = False
-) -> Iterator[tuple[AgentPair, MeterTap, dict[str, Any]]]:
+) -> Iterator[tuple[AgentPair, MeterTap | Ppk2Tap, dict[str, Any]]]:
     """Nodes (the server prepared for every point of the workload: the page's sites) and the
     meter, closed on exit; plus the facts a run's manifest records about them."""
     _require_port(config)
@@ -215,7 +242,7 @@ def open_sweep(
             client_shares_host=all(c.host == config.server.host for c in config.client_nodes),
         )
         prepare_sweep(config, prepare)
-        modelled = config.meter.source != "serial"
+        modelled = config.meter.modelled
         marker_path = (
             (run_dir / MARKER_FIFO).resolve() if modelled and config.client.is_local else None
         )
@@ -286,10 +313,12 @@ def _open_tap(
     port: str,
     device_facts: dict[str, Any],
     source_error: SourceError | None,
-) -> MeterTap:
+) -> MeterTap | Ppk2Tap:
+    if meter.source == "ppk2":
+        return open_ppk2_tap(meter, port, device_facts, source_error)
     channels = [index for _role, index in meter.channels]
-    inputs = tuple(sorted(c for c in channels if not is_ina219(c)))
-    addresses = tuple(sorted(c for c in channels if is_ina219(c)))
+    inputs = tuple(sorted(c for c in channels if not is_i2c(c)))
+    addresses = tuple(sorted(c for c in channels if is_i2c(c)))
     client_input = meter.channel_of("client")
     if client_input is None:
         raise ConfigError("meter.channels: the client node must be metered (client = A0, ...)")
@@ -298,19 +327,17 @@ def _open_tap(
         session.identify()
         session.set_rate(meter.rate_hz)
         if addresses:  # first: the analog mask may be 0 only once an INA219 is enabled
-            session.set_i2c_channels(sum(1 << channel_source(a) for a in addresses))
+            session.set_i2c_channels(i2c_mask(addresses))
         session.set_channels(sum(1 << index for index in inputs))
         session.identify()  # INFO as configured: the tap reads the rate and columns from it
         session.start()
         return MeterTap(
             session,
             _calibration(meter, inputs),
-            client_input,
+            i2c_address(client_input) if is_i2c(client_input) else client_input,
             meter.source,
             device_facts,
-            ina219=Ina219Calibration(client_input, meter.shunt_ohm)
-            if is_ina219(client_input)
-            else None,
+            ina219=i2c_calibration(client_input, meter.shunt_ohm) if is_i2c(client_input) else None,
             source_error=source_error,
         )
     except BaseException:

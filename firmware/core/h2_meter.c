@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "h2_ina219.h"
+#include "h2_ina226.h"
 #include "h2_port.h"
 
 #define FRAME_ACK (H2_OVERHEAD + H2_ACK_LEN)
@@ -54,8 +55,11 @@ uint8_t h2_check_config(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t mask, uint8
 uint8_t h2_check_channels(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t mask, uint8_t oversampling,
                           uint8_t i2c_mask)
 {
+    /* bits 0..3: the chips at 0x40 + n; bits 4..7: which of them are INA226s */
+    uint8_t chips = (uint8_t)(i2c_mask & H2_I2C_CHIPS);
+    uint8_t ina226 = (uint8_t)(i2c_mask >> H2_I2C_CHANNELS);
     uint8_t analog = popcount8(mask);
-    uint8_t i2c = popcount8(i2c_mask);
+    uint8_t i2c = popcount8(chips);
     uint8_t count = (uint8_t)(analog + i2c);
     if (rate_hz < H2_RATE_MIN_HZ || rate_hz > H2_RATE_MAX_HZ || f_cpu_hz % rate_hz != 0u) {
         return H2_R_BAD_VALUE;
@@ -66,11 +70,15 @@ uint8_t h2_check_channels(uint32_t f_cpu_hz, uint32_t rate_hz, uint8_t mask, uin
     if (oversampling < 1u || oversampling > H2_OVERSAMPLING_MAX) {
         return H2_R_BAD_VALUE;
     }
-    if (i2c_mask >> H2_I2C_CHANNELS) {
-        return H2_R_BAD_VALUE;
+    if (ina226 & (uint8_t)~chips) {
+        return H2_R_BAD_VALUE; /* a kind for a chip that is not sampled */
     }
     /* an INA219 has new values every 1064 us: faster sampling would repeat them */
-    if (i2c && rate_hz > 1000000u / H2_INA219_CONVERSION_US) {
+    if ((chips & (uint8_t)~ina226) && rate_hz > 1000000u / H2_INA219_CONVERSION_US) {
+        return H2_R_BAD_VALUE;
+    }
+    /* an INA226 needs a configuration whose result fits the sample period */
+    if (ina226 && h2_ina226_config_for_rate(rate_hz) == 0u) {
         return H2_R_BAD_VALUE;
     }
     if (h2_sample_prescaler(f_cpu_hz, rate_hz, (uint8_t)(analog * oversampling), i2c) == 0u) {

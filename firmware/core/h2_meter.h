@@ -34,7 +34,7 @@
  * has this much fixed latency (timer interrupt, a UART interrupt in the way). */
 #define H2_ADC_READ_CYCLES 64u
 #define H2_ADC_FIXED_CYCLES 256u
-/* Reading one INA219 (two register reads at 400 kHz from the main loop, with the pointer
+/* Reading one INA219 or INA226 (two register reads at 400 kHz from the main loop, with the pointer
  * writes): CPU cycles a sample must leave for it. */
 #define H2_I2C_SENSOR_CYCLES 4800u
 
@@ -55,8 +55,8 @@ typedef struct h2_meter h2_meter_t;
 typedef struct {
     void (*start)(h2_meter_t *m);
     void (*stop)(h2_meter_t *m);
-    /* Read the shunt (0x01) and bus (0x02) registers of the INA219 at `addr` (main loop, may
-     * block for the transfer). Returns 0 on success; nonzero: the sensor did not answer. May
+    /* Read the shunt (0x01) and bus (0x02) registers of the INA219 or INA226 at `addr` (main
+     * loop, may block for the transfer). Returns 0 on success; nonzero: the sensor did not answer. May
      * be NULL when no I2C channel is ever enabled. */
     uint8_t (*read_ina219)(h2_meter_t *m, uint8_t addr, uint16_t *shunt, uint16_t *bus);
 } h2_hooks_t;
@@ -83,7 +83,7 @@ struct h2_meter {
     uint8_t channel_mask;
     uint8_t channel_count;
     uint8_t channels[H2_CHANNELS_MAX]; /* analog inputs, ascending */
-    uint8_t i2c_mask;                   /* bit n: the INA219 at 0x40 + n */
+    uint8_t i2c_mask; /* bit n: the chip at 0x40 + n; bit 4 + n: it is an INA226 (H2_I2C_CHIPS) */
     uint8_t i2c_count;
     uint8_t i2c_addrs[H2_I2C_CHANNELS];
     uint8_t columns; /* values per sample: channel_count + 2 x i2c_count */

@@ -46,9 +46,11 @@
 
 #define H2_RATE_MIN_HZ 100u
 #define H2_RATE_MAX_HZ 10000u
-#define H2_CHANNELS_MAX 4u /* analog inputs and INA219s together */
-#define H2_COLUMNS_MAX 8u  /* values per sample: 1 per analog input, 2 per INA219 */
-#define H2_I2C_CHANNELS 4u /* INA219s at I2C addresses 0x40 .. 0x43 */
+#define H2_CHANNELS_MAX 4u /* analog inputs and I2C monitors together */
+#define H2_COLUMNS_MAX 8u  /* values per sample: 1 per analog input, 2 per INA219 or INA226 */
+#define H2_I2C_CHANNELS 4u /* INA219s or INA226s at I2C addresses 0x40 .. 0x43 */
+#define H2_I2C_CHIPS 0x0Fu /* I2C mask bits 0..3: the chip at 0x40 + n is sampled; bit 4 + n: it
+                              is an INA226 (else an INA219) */
 #define H2_OVERSAMPLING_MAX 16u
 
 #endif

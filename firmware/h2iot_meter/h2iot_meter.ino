@@ -1,5 +1,5 @@
-/* h2iot current meter: samples the ACS712 outputs on A0.. and INA219s on the I2C bus at a
- * fixed rate and streams them in the framed protocol of firmware/PROTOCOL.md. All logic lives in the portable core
+/* h2iot current meter: samples the ACS712 outputs on A0.. and INA219s or INA226s on the I2C
+ * bus at a fixed rate and streams them in the framed protocol of firmware/PROTOCOL.md. All logic lives in the portable core
  * (firmware/core); this file is only the glue to the ATmega's timer, ADC, UART and marker pin.
  *
  * Timing: Timer1 in CTC mode fires once per sample; its interrupt starts the first conversion
@@ -13,6 +13,7 @@
 #include <util/twi.h>
 
 #include "h2_ina219.h"
+#include "h2_ina226.h"
 #include "h2_meter.h"
 
 #ifndef H2_BAUD
@@ -83,11 +84,11 @@ static uint8_t prescaler_bits(uint8_t prescaler)
     }
 }
 
-static void ina219_configure(const h2_meter_t *m);
+static void i2c_configure(const h2_meter_t *m);
 
 static void hw_start(h2_meter_t *m)
 {
-    ina219_configure(m);
+    i2c_configure(m);
     uint8_t divider;
     uint16_t ocr;
     h2_timer_config(F_CPU, m->rate_hz, &divider, &ocr);
@@ -112,7 +113,7 @@ static void hw_stop(h2_meter_t *m)
     TIFR1 = _BV(OCF1A);
 }
 
-/* ---- I2C (TWI) master, polled from the main loop: INA219 register access --------------------
+/* ---- I2C (TWI) master, polled from the main loop: INA219 / INA226 register access -----------
  * Mega: SDA = D20 (PD1), SCL = D21 (PD0). Uno: SDA = A4 (PC4), SCL = A5 (PC5). 400 kHz. */
 #define TWI_HZ 400000UL
 #define TWI_SPINS 4000u /* a byte takes 23 us at 400 kHz: give up after ~1 ms */
@@ -198,9 +199,17 @@ static uint8_t ina219_access(uint8_t addr, uint8_t reg, const uint8_t *data, uin
     return fail;
 }
 
+/* Bit n: the chip at 0x40 + n failed its check at START (an INA226 with the wrong identity or
+ * no conversion); its samples carry the failure marks until the next START. */
+static uint8_t i2c_failed;
+
 static uint8_t hw_read_ina219(h2_meter_t *m, uint8_t addr, uint16_t *shunt, uint16_t *bus)
 {
     (void)m;
+    if (i2c_failed & (uint8_t)(1u << (addr - H2_INA219_ADDR_BASE))) {
+        return 1;
+    }
+    /* both chips keep the shunt voltage in 0x01 and the bus voltage in 0x02 */
     return ina219_access(addr, H2_INA219_REG_SHUNT, NULL, shunt) ||
            ina219_access(addr, H2_INA219_REG_BUS, NULL, bus);
 }
@@ -215,13 +224,55 @@ static void twi_setup(void)
     TWCR = _BV(TWEN);
 }
 
+/* Polls of the conversion-ready flag before an INA226 counts as not converting: about 150 ms on
+ * the bus (and 50 ms in simavr), well beyond the 9 ms a configuration's result may take. */
+#define INA226_READY_POLLS 1024u
+
+/* An INA226 at START: it must name itself (a wrong chip at the address would be misread by the
+ * host's scales), take the configuration for the sample rate, and finish a conversion under
+ * it, so that sample 0 already holds a result of the new configuration (writing it clears
+ * CVRF; a result of the previous one may have taken up to 9 ms). 0 when all of that held. */
+static uint8_t ina226_configure(uint8_t addr, uint32_t rate_hz)
+{
+    uint16_t id = 0, die = 0;
+    if (ina219_access(addr, H2_INA226_REG_MANUFACTURER, NULL, &id) ||
+        id != H2_INA226_MANUFACTURER_ID || ina219_access(addr, H2_INA226_REG_DIE, NULL, &die) ||
+        die != H2_INA226_DIE_ID) {
+        return 1;
+    }
+    uint16_t config = h2_ina226_config_for_rate(rate_hz);
+    const uint8_t bytes[2] = {(uint8_t)(config >> 8), (uint8_t)config};
+    if (ina219_access(addr, H2_INA226_REG_CONFIG, bytes, NULL)) {
+        return 1;
+    }
+    for (uint16_t n = 0; n < INA226_READY_POLLS; n++) {
+        uint16_t flags = 0;
+        if (ina219_access(addr, H2_INA226_REG_MASK_ENABLE, NULL, &flags)) {
+            return 1;
+        }
+        if (flags & H2_INA226_CVRF) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* At START: each enabled INA219 gets the configuration of PROTOCOL.md (one that does not
- * answer shows up as failed samples, not here). */
-static void ina219_configure(const h2_meter_t *m)
+ * answer shows up as failed samples, not here); each INA226 is checked and configured. */
+static void i2c_configure(const h2_meter_t *m)
 {
     static const uint8_t config[2] = {H2_INA219_CONFIG >> 8, H2_INA219_CONFIG & 0xFFu};
+    i2c_failed = 0;
     for (uint8_t i = 0; i < m->i2c_count; i++) {
-        (void)ina219_access(m->i2c_addrs[i], H2_INA219_REG_CONFIG, config, NULL);
+        uint8_t addr = m->i2c_addrs[i];
+        uint8_t n = (uint8_t)(addr - H2_INA219_ADDR_BASE);
+        if (m->i2c_mask & (uint8_t)(1u << (n + H2_I2C_CHANNELS))) {
+            if (ina226_configure(addr, m->rate_hz)) {
+                i2c_failed |= (uint8_t)(1u << n);
+            }
+        } else {
+            (void)ina219_access(addr, H2_INA219_REG_CONFIG, config, NULL);
+        }
     }
 }
 

@@ -1,9 +1,11 @@
 /* h2iot_sim: runs the compiled meter firmware (ATmega2560 .elf) in simavr, firmware in the loop.
  *
- *   h2iot_sim [--fast] [--profile] [--vcc-mv MV] [--ina219 MASK] FIRMWARE.elf
+ *   h2iot_sim [--fast] [--profile] [--vcc-mv MV] [--ina219 MASK] [--ina226 MASK] FIRMWARE.elf
  *
  * --ina219 MASK puts an INA219 (sim/ina219_part.c) on the I2C bus at address 0x40 + n for
- * each bit n of MASK (0..0x0F); the firmware reads those it is told to (SET_I2C_CHANNELS).
+ * each bit n of MASK (0..0x0F); --ina226 MASK puts INA226s (sim/ina226_part.c) there the same
+ * way (an address in both masks is an error). The firmware reads those it is told to
+ * (SET_I2C_CHANNELS).
  *
  * stdout, one line each (flushed at once):
  *   /dev/pts/N                    first line: UART0 as a pseudo-terminal, the board's "serial port"
@@ -16,8 +18,10 @@
  * (non-decreasing; `now` = the current simulated time):
  *   T MV0 [MV1 .. MV7]   from time T the analog inputs A0.. read these millivolts (0..5000)
  *   T m LEVEL            drive the marker pin (D2 = PE4/INT4) to LEVEL (0 or 1)
- *   T i N UV MV          the INA219 at 0x40 + N sees a shunt voltage of UV microvolts (signed)
- *                        and a bus voltage of MV millivolts from time T
+ *   T i N UV MV          the INA219 or INA226 at 0x40 + N sees a shunt voltage of UV
+ *                        microvolts (signed) and a bus voltage of MV millivolts from time T;
+ *                        both may have decimals (an INA226 resolves 2.5 uV and 1.25 mV; an
+ *                        INA219 gets them rounded to whole uV and mV)
  *   T                    nothing new; in --fast mode this lets the simulation run up to T
  *   q                    quit
  * While the sample timer runs, changes (of every kind) take effect exactly at the next sample tick (the Timer1
@@ -51,7 +55,10 @@
 #include "avr_extint.h"
 #include "avr_ioport.h"
 #include "avr_uart.h"
+#include <math.h>
+
 #include "ina219_part.h"
+#include "ina226_part.h"
 #include "parts/uart_pty.h"
 #include "sim_avr.h"
 #include "sim_elf.h"
@@ -81,9 +88,9 @@
 typedef struct {
     avr_cycle_count_t cycle;
     int8_t marker;          /* -1: no marker change */
-    int8_t ina;             /* -1: no INA219 change, else n of address 0x40 + n */
-    int32_t shunt_uv;
-    uint32_t bus_mv;
+    int8_t ina;             /* -1: no INA219/INA226 change, else n of address 0x40 + n */
+    double shunt_uv;
+    double bus_mv;
     uint8_t n_inputs;       /* inputs A0..A(n-1) change */
     uint16_t mv[ADC_INPUTS];
 } event_t;
@@ -102,6 +109,8 @@ static avr_irq_t *marker_irq;
 #define INA219_PARTS 4
 static ina219_part_t ina219[INA219_PARTS];
 static uint8_t ina219_mask;
+static ina226_part_t ina226[INA219_PARTS];
+static uint8_t ina226_mask;
 static volatile sig_atomic_t quit_requested;
 static avr_cycle_count_t sleeping_cycles; /* for the summary: how busy the firmware was */
 
@@ -187,7 +196,12 @@ static void apply(const event_t *e)
         avr_raise_irq(marker_irq, (uint32_t)e->marker);
     }
     if (e->ina >= 0) {
-        ina219_part_set(&ina219[e->ina], e->shunt_uv, e->bus_mv);
+        if (ina226_mask & (1u << e->ina)) {
+            ina226_part_set(&ina226[e->ina], e->shunt_uv, e->bus_mv);
+        } else {
+            ina219_part_set(&ina219[e->ina], (int32_t)lround(e->shunt_uv),
+                            (uint32_t)lround(e->bus_mv));
+        }
     }
 }
 
@@ -327,10 +341,10 @@ static void parse_line(char *line)
             fprintf(stderr, "h2iot_sim: stdin: expected 'T i N UV MV', N 0..3 (ignored)\n");
             return;
         }
-        long bus = strtol(mv, NULL, 10);
+        double bus = strtod(mv, NULL);
         e.ina = (int8_t)k;
-        e.shunt_uv = (int32_t)strtol(uv, NULL, 10);
-        e.bus_mv = (uint32_t)(bus < 0 ? 0 : bus > 32000 ? 32000 : bus);
+        e.shunt_uv = strtod(uv, NULL);
+        e.bus_mv = bus < 0 ? 0 : bus > 32000 ? 32000 : bus;
     } else {
         for (; tok && e.n_inputs < ADC_INPUTS; tok = strtok_r(NULL, " \t\r\n", &save)) {
             long mv = strtol(tok, NULL, 10);
@@ -424,7 +438,8 @@ static uint16_t pty_backlog(void)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: h2iot_sim [--fast] [--profile] [--vcc-mv MV] [--ina219 MASK] FIRMWARE.elf\n");
+            "usage: h2iot_sim [--fast] [--profile] [--vcc-mv MV] [--ina219 MASK] [--ina226 MASK] "
+            "FIRMWARE.elf\n");
     exit(2);
 }
 
@@ -443,6 +458,8 @@ int main(int argc, char **argv)
             vcc_mv = (uint32_t)strtoul(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--ina219") == 0 && i + 1 < argc) {
             ina219_mask = (uint8_t)(strtoul(argv[++i], NULL, 0) & 0x0Fu);
+        } else if (strcmp(argv[i], "--ina226") == 0 && i + 1 < argc) {
+            ina226_mask = (uint8_t)(strtoul(argv[++i], NULL, 0) & 0x0Fu);
         } else if (argv[i][0] == '-' || elf) {
             usage();
         } else {
@@ -451,6 +468,11 @@ int main(int argc, char **argv)
     }
     if (!elf) {
         usage();
+    }
+    if (ina219_mask & ina226_mask) {
+        fprintf(stderr, "h2iot_sim: --ina219 and --ina226 both put a chip at 0x%02x\n",
+                0x40u + (unsigned)__builtin_ctz(ina219_mask & ina226_mask));
+        return 2;
     }
 
     /* Our protocol owns stdout; simavr prints to stdout too, so its fd 1 becomes stderr. */
@@ -505,6 +527,10 @@ int main(int argc, char **argv)
         if (ina219_mask & (1u << n)) {
             ina219_part_init(avr, &ina219[n], (uint8_t)(0x40u + n));
             ina219_part_attach(&ina219[n]);
+        }
+        if (ina226_mask & (1u << n)) {
+            ina226_part_init(avr, &ina226[n], (uint8_t)(0x40u + n));
+            ina226_part_attach(&ina226[n]);
         }
     }
     for (size_t i = 0; profile && i < PROFILED; i++) {
@@ -583,6 +609,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "h2iot_sim: INA219 at 0x%02x: %llu register reads, %llu writes\n",
                     0x40u + n, (unsigned long long)ina219[n].reads,
                     (unsigned long long)ina219[n].writes);
+        }
+        if (ina226_mask & (1u << n)) {
+            fprintf(stderr,
+                    "h2iot_sim: INA226 at 0x%02x: %llu register reads, %llu writes, %llu results\n",
+                    0x40u + n, (unsigned long long)ina226[n].reads,
+                    (unsigned long long)ina226[n].writes, (unsigned long long)ina226[n].results);
         }
     }
     for (size_t i = 0; profile && i < PROFILED; i++) {

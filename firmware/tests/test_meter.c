@@ -3,6 +3,7 @@
 
 #include "check.h"
 #include "h2_ina219.h"
+#include "h2_ina226.h"
 #include "h2_meter.h"
 #include "vectors.h"
 
@@ -670,7 +671,7 @@ static void test_ina219(const vector_t *v, int n)
     CHECK_EQ(h2_check_channels(f, 800, 0x00, 1, 0x03), H2_R_OK); /* I2C alone */
     CHECK_EQ(h2_check_channels(f, 800, 0x00, 1, 0x00), H2_R_BAD_VALUE);
     CHECK_EQ(h2_check_channels(f, 800, 0x07, 1, 0x03), H2_R_BAD_VALUE); /* 5 channels */
-    CHECK_EQ(h2_check_channels(f, 800, 0x01, 1, 0x10), H2_R_BAD_VALUE); /* only 0x40..0x43 */
+    CHECK_EQ(h2_check_channels(f, 800, 0x01, 1, 0x10), H2_R_BAD_VALUE); /* a kind, no chip */
     CHECK_EQ(h2_check_channels(f, 1000, 0x00, 1, 0x01), H2_R_BAD_VALUE); /* faster than it converts */
     CHECK_EQ(h2_check_channels(f, 800, 0x00, 1, 0x0F), H2_R_BAD_VALUE); /* 4 x 300 us > 1.25 ms */
     CHECK_EQ(h2_check_channels(f, 800, 0x01, 4, 0x03), H2_R_OK);
@@ -803,6 +804,84 @@ static void test_ina219(const vector_t *v, int n)
     CHECK_EQ(h2_get_u16(frames[1].payload + 9), 9);
 }
 
+/* INA226 channels: bit 4 + n of the I2C mask marks the chip at 0x40 + n as an INA226; its rate
+ * limit comes from the configuration the firmware picks for the rate; the decoding helpers. */
+static void test_ina226(const vector_t *v, int n)
+{
+    uint32_t f = 16000000u;
+    CHECK_EQ(h2_check_channels(f, 1000, 0x00, 1, 0x11), H2_R_OK);  /* INA226 at 0x40 alone */
+    CHECK_EQ(h2_check_channels(f, 1000, 0x00, 1, 0x13), H2_R_BAD_VALUE); /* + an INA219 at 1 kHz */
+    CHECK_EQ(h2_check_channels(f, 800, 0x01, 1, 0x13), H2_R_OK);   /* both kinds at 800 Hz */
+    CHECK_EQ(h2_check_channels(f, 1000, 0x00, 1, 0x21), H2_R_BAD_VALUE); /* kind without chip */
+    CHECK_EQ(h2_check_channels(f, 2500, 0x00, 1, 0x11), H2_R_OK);  /* 2 x 140 us x 1 fits */
+    CHECK_EQ(h2_check_channels(f, 2560, 0x00, 1, 0x11), H2_R_OK);  /* the I2C budget's last */
+    CHECK_EQ(h2_check_channels(f, 3200, 0x00, 1, 0x11), H2_R_BAD_VALUE); /* I2C budget */
+    CHECK_EQ(h2_check_channels(f, 2500, 0x00, 1, 0x33), H2_R_BAD_VALUE); /* 2 x 300 us > 400 us */
+    CHECK_EQ(h2_check_channels(f, 1000, 0x03, 1, 0x33), H2_R_OK);  /* 4 channels */
+
+    /* the configuration for a rate: the longest result within 90 % of the period */
+    CHECK_EQ(h2_ina226_config_for_rate(1000), 0x4097u); /* 2 x 332 us */
+    CHECK_EQ(h2_ina226_result_us(0x4097u), 664);
+    CHECK_EQ(h2_ina226_config_for_rate(800), 0x4207u);  /* 4 x 2 x 140 us = 1120 us */
+    CHECK_EQ(h2_ina226_config_for_rate(500), 0x424Fu);  /* 4 x 2 x 204 us = 1632 us */
+    CHECK_EQ(h2_ina226_config_for_rate(100), 0x4327u);  /* 4 x 2 x 1100 us = 8800 us */
+    CHECK_EQ(h2_ina226_result_us(0x4327u), 8800);
+    CHECK_EQ(h2_ina226_config_for_rate(3200), 0x4007u); /* 2 x 140 us */
+    CHECK_EQ(h2_ina226_config_for_rate(4000), 0u);
+    CHECK_EQ(h2_ina226_result_us(H2_INA226_POWER_ON_CONFIG), 2200); /* 2 x 1.1 ms */
+
+    CHECK_EQ(h2_ina226_shunt_nv(0x0001), 2500);
+    CHECK_EQ(h2_ina226_shunt_nv(0xFFFF), -2500);
+    CHECK_EQ(h2_ina226_shunt_nv(0x8000), -81920000);
+    CHECK_EQ(h2_ina226_bus_uv(4000), 5000000u);
+    CHECK_EQ(h2_ina226_power_uw(24000, 4000, 100), 3000000); /* 60 mV: 600 mA at 5 V */
+    CHECK_EQ(h2_ina226_power_uw(0xFFFF, 4000, 100), -125);  /* -25 uA x 5 V */
+
+    /* INFO carries the whole I2C mask, kinds included; the columns are two per chip */
+    h2_meter_t *m = new_meter();
+    m->frames_sent = 7;
+    command_u32(m, H2_C_SET_RATE, 0, 800);
+    command_u8(m, H2_C_SET_I2C_CHANNELS, 1, 0x13);
+    command_u8(m, H2_C_SET_CHANNELS, 2, 0x01);
+    command(m, H2_C_IDENTIFY, 3, NULL, 0);
+    drain(m);
+    CHECK_EQ(ack_result(&frames[1], H2_C_SET_I2C_CHANNELS, 1), H2_R_OK);
+    CHECK_EQ(ack_result(&frames[2], H2_C_SET_CHANNELS, 2), H2_R_OK);
+    check_frame_equals_vector(&frames[4], vectors_find(v, n, "info_mega2560_ina226"));
+    CHECK_EQ(m->columns, 5);
+    CHECK_EQ(m->i2c_count, 2);
+    CHECK_EQ(m->i2c_addrs[0], 0x40);
+
+    /* an INA226 and an INA219 alone: the main loop reads both the same way (shunt, bus), the
+     * frame is the golden one */
+    const vector_t *vec = vectors_find(v, n, "samples_ina226_and_ina219");
+    m = new_meter();
+    command_u32(m, H2_C_SET_RATE, 0, 500);
+    command_u8(m, H2_C_SET_I2C_CHANNELS, 1, 0x13);
+    command_u8(m, H2_C_SET_CHANNELS, 2, 0x00);
+    command(m, H2_C_START, 3, NULL, 0);
+    drain(m);
+    CHECK_EQ(m->samples_per_frame, 5);
+    m->samples_taken = 77;
+    m->frames_sent = (uint32_t)vec->seq;
+    for (uint16_t k = 0; k < 20; k++) {
+        ina_regs[k] = h2_get_u16(vec->payload + 5 + 2 * k);
+    }
+    ina_next = 0;
+    ina_reads = 0;
+    reset_host();
+    for (uint16_t s = 0; s < 5; s++) {
+        CHECK_EQ(tick(m), H2_ADC_NONE);
+        CHECK(m->i2c_due);
+        h2_meter_poll(m);
+        CHECK(!m->i2c_due);
+    }
+    drain(m);
+    CHECK_EQ(ina_reads, 10);
+    CHECK_EQ(nframes, 1);
+    check_frame_equals_vector(&frames[0], vec);
+}
+
 void test_meter(const char *vectors_path)
 {
     vector_t *v;
@@ -820,5 +899,6 @@ void test_meter(const char *vectors_path)
     test_has_work();
     test_device_frames_match_vectors(v, n);
     test_ina219(v, n);
+    test_ina226(v, n);
     free(v);
 }

@@ -97,6 +97,31 @@ def info_fields(board: str, mcu_id: int, rate: int, mask: int, baud: int) -> dic
     }
 
 
+def ina226_cases() -> list[tuple[str, int, int, dict[str, Any], bytes]]:
+    """Firmware 1.2.0's INA226 channels: an INFO whose I2C mask has chips at 0x40 and 0x41
+    (bits 0, 1), the one at 0x40 an INA226 (bit 4); and their columns: INA226 shunt (2.5
+    uV/LSB, two's complement) and bus (1.25 mV/LSB, no flag bits) then the INA219's: 60.00 mV
+    at 5.000 V, 5.1 V idle, -2.5 uV, the INA226's full scale (+81.9175 mV, 40.95875 V), and
+    both failed (shunt 0, bus 0xFFFF)."""
+    ina226 = info_fields("mega2560", 1, 800, 0x01, 500_000)
+    ina226["i2c_mask"] = 0x13
+    columns = {
+        "first_sample_index": 77,
+        "columns": 4,
+        "samples": [
+            [24000, 4000, 6000, (1250 << 3) | 2],
+            [48, 4080, 12, (1275 << 3) | 2],
+            [0xFFFF, 4000, 0xFFFF, (1250 << 3) | 2],
+            [0x7FFF, 0x7FFF, 0x8000, (4000 << 3) | 3],
+            [0x0000, 0xFFFF, 0x0000, 0xFFFF],
+        ],
+    }
+    return [
+        ("info_mega2560_ina226", 0x01, 11, ina226, info(ina226)),
+        ("samples_ina226_and_ina219", 0x02, 12, columns, samples(columns)),
+    ]
+
+
 def cases() -> list[tuple[str, int, int, dict[str, Any], bytes]]:
     """(name, type, seq, fields, payload) for every frame type and the edge cases."""
     out: list[tuple[str, int, int, dict[str, Any], bytes]] = []
@@ -157,6 +182,7 @@ def cases() -> list[tuple[str, int, int, dict[str, Any], bytes]]:
         "samples": [[0x7FFF, (4000 << 3) | 3, 0x8000, 2]],
     }
     add("samples_two_ina219_extremes", 0x02, 10, two_ina, samples(two_ina))
+    out += ina226_cases()
 
     rise = {"sample_index": 1500, "pin": 2, "edge": 1}
     add("marker_rising", 0x03, 65535, rise, marker(rise))

@@ -24,6 +24,7 @@ from controller.run.recorder import RunRecorder
 STUDY_WINDOWS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65535)
 IDLE_MW = 1200.0
 PAGE_BYTES = 7_246_431
+ACS712_STEP_UA = 5000 / 1024 / 185 * 1e6
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,18 @@ def _manifest(
         },
         "software": {"h2iot": "0.1.0", "python": "3.11.2", "engine": "h2"},
         "idle_power_mw": IDLE_MW,
+        # What a virtual meter's tap records of itself (controller/meter/resolution.py): an
+        # ACS712-5A on a 10-bit ADC at 5 V, one code 5000 / 1024 mV over 185 mV/A.
+        "meter": {
+            "source": "virtual",
+            "sample_rate_hz": rate_hz,
+            "resolution": {
+                "current_ua": ACS712_STEP_UA,
+                "power_mw": ACS712_STEP_UA * 5.0 / 1000,
+                "supply_v": 5.0,
+                "basis": "ACS712-5A on A0: 10-bit ADC step 4.883 mV / 185 mV/A",
+            },
+        },
     }
     if rtt_s is not None:
         manifest["rtt_s"] = rtt_s

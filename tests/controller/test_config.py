@@ -26,8 +26,10 @@ from controller.config import (
     WorkloadConfig,
     load_config,
 )
+from controller.config import model as config_model
 from controller.config.schema import SCHEMA
 from controller.errors import ConfigError
+from controller.meter.ina226 import RATE_MAX_HZ as INA226_RATE_MAX_HZ
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
@@ -484,7 +486,7 @@ KEY_ERRORS = [
     ),
     (
         '[meter]\nsource = "usb"',
-        'meter.source: expected one of "serial", "virtual", "simavr", got a string ("usb")',
+        'meter.source: expected one of "serial", "virtual", "simavr", "ppk2", got a string ("usb")',
     ),
     (
         "[meter]\nbaud = 9600",
@@ -498,8 +500,8 @@ KEY_ERRORS = [
     ('[meter.channels]\nclient = "A8"', "meter.channels.client: 8 is outside 0..7 (A0..A7)"),
     (
         "[meter.channels]\nclient = 1.5",
-        'meter.channels.client: expected an analog input ("A0".."A7" or 0..7) or an INA219 '
-        '("INA219@0x40".."0x43"), got a float (1.5)',
+        'meter.channels.client: expected an analog input ("A0".."A7" or 0..7), an INA219 '
+        '("INA219@0x40".."0x43") or an INA226 ("INA226@0x40".."0x43"), got a float (1.5)',
     ),
     (
         '[meter.channels]\nclient = "INA219@0x44"',

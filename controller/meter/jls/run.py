@@ -54,12 +54,14 @@ from controller.meter.jls.pulses import (
 )
 from controller.meter.jls.recording import CHUNK_SAMPLES, Recording, pyjls
 from controller.meter.jls.windows import EnergyFold, bin_means, fold_power, window_total
+from controller.meter.resolution import joulescope
 from controller.run.recorder import RunRecorder, read_trials
 
 F64 = npt.NDArray[np.float64]
 
 SOURCE = "joulescope"
 DEFAULT_TRACE_RATE_HZ = 1000
+DEFAULT_SUPPLY_V = 5.0  # the config's own default (meter.supply_v)
 _PAD_BINS = 2  # bins kept beyond each edge of a window, as the PPK2's live tap keeps them
 _MAX_ANNOTATIONS = 200  # recorded in the manifest; a recording may hold thousands
 
@@ -199,7 +201,7 @@ def import_recording(
             for m in matched
             if rows[row_indices[m.number - 1]]["status"] == "ok"
         ]
-        meter = _meter_facts(recording, len(pulses), bin_samples, options)
+        meter = _meter_facts(recording, len(pulses), bin_samples, options, _supply_v(manifest))
     _write(
         run_dir,
         manifest,
@@ -419,8 +421,19 @@ def _trace(
     return _Trace(row_index, matched.expected.trial_id, matched.number, window, energy)
 
 
+def _supply_v(manifest: Mapping[str, Any]) -> float:
+    """The config's supply voltage, what a step of the Joulescope's current is power at."""
+    configured = config_value(manifest, "meter.supply_v")
+    ok = isinstance(configured, int | float) and not isinstance(configured, bool)
+    return float(configured) if ok and configured > 0 else DEFAULT_SUPPLY_V
+
+
 def _meter_facts(
-    recording: Recording, pulses: int, bin_samples: int, options: ImportOptions
+    recording: Recording,
+    pulses: int,
+    bin_samples: int,
+    options: ImportOptions,
+    supply_v: float,
 ) -> dict[str, Any]:
     annotations = recording.annotations()
     return {
@@ -431,6 +444,7 @@ def _meter_facts(
         "instrument": recording.source,
         "sample_rate_hz": recording.rate_hz,
         "trace_rate_hz": recording.rate_hz / bin_samples,
+        "resolution": joulescope(recording.source.get("model", ""), supply_v).to_dict(),
         "samples": recording.length,
         "signals": {s.name: s.units for s in recording.signals.values()},
         "power_from": recording.power_from,

@@ -12,6 +12,12 @@
   100 kS/s sample words out, auto-ranging, injectable faults).
 - `emulator`: `Ppk2Emulator`, that model on a raw pty in a thread, which a real serial client
   (ppk2-api's PPK2_API) opens by path. Not imported here: it is the package's only I/O.
+- `session`: `Ppk2Session`, a PPK2 (real or emulated) over pyserial: the drain rule below,
+  strict metadata, mode and supply, and a reader thread filling a `store.Ppk2Store` (samples
+  averaged to the sweep's rate; marker edges, counter gaps and resyncs kept at 100 kS/s).
+- `modelled`: `ModelledPpk2`, the emulator driven by the node power model and the marker FIFO,
+  writing the ground truth per averaged sample (the sweep's PPK2 when `meter.port` is unset).
+  `controller.sweep.meter_tap.Ppk2Tap` is the sweep's view of a session.
 
 Drain rule for a session (a killed session leaves the PPK2 streaming, so thousands of sample
 bytes wait in the port and more keep coming): write 0x07 (stop); read and discard until the

@@ -56,7 +56,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from controller.meter.ppk2.metadata import RANGES, Ppk2Metadata
+from controller.meter.ppk2.metadata import RANGES, Ppk2Metadata, RangeCalibration
 
 SAMPLE_RATE_HZ: Final = 100_000
 WORD_BYTES: Final = 4
@@ -167,6 +167,12 @@ def _amperes(co: RangeFactors, meas_range: NDArray[np.intp], adc: NDArray[np.int
     inner = x * (co.quadratic[meas_range] * x + co.linear[meas_range])
     amperes: F64 = co.user_gain[meas_range] * (inner + co.constant_a[meas_range])
     return amperes
+
+
+def ua_per_code(calibration: RangeCalibration) -> float:
+    """One ADC code's step of current in a range, in microamperes (its resolution)."""
+    step_a = 4 * ADC_VOLTS_PER_COUNT / calibration.resistor_ohm
+    return float(step_a * calibration.gain_linear * calibration.user_gain * 10**6)
 
 
 def adc_to_ua(

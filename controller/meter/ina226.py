@@ -1,0 +1,218 @@
+"""The INA226 channel kind: its registers on the wire -> volts, amps, watts; the configuration
+the firmware writes for a sample rate; its calibration; and a model of the chip for the
+virtual meter.
+
+An INA226 sits on the INA219's I2C channels (0x40..0x43; bit 4 + n of the I2C mask marks the
+chip at 0x40 + n as an INA226, firmware/PROTOCOL.md section 3) and a sample carries the same
+two raw registers: the shunt voltage (0x01: two's complement, 2.5 uV per LSB, +-81.92 mV) and
+the bus voltage (0x02: 1.25 mV per LSB, bit 15 always 0; no CNVR or OVF bits in it). As with
+the INA219, power is the product of what the node gets and its current, not an assumed 5 V.
+
+Datasheet figures (TI SBOS547A): shunt and bus conversion times of 140, 204, 332, 588, 1100,
+2116, 4156 or 8244 us each, and 1..1024 results averaged. The firmware picks the configuration
+per sample rate (`config_for_rate`, the same rule as firmware/core/h2_ina226.h): the longest
+result that fits in 90 % of the sample period. Its calibration register (0x05) and current and
+power registers are not used on the wire: `calibration_register` gives what the datasheet's
+equation 1 would program, for reference and for the simavr part's tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.config.model import i2c_address, is_i2c, is_ina226
+from controller.errors import ConfigError
+from controller.meter.ina219 import Ina219Calibration, Ina219Model
+
+SHUNT_LSB_V = 2.5e-6
+BUS_LSB_V = 1.25e-3
+SHUNT_RANGE_V = 32768 * SHUNT_LSB_V  # 81.92 mV
+BUS_FAILED = 0xFFFF  # the firmware's mark for a chip that did not answer or is no INA226
+ADDRESSES = (0x40, 0x41, 0x42, 0x43)
+MANUFACTURER_ID = 0x5449  # register 0xFE: "TI"
+DIE_ID = 0x2260  # register 0xFF
+CONVERSION_US = (140, 204, 332, 588, 1100, 2116, 4156, 8244)
+AVERAGES = (1, 4, 16, 64, 128, 256, 512, 1024)
+CONFIG_BASE = 0x4007  # bits 14..12 read 100; mode 7: shunt and bus, continuous
+PERIOD_SHARE = 0.9  # of the sample period a result may take: the chip's clock is good to ~10 %
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class Ina226Config:
+    """One configuration register value, decoded."""
+
+    register: int
+
+    @property
+    def averages(self) -> int:
+        return AVERAGES[self.register >> 9 & 7]
+
+    @property
+    def bus_conversion_us(self) -> int:
+        return CONVERSION_US[self.register >> 6 & 7]
+
+    @property
+    def shunt_conversion_us(self) -> int:
+        return CONVERSION_US[self.register >> 3 & 7]
+
+    @property
+    def result_s(self) -> float:
+        """How long one result takes: both conversions, times the averages."""
+        return (self.bus_conversion_us + self.shunt_conversion_us) * self.averages * 1e-6
+
+
+def config_for_rate(rate_hz: int) -> Ina226Config | None:
+    """The configuration the firmware writes at START for this sample rate (None: no
+    configuration fits, the rate is too high for an INA226)."""
+    budget_us = 900_000 // rate_hz  # PERIOD_SHARE of the period, as the firmware's integers
+    best: tuple[int, int] | None = None
+    for avg in range(8):
+        for ct in range(8):
+            us = 2 * CONVERSION_US[ct] * AVERAGES[avg]
+            if us <= budget_us and (best is None or us > best[0]):
+                best = (us, CONFIG_BASE | avg << 9 | ct << 6 | ct << 3)
+    return None if best is None else Ina226Config(best[1])
+
+
+# The fastest rate with a configuration (2 x 140 us in 90 % of the period); the firmware's I2C
+# budget (4800 cycles per chip, PROTOCOL.md section 6) lowers it to 2560 Hz for one chip alone.
+RATE_MAX_HZ = int(PERIOD_SHARE / (2 * CONVERSION_US[0] * 1e-6))
+
+
+def shunt_v(registers: npt.ArrayLike) -> FloatArray:
+    """Shunt-voltage register values (u16 as sent) -> volts."""
+    raw = np.asarray(registers, dtype=np.uint16).view(np.int16)
+    return raw.astype(np.float64) * SHUNT_LSB_V
+
+
+def bus_v(registers: npt.ArrayLike) -> FloatArray:
+    """Bus-voltage register values -> volts; NaN where the chip did not answer (or was not an
+    INA226 at START: its values are the failure marks)."""
+    raw = np.asarray(registers, dtype=np.uint16)
+    volts = raw.astype(np.float64) * BUS_LSB_V
+    return np.where(raw >= 0x8000, np.nan, volts)
+
+
+@dataclass(frozen=True, slots=True)
+class Ina226Calibration:
+    """One INA226: its shunt and the node-side figures that turn registers into power."""
+
+    address: int = 0x40
+    shunt_ohm: float = 0.1
+    kind: ClassVar[str] = "ina226"  # the channel kind, as the config and the manifest name it
+
+    def __post_init__(self) -> None:
+        if self.address not in ADDRESSES:
+            raise ConfigError(f"INA226 address {self.address:#04x}: expected 0x40..0x43")
+        if not self.shunt_ohm > 0:
+            raise ConfigError(f"INA226 shunt_ohm: {self.shunt_ohm} must be positive")
+
+    @property
+    def max_current_a(self) -> float:
+        """The largest current the shunt range (+-81.92 mV) measures through this shunt."""
+        return SHUNT_RANGE_V / self.shunt_ohm
+
+    @property
+    def current_step_a(self) -> float:
+        """One LSB of the shunt register, in amps: the current resolution."""
+        return SHUNT_LSB_V / self.shunt_ohm
+
+    def current_lsb_a(self) -> float:
+        """The datasheet's Current_LSB for the full shunt range (max current / 2**15)."""
+        return self.max_current_a / 2**15
+
+    def calibration_register(self) -> int:
+        """Datasheet equation 1: trunc(0.00512 / (Current_LSB x R_shunt)), 15 bits."""
+        return int(0.00512 / (self.current_lsb_a() * self.shunt_ohm)) & 0x7FFF
+
+    def current_a(self, shunt_registers: npt.ArrayLike) -> FloatArray:
+        return shunt_v(shunt_registers) / self.shunt_ohm
+
+    def power_mw(self, shunt_registers: npt.ArrayLike, bus_registers: npt.ArrayLike) -> FloatArray:
+        """V x I per sample, in mW; NaN where the chip did not answer."""
+        return bus_v(bus_registers) * self.current_a(shunt_registers) * 1000.0
+
+    def power_step_mw(self, power_mw: float, supply_v: float = 5.0) -> float:
+        """The power change one LSB of either register makes near `power_mw`."""
+        current = power_mw / 1000.0 / supply_v
+        return (supply_v * self.current_step_a + current * BUS_LSB_V) * 1000.0
+
+    def facts(self, rate_hz: int) -> dict[str, int | float | None]:
+        """What a run's manifest records of this chip: its shunt and the configuration the
+        firmware wrote for the run's sample rate."""
+        config = config_for_rate(rate_hz)
+        return {
+            "address": self.address,
+            "shunt_ohm": self.shunt_ohm,
+            "config_register": None if config is None else config.register,
+            "averages": None if config is None else config.averages,
+            "conversion_us": None if config is None else config.shunt_conversion_us,
+            "result_s": None if config is None else config.result_s,
+            "current_step_a": self.current_step_a,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Ina226Model:
+    """The chip in a node's supply, for the virtual meter: power in, registers out.
+
+    The same supply as `ina219.Ina219Model` (`supply_v` behind `source_ohm`, then the shunt;
+    the node draws `power` at the bus voltage it gets). The registers are rounded to the LSB,
+    the shunt clipped at +-81.92 mV, after Gaussian input noise (`noise_uv`: the datasheet's
+    typical input-referred noise at short conversion times is about a microvolt)."""
+
+    calibration: Ina226Calibration = Ina226Calibration()
+    supply_v: float = 5.1
+    source_ohm: float = 0.05
+    noise_uv: float = 1.0
+
+    def current_a(self, power_mw: npt.ArrayLike) -> FloatArray:
+        p = np.asarray(power_mw, dtype=np.float64) / 1000.0
+        r = self.source_ohm + self.calibration.shunt_ohm
+        disc = np.maximum(self.supply_v**2 - 4.0 * r * p, 0.0)
+        result: FloatArray = (self.supply_v - np.sqrt(disc)) / (2.0 * r)
+        return result
+
+    def bus_v(self, power_mw: npt.ArrayLike) -> FloatArray:
+        current = self.current_a(power_mw)
+        result: FloatArray = (
+            self.supply_v - (self.source_ohm + self.calibration.shunt_ohm) * current
+        )
+        return result
+
+    def registers(
+        self, power_mw: npt.ArrayLike, rng: np.random.Generator
+    ) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.uint16]]:
+        """(shunt, bus) register values for an array of true powers (any shape)."""
+        current = self.current_a(power_mw)
+        shunt = current * self.calibration.shunt_ohm
+        shunt = shunt + rng.normal(0.0, self.noise_uv * 1e-6, shunt.shape)
+        counts = np.clip(np.rint(shunt / SHUNT_LSB_V), -32768, 32767).astype(np.int16)
+        bus = np.clip(np.rint(self.bus_v(power_mw) / BUS_LSB_V), 0, 0x7FFF).astype(np.uint16)
+        return counts.view(np.uint16), bus
+
+
+def model_like(ina219: Ina219Model) -> Ina226Model:
+    """An INA226 in the same supply, through the same shunt, as an INA219 model: the modelled
+    meters' default, so a config's meter.shunt_ohm reaches either chip."""
+    return Ina226Model(
+        Ina226Calibration(shunt_ohm=ina219.calibration.shunt_ohm),
+        supply_v=ina219.supply_v,
+        source_ohm=ina219.source_ohm,
+    )
+
+
+def i2c_calibration(channel: int, shunt_ohm: float) -> Ina219Calibration | Ina226Calibration:
+    """The calibration of a config's I2C channel ("INA219@0x4n" or "INA226@0x4n", as
+    `controller.config.model` numbers them), through the config's shunt."""
+    if not is_i2c(channel):
+        raise ConfigError(f"meter channel {channel} is an analog input, not an I2C monitor")
+    if is_ina226(channel):
+        return Ina226Calibration(i2c_address(channel), shunt_ohm)
+    return Ina219Calibration(i2c_address(channel), shunt_ohm)
