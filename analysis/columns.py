@@ -58,6 +58,14 @@ FRAME_METRICS: tuple[Metric, ...] = (
 )
 """Derived per trial: frame counts over client_bytes_received (explain the CPU cost)."""
 
+PROCESS_METRICS: tuple[Metric, ...] = (
+    Metric("client_process_s", "client trial process time", "s", "s", 1.0),
+    Metric("client_process_cpu_s", "client trial process CPU time", "s", "s", 1.0),
+)
+"""What the client's trial cost beyond its fetch, where the node timed it (a local node's fresh
+trial process, start-up included; a warm agent's handling of the trial): a run of each
+`run.agent` compared (`h2iot report WARM FRESH`) shows the start-up a warm agent saves."""
+
 FRAME_SOURCES = {
     "client_data_frames_per_byte": "client_data_frames",
     "client_window_update_frames_per_byte": "client_window_update_frames",
@@ -102,7 +110,7 @@ NUMERIC_COLUMNS: tuple[str, ...] = (
 )
 """Columns converted to numbers in ok rows when present (empty cells become NaN)."""
 
-METRIC_BY_NAME = {m.name: m for m in (*METRICS, *FRAME_METRICS)}
+METRIC_BY_NAME = {m.name: m for m in (*METRICS, *FRAME_METRICS, *PROCESS_METRICS)}
 
 # A column's unit, read from its name's ending (units in names: `latency_max_s`, `body_bytes`).
 _UNIT_SUFFIXES = (

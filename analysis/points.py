@@ -20,6 +20,7 @@ from analysis.columns import (
     FRAME_METRICS,
     FRAME_SOURCES,
     METRICS,
+    PROCESS_METRICS,
     WINDOW_AXIS,
     Metric,
     metric_of,
@@ -75,8 +76,10 @@ def x_axis_of(table: pd.DataFrame, axes: Sequence[str]) -> str:
 def metrics_present(
     table: pd.DataFrame, workload_columns: Sequence[str] = ()
 ) -> tuple[Metric, ...]:
-    """The report's metrics, the frame metrics this run has values for, and the workload's."""
-    derived = tuple(m for m in FRAME_METRICS if m.name in table and table[m.name].notna().any())
+    """The report's metrics, the frame and process metrics this run has values for, and the
+    workload's."""
+    optional = (*FRAME_METRICS, *PROCESS_METRICS)
+    derived = tuple(m for m in optional if m.name in table and table[m.name].notna().any())
     own = tuple(metric_of(name) for name in workload_columns if name in table)
     return METRICS + derived + own
 

@@ -18,11 +18,12 @@ from controller.config.clients import check_clients
 from controller.config.layers import KeyPath, Stack
 from controller.config.model import (
     ENGINES,
+    IDLE_MIN_SAMPLES,
     INA219_RATE_MAX_HZ,
-    LOCAL_HOST,
     INA226_RATE_MAX_HZ,
-    ROLES,
+    LOCAL_HOST,
     PPK2_RATE_HZ,
+    ROLES,
     SERVER_ENGINE_AXIS,
     SERVER_ONLY_ENGINES,
     AxisValue,
@@ -39,8 +40,8 @@ from controller.config.model import (
     channel_label,
     channel_source,
     is_ina219,
-)
     is_ina226,
+)
 from controller.config.profile import DeviceProfile, not_applied_message, resolve
 from controller.config.schema import FLOW_READERS, NODE_AXES, PARAM_NAMES
 from controller.errors import ConfigError
@@ -206,12 +207,11 @@ def _meter(stack: Stack) -> MeterConfig:
             f"{_blame(stack, 'meter.port', 'meter.source')}: meter.port: required when "
             'meter.source is "serial": the board\'s serial device, e.g. "/dev/ttyACM0"'
         )
-    return meter
     if meter.source == "ppk2":
         _check_ppk2(stack, meter)
+    return meter
 
 
-def _earlier(stack: Stack, key: str, than: str) -> bool:
 def _check_ppk2(stack: Stack, meter: MeterConfig) -> None:
     """A PPK2 measures one supply (the client's) at 100 kS/s, averaged to meter.rate_hz."""
     later = max(stack.origin("meter.source"), stack.origin("meter.rate_hz"), key=stack.layers.index)
@@ -234,6 +234,7 @@ def _check_ppk2(stack: Stack, meter: MeterConfig) -> None:
         )
 
 
+def _earlier(stack: Stack, key: str, than: str) -> bool:
     """Whether `key` was set by a lower layer than the one that set `than`."""
     return stack.layers.index(stack.origin(key)) < stack.layers.index(stack.origin(than))
 
@@ -321,6 +322,8 @@ def build(stack: Stack, source: str) -> Config:
     )
     _check_engines(stack, config)
     _check_energy_window(stack, config)
+    _check_agent_mode(stack, config)
+    _check_idle_baseline(stack, config)
     check_clients(stack, config)
     return config
 
@@ -394,6 +397,32 @@ def _check_energy_window(stack: Stack, config: Config) -> None:
         raise ConfigError(
             f'{stack.origin(key)}: {key}: "process" needs a local client node (the controller '
             'times the trial process through the node\'s anchor); use "fetch" for SSH nodes'
+        )
+
+
+def _check_idle_baseline(stack: Stack, config: Config) -> None:
+    """The baseline is judged in fifths of two samples or more: a shorter one cannot be."""
+    samples = config.run.idle_baseline_s * config.meter.rate_hz
+    if samples < IDLE_MIN_SAMPLES:
+        key = "run.idle_baseline_s"
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: {config.run.idle_baseline_s:g} s at meter.rate_hz = "
+            f"{config.meter.rate_hz} is {samples:g} samples; the idle baseline needs "
+            f"{IDLE_MIN_SAMPLES} at least ({IDLE_MIN_SAMPLES / config.meter.rate_hz:g} s)"
+        )
+
+
+def _check_agent_mode(stack: Stack, config: Config) -> None:
+    """A warm agent outlives its trials, so the process window would integrate nothing but
+    the trial's handling inside it."""
+    if config.run.agent != "warm":
+        return
+    key = "run.agent"
+    if config.energy.window == "process":
+        raise ConfigError(
+            f'{stack.origin(key)}: {key}: "warm" keeps one agent process for the sweep, so '
+            'energy.window = "process" (each trial process\'s whole life) would measure no '
+            'process: use "fresh" with it, or energy.window = "fetch"'
         )
 
 

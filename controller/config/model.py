@@ -28,6 +28,12 @@ UnrepresentableWindow = Literal["map", "reject"]
 Sensor = Literal["5A", "20A", "30A"]
 
 ORDERS: tuple[Order, ...] = ("randomized-blocked", "sequential")
+# The idle baseline is judged in fifths (controller.sweep.baseline), each of two samples at least.
+IDLE_SEGMENTS = 5
+IDLE_MIN_SAMPLES = 2 * IDLE_SEGMENTS
+# How the client node runs its trials: a process per trial, or one warm agent for the sweep.
+AgentMode = Literal["fresh", "warm"]
+AGENT_MODES: tuple[AgentMode, ...] = ("fresh", "warm")
 ROLES: tuple[Role, ...] = ("client", "server")
 DelayMethod = Literal["netem", "relay"]
 DELAY_METHODS: tuple[DelayMethod, ...] = ("netem", "relay")
@@ -61,6 +67,7 @@ class RunConfig:
     idle_baseline_s: float = 5.0
     retries: int = 2
     trial_timeout_s: float = 120.0
+    agent: AgentMode = "fresh"
     # Opt-in early stop (analysis.stopping): off while stop_half_width is None.
     stop_metric: str = "client_response_s"
     stop_half_width: float | None = None
@@ -175,14 +182,6 @@ class MeterConfig:
     # config is imported on SSH nodes (device set-up), where the meter's numpy is not; a test
     # checks the two agree.
     network_nj_per_byte: float = 4.813 * 8
-
-    def channel_of(self, role: Role) -> int | None:
-        """The channel measuring this node's supply (analog input n, an INA219's I2C address
-        0x40..0x43, or an INA226's address with INA226_CHANNEL set), or None if it is not
-        metered."""
-        return dict(self.channels).get(role)
-
-
     # PPK2 (source "ppk2"): ampere meter in an external supply, or source meter powering the
     # node at supply_mv; the logic input D0..D7 (0..7) the client's marker GPIO is wired to.
     mode: Ppk2Mode = "ampere"
@@ -194,11 +193,34 @@ class MeterConfig:
         """Driven by the power model of local nodes: the virtual meter, simavr, or a PPK2 with
         no port (the emulated PPK2)."""
         return self.source in ("virtual", "simavr") or (self.source == "ppk2" and not self.port)
+
+    def channel_of(self, role: Role) -> int | None:
+        """The channel measuring this node's supply (analog input n, an INA219's I2C address
+        0x40..0x43, or an INA226's address with INA226_CHANNEL set), or None if it is not
+        metered."""
+        return dict(self.channels).get(role)
+
+
 ChannelKind = Literal["analog", "ina219", "ina226"]
 CHANNEL_KINDS: tuple[ChannelKind, ...] = ("analog", "ina219", "ina226")
 I2C_FIRST_ADDRESS = 0x40
 INA219_FIRST_ADDRESS = I2C_FIRST_ADDRESS
 INA219_RATE_MAX_HZ = 939  # a new shunt and bus pair every 1064 us (firmware/PROTOCOL.md)
+# A channel number is an analog input (0..7), an INA219's I2C address (0x40..0x43), or an
+# INA226's address with this bit set (0x140..0x143): one int per role keeps meter.channels'
+# shape, and the kind travels with the channel to whoever sets the meter up.
+INA226_CHANNEL = 0x100
+# The fastest rate an INA226 channel takes: its quickest result (2 x 140 us, controller.meter.
+# ina226.RATE_MAX_HZ, written out here because the config is imported on SSH nodes, where the
+# meter's numpy is not; a test checks the two agree) in 90 % of the sample period.
+INA226_RATE_MAX_HZ = 3214
+# bit 4 + n of the firmware's I2C mask marks the chip at 0x40 + n as an INA226 (PROTOCOL.md)
+_INA226_KIND_SHIFT = 4
+
+
+def is_i2c(channel: int) -> bool:
+    """A meter channel is an I2C monitor (INA219 or INA226), else an analog input (0..7)."""
+    return channel >= I2C_FIRST_ADDRESS
 
 
 def is_ina219(channel: int) -> bool:
@@ -220,21 +242,6 @@ def i2c_address(channel: int) -> int:
     return channel & (INA226_CHANNEL - 1)
 
 
-# A channel number is an analog input (0..7), an INA219's I2C address (0x40..0x43), or an
-# INA226's address with this bit set (0x140..0x143): one int per role keeps meter.channels'
-# shape, and the kind travels with the channel to whoever sets the meter up.
-INA226_CHANNEL = 0x100
-# The fastest rate an INA226 channel takes: its quickest result (2 x 140 us, controller.meter.
-# ina226.RATE_MAX_HZ, written out here because the config is imported on SSH nodes, where the
-# meter's numpy is not; a test checks the two agree) in 90 % of the sample period.
-INA226_RATE_MAX_HZ = 3214
-# bit 4 + n of the firmware's I2C mask marks the chip at 0x40 + n as an INA226 (PROTOCOL.md)
-_INA226_KIND_SHIFT = 4
-
-
-def is_i2c(channel: int) -> bool:
-    """A meter channel is an I2C monitor (INA219 or INA226), else an analog input (0..7)."""
-    return channel >= I2C_FIRST_ADDRESS
 def channel_label(channel: int) -> str:
     """How configs spell a channel: "A0", "INA219@0x40" or "INA226@0x40"."""
     if is_i2c(channel):

@@ -22,17 +22,18 @@ from agent.flow import WINDOW_UPDATE_POLICIES
 from agent.settings import SETTING_SPECS, canonical_name, check_value
 from agent.workloads import SPECS
 from controller.config.model import (
+    AGENT_MODES,
     DELAY_METHODS,
     ENERGY_WINDOWS,
     ENGINES,
     FAILED_TRIAL,
     IDLE_NOISY,
-    METER_SOURCES,
     INA226_CHANNEL,
+    METER_SOURCES,
     ORDERS,
-    ROLES,
     PPK2_MODES,
     PPK2_SUPPLY_MV,
+    ROLES,
     SEARCH_HOLDS,
     SENSORS,
     SERVER_ENGINE_AXIS,
@@ -294,7 +295,6 @@ def _analog_input(value: Any) -> int:
     return int(value)
 
 
-def channels(value: Any) -> dict[str, int | None]:
 def logic_input(value: Any) -> int:
     """meter.marker_input: a PPK2 logic input, "D0".."D7" (or 0..7)."""
     if isinstance(value, str) and re.fullmatch(r"D[0-7]", value):
@@ -304,6 +304,7 @@ def logic_input(value: Any) -> int:
     raise _Invalid(f'expected a logic input "D0".."D7", got {describe(value)}')
 
 
+def channels(value: Any) -> dict[str, int | None]:
     """meter.channels: node role -> the analog input its current sensor is wired to."""
     if not isinstance(value, dict):
         raise _Invalid(f"expected a table of role = analog input, got {describe(value)}")
@@ -444,6 +445,7 @@ SCHEMA: Schema = {
         "idle_baseline_s": number(0, 3600),
         "retries": integer(0, 100),
         "trial_timeout_s": number(0, 86400, low_open=True),
+        "agent": choice(AGENT_MODES),
         "stop_metric": choice(STOP_METRICS),
         "stop_half_width": optional(number(0, 1, low_open=True)),
         "stop_min_n": integer(2, 1_000_000),
@@ -472,11 +474,11 @@ SCHEMA: Schema = {
         "calibration": optional(path),
         "shunt_ohm": number(0, 100, low_open=True),
         "network_nj_per_byte": number(0, 1e6),
-    },
-    "link": {
         "mode": choice(PPK2_MODES),
         "supply_mv": optional(integer(*PPK2_SUPPLY_MV)),
         "marker_input": logic_input,
+    },
+    "link": {
         "rate_mbit": optional(number(0, 100_000, low_open=True)),
         "loss_pct": number(0, 100, high_open=True),
         "delay_ms": number(0, 60_000),

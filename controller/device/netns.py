@@ -22,13 +22,11 @@ died are removed (with what still runs in them) the next time a link is made.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import shutil
 import signal
 import subprocess
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,11 +34,11 @@ from typing import Literal, TypeVar
 
 from controller.config.model import ROLES, Role
 from controller.device.errors import EmulationError
+from controller.nodes.namespace import NetnsError, in_netns
 
 DATA_INTERFACE = "data0"
 SUBNET = "10.79.0"
 NETNS_DIR = Path("/run/netns")
-_CLONE_NEWNET = 0x40000000
 _STEP_TIMEOUT_S = 30.0
 _STALE = re.compile(r"h2d(\d+)[csw]")
 Place = Literal["client", "server", "wire"]
@@ -168,31 +166,7 @@ def destroy_link(link: LocalLink) -> None:
 
 def run_inside(netns: str, make: Callable[[], T]) -> T:
     """Call `make` on a thread that has entered `netns`: processes it starts live there."""
-    outcome: list[T] = []
-    failure: list[BaseException] = []
-
-    def enter_and_make() -> None:
-        try:
-            fd = os.open(NETNS_DIR / netns, os.O_RDONLY)
-        except OSError as exc:
-            failure.append(EmulationError(f"netns: cannot open {netns}: {exc.strerror}"))
-            return
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.setns(fd, _CLONE_NEWNET) != 0:
-                error = ctypes.get_errno()
-                failure.append(EmulationError(f"netns: cannot enter {netns}: {os.strerror(error)}"))
-                return
-            outcome.append(make())
-        except BaseException as exc:
-            failure.append(exc)
-        finally:
-            os.close(fd)
-
-    # The thread ends inside the namespace; it is never reused for anything else.
-    thread = threading.Thread(target=enter_and_make, name=f"enter-{netns}")
-    thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
-    return outcome[0]
+    try:
+        return in_netns(NETNS_DIR / netns, make)
+    except NetnsError as exc:
+        raise EmulationError(f"netns: {netns}: {exc.strerror}") from None

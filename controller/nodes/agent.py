@@ -86,9 +86,11 @@ class AgentNode:
 
     def keep_warm(self) -> WarmAgent:
         """Run this node's trials in one warm agent from now on (`[run] agent = "warm"`,
-        controller.nodes.warm), started with the first trial."""
+        controller.nodes.warm), started now: its start-up falls before the sweep's baseline and
+        trials, not into the first trial's lead (a replaced one starts with its next trial)."""
         if self.warm is None:
             self.warm = WarmAgent(self.node, self.command(), self.state_dir)
+            self.warm.start()
         return self.warm
 
     def end_warm(self) -> None:

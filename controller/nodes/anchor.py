@@ -254,7 +254,9 @@ class AnchoredLocalTransport:
         return ClockOffset.same_clock()
 
     def open_loopback(self, port: int, timeout_s: float) -> Stream:
-        return loopback_socket(self.label, port, timeout_s)
+        # The anchor's namespace is the node's: an emulated device's has a loopback of its own.
+        netns = Path(f"/proc/{self._anchor.pid}/ns/net")
+        return loopback_socket(self.label, port, timeout_s, netns)
 
     def close(self) -> None:
         """End the anchor; processes still in its tree (a server left running) are killed."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from controller.nodes.errors import CommandTimeoutError, NodeError
+from controller.nodes.namespace import in_netns, same_netns
 from controller.nodes.records import ClockOffset, CommandResult
 
 
@@ -27,10 +28,17 @@ class Stream(Protocol):
     def close(self) -> None: ...
 
 
-def loopback_socket(label: str, port: int, timeout_s: float) -> Stream:
-    """A TCP connection to 127.0.0.1:port on this machine (a local node's loopback)."""
-    try:
+def loopback_socket(label: str, port: int, timeout_s: float, netns: Path | None = None) -> Stream:
+    """A TCP connection to 127.0.0.1:port on this machine, on the loopback of the network
+    namespace `netns` names (a local node's own, an emulated device's) when it is not ours."""
+
+    def connect() -> Stream:
         return socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+
+    try:
+        if netns is None or same_netns(netns):
+            return connect()
+        return in_netns(netns, connect)
     except OSError as exc:
         raise NodeError(f"{label}: connecting to 127.0.0.1:{port}: {exc}") from None
 

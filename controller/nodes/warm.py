@@ -80,6 +80,10 @@ class WarmAgent:
             ),
         )
 
+    def start(self) -> None:
+        """Start the agent now rather than with the first trial (it is started once)."""
+        self._connected()
+
     def close(self) -> None:
         """Hang up: the agent exits."""
         if self._stream is not None:
@@ -101,6 +105,8 @@ class WarmAgent:
         )
         self.started += 1
         ready = self._ready(time.monotonic() + START_TIMEOUT_S)
+        # Its token is no use to anyone once read, and the file may sit in a published run.
+        self.node.run(["rm", "-f", "--", self.ready_file])
         stream = self.node.transport.open_loopback(int(ready["port"]), START_TIMEOUT_S)
         self._pending = b""
         try:

@@ -54,6 +54,9 @@ class AgentPair:
     ) -> None:
         self.config = config
         self.client = client
+        if config.run.agent == "warm":
+            # Started now, ended with the client node's session.
+            client.keep_warm()
         self.server = server
         self.prepare = prepare
         self.marker = marker

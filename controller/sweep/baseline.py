@@ -36,12 +36,12 @@ import numpy as np
 import numpy.typing as npt
 
 from analysis.manifest import read_manifest
-from controller.config.model import Config
+from controller.config.model import IDLE_SEGMENTS, Config
 from controller.dashboard.state import DashboardEvent, Notice
 from controller.errors import DeviceError
 from controller.run.recorder import RunRecorder
 
-SEGMENTS = 5
+SEGMENTS = IDLE_SEGMENTS
 _NOISE_SES = 4.0
 _MAD_PER_SD = 0.6745  # a normal variable's median absolute deviation in standard deviations
 

@@ -43,6 +43,7 @@ from controller.nodes.connect import connect
 from controller.nodes.errors import NodeError, NodeUnreachableError
 from controller.nodes.facts import inspect_node
 from controller.nodes.group import fan_out
+from controller.nodes.warm import WarmAgent
 from controller.sweep.merge import (
     NodeRun,
     merge,
@@ -134,6 +135,15 @@ class ClientGroup(AgentNode):
         # Per trial id, the requests the nodes sent in its last attempt (the server's count).
         self.requests_sent: dict[str, int | None] = {}
         self.before_trial: Callable[[str], None] = lambda _trial_id: None
+
+    def keep_warm(self) -> WarmAgent:
+        """Every member's trials in a warm agent of its own; the first member's is returned."""
+        warm = [member.agent.keep_warm() for member in self.members]
+        return warm[0]
+
+    def end_warm(self) -> None:
+        for member in self.members:
+            member.agent.end_warm()
 
     def run_trial(self, url: str, **options: Any) -> dict[str, Any]:
         if self._lost is not None:

@@ -372,13 +372,14 @@ KEY_ERRORS = [
     (
         "[run]\nrepetition = 1",
         "run.repetition: unknown key (known: name, seed, repetitions, "
-        "confidence, order, idle_baseline_s, retries, trial_timeout_s, stop_metric, "
+        "confidence, order, idle_baseline_s, retries, trial_timeout_s, agent, stop_metric, "
         "stop_half_width, stop_min_n; did you mean repetitions?)",
     ),
     (
         '[run."a\\nb"]',
         'run."a\\nb": unknown key (known: name, seed, repetitions, confidence, order, '
-        "idle_baseline_s, retries, trial_timeout_s, stop_metric, stop_half_width, stop_min_n)",
+        "idle_baseline_s, retries, trial_timeout_s, agent, stop_metric, stop_half_width, "
+        "stop_min_n)",
     ),
     ("run = 5", "run: expected a table, got an integer (5)"),
     ("[nodes.gateway]", "nodes.gateway: unknown key (known: client, server, clients)"),
@@ -843,7 +844,7 @@ def configs(draw: st.DrawFn) -> Config:
             repetitions=draw(st.integers(1, 1_000_000)),
             confidence=draw(st.floats(0, 1, exclude_min=True, exclude_max=True, **FINITE)),
             order=draw(st.sampled_from(["randomized-blocked", "sequential"])),
-            idle_baseline_s=draw(st.floats(0, 3600, **FINITE)),
+            idle_baseline_s=draw(st.floats(0.1, 3600, **FINITE)),  # 10 samples at 100 Hz
             retries=draw(st.integers(0, 100)),
             trial_timeout_s=draw(st.floats(0, 86400, exclude_min=True, **FINITE)),
         ),
@@ -902,6 +903,7 @@ ACCEPTS: dict[str, set[str]] = {
     "run.idle_baseline_s": NUMBER,
     "run.retries": {"int"},
     "run.trial_timeout_s": NUMBER,
+    "run.agent": {"str"},
     "sweep": {"table"},
     "sweep.initial_window_size": {"array"},
     "workload.site_seed": {"int"},
@@ -972,3 +974,110 @@ def test_the_client_marker_is_a_gpio_line_and_the_clients_only() -> None:
         with pytest.raises(ConfigError) as raised:
             load_config(None, [override])
         assert words in str(raised.value)
+
+
+# ---------------------------------------------------------------- INA226 channels (issue 24)
+
+
+def test_an_ina226_channel_is_its_address_with_the_ina226_bit_and_round_trips() -> None:
+    m = config_model
+    config = load_config(CONFIGS / "local-ina226.toml")
+    assert config.meter.source == "simavr" and config.meter.shunt_ohm == 0.02
+    ((role, channel),) = config.meter.channels
+    assert (role, channel) == ("client", m.INA226_CHANNEL | 0x40)
+    assert (m.is_i2c(channel), m.is_ina226(channel), m.is_ina219(channel)) == (True, True, False)
+    assert (m.channel_kind(channel), m.i2c_address(channel), m.channel_source(channel)) == (
+        "ina226",
+        0x40,
+        0,
+    )
+    for label in ("A3", "INA219@0x41", "INA226@0x43"):
+        path = Path(tempfile.mkdtemp()) / "c.toml"
+        path.write_text(f'[meter]\nrate_hz = 800\n[meter.channels]\nclient = "{label}"\n')
+        assert m.channel_label(dict(load_config(path).meter.channels)["client"]) == label
+    assert load_config(None, ['meter.channels.client="ina226@65"']).meter.channels == (
+        ("client", m.INA226_CHANNEL | 0x41),
+    )
+    # the firmware's SET_I2C_CHANNELS mask: chips in bits 0..3, INA226s also in bits 4..7
+    assert m.i2c_mask([0, 0x41, m.INA226_CHANNEL | 0x42]) == 0b0100_0110
+    json.dumps(config.to_dict())  # the manifest's copy
+
+
+def test_the_ina226_rate_limit_comes_from_its_fastest_conversion() -> None:
+    channel = ['meter.channels.client="INA226@0x40"']
+    assert load_config(None, [*channel, "meter.rate_hz=2500"]).meter.rate_hz == 2500
+    assert load_config(None, channel).meter.rate_hz == 1000  # faster than an INA219 allows
+    # 3200 Hz has a configuration (2 x 140 us); the board's I2C budget refuses it (its ACK)
+    assert load_config(None, [*channel, "meter.rate_hz=3200"]).meter.rate_hz == 3200
+    assert config_model.INA226_RATE_MAX_HZ == INA226_RATE_MAX_HZ  # the numpy-free copy
+
+
+INA226_KEY_ERRORS = [
+    (
+        '[meter.channels]\nclient = "INA226@0x44"',
+        "meter.channels.client: INA226 address 0x44 is outside 0x40..0x43 "
+        "(A1 = GND, A0 = GND..SCL)",
+    ),
+    (
+        '[meter]\nrate_hz = 4000\n[meter.channels]\nclient = "INA226@0x40"',
+        "meter.rate_hz: 4000 Hz is faster than an INA226 converts (meter.channels.client = "
+        "INA226@0x40): at most 3214 Hz, e.g. 2500",
+    ),
+    (
+        '[meter.channels]\nclient = "INA226@0x40"\nserver = "INA219@0x40"',
+        "meter.channels.server: INA219@0x40 shares its modelled source with the other node's "
+        "channel (An and INA219@0x40+n follow the same source): use another input or address",
+    ),
+    (
+        '[meter]\nrate_hz = 800\n[meter.channels]\nclient = "INA226@0x41"\nserver = "A1"',
+        "meter.channels.server: A1 shares its modelled source with the other node's "
+        "channel (An and INA219@0x40+n follow the same source): use another input or address",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), INA226_KEY_ERRORS)
+def test_ina226_channel_errors_are_one_line_naming_file_and_key(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = write(tmp_path, text + "\n")
+    assert error_of(path) == f"{path}: {expected}"
+
+
+# ---------------------------------------------------------------- run.agent, the idle baseline
+
+
+def test_a_warm_agent_loads_and_fresh_is_the_default() -> None:
+    assert load_config(None).run.agent == "fresh"
+    assert load_config(None, ("run.agent=warm",)).run.agent == "warm"
+
+
+@pytest.mark.parametrize(
+    ("text", "overrides", "expected"),
+    [
+        (
+            '[run]\nagent = "warm"\n[energy]\nwindow = "process"',
+            (),
+            '{path}: run.agent: "warm" keeps one agent process for the sweep, so energy.window = '
+            '"process" (each trial process\'s whole life) would measure no process: use "fresh" '
+            'with it, or energy.window = "fetch"',
+        ),
+        (
+            "[run]\nidle_baseline_s = 0.005",
+            (),
+            "{path}: run.idle_baseline_s: 0.005 s at meter.rate_hz = 1000 is 5 samples; the idle "
+            "baseline needs 10 at least (0.01 s)",
+        ),
+        (
+            "",
+            ("run.idle_baseline_s=0",),
+            "--set: run.idle_baseline_s: 0 s at meter.rate_hz = 1000 is 0 samples; the idle "
+            "baseline needs 10 at least (0.01 s)",
+        ),
+    ],
+)
+def test_what_a_warm_agent_or_a_short_baseline_cannot_measure_is_one_line(
+    tmp_path: Path, text: str, overrides: tuple[str, ...], expected: str
+) -> None:
+    path = write(tmp_path, text + "\n")
+    assert error_of(path, overrides) == expected.format(path=path)

@@ -356,7 +356,7 @@ def test_an_unshaped_profile_touches_nothing():
 def test_the_sweep_cli_refuses_to_shape_loopback_in_one_line(tmp_path: Path):
     result = subprocess.run(
         [sys.executable, "-m", "controller.cli", "sweep", "--no-dashboard", "--out",
-         str(tmp_path), "--set", "link.rate_mbit=100", "--set", "run.idle_baseline_s=0"],
+         str(tmp_path), "--set", "link.rate_mbit=100", "--set", "run.idle_baseline_s=0.1"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 2, result.stdout + result.stderr

@@ -16,12 +16,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from controller.device.netns import create_link, destroy_link, run_inside
 from controller.nodes.agent import TRIAL_PROCESS, AgentNode, ServerMount
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.errors import CommandFailedError, CommandTimeoutError
 from controller.nodes.node import Node
 from tests.controller.test_nodes_transport import ssh_node
 from tests.netns import SshHost
+from tests.netns.require import require_root
 
 # The sshd fixtures (tests.netns: ssh_key, loopback_host).
 pytest_plugins = ["tests.netns.fixtures"]
@@ -179,3 +181,41 @@ def _gone(pid: int, within_s: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+@pytest.mark.root
+def test_a_warm_agent_in_a_namespace_of_its_own_is_reached_on_that_namespaces_loopback(
+    tmp_path: Path, site: str
+) -> None:
+    """An emulated device's node: its anchor, so its agents, live in a network namespace with
+    its own loopback, which the controller reaches from a thread that entered it."""
+    require_root()
+    link = create_link(f"h2w{os.getpid() % 10000}")
+    try:
+        server = AgentNode(
+            Node(run_inside(link.namespace("server"), lambda: AnchoredLocalTransport("server"))),
+            sys.executable,
+            str(tmp_path / "server-state"),
+            trial_log=str(tmp_path / "server-trials.jsonl"),
+        )
+        client = AgentNode(
+            Node(run_inside(link.namespace("client"), lambda: AnchoredLocalTransport("client"))),
+            sys.executable,
+            str(tmp_path / "state"),
+        )
+        try:
+            running = server.start_server(
+                mount=ServerMount("page", (), (), site), host=link.address("server"), port=0
+            )
+            url = f"http://{link.address('server')}:{running.port}/"
+            client.keep_warm()
+            records = [client.run_trial(url, timeout_s=60) for _ in range(2)]
+            assert all(r["ok"] for r in records), records
+            assert client.warm is not None and client.warm.started == 1
+        finally:
+            client.end_warm()
+            server.stop_server(grace_s=5)
+            client.node.close()
+            server.node.close()
+    finally:
+        destroy_link(link)

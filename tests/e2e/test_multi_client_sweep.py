@@ -111,8 +111,14 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.quiet
-def test_a_sweep_spreads_each_trial_over_three_client_nodes(star: Star, tmp_path: Path) -> None:
+@pytest.mark.parametrize("agent", ["fresh", "warm"])
+def test_a_sweep_spreads_each_trial_over_three_client_nodes(
+    star: Star, tmp_path: Path, agent: str
+) -> None:
     config = _config(star, tmp_path)
+    config.write_text(
+        config.read_text().replace('name = "multi"', f'name = "multi"\nagent = "{agent}"')
+    )
     meter = _meter(star, tmp_path)
     try:
         sweep = _sweep(config, meter.port, tmp_path / "runs")
@@ -128,6 +134,7 @@ def test_a_sweep_spreads_each_trial_over_three_client_nodes(star: Star, tmp_path
     nodes = _rows(run / "trial_clients.csv")
     assert len(nodes) == CLIENTS * len(rows)
     manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["config"]["run"]["agent"] == agent
     assert list(manifest["nodes"]["clients"]) == ["client1", "client2", "client3"]
     lead_s = manifest["nodes"]["clients_start_lead_s"]
     print(f"start lead {lead_s * 1000:.0f} ms")
