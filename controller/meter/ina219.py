@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.errors import ConfigError
+from controller.meter.ina2xx import FloatArray, ShuntCalibration, SupplyModel, signed_v
 
 SHUNT_LSB_V = 10e-6
 BUS_LSB_V = 4e-3
@@ -34,13 +35,10 @@ FIRMWARE_PGA = 8  # the firmware's configuration 0x199F: PGA /8, 16 V bus range,
 CONVERSION_S = 2 * 532e-6
 ADDRESSES = (0x40, 0x41, 0x42, 0x43)
 
-FloatArray = npt.NDArray[np.float64]
-
 
 def shunt_v(registers: npt.ArrayLike) -> FloatArray:
     """Shunt-voltage register values (u16 as sent) -> volts."""
-    raw = np.asarray(registers, dtype=np.uint16).view(np.int16)
-    return raw.astype(np.float64) * SHUNT_LSB_V
+    return signed_v(registers, SHUNT_LSB_V)
 
 
 def bus_v(registers: npt.ArrayLike) -> FloatArray:
@@ -58,13 +56,15 @@ def overflow(registers: npt.ArrayLike) -> npt.NDArray[np.bool_]:
 
 
 @dataclass(frozen=True, slots=True)
-class Ina219Calibration:
+class Ina219Calibration(ShuntCalibration):
     """One INA219: its shunt and the node-side figures that turn registers into power."""
 
     address: int = 0x40
     shunt_ohm: float = 0.1
     pga: int = FIRMWARE_PGA
     kind: ClassVar[str] = "ina219"  # the channel kind, as the config and the manifest name it
+    shunt_lsb_v: ClassVar[float] = SHUNT_LSB_V
+    bus_lsb_v: ClassVar[float] = BUS_LSB_V
 
     def __post_init__(self) -> None:
         if self.address not in ADDRESSES:
@@ -79,30 +79,13 @@ class Ina219Calibration:
         """The largest current the PGA range measures through this shunt."""
         return PGA_RANGE_MV[self.pga] / 1000.0 / self.shunt_ohm
 
-    @property
-    def current_step_a(self) -> float:
-        """One LSB of the shunt register, in amps: the current resolution."""
-        return SHUNT_LSB_V / self.shunt_ohm
-
-    def current_lsb_a(self) -> float:
-        """The datasheet's Current_LSB for the full PGA range (max expected current / 2**15)."""
-        return self.max_current_a / 2**15
-
     def calibration_register(self) -> int:
         """Datasheet equation 1: trunc(0.04096 / (Current_LSB x R_shunt)), bit 0 clear."""
         return int(0.04096 / (self.current_lsb_a() * self.shunt_ohm)) & 0xFFFE
 
-    def current_a(self, shunt_registers: npt.ArrayLike) -> FloatArray:
-        return shunt_v(shunt_registers) / self.shunt_ohm
-
-    def power_mw(self, shunt_registers: npt.ArrayLike, bus_registers: npt.ArrayLike) -> FloatArray:
-        """V x I per sample, in mW; NaN where the INA219 did not answer."""
-        return bus_v(bus_registers) * self.current_a(shunt_registers) * 1000.0
-
-    def power_step_mw(self, power_mw: float, supply_v: float = 5.0) -> float:
-        """The power change one LSB of either register makes near `power_mw`."""
-        current = power_mw / 1000.0 / supply_v
-        return (supply_v * self.current_step_a + current * BUS_LSB_V) * 1000.0
+    def bus_v(self, bus_registers: npt.ArrayLike) -> FloatArray:
+        """The module's `bus_v`: this chip's bus register layout."""
+        return bus_v(bus_registers)
 
     def facts(self, rate_hz: int) -> dict[str, int | float]:
         """What a run's manifest records of this chip (the rate does not change an INA219's
@@ -112,7 +95,7 @@ class Ina219Calibration:
 
 
 @dataclass(frozen=True, slots=True)
-class Ina219Model:
+class Ina219Model(SupplyModel):
     """The chip in a node's supply, for the virtual meter: power in, registers out.
 
     The supply gives `supply_v` with `source_ohm` of cable and connector in series, then the
@@ -126,20 +109,6 @@ class Ina219Model:
     supply_v: float = 5.1
     source_ohm: float = 0.05
     noise_uv: float = 5.0
-
-    def current_a(self, power_mw: npt.ArrayLike) -> FloatArray:
-        p = np.asarray(power_mw, dtype=np.float64) / 1000.0
-        r = self.source_ohm + self.calibration.shunt_ohm
-        disc = np.maximum(self.supply_v**2 - 4.0 * r * p, 0.0)
-        result: FloatArray = (self.supply_v - np.sqrt(disc)) / (2.0 * r)
-        return result
-
-    def bus_v(self, power_mw: npt.ArrayLike) -> FloatArray:
-        current = self.current_a(power_mw)
-        result: FloatArray = (
-            self.supply_v - (self.source_ohm + self.calibration.shunt_ohm) * current
-        )
-        return result
 
     def registers(
         self, power_mw: npt.ArrayLike, rng: np.random.Generator

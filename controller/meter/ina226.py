@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from controller.config.model import i2c_address, is_i2c, is_ina226
 from controller.errors import ConfigError
+from controller.meter.ina2xx import FloatArray, ShuntCalibration, SupplyModel, signed_v
 from controller.meter.ina219 import Ina219Calibration, Ina219Model
 
 SHUNT_LSB_V = 2.5e-6
@@ -39,8 +40,6 @@ CONVERSION_US = (140, 204, 332, 588, 1100, 2116, 4156, 8244)
 AVERAGES = (1, 4, 16, 64, 128, 256, 512, 1024)
 CONFIG_BASE = 0x4007  # bits 14..12 read 100; mode 7: shunt and bus, continuous
 PERIOD_SHARE = 0.9  # of the sample period a result may take: the chip's clock is good to ~10 %
-
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +86,7 @@ RATE_MAX_HZ = int(PERIOD_SHARE / (2 * CONVERSION_US[0] * 1e-6))
 
 def shunt_v(registers: npt.ArrayLike) -> FloatArray:
     """Shunt-voltage register values (u16 as sent) -> volts."""
-    raw = np.asarray(registers, dtype=np.uint16).view(np.int16)
-    return raw.astype(np.float64) * SHUNT_LSB_V
+    return signed_v(registers, SHUNT_LSB_V)
 
 
 def bus_v(registers: npt.ArrayLike) -> FloatArray:
@@ -100,12 +98,14 @@ def bus_v(registers: npt.ArrayLike) -> FloatArray:
 
 
 @dataclass(frozen=True, slots=True)
-class Ina226Calibration:
+class Ina226Calibration(ShuntCalibration):
     """One INA226: its shunt and the node-side figures that turn registers into power."""
 
     address: int = 0x40
     shunt_ohm: float = 0.1
     kind: ClassVar[str] = "ina226"  # the channel kind, as the config and the manifest name it
+    shunt_lsb_v: ClassVar[float] = SHUNT_LSB_V
+    bus_lsb_v: ClassVar[float] = BUS_LSB_V
 
     def __post_init__(self) -> None:
         if self.address not in ADDRESSES:
@@ -118,30 +118,13 @@ class Ina226Calibration:
         """The largest current the shunt range (+-81.92 mV) measures through this shunt."""
         return SHUNT_RANGE_V / self.shunt_ohm
 
-    @property
-    def current_step_a(self) -> float:
-        """One LSB of the shunt register, in amps: the current resolution."""
-        return SHUNT_LSB_V / self.shunt_ohm
-
-    def current_lsb_a(self) -> float:
-        """The datasheet's Current_LSB for the full shunt range (max current / 2**15)."""
-        return self.max_current_a / 2**15
-
     def calibration_register(self) -> int:
         """Datasheet equation 1: trunc(0.00512 / (Current_LSB x R_shunt)), 15 bits."""
         return int(0.00512 / (self.current_lsb_a() * self.shunt_ohm)) & 0x7FFF
 
-    def current_a(self, shunt_registers: npt.ArrayLike) -> FloatArray:
-        return shunt_v(shunt_registers) / self.shunt_ohm
-
-    def power_mw(self, shunt_registers: npt.ArrayLike, bus_registers: npt.ArrayLike) -> FloatArray:
-        """V x I per sample, in mW; NaN where the chip did not answer."""
-        return bus_v(bus_registers) * self.current_a(shunt_registers) * 1000.0
-
-    def power_step_mw(self, power_mw: float, supply_v: float = 5.0) -> float:
-        """The power change one LSB of either register makes near `power_mw`."""
-        current = power_mw / 1000.0 / supply_v
-        return (supply_v * self.current_step_a + current * BUS_LSB_V) * 1000.0
+    def bus_v(self, bus_registers: npt.ArrayLike) -> FloatArray:
+        """The module's `bus_v`: this chip's bus register layout."""
+        return bus_v(bus_registers)
 
     def facts(self, rate_hz: int) -> dict[str, int | float | None]:
         """What a run's manifest records of this chip: its shunt and the configuration the
@@ -159,7 +142,7 @@ class Ina226Calibration:
 
 
 @dataclass(frozen=True, slots=True)
-class Ina226Model:
+class Ina226Model(SupplyModel):
     """The chip in a node's supply, for the virtual meter: power in, registers out.
 
     The same supply as `ina219.Ina219Model` (`supply_v` behind `source_ohm`, then the shunt;
@@ -171,20 +154,6 @@ class Ina226Model:
     supply_v: float = 5.1
     source_ohm: float = 0.05
     noise_uv: float = 1.0
-
-    def current_a(self, power_mw: npt.ArrayLike) -> FloatArray:
-        p = np.asarray(power_mw, dtype=np.float64) / 1000.0
-        r = self.source_ohm + self.calibration.shunt_ohm
-        disc = np.maximum(self.supply_v**2 - 4.0 * r * p, 0.0)
-        result: FloatArray = (self.supply_v - np.sqrt(disc)) / (2.0 * r)
-        return result
-
-    def bus_v(self, power_mw: npt.ArrayLike) -> FloatArray:
-        current = self.current_a(power_mw)
-        result: FloatArray = (
-            self.supply_v - (self.source_ohm + self.calibration.shunt_ohm) * current
-        )
-        return result
 
     def registers(
         self, power_mw: npt.ArrayLike, rng: np.random.Generator

@@ -607,14 +607,14 @@ int main(int argc, char **argv)
     for (uint8_t n = 0; n < INA219_PARTS; n++) {
         if (ina219_mask & (1u << n)) {
             fprintf(stderr, "h2iot_sim: INA219 at 0x%02x: %llu register reads, %llu writes\n",
-                    0x40u + n, (unsigned long long)ina219[n].reads,
-                    (unsigned long long)ina219[n].writes);
+                    0x40u + n, (unsigned long long)ina219[n].twi.reads,
+                    (unsigned long long)ina219[n].twi.writes);
         }
         if (ina226_mask & (1u << n)) {
             fprintf(stderr,
                     "h2iot_sim: INA226 at 0x%02x: %llu register reads, %llu writes, %llu results\n",
-                    0x40u + n, (unsigned long long)ina226[n].reads,
-                    (unsigned long long)ina226[n].writes, (unsigned long long)ina226[n].results);
+                    0x40u + n, (unsigned long long)ina226[n].twi.reads,
+                    (unsigned long long)ina226[n].twi.writes, (unsigned long long)ina226[n].results);
         }
     }
     for (size_t i = 0; profile && i < PROFILED; i++) {

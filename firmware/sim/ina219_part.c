@@ -1,6 +1,7 @@
 /* A TI INA219 (datasheet SBOS448G) on simavr's TWI bus: the register pointer, 16-bit
  * big-endian register reads and writes, and conversions in continuous mode computed from the
- * analog inputs the harness sets (shunt voltage, bus voltage).
+ * analog inputs the harness sets (shunt voltage, bus voltage). The bus side is
+ * twi_register_part.c.
  *
  *   0x00 configuration  read/write; bit 15 (RST) resets every register; power-on 0x399F
  *   0x01 shunt voltage  signed, 10 uV per LSB, saturating at the PGA range (40 mV << PG)
@@ -20,7 +21,6 @@
 
 #include <stdlib.h>
 
-#include "avr_twi.h"
 #include "sim_time.h"
 
 #define POWER_ON_CONFIG 0x399Fu
@@ -40,7 +40,7 @@ static avr_cycle_count_t conversion_cycles(const ina219_part_t *p)
 {
     uint32_t us = adc_time_us((uint8_t)(p->config >> 7 & 0xFu)) +
                   adc_time_us((uint8_t)(p->config >> 3 & 0xFu));
-    return avr_usec_to_cycles(p->avr, us);
+    return avr_usec_to_cycles(p->twi.avr, us);
 }
 
 uint16_t ina219_shunt_register(int32_t shunt_uv, uint16_t config)
@@ -77,12 +77,13 @@ static void convert(ina219_part_t *p)
     p->power_reg = (uint16_t)(power > 0xFFFF ? 0xFFFF : power);
 }
 
-static void update(ina219_part_t *p)
+static void update(void *part)
 {
+    ina219_part_t *p = part;
     if ((p->config & 0x7u) == 0u) {
         return; /* power-down */
     }
-    avr_cycle_count_t now = p->avr->cycle;
+    avr_cycle_count_t now = p->twi.avr->cycle;
     if (now < p->next_conversion) {
         return;
     }
@@ -97,11 +98,12 @@ static void reset_registers(ina219_part_t *p)
     p->calibration = 0;
     p->shunt_reg = p->bus_reg = p->current_reg = p->power_reg = 0;
     p->cnvr = 0;
-    p->next_conversion = p->avr->cycle + conversion_cycles(p);
+    p->next_conversion = p->twi.avr->cycle + conversion_cycles(p);
 }
 
-static uint16_t read_register(ina219_part_t *p, uint8_t reg)
+static uint16_t read_register(void *part, uint8_t reg)
 {
+    ina219_part_t *p = part;
     switch (reg) {
     case 0x00:
         return p->config;
@@ -121,8 +123,9 @@ static uint16_t read_register(ina219_part_t *p, uint8_t reg)
     }
 }
 
-static void write_register(ina219_part_t *p, uint8_t reg, uint16_t value)
+static void write_register(void *part, uint8_t reg, uint16_t value)
 {
+    ina219_part_t *p = part;
     if (reg == 0x00) {
         if (value & 0x8000u) {
             reset_registers(p);
@@ -130,81 +133,25 @@ static void write_register(ina219_part_t *p, uint8_t reg, uint16_t value)
         }
         p->config = value;
         p->cnvr = 0;
-        p->next_conversion = p->avr->cycle + conversion_cycles(p);
+        p->next_conversion = p->twi.avr->cycle + conversion_cycles(p);
     } else if (reg == 0x05) {
         p->calibration = (uint16_t)(value & 0xFFFEu);
     }
 }
 
-static void ack(ina219_part_t *p)
-{
-    avr_raise_irq(p->irq + TWI_IRQ_INPUT, avr_twi_irq_msg(TWI_COND_ACK, p->selected, 1));
-}
-
-/* The master's bus events (simavr 1.6 TWI messages). */
-static void on_bus(struct avr_irq_t *irq, uint32_t value, void *param)
-{
-    (void)irq;
-    ina219_part_t *p = param;
-    avr_twi_msg_irq_t v;
-    v.u.v = value;
-    if (v.u.twi.msg & TWI_COND_STOP) {
-        p->selected = 0;
-    }
-    if (v.u.twi.msg & TWI_COND_START) {
-        p->selected = 0;
-        if ((v.u.twi.addr >> 1) == p->addr) {
-            p->selected = v.u.twi.addr;
-            p->reading = v.u.twi.addr & 1u;
-            p->index = 0;
-            update(p);
-            if (p->reading) {
-                uint16_t reg = read_register(p, p->pointer);
-                p->out[0] = (uint8_t)(reg >> 8);
-                p->out[1] = (uint8_t)reg;
-                p->reads++;
-            }
-            ack(p);
-        }
-        return;
-    }
-    if (!p->selected) {
-        return;
-    }
-    if ((v.u.twi.msg & TWI_COND_WRITE) && !p->reading) {
-        ack(p);
-        if (p->index == 0) {
-            p->pointer = v.u.twi.data;
-        } else if (p->index == 1) {
-            p->write_hi = v.u.twi.data;
-        } else if (p->index == 2) {
-            write_register(p, p->pointer, (uint16_t)(p->write_hi << 8 | v.u.twi.data));
-            p->writes++;
-        }
-        p->index++;
-    }
-    if ((v.u.twi.msg & TWI_COND_READ) && p->reading) {
-        uint8_t byte = p->index < 2 ? p->out[p->index] : 0xFFu;
-        p->index++;
-        avr_raise_irq(p->irq + TWI_IRQ_INPUT,
-                      avr_twi_irq_msg(TWI_COND_READ, p->selected, byte));
-    }
-}
+static const twi_register_ops_t ops = {.update = update, .read = read_register,
+                                      .write = write_register};
 
 void ina219_part_init(avr_t *avr, ina219_part_t *p, uint8_t addr)
 {
-    *p = (ina219_part_t){.avr = avr, .addr = addr};
-    p->irq = avr_alloc_irq(&avr->irq_pool, 0, 2, irq_names);
-    avr_irq_register_notify(p->irq + TWI_IRQ_OUTPUT, on_bus, p);
+    *p = (ina219_part_t){0};
+    twi_register_part_init(&p->twi, avr, addr, irq_names, &ops, p);
     reset_registers(p);
 }
 
 void ina219_part_attach(ina219_part_t *p)
 {
-    avr_connect_irq(p->irq + TWI_IRQ_INPUT,
-                    avr_io_getirq(p->avr, AVR_IOCTL_TWI_GETIRQ(0), TWI_IRQ_INPUT));
-    avr_connect_irq(avr_io_getirq(p->avr, AVR_IOCTL_TWI_GETIRQ(0), TWI_IRQ_OUTPUT),
-                    p->irq + TWI_IRQ_OUTPUT);
+    twi_register_part_attach(&p->twi);
 }
 
 void ina219_part_set(ina219_part_t *p, int32_t shunt_uv, uint32_t bus_mv)

@@ -5,14 +5,10 @@
 #include <stdint.h>
 
 #include "sim_avr.h"
-#include "sim_irq.h"
+#include "twi_register_part.h"
 
 typedef struct {
-    avr_t *avr;
-    avr_irq_t *irq; /* TWI_IRQ_INPUT / TWI_IRQ_OUTPUT, as simavr's i2c_eeprom part */
-    uint8_t addr;   /* 7-bit */
-    uint8_t selected, reading, index, pointer;
-    uint8_t write_hi;
+    twi_register_part_t twi; /* the bus side: address, register pointer, access counts */
     uint16_t config, calibration;
     /* analog inputs, as set by the harness */
     int32_t shunt_uv;
@@ -21,8 +17,6 @@ typedef struct {
     uint16_t shunt_reg, bus_reg, current_reg, power_reg;
     uint8_t cnvr;
     avr_cycle_count_t next_conversion;
-    uint8_t out[2];
-    uint64_t reads, writes; /* register accesses, for the summary */
 } ina219_part_t;
 
 void ina219_part_init(avr_t *avr, ina219_part_t *p, uint8_t addr);

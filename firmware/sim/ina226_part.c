@@ -1,6 +1,7 @@
 /* A TI INA226 (datasheet SBOS547A) on simavr's TWI bus: the register pointer, 16-bit
  * big-endian register reads and writes, its identity, and timed conversions in continuous
- * mode from the analog inputs the harness sets (shunt voltage, bus voltage).
+ * mode from the analog inputs the harness sets (shunt voltage, bus voltage). The bus side is
+ * twi_register_part.c.
  *
  *   0x00 configuration  read/write; bit 15 (RST) resets every register; bits 14..12 read 100;
  *                       AVG 11..9 (1..1024), VBUSCT 8..6 and VSHCT 5..3 (140 us..8.244 ms),
@@ -30,7 +31,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "avr_twi.h"
 #include "sim_time.h"
 
 #define POWER_ON_CONFIG 0x4127u
@@ -56,12 +56,12 @@ static uint16_t averages(uint8_t setting)
 
 static avr_cycle_count_t shunt_cycles(const ina226_part_t *p)
 {
-    return avr_usec_to_cycles(p->avr, conversion_us((uint8_t)(p->config >> 3)));
+    return avr_usec_to_cycles(p->twi.avr, conversion_us((uint8_t)(p->config >> 3)));
 }
 
 static avr_cycle_count_t bus_cycles(const ina226_part_t *p)
 {
-    return avr_usec_to_cycles(p->avr, conversion_us((uint8_t)(p->config >> 6)));
+    return avr_usec_to_cycles(p->twi.avr, conversion_us((uint8_t)(p->config >> 6)));
 }
 
 static int converting(const ina226_part_t *p)
@@ -157,7 +157,7 @@ static void advance(ina226_part_t *p, avr_cycle_count_t to)
 /* A new configuration (or reset): the conversion under way is abandoned, a new one starts. */
 static void restart(ina226_part_t *p)
 {
-    p->cycle_start = p->integrated_to = p->avr->cycle;
+    p->cycle_start = p->integrated_to = p->twi.avr->cycle;
     p->shunt_acc = p->bus_acc = p->shunt_sum = p->bus_sum = 0.0;
     p->done = 0;
     p->cvrf = 0;
@@ -172,8 +172,9 @@ static void reset_registers(ina226_part_t *p)
     restart(p);
 }
 
-static uint16_t read_register(ina226_part_t *p, uint8_t reg)
+static uint16_t read_register(void *part, uint8_t reg)
 {
+    ina226_part_t *p = part;
     switch (reg) {
     case 0x00:
         return p->config;
@@ -203,8 +204,9 @@ static uint16_t read_register(ina226_part_t *p, uint8_t reg)
     }
 }
 
-static void write_register(ina226_part_t *p, uint8_t reg, uint16_t value)
+static void write_register(void *part, uint8_t reg, uint16_t value)
 {
+    ina226_part_t *p = part;
     switch (reg) {
     case 0x00:
         if (value & 0x8000u) {
@@ -228,80 +230,31 @@ static void write_register(ina226_part_t *p, uint8_t reg, uint16_t value)
     }
 }
 
-static void ack(ina226_part_t *p)
+/* The master addresses the part: what converted so far is done. */
+static void catch_up(void *part)
 {
-    avr_raise_irq(p->irq + TWI_IRQ_INPUT, avr_twi_irq_msg(TWI_COND_ACK, p->selected, 1));
+    ina226_part_t *p = part;
+    advance(p, p->twi.avr->cycle);
 }
 
-/* The master's bus events (simavr 1.6 TWI messages). */
-static void on_bus(struct avr_irq_t *irq, uint32_t value, void *param)
-{
-    (void)irq;
-    ina226_part_t *p = param;
-    avr_twi_msg_irq_t v;
-    v.u.v = value;
-    if (v.u.twi.msg & TWI_COND_STOP) {
-        p->selected = 0;
-    }
-    if (v.u.twi.msg & TWI_COND_START) {
-        p->selected = 0;
-        if ((v.u.twi.addr >> 1) == p->addr) {
-            p->selected = v.u.twi.addr;
-            p->reading = v.u.twi.addr & 1u;
-            p->index = 0;
-            advance(p, p->avr->cycle);
-            if (p->reading) {
-                uint16_t reg = read_register(p, p->pointer);
-                p->out[0] = (uint8_t)(reg >> 8);
-                p->out[1] = (uint8_t)reg;
-                p->reads++;
-            }
-            ack(p);
-        }
-        return;
-    }
-    if (!p->selected) {
-        return;
-    }
-    if ((v.u.twi.msg & TWI_COND_WRITE) && !p->reading) {
-        ack(p);
-        if (p->index == 0) {
-            p->pointer = v.u.twi.data;
-        } else if (p->index == 1) {
-            p->write_hi = v.u.twi.data;
-        } else if (p->index == 2) {
-            write_register(p, p->pointer, (uint16_t)(p->write_hi << 8 | v.u.twi.data));
-            p->writes++;
-        }
-        p->index++;
-    }
-    if ((v.u.twi.msg & TWI_COND_READ) && p->reading) {
-        uint8_t byte = p->index < 2 ? p->out[p->index] : 0xFFu;
-        p->index++;
-        avr_raise_irq(p->irq + TWI_IRQ_INPUT,
-                      avr_twi_irq_msg(TWI_COND_READ, p->selected, byte));
-    }
-}
+static const twi_register_ops_t ops = {.update = catch_up, .read = read_register,
+                                      .write = write_register};
 
 void ina226_part_init(avr_t *avr, ina226_part_t *p, uint8_t addr)
 {
-    *p = (ina226_part_t){.avr = avr, .addr = addr};
-    p->irq = avr_alloc_irq(&avr->irq_pool, 0, 2, irq_names);
-    avr_irq_register_notify(p->irq + TWI_IRQ_OUTPUT, on_bus, p);
+    *p = (ina226_part_t){0};
+    twi_register_part_init(&p->twi, avr, addr, irq_names, &ops, p);
     reset_registers(p);
 }
 
 void ina226_part_attach(ina226_part_t *p)
 {
-    avr_connect_irq(p->irq + TWI_IRQ_INPUT,
-                    avr_io_getirq(p->avr, AVR_IOCTL_TWI_GETIRQ(0), TWI_IRQ_INPUT));
-    avr_connect_irq(avr_io_getirq(p->avr, AVR_IOCTL_TWI_GETIRQ(0), TWI_IRQ_OUTPUT),
-                    p->irq + TWI_IRQ_OUTPUT);
+    twi_register_part_attach(&p->twi);
 }
 
 void ina226_part_set(ina226_part_t *p, double shunt_uv, double bus_mv)
 {
-    advance(p, p->avr->cycle); /* what converted so far saw the old inputs */
+    advance(p, p->twi.avr->cycle); /* what converted so far saw the old inputs */
     p->shunt_uv = shunt_uv;
     p->bus_mv = bus_mv;
 }

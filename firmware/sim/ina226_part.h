@@ -5,14 +5,10 @@
 #include <stdint.h>
 
 #include "sim_avr.h"
-#include "sim_irq.h"
+#include "twi_register_part.h"
 
 typedef struct {
-    avr_t *avr;
-    avr_irq_t *irq; /* TWI_IRQ_INPUT / TWI_IRQ_OUTPUT, as simavr's i2c_eeprom part */
-    uint8_t addr;   /* 7-bit */
-    uint8_t selected, reading, index, pointer;
-    uint8_t write_hi;
+    twi_register_part_t twi; /* the bus side: address, register pointer, access counts */
     uint16_t config, calibration, mask_enable, alert_limit;
     /* analog inputs, as set by the harness (held between changes) */
     double shunt_uv, bus_mv;
@@ -26,8 +22,7 @@ typedef struct {
     /* results of the last completed block */
     uint16_t shunt_reg, bus_reg, current_reg, power_reg;
     uint8_t cvrf, ovf;
-    uint8_t out[2];
-    uint64_t reads, writes, results; /* for the summary */
+    uint64_t results; /* completed blocks, for the summary */
 } ina226_part_t;
 
 void ina226_part_init(avr_t *avr, ina226_part_t *p, uint8_t addr);

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ from controller.energy import energy_in_window
 from controller.meter.ina226 import Ina226Calibration, Ina226Model
 from controller.meter.truth import Truth
 from controller.sweep import setup
-from tests.conftest import require_tool
+from tests.e2e.test_rig_check import simavr_buildable  # noqa: F401  (the fixture)
 
 H2IOT = [sys.executable, "-m", "controller.cli"]
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "local-ina226.toml"
@@ -55,17 +54,9 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def simavr_buildable() -> None:
-    require_tool("make", "gcc", "avr-gcc", "simavr")
-    if not Path("/usr/include/simavr/sim_avr.h").exists():
-        if os.environ.get("CI"):
-            pytest.fail("CI must provide libsimavr-dev")
-        pytest.skip("needs libsimavr-dev (the simavr harness)")
-
-
 def test_an_ina226_sweep_measures_the_modelled_energy_within_its_resolution(
-    tmp_path: Path, simavr_buildable: None
+    tmp_path: Path,
+    simavr_buildable: None,  # noqa: F811
 ) -> None:
     result = subprocess.run(
         [*H2IOT, "sweep", str(CONFIG), "--no-dashboard", "--out", str(tmp_path), *SMALL],

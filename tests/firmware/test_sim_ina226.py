@@ -15,30 +15,18 @@ import subprocess
 
 import numpy as np
 
-from tests.firmware import _wire
+from tests.firmware import _ina_loop, _wire
 from tests.firmware._sim import ELF, HARNESS, MS, Simulator
 from tests.firmware.test_sim import built  # noqa: F401  (the fixture)
 
-SHUNT_OHM = 0.1
 RATE_HZ = 500  # the firmware's configuration for it: 4 averages of 204 us shunt + 204 us bus
 RESULT_US = 4 * 2 * 204
-HOLD = 10  # samples per power level
-LEVELS = 60
 INA226_AT_0X40_0X41_0X42 = 0x77  # chips 0x40..0x42 (bits 0..2), all INA226s (bits 4..6)
 
 
-def supply(power_w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A 5.1 V supply with 60 mOhm of cable and the shunt: bus volts and amps at the load."""
-    r = 0.06 + SHUNT_OHM
-    current = (5.1 - np.sqrt(5.1**2 - 4 * r * power_w)) / (2 * r)
-    return 5.1 - 0.06 * current - SHUNT_OHM * current, current
-
-
 def test_ina226_power_comes_back_through_the_firmware(built: None) -> None:  # noqa: F811
-    rng = np.random.default_rng(11)
-    power_w = rng.uniform(1.0, 4.0, LEVELS)
-    power_w[::7] = rng.uniform(0.005, 0.05, len(power_w[::7]))  # a sleeping MCU-class load
-    bus_v, current_a = supply(power_w)
+    power_w = _ina_loop.power_trace(11)
+    bus_v, current_a = _ina_loop.supply(power_w)
     with Simulator(ELF, "--ina226", "0x3", "--ina219", "0x4") as sim:
         sim.advance(20 * MS)
         assert sim.command(_wire.SET_RATE, struct.pack("<I", RATE_HZ)) == 0
@@ -52,45 +40,12 @@ def test_ina226_power_comes_back_through_the_firmware(built: None) -> None:  # n
         assert info.payload[23] == INA226_AT_0X40_0X41_0X42  # i2c_mask, kinds included
         sim.write_lines([f"{sim.now_ns} 2500\n", f"{sim.now_ns} i 1 -1234.5 3300.6\n"])
         start_ns = sim.now_ns
-        assert sim.command(_wire.START) == 0
-        t0, period = sim.clock()
-        first = (sim.now_ns - t0) // period + 2
-        lines = []
-        for j in range(LEVELS):
-            t = t0 + (first + j * HOLD - 1) * period + period // 2
-            shunt_uv = current_a[j] * SHUNT_OHM * 1e6
-            lines.append(f"{t} i 0 {shunt_uv:.4f} {bus_v[j] * 1000:.4f}\n")
-        last = first + LEVELS * HOLD
-        lines.append(f"{t0 + last * period + 100 * MS}\n")
-        sim.write_lines(lines)
-        sim.now_ns = t0 + last * period + 100 * MS
-
-        def through_last() -> bool:
-            for f in reversed(sim.snapshot()):
-                if f.frame_type == _wire.SAMPLES:
-                    index, values = _wire.samples(f)
-                    return bool(index + len(values) > last)
-            return False
-
-        sim.wait_until(through_last, timeout_s=120)
-        assert sim.command(_wire.STOP) == 0
-        sim.advance_until(
-            lambda: any(
-                f.frame_type == _wire.STATUS and _wire.status(f).running == 0
-                for f in sim.snapshot()[-4:]
-            )
+        levels = _ina_loop.start_with_levels(
+            sim, lambda j: f"{current_a[j] * _ina_loop.SHUNT_OHM * 1e6:.4f} {bus_v[j] * 1000:.4f}"
         )
-        frames = sim.snapshot()
-        stderr = sim.close()
+        frames, stderr = _ina_loop.run_until_stopped(sim, levels.last)
 
-    final = [_wire.status(f) for f in frames if f.frame_type == _wire.STATUS][-1]
-    assert final.samples_dropped == 0
-    chunks = [_wire.samples(f) for f in frames if f.frame_type == _wire.SAMPLES]
-    assert all(v.shape[1] == 7 for _, v in chunks)  # A0, then (shunt, bus) x 3
-    index = np.concatenate([i + np.arange(len(v)) for i, v in chunks])
-    values = np.concatenate([v for _, v in chunks]).astype(np.int64)
-    assert (np.diff(index) == 1).all() and index[0] == 0
-    assert (values[:, 0] == 511).all()  # A0 at 2500 mV
+    final, index, values = _ina_loop.samples(frames)
     # the INA226 at 0x41 with constant inputs, from sample 0 on (START waited for a result of
     # the new configuration): -1234.5 uV -> -494 x 2.5 uV, 3300.6 mV -> 2640 x 1.25 mV
     assert (values[:, 3] == (-494 & 0xFFFF)).all()
@@ -101,11 +56,10 @@ def test_ina226_power_comes_back_through_the_firmware(built: None) -> None:  # n
     shunt_v = values[:, 1].astype(np.uint16).view(np.int16) * 2.5e-6
     bus = values[:, 2] * 1.25e-3
     assert (values[:, 2] < 0x8000).all()
-    measured_w = bus * shunt_v / SHUNT_OHM
-    for j in range(LEVELS):
+    measured_w = bus * shunt_v / _ina_loop.SHUNT_OHM
+    for j in range(_ina_loop.LEVELS):
         # two samples of settling: a result integrates the 1632 us before it completed
-        rows = (index >= first + j * HOLD + 2) & (index < first + (j + 1) * HOLD)
-        assert rows.sum() == HOLD - 2
+        rows = _ina_loop.settled_rows(index, levels.first, j)
         error = np.abs(measured_w[rows] - power_w[j]).max()
         # quantisation: half an LSB of shunt (1.25 uV: 12.5 uA) x 5.1 V and of bus (0.625 mV)
         # x the current; the inputs carry 4 decimals
@@ -117,7 +71,7 @@ def test_ina226_power_comes_back_through_the_firmware(built: None) -> None:  # n
     # would be 28 % to 3 x off)
     found = re.search(r"INA226 at 0x40: \d+ register reads, \d+ writes, (\d+) results", stderr)
     assert found is not None, stderr
-    during = (final.samples_taken + 1) * period / (RESULT_US * 1000)  # + START's wait
+    during = (final.samples_taken + 1) * levels.period / (RESULT_US * 1000)  # + START's wait
     assert during - 2 <= int(found.group(1)) <= during + start_ns / 2.2e6 + 3
 
 

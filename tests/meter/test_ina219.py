@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.errors import ConfigError
 from controller.meter.ina219 import (
     Ina219Calibration,
     Ina219Model,
@@ -17,6 +16,7 @@ from controller.meter.ina219 import (
     overflow,
     shunt_v,
 )
+from tests.meter._ina_checks import assert_refused, assert_registers_decode_within_a_step
 
 VECTORS = Path(__file__).resolve().parents[2] / "firmware" / "vectors" / "frames.json"
 
@@ -65,17 +65,12 @@ def test_datasheet_calibration_and_resolution() -> None:
     ],
 )
 def test_bad_calibration_is_refused_naming_the_key(changes: dict[str, float], message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        Ina219Calibration(**changes)  # type: ignore[arg-type]
+    assert_refused(Ina219Calibration, changes, message)
 
 
 def test_model_registers_decode_back_to_the_power_within_a_step() -> None:
     model = Ina219Model(noise_uv=0.0)
-    power = np.array([20.0, 1000.0, 2500.0, 4000.0])
-    shunt, bus = model.registers(power, np.random.default_rng(1))
-    measured = model.calibration.power_mw(shunt, bus)
-    for p, m in zip(power, measured, strict=True):
-        assert abs(m - p) <= model.calibration.power_step_mw(p, model.supply_v)
+    _, bus = assert_registers_decode_within_a_step(model)
     assert (bus & 2).all() and not overflow(bus).any()
     assert bus_v(bus)[-1] < 5.1 - 0.1  # the supply droops under 4 W
     # beyond the PGA range: clipped and flagged

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from controller.config.model import INA226_RATE_MAX_HZ
-from controller.errors import ConfigError
 from controller.meter.ina219 import Ina219Calibration, Ina219Model
 from controller.meter.ina226 import (
     RATE_MAX_HZ,
@@ -23,6 +22,7 @@ from controller.meter.ina226 import (
     model_like,
     shunt_v,
 )
+from tests.meter._ina_checks import assert_refused, assert_registers_decode_within_a_step
 
 VECTORS = Path(__file__).resolve().parents[2] / "firmware" / "vectors" / "frames.json"
 
@@ -104,17 +104,12 @@ def test_datasheet_calibration_and_resolution() -> None:
     [({"address": 0x44}, "INA226 address 0x44"), ({"shunt_ohm": 0.0}, "shunt_ohm")],
 )
 def test_bad_calibration_is_refused_naming_the_key(changes: dict[str, float], message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        Ina226Calibration(**changes)  # type: ignore[arg-type]
+    assert_refused(Ina226Calibration, changes, message)
 
 
 def test_model_registers_decode_back_to_the_power_within_a_step() -> None:
     model = Ina226Model(noise_uv=0.0)
-    power = np.array([20.0, 1000.0, 2500.0, 4000.0])
-    shunt, bus = model.registers(power, np.random.default_rng(1))
-    measured = model.calibration.power_mw(shunt, bus)
-    for p, m in zip(power, measured, strict=True):
-        assert abs(m - p) <= model.calibration.power_step_mw(p, model.supply_v)
+    _, bus = assert_registers_decode_within_a_step(model)
     assert (bus < 0x8000).all()
     assert bus_v(bus)[-1] < 5.1 - 0.1  # the supply droops under 4 W
     # beyond +-81.92 mV: clipped at full scale
