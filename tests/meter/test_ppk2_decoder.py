@@ -164,16 +164,15 @@ ranges_runs = st.lists(
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    ranges_runs, st.lists(st.integers(min_value=0), max_size=5), st.randoms(use_true_random=False)
-)
-def test_the_vectorised_spike_filter_follows_the_rule_across_feeds(runs, cuts, rnd):
+# The currents within each run come from a seeded generator rather than from hypothesis: runs
+# of thousands of samples drawn one by one exceed hypothesis's per-example budget of entropy
+# (its data_too_large health check failed a derandomised CI run).
+@given(ranges_runs, st.lists(st.integers(min_value=0), max_size=5), st.integers(0, 2**32 - 1))
+def test_the_vectorised_spike_filter_follows_the_rule_across_feeds(runs, cuts, seed):
     ceilings = (0.0, 500.0, 5_000.0, 50_000.0, 500_000.0, 900_000.0)
+    rng = np.random.default_rng(seed)
     current = np.concatenate(
-        [
-            np.array([rnd.uniform(ceilings[r] * 1.01, ceilings[r + 1] * 0.99) for _ in range(n)])
-            for r, n in runs
-        ]
+        [rng.uniform(ceilings[r] * 1.01, ceilings[r + 1] * 0.99, size=n) for r, n in runs]
     )
     assume(current.size >= SYNC_WORDS)
     raw = stream(current)
