@@ -17,11 +17,12 @@ from tests.ci_guard import (  # noqa: F401  (in CI, a skipped test fails the run
 )
 
 # Property tests: in CI each runs the same examples every time (derandomised from the test's
-# name), so a red run is reproducible and a green one is not luck. 500 examples (200 were not)
-# find tests/agent/test_limits.py's rounding counterexample without its @example. Elsewhere
-# they keep exploring with fresh random examples (and remember failures in .hypothesis/).
-# Tests that set their own max_examples keep it. HYPOTHESIS_PROFILE overrides the choice.
-settings.register_profile("ci", derandomize=True, max_examples=500, deadline=None, database=None)
+# name), so a red run is reproducible and a green one is not luck. 200 examples each: about 140
+# property tests under coverage at 500 cost CI some 5 minutes of CPU. A test whose known
+# counterexample needs more says so in its own settings (tests/agent/test_limits.py: 500) and
+# keeps that counterexample as an @example. Elsewhere they keep exploring with fresh random
+# examples (and remember failures in .hypothesis/). HYPOTHESIS_PROFILE overrides the choice.
+settings.register_profile("ci", derandomize=True, max_examples=200, deadline=None, database=None)
 settings.register_profile("dev", deadline=None)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")

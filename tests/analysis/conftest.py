@@ -1,10 +1,17 @@
 """Runs recorded once per session from the study model (tests/analysis/fake_run.py), and the
 reports `h2iot report` writes for them; one small reported run per workload besides the page.
-Tests that change a run work on a copy."""
+Tests that change a run work on a copy.
+
+Once per session means once for all of a session's pytest-xdist workers: writing these reports
+is mostly matplotlib's drawing (5-8 s per report, twice that under coverage), and each worker
+that ran a module using them used to write them again."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +31,26 @@ WORKLOAD_RUNS: dict[str, tuple[tuple[str, tuple[Any, ...]], dict[str, Any]]] = {
 }
 
 
-@pytest.fixture(scope="session")
-def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("runs")
+def _built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `name`, built by the first of the session's workers that asks for it, under
+    a lock the others wait on. Workers share the parent of their base temps, keyed here by the
+    session's run id so that an earlier session's folder is never taken for this one's."""
+    session = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    shared = factory.getbasetemp().parent / f"shared-{session}" if session else None
+    root = shared or factory.getbasetemp()
+    root.mkdir(exist_ok=True)
+    folder, done = root / name, root / f"{name}.done"
+    with (root / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
+def _record_study_runs(root: Path) -> None:
     record_run(root / "study")
     # A second engine on a shaped link: slower, the same sweep, a measured RTT.
     record_run(
@@ -37,15 +61,19 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         rtt_s=0.0004,
         name="slow-link",
     )
-    return root
+    assert main(["report", str(root / "study"), str(root / "slow-link")]) == 0
+
+
+@pytest.fixture(scope="session")
+def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The study's run and a slower one on a shaped link, both reported together."""
+    return _built_once(tmp_path_factory, "runs", _record_study_runs)
 
 
 @pytest.fixture(scope="session")
 def reported(runs_root: Path) -> tuple[Path, Path]:
     """Both runs after `h2iot report study slow-link`."""
-    study, slow = runs_root / "study", runs_root / "slow-link"
-    assert main(["report", str(study), str(slow)]) == 0
-    return study, slow
+    return runs_root / "study", runs_root / "slow-link"
 
 
 @pytest.fixture
@@ -56,11 +84,7 @@ def run_copy(runs_root: Path, tmp_path: Path) -> Path:
     return copy
 
 
-@pytest.fixture(scope="session")
-def workload_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Per workload of WORKLOAD_RUNS, a reported run: two windows, 3 repetitions, no traces."""
-    root = tmp_path_factory.mktemp("workloads")
-    runs = {}
+def _record_workload_runs(root: Path) -> None:
     for workload, (axis, params) in WORKLOAD_RUNS.items():
         run_dir = record_run(
             root / workload,
@@ -72,5 +96,10 @@ def workload_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
             workload_params=params,
         )
         write_report(load_run(run_dir))
-        runs[workload] = run_dir
-    return runs
+
+
+@pytest.fixture(scope="session")
+def workload_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Per workload of WORKLOAD_RUNS, a reported run: two windows, 3 repetitions, no traces."""
+    root = _built_once(tmp_path_factory, "workloads", _record_workload_runs)
+    return {workload: root / workload for workload in WORKLOAD_RUNS}

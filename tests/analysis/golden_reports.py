@@ -1,5 +1,6 @@
 """Golden reports: report.md and summary.csv of one recorded run per workload, kept under
-tests/analysis/golden/<kind>/, which the report's output must match byte for byte.
+tests/analysis/golden/<kind>/, which the report's output must match (report.md byte for byte,
+summary.csv to 1e-9 of each row: tests/analysis/test_golden_reports.py says why).
 
 They pin what a reader sees while the report's code moves (issue 26: each workload's blocks
 and figures into analysis/workloads/<kind>.py), so a move that changes a number, a sentence
