@@ -66,6 +66,13 @@ PROCESS_METRICS: tuple[Metric, ...] = (
 trial process, start-up included; a warm agent's handling of the trial): a run of each
 `run.agent` compared (`h2iot report WARM FRESH`) shows the start-up a warm agent saves."""
 
+CONNECT_METRICS: tuple[Metric, ...] = (
+    Metric("client_connect_s", "client connection set-up", "s", "ms", 1e3),
+    Metric("client_connect_cpu_s", "client connection set-up CPU time", "s", "ms", 1e3),
+)
+"""The connection's set-up, TCP and, for protocol h2, TLS's handshake (h2 engine): what TLS
+costs per trial apart from what it costs per byte."""
+
 FRAME_SOURCES = {
     "client_data_frames_per_byte": "client_data_frames",
     "client_window_update_frames_per_byte": "client_window_update_frames",
@@ -82,6 +89,8 @@ NUMERIC_COLUMNS: tuple[str, ...] = (
     "t_wall_end_ns",
     "client_response_s",
     "client_ttfb_s",
+    "client_connect_s",
+    "client_connect_cpu_s",
     "client_cpu_s",
     "client_cpu_pct",
     "client_process_s",
@@ -110,7 +119,7 @@ NUMERIC_COLUMNS: tuple[str, ...] = (
 )
 """Columns converted to numbers in ok rows when present (empty cells become NaN)."""
 
-METRIC_BY_NAME = {m.name: m for m in (*METRICS, *FRAME_METRICS, *PROCESS_METRICS)}
+METRIC_BY_NAME = {m.name: m for m in (*METRICS, *FRAME_METRICS, *PROCESS_METRICS, *CONNECT_METRICS)}
 
 # A column's unit, read from its name's ending (units in names: `latency_max_s`, `body_bytes`).
 _UNIT_SUFFIXES = (

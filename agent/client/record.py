@@ -49,6 +49,12 @@ class ClientRecord:
     # The node's CPU clock, governor, temperature, throttling, other load (agent.conditions);
     # None where the trial did not run.
     conditions: Mapping[str, object] | None = None
+    # Connect start -> the connection ready for HTTP/2 (TCP, and TLS's handshake with `tls`),
+    # and the process's CPU over that span; None where the engine cannot tell (nghttp2: CPU)
+    # or no connection was made.
+    connect_s: float | None = None
+    connect_cpu_s: float | None = None
+    tls_version: str | None = None  # as the TLS library names it ("TLSv1.3"); None without TLS
 
     def to_dict(self) -> dict[str, object]:
         record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}

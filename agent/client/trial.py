@@ -11,6 +11,7 @@ failure before it could start (the page's manifest) is `unrun_record`.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
@@ -163,10 +164,19 @@ async def run_trial(
     """The trial's record, failed or not."""
     connection: ClientConnection | None = None
     error: str | None = None
+    connect_s: float | None = None
+    connect_cpu_s: float | None = None
+    tls_version: str | None = None
 
     async def connect_and_run() -> None:
-        nonlocal connection
+        nonlocal connection, connect_s, connect_cpu_s, tls_version
+        started_s, cpu_s = time.perf_counter(), time.process_time()
         connection = await open_connection(target, options)
+        connect_s = time.perf_counter() - started_s
+        connect_cpu_s = time.process_time() - cpu_s
+        if connection.transport is not None:
+            tls = connection.transport.get_extra_info("ssl_object")
+            tls_version = None if tls is None else tls.version()
         await driver.run(TrialSession(connection, target, trial_id))
 
     conditions = TrialWatch()  # the node's state, read outside the measured window
@@ -226,6 +236,9 @@ async def run_trial(
         metrics=driver.metrics(),
         extra=driver.extra(start_ns),
         conditions=node.to_dict(),
+        connect_s=connect_s,
+        connect_cpu_s=connect_cpu_s,
+        tls_version=tls_version,
     )
 
 

@@ -23,6 +23,7 @@ from controller.config.model import (
     INA226_RATE_MAX_HZ,
     LOCAL_HOST,
     PPK2_RATE_HZ,
+    PROTOCOL_AXIS,
     ROLES,
     SERVER_ENGINE_AXIS,
     SERVER_ONLY_ENGINES,
@@ -43,7 +44,7 @@ from controller.config.model import (
     is_ina226,
 )
 from controller.config.profile import DeviceProfile, not_applied_message, resolve
-from controller.config.schema import FLOW_READERS, NODE_AXES, PARAM_NAMES
+from controller.config.schema import OTHER_AXES, PARAM_NAMES
 from controller.errors import ConfigError
 from controller.run.columns import METRIC_COLUMNS, workload_columns
 
@@ -278,7 +279,7 @@ def _axes(stack: Stack, workload: WorkloadConfig) -> tuple[tuple[str, tuple[Axis
     spec = SPECS[workload.kind]
     checked = []
     for name, values in axes:
-        if name in SETTING_SPECS or name in FLOW_READERS or name in NODE_AXES:
+        if name in SETTING_SPECS or name in OTHER_AXES:
             checked.append((name, values))
             continue
         key = f"sweep.{name}"
@@ -323,6 +324,7 @@ def build(stack: Stack, source: str) -> Config:
     _check_engines(stack, config)
     _check_energy_window(stack, config)
     _check_agent_mode(stack, config)
+    _check_protocol(stack, config)
     _check_idle_baseline(stack, config)
     check_clients(stack, config)
     return config
@@ -424,6 +426,18 @@ def _check_agent_mode(stack: Stack, config: Config) -> None:
             'energy.window = "process" (each trial process\'s whole life) would measure no '
             'process: use "fresh" with it, or energy.window = "fetch"'
         )
+
+
+def _check_protocol(stack: Stack, config: Config) -> None:
+    """TLS trials put the run's authority on the client node; several client nodes would each
+    need it where their own state lives, which the sweep does not yet do."""
+    if config.protocols == ("h2c",) or len(config.client_nodes) == 1:
+        return
+    key = f"sweep.{PROTOCOL_AXIS}" if PROTOCOL_AXIS in config.sweep.names else "workload.protocol"
+    raise ConfigError(
+        f'{stack.origin(key)}: {key}: "h2" (TLS) runs with one client node; nodes.clients '
+        f"lists {len(config.client_nodes)}"
+    )
 
 
 def _servers(config: Config) -> list[tuple[str, NodeConfig]]:

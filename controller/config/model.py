@@ -24,6 +24,7 @@ Role = Literal["client", "server"]
 MeterSource = Literal["serial", "virtual", "simavr", "ppk2"]
 Ppk2Mode = Literal["ampere", "source"]
 Engine = Literal["h2", "nghttp2", "hypercorn"]
+Protocol = Literal["h2c", "h2"]
 UnrepresentableWindow = Literal["map", "reject"]
 Sensor = Literal["5A", "20A", "30A"]
 
@@ -77,6 +78,11 @@ class RunConfig:
 AxisValue = ParamValue
 """A swept value: an HTTP/2 setting's integer, or a workload parameter of any of its kinds."""
 
+PROTOCOLS: tuple[Protocol, ...] = ("h2c", "h2")
+"""HTTP/2 in cleartext with prior knowledge (the study's), or over TLS 1.3 with ALPN h2."""
+PROTOCOL_AXIS = "protocol"
+"""[workload] protocol, sweepable: the server agent restarts when it changes."""
+
 FLOW_KEYS = ("connection_window", "window_update_policy")
 """The client's flow-control keys of [workload]: sweepable beside the settings and parameters."""
 
@@ -111,6 +117,7 @@ class WorkloadConfig:
     window_update_policy: str = "half"
     # nghttp2 takes windows as 2^N - 1 bytes: map other values to the nearest, or refuse them.
     unrepresentable_window: UnrepresentableWindow = "map"
+    protocol: Protocol = "h2c"
 
     def param(self, name: str) -> ParamValue:
         return dict(self.params)[name]
@@ -126,6 +133,11 @@ class TrialPoint:
     window_update_policy: str
     params: tuple[tuple[str, ParamValue], ...]
     server_engine: Engine | None = None  # swept (server_engine); None: nodes.server.engine
+    protocol: Protocol = "h2c"
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol != "h2c"
 
     def param(self, name: str) -> ParamValue:
         return dict(self.params)[name]
@@ -374,6 +386,12 @@ class Config:
         """Every client node: nodes.clients, else nodes.client alone."""
         return self.clients or (self.client,)
 
+    @property
+    def protocols(self) -> tuple[Protocol, ...]:
+        """The protocols the run's trials use: the swept ones, else [workload] protocol."""
+        swept = dict(self.sweep.axes).get(PROTOCOL_AXIS) or (self.workload.protocol,)
+        return tuple(p for p in PROTOCOLS if p in swept)
+
     def point(self, axes: Mapping[str, AxisValue]) -> TrialPoint:
         """The grid point `axes` (axis name -> value) over this config's other values."""
         settings = {name: int(value) for name, value in axes.items() if name in SETTING_SPECS}
@@ -392,6 +410,9 @@ class Config:
             ),
             params=tuple(params.items()),
             server_engine=next((e for e in ENGINES if e == axes.get(SERVER_ENGINE_AXIS)), None),
+            protocol=next(
+                (p for p in PROTOCOLS if p == axes.get(PROTOCOL_AXIS)), self.workload.protocol
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -33,6 +33,8 @@ from controller.config.model import (
     ORDERS,
     PPK2_MODES,
     PPK2_SUPPLY_MV,
+    PROTOCOL_AXIS,
+    PROTOCOLS,
     ROLES,
     SEARCH_HOLDS,
     SENSORS,
@@ -244,7 +246,7 @@ def _axis_name(raw: str) -> str:
         return raw
     known = ", ".join((*SETTING_SPECS, *SWEEPABLE_KEYS))
     raise _Invalid(
-        f"not an HTTP/2 setting, flow-control key or workload parameter (known: {known})"
+        f"not an HTTP/2 setting, flow-control key, protocol or workload parameter (known: {known})"
     )
 
 
@@ -265,7 +267,7 @@ def sweep(value: Any) -> dict[str, tuple[Any, ...] | None]:
             elif name in SETTING_SPECS:
                 axes[name] = _axis(name, values)
             else:
-                axes[name] = _values(values, FLOW_READERS.get(name) or NODE_AXES.get(name))
+                axes[name] = _values(values, OTHER_AXES.get(name))
         except _Invalid as exc:
             raise _Invalid(str(exc), at + exc.at) from None
     return axes
@@ -429,10 +431,14 @@ FLOW_READERS: dict[str, Reader] = {
     "connection_window": optional(_window),
     "window_update_policy": choice(WINDOW_UPDATE_POLICIES),
 }
+# [workload] protocol: HTTP/2 in cleartext or over TLS (model.PROTOCOLS).
+PROTOCOL_READERS: dict[str, Reader] = {PROTOCOL_AXIS: choice(PROTOCOLS)}
 PARAM_NAMES = tuple(dict.fromkeys(p.name for spec in SPECS.values() for p in spec.params))
 # Node keys a sweep may vary: the server's stack (model.SERVER_ENGINE_AXIS).
 NODE_AXES: dict[str, Reader] = {SERVER_ENGINE_AXIS: choice(ENGINES)}
-SWEEPABLE_KEYS = (*FLOW_READERS, *PARAM_NAMES, *NODE_AXES)
+SWEEPABLE_KEYS = (*FLOW_READERS, *PROTOCOL_READERS, *PARAM_NAMES, *NODE_AXES)
+# Axes that are neither a setting nor a workload parameter, with the reader of their values.
+OTHER_AXES: dict[str, Reader] = {**FLOW_READERS, **PROTOCOL_READERS, **NODE_AXES}
 
 
 SCHEMA: Schema = {
@@ -454,6 +460,7 @@ SCHEMA: Schema = {
     "workload": {
         "kind": choice(tuple(SPECS)),
         **FLOW_READERS,
+        **PROTOCOL_READERS,
         "unrepresentable_window": choice(UNREPRESENTABLE_WINDOW),
         # Checked against the kind's declaration once the layers are merged (build.py).
         **dict.fromkeys(PARAM_NAMES, _single),

@@ -36,12 +36,14 @@ TRIAL_PROCESS = "trial_process"
 @dataclass(frozen=True)
 class ServerMount:
     """What a server agent serves: a workload (its kind and server-side parameters), the
-    SETTINGS it announces and, for the page workload, the site's directory."""
+    SETTINGS it announces, for the page workload the site's directory and, over TLS, its
+    certificate and key (paths on the node)."""
 
     workload: str = DEFAULT_KIND
     settings: tuple[tuple[str, int], ...] = ()
     params: tuple[tuple[str, ParamValue], ...] = ()
     root: str | None = None
+    tls: tuple[str, str] | None = None  # (certificate, key); None: cleartext h2c
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,9 @@ class AgentNode:
         if mount.root is not None:
             argv += ["--root", self.node.path(mount.root)]
         argv += _pairs("--setting", mount.settings) + _pairs("--param", mount.params)
+        if mount.tls is not None:
+            cert, key = (self.node.path(path) for path in mount.tls)
+            argv += ["--tls", "--cert", cert, "--key", key]
         argv += ["--trial-log", self.trial_log, *self._cpu_args()]
         argv += _engine_args(engine, unrepresentable_window)
         log_offset = 0
@@ -214,6 +219,7 @@ class AgentNode:
         trial_control: str | None = None,
         start_at_s: float | None = None,
         peer_clock: PeerOffset | None = None,
+        ca_file: str | None = None,
     ) -> dict[str, Any]:
         """One trial of the workload by the client agent (`h2iot-agent trial`); its JSON record
         (agent/README.md), also when the trial failed (`ok` false: a body mismatch, a refused
@@ -221,7 +227,8 @@ class AgentNode:
         died) raises CommandFailedError with the agent's error. `start_at_s`: the instant on
         the node's wall clock (Unix seconds) the trial begins at (`--start-at`). `peer_clock`: the
         server node's wall clock minus this one's, which times across both clocks are mapped by
-        (`--peer-clock-offset-ns`)."""
+        (`--peer-clock-offset-ns`). `ca_file`: for an https URL, the authority (a path on the
+        node) the server's certificate must chain to."""
         argv = ["trial", url, "--workload", workload, "--json", "--timeout", f"{timeout_s:g}"]
         argv += self._cpu_args()
         options: Sequence[tuple[str, object]] = (
@@ -234,6 +241,7 @@ class AgentNode:
             ("--start-at", None if start_at_s is None else f"{start_at_s:.6f}"),
             ("--peer-clock-offset-ns", peer_clock and peer_clock.offset_ns),
             ("--peer-clock-uncertainty-ns", peer_clock and peer_clock.uncertainty_ns),
+            ("--ca-file", None if ca_file is None else self.node.path(ca_file)),
         )
         for flag, value in options:
             if value is not None:

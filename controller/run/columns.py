@@ -39,6 +39,18 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     Column("t_wall_end_ns", "ns", "client's wall clock at the fetch end"),
     Column("client_response_s", "s", "connect start -> last byte of the last resource"),
     Column("client_ttfb_s", "s", "connect start -> the page's response headers"),
+    Column(
+        "client_connect_s",
+        "s",
+        "connect start -> connection ready: TCP, and for protocol h2 the TLS handshake "
+        "(empty on the nghttp2 engine)",
+    ),
+    Column(
+        "client_connect_cpu_s",
+        "s",
+        "client agent process CPU time over that span (h2 engine)",
+    ),
+    Column("client_tls_version", "", "the TLS version negotiated (TLSv1.3), empty in cleartext"),
     Column("client_cpu_s", "s", "client agent process CPU time (user + sys) over the fetch"),
     Column(
         "client_cpu_pct",

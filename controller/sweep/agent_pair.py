@@ -10,7 +10,7 @@ restarted only when what it serves changes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from agent.workloads import ParamValue
@@ -27,6 +27,15 @@ TRIAL_INTERFACE = "trial_interface"
 """The key `run_trial` adds to a local client's record: the bytes and packets its network
 interface carried while the trial command ran (loopback: each frame once, and anything else on
 this machine that used it then)."""
+
+
+@dataclass(frozen=True)
+class NodeCredentials:
+    """The run's TLS files where the agents read them (controller.run.tls makes them)."""
+
+    server_cert: str  # on the server node
+    server_key: str  # on the server node
+    ca_file: str  # on the client node: what the server's certificate must chain to
 
 
 def peer_clock(config: Config, facts: Mapping[str, Any]) -> PeerOffset | None:
@@ -51,8 +60,10 @@ class AgentPair:
         client_offset_ns: int,
         facts: Mapping[str, Any],
         client_traffic: Callable[[], Counters | None] | None = None,
+        tls: NodeCredentials | None = None,
     ) -> None:
         self.config = config
+        self.tls = tls
         self.client = client
         if config.run.agent == "warm":
             # Started now, ended with the client node's session.
@@ -83,6 +94,7 @@ class AgentPair:
                 settings=point.settings,
                 params=self._side(point, "server"),
                 root=served.root,
+                tls=self._server_credentials(point),
             )
             engine = point.server_engine or self.config.server.engine
             running = self._running
@@ -109,12 +121,27 @@ class AgentPair:
         except NodeError as exc:
             raise NodeLost(f"server agent: {exc}", role="server") from None
 
+    def _server_credentials(self, point: TrialPoint) -> tuple[str, str] | None:
+        if not point.tls:
+            return None
+        assert self.tls is not None, "a run with TLS trials deploys its credentials first"
+        return self.tls.server_cert, self.tls.server_key
+
+    def _ca_file(self, point: TrialPoint) -> str | None:
+        """The authority the client checks the server against; none for nghttp, which checks
+        no certificate (and whose agent refuses --ca-file)."""
+        if not point.tls or self.config.client.engine == "nghttp2":
+            return None
+        assert self.tls is not None, "a run with TLS trials deploys its credentials first"
+        return self.tls.ca_file
+
     def run_trial(
         self, trial_id: str, axes: Mapping[str, AxisValue], timeout_s: float
     ) -> dict[str, Any]:
         assert self._running is not None, "ensure_server first"
         point = self.config.point(axes)
-        url = f"http://{self.config.client.address}:{self._running.port}/"
+        scheme = "https" if point.tls else "http"
+        url = f"{scheme}://{self.config.client.address}:{self._running.port}/"
         control = self._running.control_port
         # nghttpd's agent counts trials by the client's trial-control messages, not the header.
         trial_control = None if control is None else f"{self.config.client.address}:{control}"
@@ -135,6 +162,7 @@ class AgentPair:
                 unrepresentable_window=self.config.workload.unrepresentable_window,
                 trial_control=trial_control,
                 peer_clock=self.peer_clock,
+                ca_file=self._ca_file(point),
             )
         except NodeUnreachableError as exc:
             raise NodeLost(str(exc), role="client") from None

@@ -51,7 +51,8 @@ from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.connect import connect, node_label
 from controller.nodes.facts import inspect_node
 from controller.nodes.node import Node
-from controller.sweep.agent_pair import AgentPair
+from controller.run.tls import KEY_KIND, TLS_DIR, run_credentials
+from controller.sweep.agent_pair import AgentPair, NodeCredentials
 from controller.sweep.client_group import client_group, grouped_server
 from controller.sweep.memory_pair import make_pair
 from controller.sweep.meter_tap import MeterTap, Ppk2Tap, open_ppk2_tap, ppk2_supply
@@ -242,6 +243,7 @@ def open_sweep(
             client_shares_host=all(c.host == config.server.host for c in config.client_nodes),
         )
         prepare_sweep(config, prepare)
+        tls = _deploy_credentials(config, run_dir, client, server)
         modelled = config.meter.modelled
         marker_path = (
             (run_dir / MARKER_FIFO).resolve() if modelled and config.client.is_local else None
@@ -269,10 +271,51 @@ def open_sweep(
                 if client_anchor is None
                 else InterfaceCounters(devices.interface("client"), client_anchor).read
             ),
+            tls=tls,
         )
         stack.callback(_stop_server, pair)
         facts["peer_clock"] = None if pair.peer_clock is None else asdict(pair.peer_clock)
-        yield pair, tap, {"nodes": facts, "meter": tap.facts(), "link": link, "device": device}
+        yield (
+            pair,
+            tap,
+            {
+                "nodes": facts,
+                "meter": tap.facts(),
+                "link": link,
+                "device": device,
+                "tls": None if tls is None else tls_facts(config),
+            },
+        )
+
+
+def _deploy_credentials(
+    config: Config, run_dir: Path, client: AgentNode, server: AgentNode
+) -> NodeCredentials | None:
+    """For a run with TLS trials, its credentials (controller.run.tls) on the nodes: the
+    server's certificate and key (0600) in the server's state directory, the authority in the
+    client's. The certificate names the address the client connects to (and the server's)."""
+    if config.protocols == ("h2c",):
+        return None
+    wildcard = ("0.0.0.0", "::")
+    addresses = (config.client.address, config.server.address)
+    names = tuple(dict.fromkeys(a for a in addresses if a not in wildcard))
+    made = run_credentials(run_dir, names, run_dir.name)
+    cert = server.node.put_file(made.server_cert, f"{server.state_dir}/tls/server.pem")
+    key = server.node.put_file(made.server_key, f"{server.state_dir}/tls/server.key")
+    server.node.run(["chmod", "600", key])
+    ca_file = client.node.put_file(made.ca_cert, f"{client.state_dir}/tls/ca.pem")
+    return NodeCredentials(cert, key, ca_file)
+
+
+def tls_facts(config: Config) -> dict[str, Any]:
+    """What the manifest says of a run's TLS (its files are under the run's tls/)."""
+    return {
+        "protocols": list(config.protocols),
+        "certificate": f"{TLS_DIR}/server.pem",
+        "authority": f"{TLS_DIR}/ca.pem",
+        "key": KEY_KIND,
+        "client_checks_certificate": config.client.engine != "nghttp2",
+    }
 
 
 def _stop_server(pair: AgentPair) -> None:

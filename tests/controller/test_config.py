@@ -433,9 +433,9 @@ KEY_ERRORS = [
     ),
     (
         "[sweep]\nwindow = [1]",
-        "sweep.window: not an HTTP/2 setting, flow-control key or workload parameter (known: "
-        "header_table_size, enable_push, max_concurrent_streams, initial_window_size, "
-        "max_frame_size, max_header_list_size, connection_window, window_update_policy, "
+        "sweep.window: not an HTTP/2 setting, flow-control key, protocol or workload parameter "
+        "(known: header_table_size, enable_push, max_concurrent_streams, initial_window_size, "
+        "max_frame_size, max_header_list_size, connection_window, window_update_policy, protocol, "
         f"site_seed, total_bytes, size_bytes, requests, mode{LATER_PARAMS}, server_engine)",
     ),
     (
@@ -652,6 +652,32 @@ def test_a_point_is_one_record_from_the_config_to_the_agents() -> None:
     point = swept.point(swept.sweep.points()[0])
     assert (point.settings, point.connection_window) == ((("initial_window_size", 256),), 1024)
     assert point.window_update_policy == "exhausted"
+
+
+def test_the_protocol_is_a_workload_key_and_an_axis_each_point_carries() -> None:
+    config = load_config(None)
+    assert (config.workload.protocol, config.protocols) == ("h2c", ("h2c",))
+    assert not config.point(config.sweep.points()[0]).tls
+    swept = load_config(None, ('sweep.protocol=["h2", "h2c"]', "sweep.initial_window_size=[256]"))
+    assert swept.protocols == ("h2c", "h2")
+    points = [swept.point(axes) for axes in swept.sweep.points()]
+    assert [(p.protocol, p.tls) for p in points] == [("h2", True), ("h2c", False)]
+    tls = load_config(None, ('workload.protocol="h2"',))
+    assert tls.point(tls.sweep.points()[0]).protocol == "h2"
+    assert error_of(None, ('sweep.protocol=["h3"]',)) == (
+        '--set: sweep.protocol[0]: expected one of "h2c", "h2", got a string ("h3")'
+    )
+
+
+def test_tls_with_several_client_nodes_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        '[workload]\nprotocol = "h2"\n[[nodes.clients]]\nname = "a"\n[[nodes.clients]]\n'
+        'name = "b"\n',
+    )
+    assert error_of(path) == (
+        f'{path}: workload.protocol: "h2" (TLS) runs with one client node; nodes.clients lists 2'
+    )
 
 
 def test_errors_in_overrides_name_set() -> None:
