@@ -67,3 +67,7 @@ class ExchangeRefused(AgentError):
 class ExchangeStateError(AgentError):
     """An exchange was used out of order (a body before the headers, anything after the end):
     a bug in the workload that uses it."""
+
+
+class TrialControlError(AgentError):
+    """The trial-control exchange with a server agent (agent.trial_control) failed."""

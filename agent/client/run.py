@@ -46,7 +46,7 @@ def print_record(record: dict[str, Any], json_lines: bool) -> None:
 
 class TrialBracket(Protocol):
     """Tells the server where each trial begins and ends, for servers that cannot see the
-    trial header (nghttpd: agent.nghttp2.control.TrialControl)."""
+    trial header (nghttpd: agent.trial_control.TrialControl)."""
 
     def begin(self, trial_id: str) -> None: ...
     def end(self, trial_id: str, *, ok: bool, requests: int, responses_completed: int) -> None: ...

@@ -6,28 +6,24 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
+from agent.engines import DEFAULT_ENGINE, ENGINES, UNREPRESENTABLE_POLICIES
 from agent.errors import UsageError
 
 if TYPE_CHECKING:
     from agent.workloads.spec import ParamSide, ParamValue, WorkloadSpec
-
-ENGINES = ("h2", "nghttp2", "hypercorn")
-# Engines that only serve: a client runs h2 or nghttp2 against them.
-SERVER_ONLY_ENGINES = ("hypercorn",)
-UNREPRESENTABLE_WINDOW = ("map", "reject")
 
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         choices=ENGINES,
-        default="h2",
+        default=DEFAULT_ENGINE,
         help="HTTP/2 implementation: this agent's own (h2), the study's nghttp2 tools "
         "(nghttp / nghttpd), or hypercorn + Starlette (serve, api workload); default h2",
     )
     parser.add_argument(
         "--unrepresentable-window",
-        choices=UNREPRESENTABLE_WINDOW,
+        choices=UNREPRESENTABLE_POLICIES,
         default="map",
         help="nghttp2 engine: a window that is not 2^N - 1 bytes is mapped to the nearest "
         "2^N - 1 (recorded, with a warning) or rejected (exit 2); default map",

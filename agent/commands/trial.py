@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from agent.commands import add_example
 from agent.commands.common import (
-    SERVER_ONLY_ENGINES,
     add_engine_options,
     add_workload_options,
     pin,
     workload_params,
 )
+from agent.engines import SERVER_ONLY_ENGINES
 from agent.errors import UsageError
 from agent.flow import (
     DEFAULT_WINDOW_UPDATE_POLICY,
@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
 
     bracket: TrialBracket | None = None
     if plan.trial_control is not None:
-        from agent.nghttp2.control import TrialControl  # noqa: PLC0415
+        from agent.trial_control import TrialControl  # noqa: PLC0415
 
         bracket = TrialControl(plan.trial_control)
     prepare: Prepare = client_prepare(spec.kind)

@@ -5,7 +5,8 @@ agent, producing the same fetch records and per-trial server records as the h2 e
 - `tools`: the binaries and the Debian packages that provide them.
 - `har`, `stats`: parsers of nghttp's HAR (`-r`) and statistics (`-s`) output.
 - `client`: one nghttp process per page fetch, and its record.
-- `control`: the trial-control messages a client sends an nghttpd server's agent around a fetch.
+- (the trial-control messages a client sends nghttpd's agent around a fetch: agent.trial_control,
+  shared with the other external engines.)
 - `procfs`, `accounting`: nghttpd's CPU, memory and bytes per trial, read from /proc.
 - `server`: nghttpd as the agent's child, with the trial log.
 """

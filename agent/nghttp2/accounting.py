@@ -1,6 +1,6 @@
 """nghttpd's per-trial figures from samples of its /proc accounting. Pure.
 
-A trial's window is bracketed by the client's trial-control messages (agent.nghttp2.control);
+A trial's window is bracketed by the client's trial-control messages (agent.trial_control);
 nghttpd is idle at both brackets (one trial at a time), so the CPU time, bytes written and peak
 RSS between them are the trial's. `serve_s` is narrower: the span over which nghttpd's CPU
 counter moved, sampled every poll period; each end is estimated inside its poll interval (the
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.nghttp2.control import End
 from agent.nghttp2.procfs import CpuSample
+from agent.trial_control import End
 from agent.workloads.page.spec import PAGE
 
 

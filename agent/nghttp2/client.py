@@ -23,7 +23,6 @@ from agent.client.run import print_record, print_unrun
 from agent.conditions import TrialWatch
 from agent.errors import AgentError, UsageError
 from agent.marker import Marker, open_marker
-from agent.nghttp2.control import TrialControl
 from agent.nghttp2.errors import NghttpOutputError
 from agent.nghttp2.har import parse_har
 from agent.nghttp2.options import NghttpOptions
@@ -33,6 +32,7 @@ from agent.nghttp2.stats import parse_stats
 from agent.nghttp2.timing import ResourceTimes, resource_times
 from agent.nghttp2.tools import find_tool
 from agent.site.manifest import SiteManifest
+from agent.trial_control import TrialControl
 from agent.workloads.page.client import download_manifest, read_manifest
 
 

@@ -19,7 +19,3 @@ class UnsupportedSettingError(UsageError):
 
 class NghttpOutputError(AgentError):
     """nghttp's or nghttpd's output is not what this version of the agent can read."""
-
-
-class TrialControlError(AgentError):
-    """The trial-control exchange with an nghttpd server's agent failed."""

@@ -13,22 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from agent.engines import NGHTTP_SETTINGS, NGHTTPD_SETTINGS, UnrepresentablePolicy
 from agent.nghttp2.errors import UnsupportedSettingError
-from agent.nghttp2.windows import UnrepresentablePolicy, WindowMapping, map_window
+from agent.nghttp2.windows import WindowMapping, map_window
 from agent.settings import initial_window_size
 from agent.trial_header import TRIAL_HEADER
 
 NGHTTP_DEFAULT_MAX_CONCURRENT_STREAMS = 100
 # The study's command: null output, all assets, statistics; no push, no dependency priorities.
 STUDY_FLAGS = ("-n", "-a", "-s", "--no-dep")
-
-NGHTTP_SETTINGS = (
-    "initial_window_size",
-    "header_table_size",
-    "max_concurrent_streams",
-    "enable_push",
-)
-NGHTTPD_SETTINGS = ("initial_window_size", "header_table_size", "max_concurrent_streams")
 
 
 def _check_supported(settings: Mapping[str, int], supported: tuple[str, ...], tool: str) -> None:

@@ -2,7 +2,7 @@
 
 The agent starts `nghttpd` (cleartext h2c with `--no-tls`, or TLS), waits until it listens,
 then listens itself on a control port for the clients' trial-control messages
-(agent.nghttp2.control). At `begin` it waits for nghttpd to be idle, samples its CPU time
+(agent.trial_control). At `begin` it waits for nghttpd to be idle, samples its CPU time
 (schedstat, ns), clock ticks (user/sys split) and write(2) bytes, and resets its peak-RSS mark;
 between `begin` and `end` a thread polls nghttpd's CPU counter every POLL_S to find when it
 served; at `end` it waits for nghttpd to be idle again, samples, and appends the trial's record.
@@ -25,14 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.conditions import Host, TrialWatch, own_cpu_s
-from agent.errors import AgentError, UsageError
+from agent.errors import AgentError, TrialControlError, UsageError
 from agent.nghttp2.accounting import ActivityTracker, trial_record
-from agent.nghttp2.control import Begin, End, listen_control
-from agent.nghttp2.errors import TrialControlError
 from agent.nghttp2.options import NghttpdOptions
 from agent.nghttp2.poller import POLL_S, ActivityPoller, wait_until_idle
 from agent.nghttp2.procfs import CpuSample, ProcessProbe
 from agent.nghttp2.tools import find_tool
+from agent.trial_control import Begin, End, listen_control
 from agent.trial_log import TrialLog
 
 log = logging.getLogger("h2iot.nghttpd")

@@ -9,14 +9,11 @@ rejected, as the `--unrepresentable-window` switch says. 65535 (N = 16) is exact
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
+from agent.engines import UnrepresentablePolicy
 from agent.nghttp2.errors import UnrepresentableWindowError
 
 MAX_BITS = 30
-UnrepresentablePolicy = Literal["map", "reject"]
-UNREPRESENTABLE_POLICIES: tuple[UnrepresentablePolicy, ...] = ("map", "reject")
-DEFAULT_UNREPRESENTABLE: UnrepresentablePolicy = "map"
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,13 @@ import sys
 from dataclasses import asdict, replace
 from typing import Any
 
-from agent.nghttp2.options import NGHTTP_SETTINGS, NGHTTPD_SETTINGS
+from agent.engines import ENGINE_SPECS, ENGINES, SERVER_ONLY_ENGINES
 from agent.nghttp2.windows import is_representable, nearest_bits
 from agent.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
-from agent.workloads.api.spec import HYPERCORN_SETTINGS
 from controller.config.clients import check_clients
 from controller.config.layers import KeyPath, Stack
 from controller.config.model import (
-    ENGINES,
     IDLE_MIN_SAMPLES,
     INA219_RATE_MAX_HZ,
     INA226_RATE_MAX_HZ,
@@ -26,7 +24,6 @@ from controller.config.model import (
     PROTOCOL_AXIS,
     ROLES,
     SERVER_ENGINE_AXIS,
-    SERVER_ONLY_ENGINES,
     AxisValue,
     Config,
     EnergyConfig,
@@ -471,47 +468,50 @@ def _check_kind_engine(stack: Stack, config: Config) -> None:
             )
 
 
-def _check_engines(stack: Stack, config: Config) -> None:
-    """What nghttp / nghttpd cannot run is refused before the sweep starts, naming the node."""
-    _check_kind_engine(stack, config)
-    for key, server in _servers(config):
-        if server.engine != "hypercorn":
+def _check_announced(stack: Stack, config: Config) -> None:
+    """A swept setting that a node's engine has no option to announce (agent.engines)."""
+    nodes = [(f"nodes.{node.role}.engine", node) for node in config.client_nodes]
+    for key, node in nodes + _servers(config):
+        client = node.role == "client"
+        spec = ENGINE_SPECS[node.engine]
+        supported = spec.settings(client)
+        if supported is None:
             continue
-        for name in config.sweep.names:
-            if name in SETTING_SPECS and name not in HYPERCORN_SETTINGS:
-                axis = f"sweep.{name}"
-                raise ConfigError(
-                    f"{stack.origin(axis)}: {axis}: hypercorn has no option to announce it "
-                    f'({key} is "hypercorn"; it announces {", ".join(HYPERCORN_SETTINGS)})'
-                )
-    for node in (*config.client_nodes, *(server for _key, server in _servers(config))):
-        if node.engine != "nghttp2":
-            continue
-        engine = f'nodes.{node.role}.engine = "nghttp2"'
-        tool, supported = (
-            ("nghttp", NGHTTP_SETTINGS) if node.role == "client" else ("nghttpd", NGHTTPD_SETTINGS)
-        )
         for name in config.sweep.names:
             if name in SETTING_SPECS and name not in supported:
-                key = f"sweep.{name}"
+                axis = f"sweep.{name}"
                 raise ConfigError(
-                    f"{stack.origin(key)}: {key}: {tool} has no option to announce it ({engine}); "
-                    'sweep it with engine "h2"'
+                    f"{stack.origin(axis)}: {axis}: {spec.tool(client)} has no option to "
+                    f'announce it ({key} = "{node.engine}"; it announces '
+                    f'{", ".join(supported)}); sweep it with engine "h2"'
                 )
+
+
+def _check_engines(stack: Stack, config: Config) -> None:
+    """What nghttp, nghttpd or hypercorn cannot run is refused before the sweep starts, naming
+    the node."""
+    _check_kind_engine(stack, config)
+    _check_announced(stack, config)
+    for node in (*config.client_nodes, *(server for _key, server in _servers(config))):
+        spec = ENGINE_SPECS[node.engine]
+        engine = f'nodes.{node.role}.engine = "{node.engine}"'
+        allowed = spec.client_window_update_policies
         policies = dict(config.sweep.axes).get(
             "window_update_policy", (config.workload.window_update_policy,)
         )
         for policy in policies:
-            if node.role == "client" and policy != "half":
+            if node.role == "client" and allowed is not None and policy not in allowed:
                 key = (
                     "sweep.window_update_policy"
                     if "window_update_policy" in config.sweep.names
                     else "workload.window_update_policy"
                 )
                 raise ConfigError(
-                    f"{stack.origin(key)}: {key}: nghttp2 updates windows once half is consumed "
-                    f'("half"), not "{policy}" ({engine})'
+                    f"{stack.origin(key)}: {key}: {node.engine} updates windows by "
+                    f'{" or ".join(f"{p!r}" for p in allowed)} only, not "{policy}" ({engine})'
                 )
+        if not spec.windows_are_powers_of_two_less_one:
+            continue
         if config.workload.unrepresentable_window == "reject":
             _check_windows(stack, config, engine, node.role == "client")
 

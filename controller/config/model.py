@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from agent.engines import ENGINES, Engine, UnrepresentablePolicy
 from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, ParamValue
 from controller.config.profile import DeviceProfile
@@ -23,9 +24,7 @@ Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]
 MeterSource = Literal["serial", "virtual", "simavr", "ppk2"]
 Ppk2Mode = Literal["ampere", "source"]
-Engine = Literal["h2", "nghttp2", "hypercorn"]
 Protocol = Literal["h2c", "h2"]
-UnrepresentableWindow = Literal["map", "reject"]
 Sensor = Literal["5A", "20A", "30A"]
 
 ORDERS: tuple[Order, ...] = ("randomized-blocked", "sequential")
@@ -42,12 +41,8 @@ METER_SOURCES: tuple[MeterSource, ...] = ("serial", "virtual", "simavr", "ppk2")
 PPK2_MODES: tuple[Ppk2Mode, ...] = ("ampere", "source")
 PPK2_RATE_HZ = 100_000  # the PPK2 samples at this rate; meter.rate_hz must divide it
 PPK2_SUPPLY_MV = (800, 5000)  # what its regulator can source
-ENGINES: tuple[Engine, ...] = ("h2", "nghttp2", "hypercorn")
-# Engines that only serve (hypercorn + Starlette, the api workload's second stack).
-SERVER_ONLY_ENGINES: tuple[Engine, ...] = ("hypercorn",)
 SERVER_ENGINE_AXIS = "server_engine"
 """A sweep axis over nodes.server.engine: the server agent restarts when it changes."""
-UNREPRESENTABLE_WINDOW: tuple[UnrepresentableWindow, ...] = ("map", "reject")
 SENSORS: tuple[Sensor, ...] = ("5A", "20A", "30A")
 EnergyWindow = Literal["fetch", "process"]
 ENERGY_WINDOWS: tuple[EnergyWindow, ...] = ("fetch", "process")
@@ -116,7 +111,7 @@ class WorkloadConfig:
     connection_window: int | None = None  # None: the same as the stream window, as the study did
     window_update_policy: str = "half"
     # nghttp2 takes windows as 2^N - 1 bytes: map other values to the nearest, or refuse them.
-    unrepresentable_window: UnrepresentableWindow = "map"
+    unrepresentable_window: UnrepresentablePolicy = "map"
     protocol: Protocol = "h2c"
 
     def param(self, name: str) -> ParamValue:

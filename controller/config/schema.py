@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agent.engines import ENGINES, UNREPRESENTABLE_POLICIES
 from agent.errors import SettingsError
 from agent.flow import WINDOW_UPDATE_POLICIES
 from agent.settings import SETTING_SPECS, canonical_name, check_value
@@ -25,7 +26,6 @@ from controller.config.model import (
     AGENT_MODES,
     DELAY_METHODS,
     ENERGY_WINDOWS,
-    ENGINES,
     FAILED_TRIAL,
     IDLE_NOISY,
     INA226_CHANNEL,
@@ -39,7 +39,6 @@ from controller.config.model import (
     SEARCH_HOLDS,
     SENSORS,
     SERVER_ENGINE_AXIS,
-    UNREPRESENTABLE_WINDOW,
 )
 from controller.config.profile import MAX_PERIOD_US, MIN_PERIOD_US, PROFILE_NAMES
 from controller.errors import ConfigError
@@ -461,7 +460,7 @@ SCHEMA: Schema = {
         "kind": choice(tuple(SPECS)),
         **FLOW_READERS,
         **PROTOCOL_READERS,
-        "unrepresentable_window": choice(UNREPRESENTABLE_WINDOW),
+        "unrepresentable_window": choice(UNREPRESENTABLE_POLICIES),
         # Checked against the kind's declaration once the layers are merged (build.py).
         **dict.fromkeys(PARAM_NAMES, _single),
     },

@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.nghttp2.accounting import ActivityTracker, trial_record
-from agent.nghttp2.control import End
 from agent.nghttp2.procfs import CpuSample
+from agent.trial_control import End
 
 MS = 1_000_000
 

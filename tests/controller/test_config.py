@@ -362,7 +362,7 @@ KEY_ERRORS = [
     ),
     (
         '[sweep]\nwindow_update_policy = ["half", "exhausted"]\n[nodes.client]\nengine = "nghttp2"',
-        'sweep.window_update_policy: nghttp2 updates windows once half is consumed ("half"), '
+        "sweep.window_update_policy: nghttp2 updates windows by 'half' only, "
         'not "exhausted" (nodes.client.engine = "nghttp2")',
     ),
     (

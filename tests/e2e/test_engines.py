@@ -147,12 +147,13 @@ def test_the_nghttp2_study_is_the_study_on_nghttp2() -> None:
         (
             ("nodes.server.engine=nghttp2", "sweep.max_frame_size=[16384]"),
             '--set: sweep.max_frame_size: nghttpd has no option to announce it '
-            '(nodes.server.engine = "nghttp2"); sweep it with engine "h2"',
+            '(nodes.server.engine = "nghttp2"; it announces initial_window_size, '
+            'header_table_size, max_concurrent_streams); sweep it with engine "h2"',
         ),
         (
             ("nodes.client.engine=nghttp2", "workload.window_update_policy=exhausted"),
-            "--set: workload.window_update_policy: nghttp2 updates windows once half is "
-            'consumed ("half"), not "exhausted" (nodes.client.engine = "nghttp2")',
+            "--set: workload.window_update_policy: nghttp2 updates windows by 'half' only, "
+            'not "exhausted" (nodes.client.engine = "nghttp2")',
         ),
         (("nodes.client.engine=nghttp3",), "--set: nodes.client.engine: expected one of"),
     ],

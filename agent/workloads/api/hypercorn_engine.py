@@ -4,7 +4,7 @@ process, over the same database and data layer as the agent's own server.
 
 Hypercorn cannot see the trial header's meaning, so trials are bracketed as the nghttp2 engine
 brackets them: the client sends `begin` and `end` to the control port announced in the
-listening line (agent.nghttp2.control), and each `end` appends the trial's record to the trial
+listening line (agent.trial_control), and each `end` appends the trial's record to the trial
 log, with the fields of the own server's records (agent/README.md): requests and the serve
 window from the app's own `Activity`, CPU time over that window (getrusage: hypercorn runs in
 this process), peak RSS (reset at `begin`), CPU % peak over 100 ms intervals. Frames and bytes
@@ -32,17 +32,16 @@ from hypercorn.config import Config
 from agent import probe
 from agent.conditions import Host, TrialWatch
 from agent.cpu_peak import CpuSampler
-from agent.errors import UsageError
+from agent.engines import HYPERCORN_SETTINGS
+from agent.errors import TrialControlError, UsageError
 from agent.frames import FrameCounts
-from agent.nghttp2.control import Begin, End, listen_control
-from agent.nghttp2.errors import TrialControlError
 from agent.server.ledger import TrialRecord
 from agent.server.listener import listen
+from agent.trial_control import Begin, End, listen_control
 from agent.trial_log import TrialLog
 from agent.workloads.api.asgi import Activity, starlette_app
 from agent.workloads.api.rest import Api
 from agent.workloads.api.server import open_api
-from agent.workloads.api.spec import HYPERCORN_SETTINGS
 
 log = logging.getLogger("h2iot.hypercorn")
 

@@ -2,14 +2,6 @@
 
 from agent.workloads.spec import Field, Param, WorkloadSpec
 
-# The SETTINGS the hypercorn engine can announce: our canonical names -> hypercorn's Config
-# attribute (any other is refused, by the agent and at config load).
-HYPERCORN_SETTINGS = {
-    "max_concurrent_streams": "h2_max_concurrent_streams",
-    "max_header_list_size": "h2_max_header_list_size",
-    "max_frame_size": "h2_max_inbound_frame_size",
-}
-
 # The users' connections: all of them as streams on the trial's one connection, or one each.
 ONE_CONNECTION, PER_USER = "1", "per-user"
 

@@ -1,4 +1,7 @@
-"""Trial control: how a client tells an nghttpd server's agent where a trial begins and ends.
+"""Trial control: how a client tells the agent of an external server engine where a trial
+begins and ends. Every engine whose server the agent cannot see inside uses it: nghttpd and
+hypercorn (agent.nghttp2.server, agent.workloads.api.hypercorn_engine), so it lives beside
+the engines rather than in one of them.
 
 nghttpd logs nothing per request unless verbose, and verbose logging costs it CPU on every frame
 (agent/README.md has the figures), so its agent cannot see the trial header. The client brackets
@@ -21,8 +24,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent.errors import UsageError
-from agent.nghttp2.errors import TrialControlError
+from agent.errors import TrialControlError, UsageError
 
 CONTROL_TIMEOUT_S = 30.0
 MAX_LINE_BYTES = 4096

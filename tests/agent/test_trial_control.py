@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from agent.errors import UsageError
-from agent.nghttp2.control import (
+from agent.errors import TrialControlError, UsageError
+from agent.nghttp2.procfs import ProcessProbe
+from agent.nghttp2.server import Supervisor
+from agent.trial_control import (
     Begin,
     End,
     TrialControl,
@@ -22,9 +24,6 @@ from agent.nghttp2.control import (
     parse_address,
     parse_request,
 )
-from agent.nghttp2.errors import TrialControlError
-from agent.nghttp2.procfs import ProcessProbe
-from agent.nghttp2.server import Supervisor
 from agent.trial_log import TrialLog
 
 

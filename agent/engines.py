@@ -1,0 +1,74 @@
+"""The engines an agent runs HTTP/2 with, declared once: their names, the side each takes, the
+SETTINGS each can announce and how each takes a window.
+
+The agent's command line and the controller's config read this one vocabulary; neither copies
+it, and the controller never reaches into an engine's own modules to check a config. Light on
+purpose (no engine is imported here): every agent command loads it.
+
+- `h2`: the agent's own HTTP/2 (python-hyper/h2 with the agent's fast path), client and server;
+  any SETTINGS, exact windows.
+- `nghttp2`: the study's tools, `nghttp` (client) and `nghttpd` (server), driven by the agent;
+  the SETTINGS their options reach; windows as 2^N - 1 bytes (agent.nghttp2.windows).
+- `hypercorn`: hypercorn + Starlette, a server of the api workload only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Engine = Literal["h2", "nghttp2", "hypercorn"]
+UnrepresentablePolicy = Literal["map", "reject"]
+UNREPRESENTABLE_POLICIES: tuple[UnrepresentablePolicy, ...] = ("map", "reject")
+"""What an engine that takes windows as 2^N - 1 bytes does with another count: run the nearest
+(recorded, with a warning) or refuse it."""
+
+NGHTTP_SETTINGS = (
+    "initial_window_size",
+    "header_table_size",
+    "max_concurrent_streams",
+    "enable_push",
+)
+NGHTTPD_SETTINGS = ("initial_window_size", "header_table_size", "max_concurrent_streams")
+HYPERCORN_SETTINGS = {
+    "max_concurrent_streams": "h2_max_concurrent_streams",
+    "max_header_list_size": "h2_max_header_list_size",
+    "max_frame_size": "h2_max_inbound_frame_size",
+}
+"""The SETTINGS the hypercorn engine can announce: our canonical names -> hypercorn's Config
+attribute (any other is refused, by the agent and at config load)."""
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    name: Engine
+    client_tool: str | None  # what runs a trial's client side, None: the engine only serves
+    server_tool: str  # what serves
+    # The SETTINGS each side can announce; None: every one the agent knows.
+    client_settings: tuple[str, ...] | None
+    server_settings: tuple[str, ...] | None
+    windows_are_powers_of_two_less_one: bool  # takes windows as 2^N - 1 bytes (nghttp2's -w N)
+    # When its client sends WINDOW_UPDATE (agent.flow's policies); None: any policy.
+    client_window_update_policies: tuple[str, ...] | None = None
+
+    @property
+    def serves_only(self) -> bool:
+        return self.client_tool is None
+
+    def settings(self, client: bool) -> tuple[str, ...] | None:
+        return self.client_settings if client else self.server_settings
+
+    def tool(self, client: bool) -> str:
+        return (self.client_tool if client else None) or self.server_tool
+
+
+ENGINE_SPECS: dict[Engine, EngineSpec] = {
+    "h2": EngineSpec("h2", "h2iot-agent", "h2iot-agent", None, None, False),
+    "nghttp2": EngineSpec(
+        "nghttp2", "nghttp", "nghttpd", NGHTTP_SETTINGS, NGHTTPD_SETTINGS, True, ("half",)
+    ),
+    "hypercorn": EngineSpec("hypercorn", None, "hypercorn", None, tuple(HYPERCORN_SETTINGS), False),
+}
+ENGINES: tuple[Engine, ...] = tuple(ENGINE_SPECS)
+DEFAULT_ENGINE: Engine = "h2"
+SERVER_ONLY_ENGINES: tuple[Engine, ...] = tuple(e for e, s in ENGINE_SPECS.items() if s.serves_only)
