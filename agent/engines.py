@@ -61,6 +61,15 @@ class EngineSpec:
     def tool(self, client: bool) -> str:
         return (self.client_tool if client else None) or self.server_tool
 
+    def window_on_wire(self, window: int) -> int:
+        """The window this engine announces for `window` bytes: itself, or for nghttp2 the
+        nearest 2^N - 1 (agent.nghttp2.windows, imported only for an engine that needs it)."""
+        if not self.windows_are_powers_of_two_less_one:
+            return window
+        from agent.nghttp2.windows import nearest_bits  # noqa: PLC0415
+
+        return (1 << nearest_bits(window)) - 1
+
 
 ENGINE_SPECS: dict[Engine, EngineSpec] = {
     "h2": EngineSpec("h2", "h2iot-agent", "h2iot-agent", None, None, False),

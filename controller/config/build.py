@@ -9,8 +9,7 @@ import sys
 from dataclasses import asdict, replace
 from typing import Any
 
-from agent.engines import ENGINE_SPECS, ENGINES, SERVER_ONLY_ENGINES
-from agent.nghttp2.windows import is_representable, nearest_bits
+from agent.engines import ENGINE_SPECS, ENGINES, SERVER_ONLY_ENGINES, EngineSpec
 from agent.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
 from controller.config.clients import check_clients
@@ -513,30 +512,32 @@ def _check_engines(stack: Stack, config: Config) -> None:
         if not spec.windows_are_powers_of_two_less_one:
             continue
         if config.workload.unrepresentable_window == "reject":
-            _check_windows(stack, config, engine, node.role == "client")
+            _check_windows(stack, config, spec, engine, node.role == "client")
 
 
-def _check_windows(stack: Stack, config: Config, engine: str, client: bool) -> None:
+def _check_windows(
+    stack: Stack, config: Config, spec: EngineSpec, engine: str, client: bool
+) -> None:
     windows = dict(config.sweep.axes).get("initial_window_size", ())
     for index, window in enumerate(windows):
-        _check_window(stack, f"sweep.initial_window_size[{index}]", int(window), engine)
+        _check_window(stack, f"sweep.initial_window_size[{index}]", int(window), spec, engine)
     if not client:
         return
     swept = dict(config.sweep.axes).get("connection_window")
     if swept is not None:
         for index, window in enumerate(swept):
             if window is not None:
-                _check_window(stack, f"sweep.connection_window[{index}]", int(window), engine)
+                _check_window(stack, f"sweep.connection_window[{index}]", int(window), spec, engine)
     elif config.workload.connection_window is not None:
         _check_window(
-            stack, "workload.connection_window", config.workload.connection_window, engine
+            stack, "workload.connection_window", config.workload.connection_window, spec, engine
         )
 
 
-def _check_window(stack: Stack, key: str, window: int, engine: str) -> None:
-    if is_representable(window):
+def _check_window(stack: Stack, key: str, window: int, spec: EngineSpec, engine: str) -> None:
+    on_wire = spec.window_on_wire(window)
+    if on_wire == window:
         return
-    on_wire = 2 ** nearest_bits(window) - 1
     setting = "workload.unrepresentable_window"
     raise ConfigError(
         f"{stack.origin(setting)}: {key}: {window} is not 2^N - 1 bytes, which nghttp2 needs "
