@@ -29,6 +29,7 @@ from h2.connection import ConnectionState
 from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError
 
 from agent.client.exchange import ClientExchange
+from agent.client.lifecycle import ClientLifecycle, Input, lost_reason
 from agent.errors import ExchangeClosed, ExchangeRefused, PeerProtocolError
 from agent.exchange_queues import error_code_name, send_queued_frame
 from agent.fastpath import (
@@ -124,12 +125,14 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._uploads: dict[int, ClientExchange] = {}
         self._unopened: list[tuple[ClientExchange, list[tuple[bytes, bytes]], bool]] = []
         self._kicked = False
+        self.lifecycle = ClientLifecycle()
 
     # asyncio callbacks -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self.lifecycle.advance(Input.MADE)
         self.conn.initiate_connection()
         increment = self.connection_window.opening_increment()
         if increment:
@@ -242,6 +245,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._on_end(event.stream_id, now)  # type: ignore[attr-defined]
             elif kind is ev.RemoteSettingsChanged:
                 if not self._settings_received.done():
+                    self.lifecycle.advance(Input.SETTINGS)
                     self._settings_received.set_result(None)
                     self._open_waiting()
                 self._pump_uploads()
@@ -253,6 +257,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._on_reset(event)  # type: ignore[arg-type]
             elif kind is ev.ConnectionTerminated:
                 code = event.error_code  # type: ignore[attr-defined]
+                self.lifecycle.advance(Input.PEER_GOAWAY)
                 self._fail_all(PeerProtocolError(f"server sent GOAWAY ({code!s})"))
         self._drain_h2()
         return True
@@ -260,6 +265,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _protocol_failure(self, exc: ProtocolError) -> None:
         """The server broke HTTP/2: GOAWAY with the error's code (h2 has queued it already when
         the error was its own), fail every request, close."""
+        self.lifecycle.advance(Input.FAILURE)
         if self.conn.state_machine.state is not ConnectionState.CLOSED:
             self.conn.close_connection(exc.error_code)
         self._fail_all(PeerProtocolError(f"server broke HTTP/2: {type(exc).__name__}: {exc}"))
@@ -268,7 +274,12 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._fail_all(PeerProtocolError("server closed the connection"))
+        """Fails what is still waiting, saying why the connection ended (lost_reason): the
+        server's close or the network's error, in which state; nothing new once we closed it
+        or reported its failure."""
+        reason = lost_reason(self.lifecycle.state, exc)
+        self.lifecycle.advance(Input.LOST)
+        self._fail_all(PeerProtocolError(reason or "connection closed"))
         if not self._closed.done():
             self._closed.set_result(None)
 
@@ -567,6 +578,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     async def close(self) -> None:
         if self.transport is None or self.transport.is_closing():
             return
+        self.lifecycle.advance(Input.CLOSE)
         self.conn.close_connection()
         self._flush()
         self.transport.close()

@@ -24,7 +24,7 @@ import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from agent.errors import LifecycleError
+from agent.transitions import TableLifecycle
 
 
 class State(enum.Enum):
@@ -78,18 +78,8 @@ TRANSITIONS: Mapping[tuple[State, Input], State] = MappingProxyType(
 ENDED: frozenset[State] = frozenset({State.CLOSING, State.FAILED, State.CLOSED})
 
 
-class Lifecycle:
-    __slots__ = ("state",)
+class Lifecycle(TableLifecycle[State, Input]):
+    __slots__ = ()
 
     def __init__(self) -> None:
-        self.state = State.NEW
-
-    def advance(self, event: Input) -> bool:
-        """Take `event`; True when the state changed (the caller's side effects run then)."""
-        try:
-            following = TRANSITIONS[(self.state, event)]
-        except KeyError:
-            raise LifecycleError(self.state.value, event.value) from None
-        changed = following is not self.state
-        self.state = following
-        return changed
+        super().__init__(TRANSITIONS, State.NEW)
