@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 from hyperframe.frame import GoAwayFrame, SettingsFrame
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent.client.lifecycle import TRANSITIONS, ClientLifecycle, Input, State, lost_reason
-from agent.errors import LifecycleError
+from tests.agent.lifecycle_checks import check_pair
 from tests.agent.servers import run_agent
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -24,16 +26,14 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 @pytest.mark.parametrize(("state", "event"), list(itertools.product(State, Input)))
 def test_every_pair_follows_the_table_or_is_refused(state: State, event: Input) -> None:
+    check_pair(ClientLifecycle(), TRANSITIONS, state, event)
+
+
+@given(st.lists(st.sampled_from(Input), max_size=30))
+def test_input_sequences_follow_the_table(events: list[Input]) -> None:
     lifecycle = ClientLifecycle()
-    lifecycle.state = state
-    following = TRANSITIONS.get((state, event))
-    if following is None:
-        with pytest.raises(LifecycleError):
-            lifecycle.advance(event)
-        assert lifecycle.state is state
-    else:
-        assert lifecycle.advance(event) is (following is not state)
-        assert lifecycle.state is following
+    for event in events:
+        check_pair(lifecycle, TRANSITIONS, lifecycle.state, event)
 
 
 def test_every_state_but_new_ends_closed_and_only_a_loss_we_did_not_cause_is_told() -> None:
