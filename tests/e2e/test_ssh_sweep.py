@@ -162,7 +162,7 @@ def test_the_sweep_runs_over_ssh_on_a_fastethernet_link(
     assert measured_total == pytest.approx(exact_total, rel=0.02)
 
 
-def test_a_stream_sweeps_latencies_are_mapped_through_the_measured_clock_offset(
+def test_a_stream_sweep_over_tls_maps_its_latencies_through_the_measured_clock_offset(
     config: Path, netns_testbed: Testbed, tmp_path: Path
 ) -> None:
     # The nodes get the stream workload's extra (wsproto, ...) on top of the module's deploy.
@@ -175,8 +175,12 @@ def test_a_stream_sweeps_latencies_are_mapped_through_the_measured_clock_offset(
         config, netns_testbed, tmp_path,
         "workload.kind=stream", "workload.duration_s=0.5", "workload.rate_hz=20",
         "workload.payload_doubles=8", "sweep.initial_window_size=[65535]", "run.repetitions=1",
+        "workload.protocol=h2",
     )  # fmt: skip
-    nodes = json.loads((run / "manifest.json").read_text())["nodes"]
+    manifest = json.loads((run / "manifest.json").read_text())
+    nodes = manifest["nodes"]
+    # Over TLS: the run's credentials went to the SSH nodes and the client checked the chain.
+    assert manifest["tls"]["protocols"] == ["h2"]
     server, client = nodes["server"]["clock"], nodes["client"]["clock"]
     # Two SSH nodes at two addresses: the offset between them is measured, not assumed.
     assert nodes["peer_clock"] == {
@@ -187,6 +191,7 @@ def test_a_stream_sweeps_latencies_are_mapped_through_the_measured_clock_offset(
     assert abs(nodes["peer_clock"]["offset_ns"]) <= nodes["peer_clock"]["uncertainty_ns"]
     (row,) = _rows(run)
     assert row["status"] == "ok" and row["workload"] == "stream", row
+    assert row["client_tls_version"] == "TLSv1.3"
     assert int(row["stream_items_received"]) == 10
     # The corrected latencies are true ones within the bound (tens of us to a few ms here).
     bound_s = nodes["peer_clock"]["uncertainty_ns"] / 1e9
