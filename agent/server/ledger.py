@@ -42,6 +42,50 @@ class TrialRecord:
     # Highest CPU % over the trial's 100 ms intervals (agent.cpu_peak); None where unmeasured.
     cpu_peak_pct: float | None = None
 
+    @classmethod
+    def over(
+        cls,
+        span: ProbeSpan,
+        *,
+        trial_id: str,
+        workload: str,
+        ok: bool,
+        requests: int,
+        responses_completed: int,
+        streams_reset: int,
+        rss_peak_is_trial: bool,
+        sent: FrameCounts,
+        received: FrameCounts,
+        overlapping_trials: tuple[str, ...] = (),
+        cpu_peak_pct: float | None = None,
+    ) -> TrialRecord:
+        """A trial's record whose serve time, CPU, peak RSS and clocks are `span`'s: one place
+        that turns what the probes measured into a record, for every engine the agent serves
+        with itself."""
+        return cls(
+            trial_id=trial_id,
+            workload=workload,
+            ok=ok,
+            requests=requests,
+            responses_completed=responses_completed,
+            streams_reset=streams_reset,
+            serve_s=span.duration_s,
+            cpu_user_s=span.cpu_user_s,
+            cpu_sys_s=span.cpu_sys_s,
+            cpu_s=span.cpu_s,
+            cpu_pct=span.cpu_pct,
+            rss_peak_bytes=span.rss_peak_bytes,
+            rss_peak_is_trial=rss_peak_is_trial,
+            sent=sent,
+            received=received,
+            t_wall_start_ns=span.start.t_wall_ns,
+            t_wall_end_ns=span.end.t_wall_ns,
+            t_mono_start_ns=span.start.t_mono_ns,
+            t_mono_end_ns=span.end.t_mono_ns,
+            overlapping_trials=overlapping_trials,
+            cpu_peak_pct=cpu_peak_pct,
+        )
+
     def to_dict(self) -> dict[str, object]:
         return {
             "trial_id": self.trial_id,
@@ -158,27 +202,18 @@ class TrialLedger:
     def _record(self, trial: _OpenTrial, rss_peak_bytes: int) -> TrialRecord:
         end = trial.last_byte or trial.start
         span = ProbeSpan(trial.start, end, rss_peak_bytes, trial.rss_reset)
-        return TrialRecord(
+        return TrialRecord.over(
+            span,
             trial_id=trial.trial_id,
             workload=self.workload,
             ok=trial.reset == 0 and trial.completed == trial.requests,
             requests=trial.requests,
             responses_completed=trial.completed,
             streams_reset=trial.reset,
-            serve_s=span.duration_s,
-            cpu_user_s=span.cpu_user_s,
-            cpu_sys_s=span.cpu_sys_s,
-            cpu_s=span.cpu_s,
-            cpu_pct=span.cpu_pct,
-            rss_peak_bytes=rss_peak_bytes,
             rss_peak_is_trial=trial.rss_reset and not trial.overlapping,
             sent=FrameCounts(trial.sent_frames, trial.sent_frame_bytes, trial.sent_bytes),
             received=FrameCounts(
                 trial.received_frames, trial.received_frame_bytes, trial.received_bytes
             ),
-            t_wall_start_ns=trial.start.t_wall_ns,
-            t_wall_end_ns=end.t_wall_ns,
-            t_mono_start_ns=trial.start.t_mono_ns,
-            t_mono_end_ns=end.t_mono_ns,
             overlapping_trials=tuple(sorted(trial.overlapping)),
         )

@@ -130,27 +130,17 @@ class HypercornTrials:
         start, end = activity.first or now, activity.last or activity.first or now
         span = probe.ProbeSpan(start, end, probe.peak_rss_bytes(), rss_reset)
         nothing = FrameCounts({}, {}, 0)
-        record = TrialRecord(
+        record = TrialRecord.over(
+            span,
             trial_id=trial_id,
             workload="api",
             ok=client_ok and activity.requests > 0 and activity.responses == activity.requests,
             requests=activity.requests,
             responses_completed=activity.responses,
             streams_reset=0,
-            serve_s=span.duration_s,
-            cpu_user_s=span.cpu_user_s,
-            cpu_sys_s=span.cpu_sys_s,
-            cpu_s=span.cpu_s,
-            cpu_pct=span.cpu_pct,
-            rss_peak_bytes=span.rss_peak_bytes,
             rss_peak_is_trial=rss_reset,
             sent=nothing,
             received=nothing,
-            t_wall_start_ns=start.t_wall_ns,
-            t_wall_end_ns=end.t_wall_ns,
-            t_mono_start_ns=start.t_mono_ns,
-            t_mono_end_ns=end.t_mono_ns,
-            overlapping_trials=(),
             cpu_peak_pct=cpu_peak_pct,
         )
         # What hypercorn does not tell: null, not zero.
