@@ -58,7 +58,7 @@ from agent.fastpath import (
 )
 from agent.frames import CLIENT_PREFACE, FrameCounts
 from agent.h2setup import h2_connection
-from agent.server.exchange import ExchangeClosed, Header, ServerExchange
+from agent.server.exchange import Body, ExchangeClosed, Header, ServerExchange
 from agent.server.guard import ResetRateGuard
 from agent.server.handler import Reply, Streamed
 from agent.server.host import ConnectionHost
@@ -335,15 +335,14 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def _on_data(self, event: ev.DataReceived) -> None:
         exchange = self.exchanges.get(event.stream_id) if self.exchanges else None
-        if exchange is not None and exchange.accepts_body:
+        if exchange is not None and exchange.body is Body.READING:
             assert self._loop is not None
             self.last_progress_s = self._loop.time()
-            if not exchange.deliver(event.data, event.flow_controlled_length):
-                self._refuse_body(exchange, exchange.body_limit_bytes or 0)
-                if exchange.refusing:
-                    self._refused_data(exchange, event.flow_controlled_length)
+            refused = not exchange.deliver(event.data, event.flow_controlled_length)
+            if refused and self._refuse_body(exchange, exchange.body_limit_bytes or 0):
+                self._refused_data(exchange, event.flow_controlled_length)
             return
-        if exchange is not None and exchange.refusing:
+        if exchange is not None and exchange.body is Body.REFUSED:
             self._refused_data(exchange, event.flow_controlled_length)
             return
         # A Reply's request body is not used (nor one its exchange's handler left unread):
@@ -537,8 +536,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         limit = streamed.body_limit_bytes
         if limit is not None and _content_length(request) > limit:
             # Refused before the handler runs: the body is never read.
-            exchange.handler_done = True
             self._refuse_body(exchange, limit)
+            exchange.handler_finished()
             return
         task = asyncio.ensure_future(streamed.run(exchange))
         self._tasks.add(task)
@@ -546,14 +545,13 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def _handler_finished(self, exchange: ServerExchange, task: asyncio.Future[None]) -> None:
         self._tasks.discard(task)
-        exchange.handler_done = True
-        exchange.accepts_body = False
+        exchange.handler_finished()
         error = None if task.cancelled() else task.exception()
         if error is not None and not isinstance(error, ExchangeClosed):
             self._handler_failed(exchange, "raised", error)
         elif (
             exchange.closed
-            or exchange.refusing
+            or exchange.body is Body.REFUSED
             or self.exchanges.get(exchange.stream_id) is not exchange
         ):
             pass  # the stream is over or being refused: the handler had nothing left to do
@@ -587,7 +585,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             reason,
             exc_info=error,
         )
-        if not (exchange.closed or exchange.refusing):
+        if not (exchange.closed or exchange.body is Body.REFUSED):
             self.exchange_reset(exchange, ErrorCodes.INTERNAL_ERROR)
 
     def _on_body_end(self, stream_id: int) -> None:
@@ -603,7 +601,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         exchange.written()
         if exchange.closed:
             self.exchanges.pop(exchange.stream_id, None)
-        elif exchange.handler_done and not exchange.refusing:
+        elif exchange.body is Body.DROPPED:
             self._end_unread_body(exchange)
 
     def _end_unread_body(self, exchange: ServerExchange) -> None:
@@ -613,29 +611,29 @@ class ServerConnection(asyncio.BufferedProtocol):
             self._reset_stream(exchange.stream_id, ErrorCodes.NO_ERROR)
         self._forget_exchange(exchange, None)
 
-    def _refuse_body(self, exchange: ServerExchange, limit_bytes: int) -> None:
+    def _refuse_body(self, exchange: ServerExchange, limit_bytes: int) -> bool:
         """A body over its limit; the handler sees BodyTooLarge from now on. If the response
         has not started: 413, and the rest of the body is refused: its connection credit goes
         back, its stream credit does not, so the peer sends at most the stream's window more;
         once that is spent RST_STREAM(NO_ERROR) stops it (RFC 9113 section 8.1). A body that
         ends first needs no reset (some clients take a reset after a complete response for a
-        failure). If the response had started, RST_STREAM(CANCEL) at once."""
+        failure). If the response had started, RST_STREAM(CANCEL) at once. True when refused with
+        413 (the rest of the body is then refused as it comes), False when reset."""
         self.bodies_refused += 1
-        exchange.accepts_body = False
         stream_id = exchange.stream_id
         self.sending.pop(stream_id, None)
         unread = exchange.refused(limit_bytes)
-        if exchange.headers_sent:
+        if exchange.body is Body.DROPPED:
             self.exchange_reset(exchange, ErrorCodes.CANCEL)
-            return
+            return False
         if unread:
             self.conn.increment_flow_control_window(unread)
-        exchange.refusing = exchange.headers_sent = exchange.end_queued = True
         headers = [(b":status", b"413"), (b"content-length", b"0")]
         self.conn.send_headers(stream_id, headers, end_stream=True)
         self._exchange_written(exchange)
         self._refused_data(exchange, 0)
         self._kick()
+        return True
 
     def _refused_data(self, exchange: ServerExchange, flow_controlled_bytes: int) -> None:
         """DATA of a refused body: the connection's credit back, the stream's kept; the reset

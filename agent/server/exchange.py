@@ -8,17 +8,28 @@ only when `receive()` hands the chunk over, so a handler that stops reading stop
 Response bytes queued by `send` leave as DATA when the connection's send loop has credit for
 them, one frame per stream per round like every other response; until then they are
 `buffered_bytes`, the handler's to bound (`drain`).
+
+The exchange owns its state; its connection tells it what happened (`handler_finished`,
+`refused`, `cancelled`, `deliver_end`, `written`) and reads the result. Who takes the request
+body is one state of a table:
+
+    READING --handler done--> DROPPED        (what still arrives is acknowledged and dropped)
+       |----- refuse -------> REFUSED        (413 answered; the rest of the body refused)
+       +----- cancel -------> DROPPED        (over the limit after the response began: reset)
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import enum
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Protocol
 
 from agent.errors import ExchangeClosed, ExchangeStateError
 from agent.exchange_queues import QueuedExchange
 from agent.server.request import Request
+from agent.transitions import TableLifecycle
 
 __all__ = ["BodyTooLarge", "ExchangeClosed", "ExchangeStateError", "ServerExchange"]
 
@@ -28,6 +39,33 @@ Header = tuple[bytes, bytes]
 class BodyTooLarge(ExchangeClosed):
     """The request body went over its limit: the connection answered 413 (if the response had
     not started) and refused the rest."""
+
+
+class Body(enum.Enum):
+    """Who takes the request body's DATA."""
+
+    READING = "reading"  # queued for the handler, credit back as it reads
+    DROPPED = "dropped"  # nobody: acknowledged and dropped (the handler is gone, or reset)
+    REFUSED = "refused"  # answered 413: refused, its stream credit kept
+
+
+class BodyInput(enum.Enum):
+    HANDLER_DONE = "handler_done"
+    REFUSE = "refuse"  # over its limit before the response began
+    CANCEL = "cancel"  # over its limit after the response began
+
+
+_B, _BI = Body, BodyInput
+BODY_TRANSITIONS: Mapping[tuple[Body, BodyInput], Body] = MappingProxyType(
+    {
+        (_B.READING, _BI.HANDLER_DONE): _B.DROPPED,
+        (_B.READING, _BI.REFUSE): _B.REFUSED,
+        (_B.READING, _BI.CANCEL): _B.DROPPED,
+        # The handler ends after its body was refused or its stream reset.
+        (_B.DROPPED, _BI.HANDLER_DONE): _B.DROPPED,
+        (_B.REFUSED, _BI.HANDLER_DONE): _B.REFUSED,
+    }
+)
 
 
 class ExchangeLink(Protocol):
@@ -72,8 +110,7 @@ class ServerExchange(QueuedExchange):
         self.response_done = False  # the response's last frame went to the transport
         self.body_ended = False  # the peer's END_STREAM arrived
         self.handler_done = False
-        self.accepts_body = True  # request DATA is queued for the handler (else acknowledged)
-        self.refusing = False  # answered 413: the rest of the body is refused
+        self._body = TableLifecycle(BODY_TRANSITIONS, Body.READING)
         self._link = link
         self._error: ExchangeClosed | None = None
         self._closed = asyncio.Event()
@@ -153,6 +190,10 @@ class ServerExchange(QueuedExchange):
         )
 
     @property
+    def body(self) -> Body:
+        return self._body.state
+
+    @property
     def closed(self) -> bool:
         """Both sides ended, or the stream was reset, or the connection went away."""
         return self._closed.is_set()
@@ -199,6 +240,12 @@ class ServerExchange(QueuedExchange):
         if self.body_ended:
             self._closed.set()
 
+    def handler_finished(self) -> None:
+        """The handler returned, raised, or was never run (its body refused before it): what
+        arrives from now on is nobody's."""
+        self.handler_done = True
+        self._body.advance(BodyInput.HANDLER_DONE)
+
     def close_inbox(self) -> int:
         """The handler is done: drop what it left unread; returns its flow-controlled bytes."""
         return self._inbox.clear()
@@ -215,8 +262,15 @@ class ServerExchange(QueuedExchange):
         return unread
 
     def refused(self, limit_bytes: int) -> int:
-        """The body is refused: the handler sees BodyTooLarge from now on. Returns the
-        flow-controlled bytes it held unread."""
+        """The body is over its limit: before the response began, it is answered 413 (the
+        connection sends the HEADERS) and the rest of it refused; after, the stream is reset.
+        The handler sees BodyTooLarge from now on. Returns the flow-controlled bytes it held
+        unread."""
+        if self.headers_sent:
+            self._body.advance(BodyInput.CANCEL)
+        else:
+            self._body.advance(BodyInput.REFUSE)
+            self.headers_sent = self.end_queued = True
         if self._error is None:
             self._error = BodyTooLarge(self._too_large(limit_bytes))
         self._outbox.clear()

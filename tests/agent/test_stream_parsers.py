@@ -10,7 +10,7 @@ import contextlib
 
 import cbor2
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Event, Ping, Pong, TextMessage
@@ -250,6 +250,9 @@ statuses = st.one_of(st.integers(0, 20).map(lambda c: str(c).encode()), hostile(
 
 
 @given(statuses, st.binary(max_size=50), st.booleans(), hostile(st.just(b"12345")))
+# A percent-decoded newline in grpc-message once made the refusal two lines.
+@example(status=b"1", message=b"%0A", trailers_only=False, count=b"")
+@example(status=b"1", message=b"\n", trailers_only=False, count=b"")
 def test_any_status_or_count_is_read_or_refused(
     status: bytes, message: bytes, trailers_only: bool, count: bytes
 ) -> None:

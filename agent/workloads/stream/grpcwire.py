@@ -130,6 +130,17 @@ def decode_grpc_message(value: bytes) -> str:
     return out.decode(errors="replace")
 
 
+_MAX_MESSAGE_CHARS = 120
+
+
+def _one_line(message: str) -> str:
+    """The peer's grpc-message as one line of at most _MAX_MESSAGE_CHARS: a refusal's reason
+    is one line whatever the peer put in it (a percent-encoded newline, control characters)."""
+    printable = "".join(c if c.isprintable() else " " for c in message)
+    text = " ".join(printable.split())
+    return text if len(text) <= _MAX_MESSAGE_CHARS else f"{text[: _MAX_MESSAGE_CHARS - 3]}..."
+
+
 def check_status(headers: Mapping[bytes, bytes], *, trailers_only: bool) -> None:
     """Nothing if the call goes on (`trailers_only`: these are the response's headers, without
     a status) or ended OK; GrpcStatusError with the peer's status, or INTERNAL for a status
@@ -144,7 +155,7 @@ def check_status(headers: Mapping[bytes, bytes], *, trailers_only: bool) -> None
         raise GrpcStatusError(Status.INTERNAL, f"gRPC: grpc-status {shown!r} is not a code")
     code = int(status)
     if code != Status.OK:
-        message = decode_grpc_message(headers.get(b"grpc-message", b""))
+        message = _one_line(decode_grpc_message(headers.get(b"grpc-message", b"")))
         known = {member.value: member.name for member in Status}
         raise GrpcStatusError(code, f"gRPC status {known.get(code, str(code))}: {message}")
     if trailers_only:
