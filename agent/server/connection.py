@@ -56,8 +56,9 @@ from agent.fastpath import (
     data_frame_header,
     window_increment,
 )
-from agent.frames import CLIENT_PREFACE, FrameCounts
+from agent.frames import CLIENT_PREFACE
 from agent.h2setup import h2_connection
+from agent.server.connection_trials import ConnectionTrials
 from agent.server.exchange import Body, ExchangeClosed, Header, ServerExchange
 from agent.server.guard import ResetRateGuard
 from agent.server.handler import Reply, Streamed
@@ -106,10 +107,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.tally_out = SplitTally()
         self.guard = ResetRateGuard()
         self.pending: dict[int, _OutStream] = {}
-        self.stream_trials: dict[int, str] = {}
-        self.trial_id: str | None = None
-        self._trial_marks = (self.tally_out.counts(), self.tally_in.counts())
-        self._done_trials: list[str] = []
+        self.trials = ConnectionTrials(host, connection_id, self.tally_out, self.tally_in)
         self._paused = False
         self._last_byte_timer: asyncio.TimerHandle | None = None
         self._handshake_timer: asyncio.TimerHandle | None = None
@@ -288,7 +286,7 @@ class ServerConnection(asyncio.BufferedProtocol):
                 timer.cancel()
         self._last_byte_timer = self._idle_timer = None
         self._close_exchanges("the connection went away")
-        self._finish_trial()
+        self.trials.finish()
         self.host.connection_closed(self, failed)
 
     # requests ----------------------------------------------------------------------------------
@@ -307,8 +305,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         headers = dict(event.headers or ())
         trial_id = _decode(headers.get(_TRIAL_HEADER))
         if trial_id is not None:
-            self._enter_trial(trial_id)
-            self.stream_trials[stream_id] = trial_id
+            self.trials.request(stream_id, trial_id)
         method = headers.get(b":method", b"")
         path = _decode(headers.get(b":path")) or ""
         request = Request(method, path, headers)
@@ -327,7 +324,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         ]
         if method == b"HEAD" or not body:
             self.conn.send_headers(stream_id, headers, end_stream=True)
-            self._response_done(stream_id)
+            self.trials.response_done(stream_id)
             return
         self.conn.send_headers(stream_id, headers)
         h2_stream = self.conn.streams[stream_id] if self._fast_enabled else None
@@ -360,9 +357,7 @@ class ServerConnection(asyncio.BufferedProtocol):
                     f"the peer reset stream {event.stream_id} ({error_code_name(event.error_code)})"
                 ),
             )
-        trial_id = self.stream_trials.pop(event.stream_id, None)
-        if trial_id is not None:
-            self.host.trial_stream_reset(trial_id)
+        self.trials.stream_reset(event.stream_id)
         if event.remote_reset and self.guard.reset_received(time.monotonic_ns()):
             self.conn.close_connection(ErrorCodes.ENHANCE_YOUR_CALM)
             limit, window_s = self.guard.limit, self.guard.window_ns / 1e9
@@ -429,7 +424,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         stream.offset = end
         if last:
             del self.pending[stream_id]
-            self._response_done(stream_id)
+            self.trials.response_done(stream_id)
 
     def _exchange_round(self, max_frame: int) -> int | None:
         """One DATA frame for each exchange with bytes queued and credit, through h2, and the
@@ -461,11 +456,6 @@ class ServerConnection(asyncio.BufferedProtocol):
             self._exchange_written(exchange)
         return sent if progressed else None
 
-    def _response_done(self, stream_id: int) -> None:
-        trial_id = self.stream_trials.pop(stream_id, None)
-        if trial_id is not None:
-            self._done_trials.append(trial_id)
-
     def _drain_h2(self) -> None:
         self._out.add_h2(self.conn.data_to_send())
 
@@ -479,7 +469,7 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def _flush(self) -> None:
         self._write_out()
-        if self._done_trials and self._last_byte_timer is None:
+        if self.trials.done and self._last_byte_timer is None:
             self._note_last_bytes()
         if self.lifecycle.state is State.DRAINING and not self.pending and not self.exchanges:
             self._close_gracefully()
@@ -492,41 +482,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             loop = asyncio.get_running_loop()
             self._last_byte_timer = loop.call_later(0.001, self._note_last_bytes)
             return
-        self._note_last_bytes_now()
-
-    # trials ------------------------------------------------------------------------------------
-
-    def _enter_trial(self, trial_id: str) -> None:
-        if self.trial_id == trial_id:
-            self.host.trial_request(trial_id, self.id)
-            return
-        if self.trial_id is not None:
-            self._finish_trial()
-        else:
-            # Frames from the connection's start (preface, SETTINGS) belong to its first trial.
-            self._trial_marks = (FrameCounts.empty(), FrameCounts.empty())
-        self.trial_id = trial_id
-        self.host.trial_request(trial_id, self.id)
-
-    def _finish_trial(self) -> None:
-        if self.trial_id is None:
-            return
-        if self._done_trials:
-            self._note_last_bytes_now()
-        sent = self.tally_out.counts()
-        received = self.tally_in.counts()
-        self.host.trial_detach(
-            self.trial_id,
-            self.id,
-            sent.minus(self._trial_marks[0]),
-            received.minus(self._trial_marks[1]),
-        )
-        self._trial_marks = (sent, received)
-        self.trial_id = None
-
-    def _note_last_bytes_now(self) -> None:
-        self.host.trial_responses_done(self._done_trials)
-        self._done_trials.clear()
+        self.trials.last_bytes_left()
 
     # exchanges (Streamed answers) -------------------------------------------------------------
 
@@ -597,7 +553,7 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def _exchange_written(self, exchange: ServerExchange) -> None:
         """The exchange's response ended (its last frame is queued for this write)."""
-        self._response_done(exchange.stream_id)
+        self.trials.response_done(exchange.stream_id)
         exchange.written()
         if exchange.closed:
             self.exchanges.pop(exchange.stream_id, None)
@@ -669,11 +625,6 @@ class ServerConnection(asyncio.BufferedProtocol):
         with contextlib.suppress(ProtocolError):
             self.conn.reset_stream(stream_id, code)
 
-    def _reset_trial_stream(self, stream_id: int) -> None:
-        trial_id = self.stream_trials.pop(stream_id, None)
-        if trial_id is not None:
-            self.host.trial_stream_reset(trial_id)
-
     def _kick(self) -> None:
         """Send what the exchanges queued, once per event-loop turn (a handler's many calls in
         one turn leave in one write)."""
@@ -710,7 +661,7 @@ class ServerConnection(asyncio.BufferedProtocol):
     def exchange_reset(self, exchange: ServerExchange, error_code: int) -> None:
         stream_id = exchange.stream_id
         self._reset_stream(stream_id, error_code)
-        self._reset_trial_stream(stream_id)
+        self.trials.stream_reset(stream_id)
         code = error_code_name(error_code)
         self._forget_exchange(exchange, ExchangeClosed(f"stream {stream_id} was reset ({code})"))
         self._kick()

@@ -1,0 +1,78 @@
+"""A server connection's trials: which trial each of its streams serves, and what the
+connection sent and received for each, handed to the host's accounting (agent.server.ledger)
+as trials begin, finish their responses and leave the connection. Sans-IO: the connection
+calls it as requests arrive, responses end and streams are reset.
+
+A connection carries one trial at a time (a client runs one per connection); a request of
+another trial finishes the current one. Frames before the first trial's first request (the
+preface, SETTINGS) count for that trial.
+"""
+
+from __future__ import annotations
+
+from agent.fastpath import SplitTally
+from agent.frames import FrameCounts
+from agent.server.host import ConnectionHost
+
+
+class ConnectionTrials:
+    def __init__(
+        self,
+        host: ConnectionHost,
+        connection_id: int,
+        tally_out: SplitTally,
+        tally_in: SplitTally,
+    ) -> None:
+        self._host = host
+        self._id = connection_id
+        self._tally_out = tally_out
+        self._tally_in = tally_in
+        self._streams: dict[int, str] = {}
+        self._current: str | None = None
+        self._marks = (tally_out.counts(), tally_in.counts())
+        # Trials whose response ended in this write; the host hears of them once the bytes
+        # have left user space (the connection's last-byte timer).
+        self.done: list[str] = []
+
+    def request(self, stream_id: int, trial_id: str) -> None:
+        """A request of `trial_id` arrived on `stream_id`."""
+        if self._current == trial_id:
+            self._host.trial_request(trial_id, self._id)
+        else:
+            if self._current is not None:
+                self.finish()
+            else:
+                self._marks = (FrameCounts.empty(), FrameCounts.empty())
+            self._current = trial_id
+            self._host.trial_request(trial_id, self._id)
+        self._streams[stream_id] = trial_id
+
+    def response_done(self, stream_id: int) -> None:
+        """The stream's response had its last frame queued."""
+        trial_id = self._streams.pop(stream_id, None)
+        if trial_id is not None:
+            self.done.append(trial_id)
+
+    def stream_reset(self, stream_id: int) -> None:
+        trial_id = self._streams.pop(stream_id, None)
+        if trial_id is not None:
+            self._host.trial_stream_reset(trial_id)
+
+    def last_bytes_left(self) -> None:
+        """The responses ended so far have left user space."""
+        self._host.trial_responses_done(self.done)
+        self.done.clear()
+
+    def finish(self) -> None:
+        """The current trial leaves this connection (another began, or the connection ended):
+        what was sent and received for it goes to the host."""
+        if self._current is None:
+            return
+        if self.done:
+            self.last_bytes_left()
+        sent, received = self._tally_out.counts(), self._tally_in.counts()
+        self._host.trial_detach(
+            self._current, self._id, sent.minus(self._marks[0]), received.minus(self._marks[1])
+        )
+        self._marks = (sent, received)
+        self._current = None
