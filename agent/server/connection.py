@@ -15,10 +15,12 @@ announce, who answers requests, where trial accounting goes, the limits it holds
 (agent.limits). Its lifecycle is one state (agent.server.lifecycle); the one flag beside
 it, `_paused`, is the transport's write back-pressure, which comes and goes in any state.
 
-A handler answering `Streamed` gets a `ServerExchange` (agent.server.exchange) for its stream,
-run as a task: the stream's DATA goes to the exchange (credited when the handler takes it), and
-what the handler queues goes out through h2 in the same rounds as the fast path's frames, one
-frame per stream per round. The fast path above is only for `Reply` streams.
+A handler answering `Streamed` gets a `ServerExchange` for its stream (agent.server.streamed
+holds them and their handlers): the stream's DATA goes to the exchange (credited when the
+handler takes it), and what the handler queues goes out through h2 in the same rounds as the
+fast path's frames, one frame per stream per round. The fast path above is only for `Reply`
+streams. Which trial each stream serves, and what the connection carried for it, is
+agent.server.connection_trials'.
 
 Two timers bound how long a peer can hold the connection without using it: the handshake
 deadline until the peer's preface and first SETTINGS frame are in, then the idle timeout, which
@@ -29,11 +31,9 @@ never from PINGs or other frames.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import h2.events as ev
@@ -42,7 +42,6 @@ from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 from hyperframe.frame import GoAwayFrame
 
-from agent.exchange_queues import error_code_name, send_queued_frame
 from agent.fastpath import (
     FRAME_HEADER_BYTES,
     MAX_WINDOW,
@@ -59,12 +58,12 @@ from agent.fastpath import (
 from agent.frames import CLIENT_PREFACE
 from agent.h2setup import h2_connection
 from agent.server.connection_trials import ConnectionTrials
-from agent.server.exchange import Body, ExchangeClosed, Header, ServerExchange
 from agent.server.guard import ResetRateGuard
-from agent.server.handler import Reply, Streamed
+from agent.server.handler import Reply
 from agent.server.host import ConnectionHost
 from agent.server.lifecycle import ENDED, Input, Lifecycle, State
 from agent.server.request import Request
+from agent.server.streamed import StreamedExchanges
 from agent.trial_header import TRIAL_HEADER
 
 log = logging.getLogger("h2iot.server")
@@ -118,14 +117,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         # since the last write (one clock read per write, not per frame).
         self.last_progress_s = 0.0
         self._sent_response = False
-        # Exchanges (Streamed answers) by stream, until their stream closes; those with bytes
-        # or an end queued; their handlers' tasks; handler failures so far (logged once).
-        self.exchanges: dict[int, ServerExchange] = {}
-        self.sending: dict[int, ServerExchange] = {}
-        self._tasks: set[asyncio.Future[None]] = set()
+        self.streamed = StreamedExchanges(self)
         self._kicked = False
-        self.handler_failures = 0
-        self.bodies_refused = 0
 
     # asyncio callbacks -------------------------------------------------------------------------
 
@@ -251,8 +244,8 @@ class ServerConnection(asyncio.BufferedProtocol):
                     return False
             elif kind is ev.DataReceived:
                 self._on_data(event)  # type: ignore[arg-type]
-            elif kind is ev.StreamEnded and self.exchanges:
-                self._on_body_end(event.stream_id)  # type: ignore[attr-defined]
+            elif kind is ev.StreamEnded and self.streamed.by_stream:
+                self.streamed.on_body_end(event.stream_id)  # type: ignore[attr-defined]
             elif kind is ev.ConnectionTerminated:
                 self._advance(Input.PEER_GOAWAY)
                 self._flush()
@@ -285,7 +278,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             if timer is not None:
                 timer.cancel()
         self._last_byte_timer = self._idle_timer = None
-        self._close_exchanges("the connection went away")
+        self.streamed.close_all("the connection went away")
         self.trials.finish()
         self.host.connection_closed(self, failed)
 
@@ -313,7 +306,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         if isinstance(answer, Reply):
             self._respond(stream_id, method, answer)
         else:
-            self._start_exchange(request, stream_id, answer)
+            self.streamed.start(request, stream_id, answer)
 
     def _respond(self, stream_id: int, method: bytes, reply: Reply) -> None:
         body = reply.body
@@ -331,16 +324,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.pending[stream_id] = _OutStream(body, 0, h2_stream)
 
     def _on_data(self, event: ev.DataReceived) -> None:
-        exchange = self.exchanges.get(event.stream_id) if self.exchanges else None
-        if exchange is not None and exchange.body is Body.READING:
-            assert self._loop is not None
-            self.last_progress_s = self._loop.time()
-            refused = not exchange.deliver(event.data, event.flow_controlled_length)
-            if refused and self._refuse_body(exchange, exchange.body_limit_bytes or 0):
-                self._refused_data(exchange, event.flow_controlled_length)
-            return
-        if exchange is not None and exchange.body is Body.REFUSED:
-            self._refused_data(exchange, event.flow_controlled_length)
+        if self.streamed.by_stream and self.streamed.on_data(event):
             return
         # A Reply's request body is not used (nor one its exchange's handler left unread):
         # give the credit back so a sender is never stuck.
@@ -349,14 +333,8 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def _on_reset(self, event: ev.StreamReset) -> None:
         self.pending.pop(event.stream_id, None)
-        exchange = self.exchanges.get(event.stream_id) if self.exchanges else None
-        if exchange is not None:
-            self._forget_exchange(
-                exchange,
-                ExchangeClosed(
-                    f"the peer reset stream {event.stream_id} ({error_code_name(event.error_code)})"
-                ),
-            )
+        if self.streamed.by_stream:
+            self.streamed.on_reset(event)
         self.trials.stream_reset(event.stream_id)
         if event.remote_reset and self.guard.reset_received(time.monotonic_ns()):
             self.conn.close_connection(ErrorCodes.ENHANCE_YOUR_CALM)
@@ -367,11 +345,11 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def _pump(self) -> None:
         """Send DATA while any stream has credit: one frame per stream per round."""
-        if self._paused or not (self.pending or self.sending):
+        sending = self.streamed.sending
+        if self._paused or not (self.pending or sending):
             return
         conn = self.conn
         pending = self.pending
-        sending = self.sending
         # Our frames go after whatever h2 has queued (a stream's HEADERS before its DATA).
         self._drain_h2()
         fast = self._fast_enabled and H2Internals.is_open(conn)
@@ -397,7 +375,9 @@ class ServerConnection(asyncio.BufferedProtocol):
                 progressed = True
                 if conn.outbound_flow_control_window <= 0:
                     break
-            if sending and (sent := self._exchange_round(max_frame)) is not None:
+            if sending and (round_sent := self.streamed.send_round(max_frame)) is not None:
+                sent, data_sent = round_sent
+                self._sent_response |= data_sent
                 queued += sent
                 progressed = True
             if not progressed:
@@ -426,36 +406,6 @@ class ServerConnection(asyncio.BufferedProtocol):
             del self.pending[stream_id]
             self.trials.response_done(stream_id)
 
-    def _exchange_round(self, max_frame: int) -> int | None:
-        """One DATA frame for each exchange with bytes queued and credit, through h2, and the
-        stream's end after its last bytes; the bytes sent, or None if nothing was."""
-        conn = self.conn
-        sent = 0
-        progressed = False
-        for stream_id, exchange in list(self.sending.items()):
-            end = False
-            if exchange.buffered_bytes:
-                frame = send_queued_frame(
-                    conn, stream_id, exchange, max_frame, may_end=exchange.trailers is None
-                )
-                if frame is None:
-                    continue
-                frame_bytes, end = frame
-                self._sent_response = progressed = True
-                sent += frame_bytes
-                if exchange.buffered_bytes:
-                    continue
-            del self.sending[stream_id]
-            if not exchange.end_queued:
-                continue
-            progressed = True
-            if exchange.trailers is not None:
-                conn.send_headers(stream_id, exchange.trailers, end_stream=True)
-            elif not end:
-                conn.send_data(stream_id, b"", end_stream=True)
-            self._exchange_written(exchange)
-        return sent if progressed else None
-
     def _drain_h2(self) -> None:
         self._out.add_h2(self.conn.data_to_send())
 
@@ -471,7 +421,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._write_out()
         if self.trials.done and self._last_byte_timer is None:
             self._note_last_bytes()
-        if self.lifecycle.state is State.DRAINING and not self.pending and not self.exchanges:
+        idle = not (self.pending or self.streamed.by_stream)
+        if self.lifecycle.state is State.DRAINING and idle:
             self._close_gracefully()
 
     def _note_last_bytes(self) -> None:
@@ -484,148 +435,12 @@ class ServerConnection(asyncio.BufferedProtocol):
             return
         self.trials.last_bytes_left()
 
-    # exchanges (Streamed answers) -------------------------------------------------------------
+    def progressed(self) -> None:
+        """Request body bytes arrived for an exchange: progress for the idle timeout."""
+        assert self._loop is not None
+        self.last_progress_s = self._loop.time()
 
-    def _start_exchange(self, request: Request, stream_id: int, streamed: Streamed) -> None:
-        exchange = ServerExchange(self, request, stream_id, streamed.body_limit_bytes)
-        self.exchanges[stream_id] = exchange
-        limit = streamed.body_limit_bytes
-        if limit is not None and _content_length(request) > limit:
-            # Refused before the handler runs: the body is never read.
-            self._refuse_body(exchange, limit)
-            exchange.handler_finished()
-            return
-        task = asyncio.ensure_future(streamed.run(exchange))
-        self._tasks.add(task)
-        task.add_done_callback(partial(self._handler_finished, exchange))
-
-    def _handler_finished(self, exchange: ServerExchange, task: asyncio.Future[None]) -> None:
-        self._tasks.discard(task)
-        exchange.handler_finished()
-        error = None if task.cancelled() else task.exception()
-        if error is not None and not isinstance(error, ExchangeClosed):
-            self._handler_failed(exchange, "raised", error)
-        elif (
-            exchange.closed
-            or exchange.body is Body.REFUSED
-            or self.exchanges.get(exchange.stream_id) is not exchange
-        ):
-            pass  # the stream is over or being refused: the handler had nothing left to do
-        elif not exchange.end_queued:
-            self._handler_failed(exchange, "returned without ending its stream", None)
-        else:
-            # The handler is gone: what it left unread gets its credit back, what still
-            # arrives is acknowledged and dropped, and once the response is out the stream ends.
-            unread = exchange.close_inbox()
-            if unread:
-                self.conn.acknowledge_received_data(unread, exchange.stream_id)
-            if exchange.response_done:
-                self._end_unread_body(exchange)
-        self._kick()
-
-    def _handler_failed(
-        self, exchange: ServerExchange, what: str, error: BaseException | None
-    ) -> None:
-        self.handler_failures += 1
-        level = logging.WARNING if self.handler_failures == 1 else logging.DEBUG
-        reason = f"{type(error).__name__}: {error}" if error is not None else "no end"
-        log.log(
-            level,
-            "peer %s: the handler of %s %s (stream %d) %s (%s); reset the stream"
-            " (further handler failures on this connection are logged at debug level)",
-            self.peer,
-            exchange.request.method.decode(errors="replace"),
-            exchange.request.path,
-            exchange.stream_id,
-            what,
-            reason,
-            exc_info=error,
-        )
-        if not (exchange.closed or exchange.body is Body.REFUSED):
-            self.exchange_reset(exchange, ErrorCodes.INTERNAL_ERROR)
-
-    def _on_body_end(self, stream_id: int) -> None:
-        exchange = self.exchanges.get(stream_id)
-        if exchange is not None:
-            exchange.deliver_end()
-            if exchange.closed:
-                del self.exchanges[stream_id]
-
-    def _exchange_written(self, exchange: ServerExchange) -> None:
-        """The exchange's response ended (its last frame is queued for this write)."""
-        self.trials.response_done(exchange.stream_id)
-        exchange.written()
-        if exchange.closed:
-            self.exchanges.pop(exchange.stream_id, None)
-        elif exchange.body is Body.DROPPED:
-            self._end_unread_body(exchange)
-
-    def _end_unread_body(self, exchange: ServerExchange) -> None:
-        """The response is complete and nobody reads the rest of the request: RFC 9113 section
-        8.1, RST_STREAM(NO_ERROR) asks the peer to stop sending it."""
-        if not exchange.body_ended:
-            self._reset_stream(exchange.stream_id, ErrorCodes.NO_ERROR)
-        self._forget_exchange(exchange, None)
-
-    def _refuse_body(self, exchange: ServerExchange, limit_bytes: int) -> bool:
-        """A body over its limit; the handler sees BodyTooLarge from now on. If the response
-        has not started: 413, and the rest of the body is refused: its connection credit goes
-        back, its stream credit does not, so the peer sends at most the stream's window more;
-        once that is spent RST_STREAM(NO_ERROR) stops it (RFC 9113 section 8.1). A body that
-        ends first needs no reset (some clients take a reset after a complete response for a
-        failure). If the response had started, RST_STREAM(CANCEL) at once. True when refused with
-        413 (the rest of the body is then refused as it comes), False when reset."""
-        self.bodies_refused += 1
-        stream_id = exchange.stream_id
-        self.sending.pop(stream_id, None)
-        unread = exchange.refused(limit_bytes)
-        if exchange.body is Body.DROPPED:
-            self.exchange_reset(exchange, ErrorCodes.CANCEL)
-            return False
-        if unread:
-            self.conn.increment_flow_control_window(unread)
-        headers = [(b":status", b"413"), (b"content-length", b"0")]
-        self.conn.send_headers(stream_id, headers, end_stream=True)
-        self._exchange_written(exchange)
-        self._refused_data(exchange, 0)
-        self._kick()
-        return True
-
-    def _refused_data(self, exchange: ServerExchange, flow_controlled_bytes: int) -> None:
-        """DATA of a refused body: the connection's credit back, the stream's kept; the reset
-        once the peer's stream window is spent."""
-        if flow_controlled_bytes:
-            self.conn.increment_flow_control_window(flow_controlled_bytes)
-        stream_id = exchange.stream_id
-        if exchange.closed:
-            self.exchanges.pop(stream_id, None)
-        elif self.conn.remote_flow_control_window(stream_id) <= 0:
-            self._reset_stream(stream_id, ErrorCodes.NO_ERROR)
-            self._forget_exchange(exchange, None)
-
-    def _forget_exchange(self, exchange: ServerExchange, error: ExchangeClosed | None) -> None:
-        """The stream is over: the exchange learns it, and the request bytes it held unread
-        get their connection credit back."""
-        stream_id = exchange.stream_id
-        if self.exchanges.get(stream_id) is exchange:
-            del self.exchanges[stream_id]
-        self.sending.pop(stream_id, None)
-        unread = exchange.close(error)
-        if unread:
-            self.conn.acknowledge_received_data(unread, stream_id)
-
-    def _close_exchanges(self, reason: str) -> None:
-        for exchange in list(self.exchanges.values()):
-            exchange.close(ExchangeClosed(f"stream {exchange.stream_id}: {reason}"))
-        self.exchanges.clear()
-        self.sending.clear()
-
-    def _reset_stream(self, stream_id: int, code: int) -> None:
-        # h2 refuses when it has closed the stream already (both sides ended, a reset crossed).
-        with contextlib.suppress(ProtocolError):
-            self.conn.reset_stream(stream_id, code)
-
-    def _kick(self) -> None:
+    def kick(self) -> None:
         """Send what the exchanges queued, once per event-loop turn (a handler's many calls in
         one turn leave in one write)."""
         if not self._kicked and self._loop is not None:
@@ -639,43 +454,13 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._pump()
         self._flush()
 
-    # ExchangeLink (agent.server.exchange) ------------------------------------------------------
-
-    def exchange_headers(
-        self, exchange: ServerExchange, headers: list[Header], end_stream: bool
-    ) -> None:
-        self.conn.send_headers(exchange.stream_id, headers, end_stream=end_stream)
-        if end_stream:
-            self._exchange_written(exchange)
-        self._kick()
-
-    def exchange_queued(self, exchange: ServerExchange) -> None:
-        self.sending[exchange.stream_id] = exchange
-        self._kick()
-
-    def exchange_consumed(self, exchange: ServerExchange, flow_controlled_bytes: int) -> None:
-        if self.exchanges.get(exchange.stream_id) is exchange:
-            self.conn.acknowledge_received_data(flow_controlled_bytes, exchange.stream_id)
-            self._kick()
-
-    def exchange_reset(self, exchange: ServerExchange, error_code: int) -> None:
-        stream_id = exchange.stream_id
-        self._reset_stream(stream_id, error_code)
-        self.trials.stream_reset(stream_id)
-        code = error_code_name(error_code)
-        self._forget_exchange(exchange, ExchangeClosed(f"stream {stream_id} was reset ({code})"))
-        self._kick()
-
-    def exchange_refuse_body(self, exchange: ServerExchange, limit_bytes: int) -> None:
-        if self.exchanges.get(exchange.stream_id) is exchange:
-            self._refuse_body(exchange, limit_bytes)
-
     # limits, shutdown and failures --------------------------------------------------------------
 
     @property
     def sheddable(self) -> bool:
         """The host may close it to make room: still in its handshake, or serving nothing."""
-        return self.lifecycle.state in _SHEDDABLE and not self.pending and not self.exchanges
+        serving = self.pending or self.streamed.by_stream
+        return self.lifecycle.state in _SHEDDABLE and not serving
 
     def shed(self) -> None:
         """Closed by the host to make room: GOAWAY NO_ERROR naming the last stream handled
@@ -689,7 +474,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         assert self._loop is not None
         idle_timeout_s = self.host.limits.idle_timeout_s
         due_s = self.last_progress_s + idle_timeout_s
-        if any(exchange.paced_by_handler for exchange in self.exchanges.values()):
+        if self.streamed.paced_by_handler():
             # A subscription publishing slower than the timeout is quiet, not idle.
             due_s = self._loop.time() + idle_timeout_s
         if self._loop.time() < due_s:
@@ -747,15 +532,9 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def _close_transport(self) -> None:
         self.pending.clear()
-        self._close_exchanges("the connection was closed")
+        self.streamed.close_all("the connection was closed")
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
-
-
-def _content_length(request: Request) -> int:
-    """The request's declared body length; -1 if it declares none (h2 has checked its form)."""
-    value = request.headers.get(b"content-length")
-    return int(value) if value is not None else -1
 
 
 def _decode(value: bytes | None) -> str | None:
