@@ -421,8 +421,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._write_out()
         if self.trials.done and self._last_byte_timer is None:
             self._note_last_bytes()
-        idle = not (self.pending or self.streamed.by_stream)
-        if self.lifecycle.state is State.DRAINING and idle:
+        draining = self.lifecycle.state is State.DRAINING
+        if draining and not (self.pending or self.streamed.by_stream):
             self._close_gracefully()
 
     def _note_last_bytes(self) -> None:
