@@ -199,12 +199,12 @@ def _meter(stack: Stack) -> MeterConfig:
     meter = MeterConfig(
         channels=tuple((role, mapping[role]) for role in ROLES if role in mapping), **given
     )
-    if meter.source == "serial" and meter.port is None:
+    if meter.spec.needs_port and meter.port is None:
         raise ConfigError(
             f"{_blame(stack, 'meter.port', 'meter.source')}: meter.port: required when "
-            'meter.source is "serial": the board\'s serial device, e.g. "/dev/ttyACM0"'
+            f'meter.source is "{meter.source}": the board\'s serial device, e.g. "/dev/ttyACM0"'
         )
-    if meter.source == "ppk2":
+    if meter.spec.wire == "ppk2":
         _check_ppk2(stack, meter)
     return meter
 

@@ -18,11 +18,11 @@ from typing import Any, Literal
 from agent.engines import ENGINES, Engine, UnrepresentablePolicy
 from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, ParamValue
+from controller.config.meter_sources import METER_SOURCE_SPECS, MeterSource, MeterSourceSpec
 from controller.config.profile import DeviceProfile
 
 Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]
-MeterSource = Literal["serial", "virtual", "simavr", "ppk2"]
 Ppk2Mode = Literal["ampere", "source"]
 Protocol = Literal["h2c", "h2"]
 Sensor = Literal["5A", "20A", "30A"]
@@ -37,7 +37,6 @@ AGENT_MODES: tuple[AgentMode, ...] = ("fresh", "warm")
 ROLES: tuple[Role, ...] = ("client", "server")
 DelayMethod = Literal["netem", "relay"]
 DELAY_METHODS: tuple[DelayMethod, ...] = ("netem", "relay")
-METER_SOURCES: tuple[MeterSource, ...] = ("serial", "virtual", "simavr", "ppk2")
 PPK2_MODES: tuple[Ppk2Mode, ...] = ("ampere", "source")
 PPK2_RATE_HZ = 100_000  # the PPK2 samples at this rate; meter.rate_hz must divide it
 PPK2_SUPPLY_MV = (800, 5000)  # what its regulator can source
@@ -199,7 +198,11 @@ class MeterConfig:
     def modelled(self) -> bool:
         """Driven by the power model of local nodes: the virtual meter, simavr, or a PPK2 with
         no port (the emulated PPK2)."""
-        return self.source in ("virtual", "simavr") or (self.source == "ppk2" and not self.port)
+        return self.spec.is_modelled(self.port)
+
+    @property
+    def spec(self) -> MeterSourceSpec:
+        return METER_SOURCE_SPECS[self.source]
 
     def channel_of(self, role: Role) -> int | None:
         """The channel measuring this node's supply (analog input n, an INA219's I2C address

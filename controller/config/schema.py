@@ -22,6 +22,7 @@ from agent.errors import SettingsError
 from agent.flow import WINDOW_UPDATE_POLICIES
 from agent.settings import SETTING_SPECS, canonical_name, check_value
 from agent.workloads import SPECS
+from controller.config.meter_sources import METER_SOURCES
 from controller.config.model import (
     AGENT_MODES,
     DELAY_METHODS,
@@ -29,7 +30,6 @@ from controller.config.model import (
     FAILED_TRIAL,
     IDLE_NOISY,
     INA226_CHANNEL,
-    METER_SOURCES,
     ORDERS,
     PPK2_MODES,
     PPK2_SUPPLY_MV,

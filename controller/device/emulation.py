@@ -290,7 +290,7 @@ def emulated_devices(config: Config, run_dir: Path) -> Iterator[Emulation]:
 
 def _accounted(config: Config, profiles: Mapping[Role, DeviceProfile]) -> tuple[Role, ...]:
     """The local nodes a modelled meter follows that get no device cgroup."""
-    if config.meter.source == "serial":
+    if not config.meter.modelled:
         return ()
     return tuple(role for role in ROLES if config.node(role).is_local and role not in profiles)
 

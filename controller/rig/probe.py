@@ -77,7 +77,7 @@ def check_rig(
                 stack.callback(found[0].close)
                 opened[role] = found
         line = marker_line(config, marker, scratch)
-        check_meter = check_ppk2_meter if config.meter.source == "ppk2" else _check_meter
+        check_meter = check_ppk2_meter if config.meter.spec.wire == "ppk2" else _check_meter
         check_meter(config, opened, emit, marker=line, seconds=seconds)
 
 
@@ -163,7 +163,7 @@ def _device(config: Config, nodes: Nodes, marker: str | None, emit: Emit) -> Ite
     """The serial device to open: the board's (its port checked first), or a modelled
     meter's pty, following the local nodes' anchors like a sweep's."""
     meter = config.meter
-    if meter.source == "serial":
+    if not meter.modelled:
         port = meter.port or ""
         check = port_check(port)
         emit(check)

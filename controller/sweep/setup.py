@@ -357,7 +357,7 @@ def _open_tap(
     device_facts: dict[str, Any],
     source_error: SourceError | None,
 ) -> MeterTap | Ppk2Tap:
-    if meter.source == "ppk2":
+    if meter.spec.wire == "ppk2":
         return open_ppk2_tap(meter, port, device_facts, source_error)
     channels = [index for _role, index in meter.channels]
     inputs = tuple(sorted(c for c in channels if not is_i2c(c)))
