@@ -104,8 +104,8 @@ class QueuedExchange(ABC):
     and the connection's `take`. Each end says how a taken chunk's credit goes back and how
     queued bytes reach its connection."""
 
-    def __init__(self) -> None:
-        self.end_queued = False  # END_STREAM (or trailers) asked for: nothing more to send
+    def __init__(self, end_queued: bool = False) -> None:
+        self._end_queued = end_queued
         self._inbox = ReceiveQueue()
         self._outbox = SendQueue()
         self._error: AgentError | None = None
@@ -117,6 +117,15 @@ class QueuedExchange(ABC):
     @abstractmethod
     def _queued(self) -> None:
         """Bytes or the stream's end were queued: the connection sends them when it can."""
+
+    @property
+    def end_queued(self) -> bool:
+        """END_STREAM (or trailers) asked for: nothing more to send."""
+        return self._end_queued
+
+    def _queue_end(self) -> None:
+        """The stream's end is asked for (an end may keep its own state: override)."""
+        self._end_queued = True
 
     def _pop_received(self) -> bytes | None:
         """The next non-empty chunk received, crediting every chunk taken (empty ones, padding
@@ -132,7 +141,8 @@ class QueuedExchange(ABC):
     def _queue(self, data: bytes | memoryview, end_stream: bool) -> None:
         if data:
             self._outbox.put(data)
-        self.end_queued = end_stream
+        if end_stream:
+            self._queue_end()
         if data or end_stream:
             self._queued()
 

@@ -453,8 +453,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             (b"user-agent", b"h2iot-agent"),
             *regular,
         ]
-        exchange = ClientExchange(self, method, path, time.monotonic_ns())
-        exchange.end_queued = end_stream
+        exchange = ClientExchange(self, method, path, time.monotonic_ns(), end_stream)
         if pseudo and not self._settings_received.done():
             self._unopened.append((exchange, request_headers, end_stream))
         else:

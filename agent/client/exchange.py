@@ -37,9 +37,15 @@ class ClientExchangeLink(Protocol):
 
 class ClientExchange(QueuedExchange):
     def __init__(
-        self, link: ClientExchangeLink, method: bytes, path: str, t_request_ns: int
+        self,
+        link: ClientExchangeLink,
+        method: bytes,
+        path: str,
+        t_request_ns: int,
+        end_stream: bool = False,
     ) -> None:
-        super().__init__()
+        """`end_stream`: the request has no body (its HEADERS end the stream)."""
+        super().__init__(end_queued=end_stream)
         self.method = method
         self.path = path
         # 0 until the stream is opened: an extended CONNECT waits for the server's SETTINGS.

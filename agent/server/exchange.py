@@ -10,8 +10,11 @@ them, one frame per stream per round like every other response; until then they 
 `buffered_bytes`, the handler's to bound (`drain`).
 
 The exchange owns its state; its connection tells it what happened (`handler_finished`,
-`refused`, `cancelled`, `deliver_end`, `written`) and reads the result. Who takes the request
-body is one state of a table:
+`refused`, `deliver_end`, `written`) and reads the result. Its response and who takes its
+request body are each one state of a table:
+
+    UNSTARTED --headers--> STARTED --end (last DATA, trailers)--> ENDING --written--> WRITTEN
+        +----- headers that end the stream (a 413 too) -----------^
 
     READING --handler done--> DROPPED        (what still arrives is acknowledged and dropped)
        |----- refuse -------> REFUSED        (413 answered; the rest of the body refused)
@@ -39,6 +42,31 @@ Header = tuple[bytes, bytes]
 class BodyTooLarge(ExchangeClosed):
     """The request body went over its limit: the connection answered 413 (if the response had
     not started) and refused the rest."""
+
+
+class Response(enum.Enum):
+    UNSTARTED = "unstarted"
+    STARTED = "started"  # HEADERS sent
+    ENDING = "ending"  # END_STREAM or trailers asked for: nothing more may be queued
+    WRITTEN = "written"  # the last frame was handed to the transport
+
+
+class ResponseInput(enum.Enum):
+    HEADERS = "headers"
+    HEADERS_END = "headers_end"  # HEADERS with END_STREAM
+    END = "end"
+    WRITTEN = "written"
+
+
+_R, _RI = Response, ResponseInput
+RESPONSE_TRANSITIONS: Mapping[tuple[Response, ResponseInput], Response] = MappingProxyType(
+    {
+        (_R.UNSTARTED, _RI.HEADERS): _R.STARTED,
+        (_R.UNSTARTED, _RI.HEADERS_END): _R.ENDING,
+        (_R.STARTED, _RI.END): _R.ENDING,
+        (_R.ENDING, _RI.WRITTEN): _R.WRITTEN,
+    }
+)
 
 
 class Body(enum.Enum):
@@ -105,12 +133,11 @@ class ServerExchange(QueuedExchange):
         self.stream_id = stream_id
         self.body_limit_bytes = body_limit_bytes
         self.received_bytes = 0  # request body bytes arrived so far (padding excluded)
-        self.headers_sent = False
         self.trailers: list[Header] | None = None
-        self.response_done = False  # the response's last frame went to the transport
         self.body_ended = False  # the peer's END_STREAM arrived
         self.handler_done = False
         self._body = TableLifecycle(BODY_TRANSITIONS, Body.READING)
+        self._response = TableLifecycle(RESPONSE_TRANSITIONS, Response.UNSTARTED)
         self._link = link
         self._error: ExchangeClosed | None = None
         self._closed = asyncio.Event()
@@ -148,8 +175,7 @@ class ServerExchange(QueuedExchange):
         self._check_open("send_headers")
         if self.headers_sent:
             raise ExchangeStateError(f"stream {self.stream_id}: response headers sent twice")
-        self.headers_sent = True
-        self.end_queued = end_stream
+        self._response.advance(ResponseInput.HEADERS_END if end_stream else ResponseInput.HEADERS)
         self._link.exchange_headers(
             self, [(b":status", str(status).encode()), *headers], end_stream
         )
@@ -168,7 +194,7 @@ class ServerExchange(QueuedExchange):
         if not self.headers_sent:
             raise ExchangeStateError(f"stream {self.stream_id}: trailers before send_headers")
         self.trailers = list(headers)
-        self.end_queued = True
+        self._response.advance(ResponseInput.END)
         self._link.exchange_queued(self)
 
     def reset(self, error_code: int = 8) -> None:
@@ -192,6 +218,26 @@ class ServerExchange(QueuedExchange):
     @property
     def body(self) -> Body:
         return self._body.state
+
+    @property
+    def response(self) -> Response:
+        return self._response.state
+
+    @property
+    def headers_sent(self) -> bool:
+        return self._response.state is not Response.UNSTARTED
+
+    @property
+    def end_queued(self) -> bool:
+        return self._response.state in (Response.ENDING, Response.WRITTEN)
+
+    @property
+    def response_done(self) -> bool:
+        """The response's last frame went to the transport."""
+        return self._response.state is Response.WRITTEN
+
+    def _queue_end(self) -> None:
+        self._response.advance(ResponseInput.END)
 
     @property
     def closed(self) -> bool:
@@ -236,7 +282,7 @@ class ServerExchange(QueuedExchange):
 
     def written(self) -> None:
         """The response's last frame was handed to the transport."""
-        self.response_done = True
+        self._response.advance(ResponseInput.WRITTEN)
         if self.body_ended:
             self._closed.set()
 
@@ -270,7 +316,7 @@ class ServerExchange(QueuedExchange):
             self._body.advance(BodyInput.CANCEL)
         else:
             self._body.advance(BodyInput.REFUSE)
-            self.headers_sent = self.end_queued = True
+            self._response.advance(ResponseInput.HEADERS_END)  # the 413 its connection sends
         if self._error is None:
             self._error = BodyTooLarge(self._too_large(limit_bytes))
         self._outbox.clear()
