@@ -574,6 +574,22 @@ class ClientConnection(asyncio.BufferedProtocol):
     def peer_settings(self) -> dict[str, int]:
         return from_h2(self.conn.remote_settings)
 
+    @property
+    def tls_version(self) -> str | None:
+        """As the TLS library names it ("TLSv1.3"); None over cleartext."""
+        tls = None if self.transport is None else self.transport.get_extra_info("ssl_object")
+        return None if tls is None else str(tls.version())
+
+    def sent_counts(self) -> dict[str, object]:
+        return self.tally_out.counts().to_dict()
+
+    def received_counts(self) -> dict[str, object]:
+        return self.tally_in.counts().to_dict()
+
+    def transport_record(self) -> dict[str, object] | None:
+        """What the transport under HTTP/2 adds to the record: nothing (HTTP/3's has one)."""
+        return None
+
     async def close(self) -> None:
         if self.transport is None or self.transport.is_closing():
             return

@@ -13,10 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from agent.flow import FlowControlOptions
 from agent.settings import initial_window_size
 from agent.workloads import DEFAULT_KIND
+
+if TYPE_CHECKING:
+    from agent.h3.settings import QuicWindows
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -33,10 +37,25 @@ class TrialOptions:
     insecure: bool = False  # TLS: skip certificate checks
     ca_file: str | None = None  # TLS: trust this CA bundle
     cpu_pin: int | None = None  # the core the process is pinned to, recorded
+    http3: bool = False  # HTTP/3 over QUIC (agent.h3) instead of HTTP/2
+    datagram_bytes: int | None = None  # HTTP/3: max_udp_payload_size; None: agent.h3's default
+    udp_buffer_bytes: int | None = None  # HTTP/3: socket buffers asked; None: agent.h3's default
 
     @property
     def initial_window_size(self) -> int:
         return initial_window_size(self.settings)
+
+    def quic_windows(self) -> QuicWindows:
+        """The settings as QUIC's: the stream window, the connection window as initial_max_data,
+        the datagram size (checked where the options were built)."""
+        from agent.h3.settings import DEFAULT_DATAGRAM_BYTES, QuicWindows  # noqa: PLC0415
+
+        return QuicWindows.from_settings(
+            self.settings,
+            default_stream_window_bytes=self.initial_window_size,
+            connection_window_bytes=self.flow.connection_window,
+            datagram_bytes=self.datagram_bytes or DEFAULT_DATAGRAM_BYTES,
+        )
 
 
 @dataclass(frozen=True)

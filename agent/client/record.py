@@ -55,11 +55,17 @@ class ClientRecord:
     connect_s: float | None = None
     connect_cpu_s: float | None = None
     tls_version: str | None = None  # as the TLS library names it ("TLSv1.3"); None without TLS
+    # HTTP/3: the QUIC connection's counts (agent.h3.client); None over HTTP/2.
+    transport: Mapping[str, object] | None = None
 
     def to_dict(self) -> dict[str, object]:
         record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         for name in ("settings", "flow_control", "peer_settings", "params", "metrics"):
             record[name] = dict(record[name])
+        if self.transport is None:
+            del record["transport"]
+        else:
+            record["transport"] = dict(self.transport)
         for name in ("sent", "received"):
             if record[name] is not None:
                 record[name] = dict(record[name])

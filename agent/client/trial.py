@@ -19,7 +19,7 @@ from h2.exceptions import H2Error
 
 from agent import __version__, probe
 from agent.client.connect import Target, open_connection
-from agent.client.connection import ClientConnection, Response
+from agent.client.connection import Response
 from agent.client.exchange import ClientExchange
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import ClientRecord
@@ -29,10 +29,67 @@ from agent.marker import Marker
 from agent.trial_header import TRIAL_HEADER
 
 
+class TrialConnection(Protocol):
+    """What a trial asks of its connection, over HTTP/2 (agent.client.connection) or HTTP/3
+    (agent.h3.client)."""
+
+    local_settings: Mapping[str, int]
+
+    @property
+    def window_updates_sent(self) -> int | None: ...
+
+    def request(
+        self,
+        authority: str,
+        scheme: str,
+        path: str,
+        extra_headers: list[tuple[bytes, bytes]],
+        keep_body: bool = False,
+    ) -> asyncio.Future[Response]: ...
+
+    def open_exchange(
+        self,
+        method: bytes,
+        authority: str,
+        scheme: str,
+        path: str,
+        headers: list[tuple[bytes, bytes]],
+        *,
+        end_stream: bool,
+    ) -> ClientExchange: ...
+
+    async def settings_received(self) -> None: ...
+
+    @property
+    def peer_max_concurrent_streams(self) -> int: ...
+
+    def peer_settings(self) -> dict[str, int]: ...
+
+    @property
+    def tls_version(self) -> str | None: ...
+
+    def sent_counts(self) -> dict[str, object]: ...
+
+    def received_counts(self) -> dict[str, object]: ...
+
+    def transport_record(self) -> dict[str, object] | None: ...
+
+    async def close(self) -> None: ...
+
+
+async def open_trial_connection(target: Target, options: TrialOptions) -> TrialConnection:
+    """The trial's connection, over the protocol its options name."""
+    if not options.http3:
+        return await open_connection(target, options)
+    from agent.h3.client import open_h3_connection  # noqa: PLC0415  (qh3: the h3 extra)
+
+    return await open_h3_connection(target, options, options.quic_windows())
+
+
 class TrialSession:
     """A trial's view of its connection: requests on the target, each tagged with the trial."""
 
-    def __init__(self, connection: ClientConnection, target: Target, trial_id: str) -> None:
+    def __init__(self, connection: TrialConnection, target: Target, trial_id: str) -> None:
         self.connection = connection
         self.target = target
         self.trial_id = trial_id
@@ -162,7 +219,7 @@ async def run_trial(
     marker: Marker,
 ) -> ClientRecord:
     """The trial's record, failed or not."""
-    connection: ClientConnection | None = None
+    connection: TrialConnection | None = None
     error: str | None = None
     connect_s: float | None = None
     connect_cpu_s: float | None = None
@@ -171,12 +228,10 @@ async def run_trial(
     async def connect_and_run() -> None:
         nonlocal connection, connect_s, connect_cpu_s, tls_version
         started_s, cpu_s = time.perf_counter(), time.process_time()
-        connection = await open_connection(target, options)
+        connection = await open_trial_connection(target, options)
         connect_s = time.perf_counter() - started_s
         connect_cpu_s = time.process_time() - cpu_s
-        if connection.transport is not None:
-            tls = connection.transport.get_extra_info("ssl_object")
-            tls_version = None if tls is None else tls.version()
+        tls_version = connection.tls_version
         await driver.run(TrialSession(connection, target, trial_id))
 
     conditions = TrialWatch()  # the node's state, read outside the measured window
@@ -222,8 +277,8 @@ async def run_trial(
         cpu_pct=span.cpu_pct,
         rss_peak_bytes=span.rss_peak_bytes,
         rss_peak_is_fetch=span.rss_peak_is_window,
-        sent=connection.tally_out.counts().to_dict() if connection else {},
-        received=connection.tally_in.counts().to_dict() if connection else {},
+        sent=connection.sent_counts() if connection else {},
+        received=connection.received_counts() if connection else {},
         window_updates_sent=connection.window_updates_sent if connection else 0,
         t_wall_start_ns=span.start.t_wall_ns,
         t_wall_end_ns=span.start.t_wall_ns + (end_ns - start_ns),
@@ -239,6 +294,7 @@ async def run_trial(
         connect_s=connect_s,
         connect_cpu_s=connect_cpu_s,
         tls_version=tls_version,
+        transport=connection.transport_record() if connection else None,
     )
 
 

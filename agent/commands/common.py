@@ -10,6 +10,7 @@ from agent.engines import DEFAULT_ENGINE, ENGINES, UNREPRESENTABLE_POLICIES
 from agent.errors import UsageError
 
 if TYPE_CHECKING:
+    from agent.h3.settings import QuicWindows
     from agent.workloads.spec import ParamSide, ParamValue, WorkloadSpec
 
 
@@ -27,6 +28,45 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         default="map",
         help="nghttp2 engine: a window that is not 2^N - 1 bytes is mapped to the nearest "
         "2^N - 1 (recorded, with a warning) or rejected (exit 2); default map",
+    )
+
+
+def add_quic_options(parser: argparse.ArgumentParser) -> None:
+    """What an HTTP/3 endpoint takes beyond the SETTINGS (agent.h3.settings)."""
+    parser.add_argument(
+        "--datagram-size",
+        type=int,
+        metavar="BYTES",
+        help="h3: the largest UDP payload this endpoint sends and takes (max_udp_payload_size; "
+        "1200..65527, default 1350, fixed: no path-MTU probing)",
+    )
+    parser.add_argument(
+        "--udp-buffer",
+        type=int,
+        metavar="BYTES",
+        help="h3: SO_RCVBUF and SO_SNDBUF asked for (default 4 MiB; net.core.rmem_max and "
+        "wmem_max are raised first where the node lets us), recorded with what was granted",
+    )
+
+
+def quic_windows(
+    args: argparse.Namespace, settings: dict[str, int], connection_window: int | None = None
+) -> QuicWindows:
+    """The HTTP/2-named `settings` as an HTTP/3 endpoint's (a setting without a counterpart
+    refused, naming it), with --datagram-size."""
+    from agent.h3.settings import DEFAULT_DATAGRAM_BYTES, QuicWindows  # noqa: PLC0415
+    from agent.settings import DEFAULT_INITIAL_WINDOW_SIZE  # noqa: PLC0415
+
+    if args.udp_buffer is not None and args.udp_buffer < 1:
+        raise UsageError(f"--udp-buffer {args.udp_buffer} must be at least 1 byte")
+    window = settings.get("initial_window_size", DEFAULT_INITIAL_WINDOW_SIZE)
+    return QuicWindows.from_settings(
+        settings,
+        default_stream_window_bytes=DEFAULT_INITIAL_WINDOW_SIZE,
+        # A server receives only requests: it keeps QUIC's window at its stream window's
+        # size unless told, as an HTTP/2 server's connection window is 65535.
+        connection_window_bytes=window if connection_window is None else connection_window,
+        datagram_bytes=args.datagram_size or DEFAULT_DATAGRAM_BYTES,
     )
 
 

@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 
 from agent.commands import add_example
-from agent.commands.common import add_engine_options, add_workload_options, pin, workload_params
+from agent.commands.common import (
+    add_engine_options,
+    add_quic_options,
+    add_workload_options,
+    pin,
+    quic_windows,
+    workload_params,
+)
 from agent.errors import UsageError
 from agent.limits import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
@@ -30,6 +37,33 @@ def configure(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8443, help="0 picks a free port")
     serve.add_argument("--tls", action="store_true", help="TLS with ALPN h2 (needs --cert, --key)")
+    serve.add_argument(
+        "--protocol",
+        choices=("h2c", "h2", "h3"),
+        help="h2c (cleartext, the default), h2 (TLS, the same as --tls) or h3 (HTTP/3 over "
+        "QUIC on the UDP --port: the `h3` extra; needs --cert, --key)",
+    )
+    add_quic_options(serve)
+    serve.add_argument(
+        "--quic-retry",
+        action="store_true",
+        help="h3: validate each client's address with a Retry before the handshake (one more "
+        "round trip per connection; agent.h3.amplification)",
+    )
+    serve.add_argument(
+        "--no-quic-count-padding",
+        dest="quic_count_padding",
+        action="store_false",
+        help="h3: leave qh3's anti-amplification credit uncorrected (a client's datagram "
+        "padding after its Initial is not counted; agent.h3.amplification)",
+    )
+    serve.add_argument(
+        "--no-quic-capacity-as-blocked",
+        dest="quic_capacity_as_blocked",
+        action="store_false",
+        help="h3: let qh3's 'packet builder capacity exhausted' end the connection, as qh3 "
+        "does, instead of waiting for the client's next bytes",
+    )
     serve.add_argument("--cert", type=Path)
     serve.add_argument("--key", type=Path)
     serve.add_argument(
@@ -89,7 +123,10 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a TCP port")
     settings = parse_settings(args.setting)
+    protocol = serve_protocol(args)
     pin(args.cpu)
+    if protocol == "h3":
+        return _serve_h3(args, params, settings)
     if args.engine == "nghttp2":
         from agent.nghttp2 import cli_support  # noqa: PLC0415
 
@@ -160,6 +197,60 @@ def _serve_hypercorn(
         control_port=args.control_port or 0,
     )
     return asyncio.run(serve_hypercorn(options))
+
+
+def serve_protocol(args: argparse.Namespace) -> str:
+    """--protocol, with --tls as h2; --cert and --key where TLS needs them."""
+    protocol: str = args.protocol or ("h2" if args.tls else "h2c")
+    if args.tls and protocol != "h2":
+        raise UsageError(f"--tls is --protocol h2; it contradicts --protocol {protocol}")
+    if protocol != "h2c" and (args.cert is None or args.key is None):
+        raise UsageError(f"--protocol {protocol} needs --cert and --key")
+    args.tls = protocol == "h2"
+    if protocol != "h3" and (
+        args.quic_retry or not args.quic_count_padding or not args.quic_capacity_as_blocked
+    ):
+        raise UsageError("the --quic-* and --no-quic-* options are for --protocol h3")
+    return protocol
+
+
+def _serve_h3(
+    args: argparse.Namespace, params: dict[str, ParamValue], settings: dict[str, int]
+) -> int:
+    if args.engine != "h2":
+        raise UsageError(
+            f"--protocol h3 runs on the agent's own engine, not --engine {args.engine}"
+        )
+    if args.control_port is not None or args.handshake_timeout is not None:
+        raise UsageError("--control-port and --handshake-timeout are not for --protocol h3")
+    import asyncio  # noqa: PLC0415
+
+    from agent.h3.amplification import AmplificationFixes  # noqa: PLC0415
+    from agent.h3.server import H3ServeOptions, serve_h3  # noqa: PLC0415
+    from agent.workloads import spec_of  # noqa: PLC0415
+    from agent.workloads.load import server_mount  # noqa: PLC0415
+
+    limits = connection_limits(args)
+    windows = quic_windows(args, settings)
+    handler = server_mount(spec_of(args.workload).kind)(args.root, params)
+    options = H3ServeOptions(
+        windows=windows,
+        cert=args.cert,
+        key=args.key,
+        host=args.host,
+        port=args.port,
+        trial_log=args.trial_log,
+        workload=args.workload,
+        fixes=AmplificationFixes(
+            count_padding=args.quic_count_padding,
+            capacity_as_blocked=args.quic_capacity_as_blocked,
+            retry=args.quic_retry,
+        ),
+        idle_timeout_s=limits.idle_timeout_s,
+        max_connections=limits.max_connections,
+        buffer_bytes=args.udp_buffer,
+    )
+    return asyncio.run(serve_h3(options, handler))
 
 
 def connection_limits(args: argparse.Namespace) -> ConnectionLimits:

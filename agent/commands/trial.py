@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from agent.commands import add_example
 from agent.commands.common import (
     add_engine_options,
+    add_quic_options,
     add_workload_options,
     pin,
     workload_params,
@@ -72,6 +73,13 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON line per trial")
     parser.add_argument("--marker", default="none", help="none | gpio:CHIP:LINE | fifo:PATH")
     parser.add_argument("--cpu", type=int, help="pin the process to this core")
+    parser.add_argument(
+        "--protocol",
+        choices=("h2c", "h2", "h3"),
+        help="h2c or h2 (HTTP/2; the URL's scheme says which, the default) or h3 (HTTP/3 over "
+        "QUIC to the URL's UDP port; an https URL; the `h3` extra)",
+    )
+    add_quic_options(parser)
     parser.add_argument("--insecure", action="store_true", help="TLS: skip certificate checks")
     parser.add_argument("--ca-file", help="TLS: trust this CA bundle")
     add_engine_options(parser)
@@ -164,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
     if args.start_at is not None and not (math.isfinite(args.start_at) and args.start_at >= 0):
         raise UsageError(f"--start-at {args.start_at}: expected Unix seconds, 0 or more")
     peer_clock = _peer_clock(args.peer_clock_offset_ns, args.peer_clock_uncertainty_ns)
+    http3 = _http3(args)
     pin(args.cpu)
     plan = RunPlan(
         url=args.url,
@@ -174,6 +183,9 @@ def run(args: argparse.Namespace) -> int:
             insecure=args.insecure,
             ca_file=args.ca_file,
             cpu_pin=args.cpu,
+            http3=http3,
+            datagram_bytes=args.datagram_size,
+            udp_buffer_bytes=args.udp_buffer,
         ),
         trial_id=args.trial_id or f"{socket.gethostname()}-{os.getpid()}",
         workload=spec.kind,
@@ -185,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
         trial_control=args.trial_control,
         peer_clock=peer_clock,
     )
+    if http3:
+        plan.options.quic_windows()  # a setting without a counterpart fails here, before any trial
     if args.engine == "nghttp2":
         from agent.nghttp2 import cli_support  # noqa: PLC0415
 
@@ -204,6 +218,28 @@ def run(args: argparse.Namespace) -> int:
     if args.start_at is not None:
         prepare = _then_wait(prepare, args.start_at)
     return asyncio.run(run_trials(plan, prepare, bracket))
+
+
+def _http3(args: argparse.Namespace) -> bool:
+    """Whether the trials run over HTTP/3, --protocol checked against the URL and engine."""
+    scheme = args.url.split(":", 1)[0]
+    if args.protocol is None or args.protocol == {"http": "h2c", "https": "h2"}.get(scheme):
+        if args.datagram_size is not None or args.udp_buffer is not None:
+            raise UsageError("--datagram-size and --udp-buffer are for --protocol h3")
+        return False
+    if args.protocol != "h3":
+        raise UsageError(f"--protocol {args.protocol} contradicts the URL's scheme {scheme}")
+    if scheme != "https":
+        raise UsageError(f"--protocol h3 needs an https URL (QUIC is always encrypted): {args.url}")
+    if args.engine != "h2":
+        raise UsageError(f"--protocol h3 runs on the agent's own engine, not {args.engine}")
+    if args.window_update != DEFAULT_WINDOW_UPDATE_POLICY:
+        raise UsageError(
+            "--window-update is HTTP/2's: over HTTP/3 the QUIC stack grants credit its own way"
+        )
+    if args.udp_buffer is not None and args.udp_buffer < 1:
+        raise UsageError(f"--udp-buffer {args.udp_buffer} must be at least 1 byte")
+    return True
 
 
 def _peer_clock(offset_ns: int | None, uncertainty_ns: int) -> PeerClock | None:

@@ -152,11 +152,17 @@ class ServerApp:
         self.ledger.stream_reset(trial_id)
 
     def trial_detach(
-        self, trial_id: str, connection_id: int, sent: FrameCounts, received: FrameCounts
+        self,
+        trial_id: str,
+        connection_id: int,
+        sent: FrameCounts,
+        received: FrameCounts,
+        transport: Mapping[str, object] | None = None,
     ) -> None:
         record = self.ledger.detach(trial_id, connection_id, sent, received, probe.peak_rss_bytes())
         if record is not None:
-            self._write_record(replace(record, cpu_peak_pct=self.cpu_peaks.close(trial_id)))
+            peak = self.cpu_peaks.close(trial_id)
+            self._write_record(replace(record, cpu_peak_pct=peak, transport=transport))
 
     def _write_record(self, record: TrialRecord) -> None:
         watch = self._conditions.pop(record.trial_id, None)

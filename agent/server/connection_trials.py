@@ -10,18 +10,38 @@ preface, SETTINGS) count for that trial.
 
 from __future__ import annotations
 
-from agent.fastpath import SplitTally
+from collections.abc import Sequence
+from typing import Protocol
+
 from agent.frames import FrameCounts
-from agent.server.host import ConnectionHost
+
+
+class Tally(Protocol):
+    """One direction of a connection, counted so far (agent.fastpath.SplitTally for HTTP/2;
+    agent.h3.server.QuicTally for HTTP/3)."""
+
+    def counts(self) -> FrameCounts: ...
+
+
+class TrialAccounting(Protocol):
+    """The part of the connection's host (agent.server.host.ConnectionHost) that keeps the
+    trials' ledger."""
+
+    def trial_request(self, trial_id: str, connection_id: int) -> None: ...
+    def trial_responses_done(self, trial_ids: Sequence[str]) -> None: ...
+    def trial_stream_reset(self, trial_id: str) -> None: ...
+    def trial_detach(
+        self, trial_id: str, connection_id: int, sent: FrameCounts, received: FrameCounts
+    ) -> None: ...
 
 
 class ConnectionTrials:
     def __init__(
         self,
-        host: ConnectionHost,
+        host: TrialAccounting,
         connection_id: int,
-        tally_out: SplitTally,
-        tally_in: SplitTally,
+        tally_out: Tally,
+        tally_in: Tally,
     ) -> None:
         self._host = host
         self._id = connection_id

@@ -11,6 +11,7 @@ when trials do not overlap; overlapping trials are named in each other's records
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent.frames import FrameCounts
@@ -41,6 +42,8 @@ class TrialRecord:
     overlapping_trials: tuple[str, ...]
     # Highest CPU % over the trial's 100 ms intervals (agent.cpu_peak); None where unmeasured.
     cpu_peak_pct: float | None = None
+    # HTTP/3: the QUIC connection's counts over the trial (agent.h3.server); None over HTTP/2.
+    transport: Mapping[str, object] | None = None
 
     @classmethod
     def over(
@@ -109,6 +112,7 @@ class TrialRecord:
             "t_mono_end_ns": self.t_mono_end_ns,
             "overlapping_trials": list(self.overlapping_trials),
             "cpu_peak_pct": self.cpu_peak_pct,
+            **({} if self.transport is None else {"transport": dict(self.transport)}),
         }
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agent.client.connect import Target, open_connection
-from agent.client.connection import ClientConnection, Response
+from agent.client.connect import Target
+from agent.client.connection import Response
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.run import Prepared
-from agent.client.trial import TrialSession, check_body
+from agent.client.trial import TrialConnection, TrialSession, check_body, open_trial_connection
 from agent.errors import BodyMismatchError, FetchError, PeerProtocolError, SiteError
 from agent.html_links import subresource_paths
 from agent.site.manifest import MANIFEST_NAME, SiteManifest, parse_manifest
@@ -31,11 +31,11 @@ async def download_manifest(target: Target, options: TrialOptions) -> SiteManife
     timeout (connecting included). Every failure is a FetchError naming the manifest: the
     trials it was for fail with it."""
     path = target.path.rsplit("/", 1)[0] + "/" + MANIFEST_NAME
-    connection: ClientConnection | None = None
+    connection: TrialConnection | None = None
 
     async def get() -> Response:
         nonlocal connection
-        connection = await open_connection(target, options)
+        connection = await open_trial_connection(target, options)
         return await connection.request(target.authority, target.scheme, path, [], keep_body=True)
 
     try:

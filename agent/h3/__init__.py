@@ -1,0 +1,10 @@
+"""HTTP/3 (RFC 9114 over QUIC v1, RFC 9000) for the agent: the `protocol = "h3"` side of a sweep.
+
+The agent's own HTTP/3 runs on qh3 (the `h3` extra: a Rust QUIC core with a Python HTTP/3 layer,
+wheels for every Raspberry Pi OS, and a fixed sliding flow-control window), client and server.
+What is ours here is small and mostly pure: how the study's settings map onto QUIC's
+(`settings`), the flow-control credit a data sender sees granted (`credit`), the UDP socket and
+its drop counters (`udp`), the server's fixes for qh3's anti-amplification accounting
+(`amplification`), and thin I/O wrappers (`server`, `client`) that give the workloads the same
+requests and records HTTP/2 gives them. Nothing here is imported unless a trial runs over h3.
+"""

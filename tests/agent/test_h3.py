@@ -1,0 +1,204 @@
+"""HTTP/3 with real peers, both directions, at fixed windows: ngtcp2's `gtlsclient` fetching the
+page from our server and our client fetching it from `gtlsserver`, every body verified; our
+client and server together, with the server's record proving the window stayed fixed; and our
+server under input that is not HTTP/3."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from qh3.quic.configuration import QuicConfiguration
+from qh3.quic.connection import QuicConnection
+
+from agent.site import load_manifest
+from tests.agent.h3_peers import (
+    Credentials,
+    fixed_window_options,
+    gtlsserver,
+    h3_server,
+    make_credentials,
+)
+from tests.agent.servers import RunningServer, run_agent
+from tests.agent.windows import verify_downloads
+from tests.conftest import require_tool
+
+WINDOWS = (4096, 65535)
+
+
+@pytest.fixture(scope="module")
+def credentials(tmp_path_factory: pytest.TempPathFactory) -> Credentials:
+    return make_credentials(tmp_path_factory.mktemp("h3-tls"))
+
+
+@pytest.fixture(scope="module")
+def our_server(
+    site: Path, credentials: Credentials, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    with h3_server(site, tmp_path_factory.mktemp("h3-server"), credentials) as server:
+        yield server
+
+
+def _fetch(port: int, credentials: Credentials, *args: str) -> list[dict[str, object]]:
+    result = run_agent(
+        "fetch",
+        f"https://127.0.0.1:{port}/",
+        "--protocol",
+        "h3",
+        "--ca-file",
+        str(credentials.ca),
+        "--json",
+        *args,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+def test_our_client_and_server_keep_the_window_fixed(
+    window: int, our_server: RunningServer, credentials: Credentials, site: Path
+) -> None:
+    trial_id = f"h3-own-{window}"
+    (record,) = _fetch(
+        our_server.port,
+        credentials,
+        "--initial-window-size",
+        str(window),
+        "--connection-window",
+        str(16 * window),
+        "--trial-id",
+        trial_id,
+    )
+    manifest = load_manifest(site)
+    assert record["ok"], record["error"]
+    assert record["metrics"] == {
+        "resource_count": len(manifest.files),
+        "body_bytes": sum(f.size_bytes for f in manifest.files if f.path != "manifest.json"),
+    }
+    assert record["tls_version"] == "TLSv1.3"
+    transport = record["transport"]
+    assert isinstance(transport, dict)
+    assert transport["protocol"] == "h3"
+    assert record["settings"] == {"initial_window_size": window}
+    served = our_server.wait_for_trials(trial_id)[trial_id]
+    assert served["ok"] and served["responses_completed"] == len(manifest.files)
+    credit = served["transport"]
+    assert isinstance(credit, dict)
+    # The proof that qh3's client kept its window: never more credit ahead than the window,
+    # and credit given in many small grants (an auto-tuned window needs few).
+    assert 0 < credit["largest_stream_credit_ahead_bytes"] <= window
+    assert credit["largest_connection_credit_ahead_bytes"] <= 16 * window
+    body_bytes = int(record["metrics"]["body_bytes"])  # type: ignore[index]
+    assert credit["max_stream_data_frames"] >= body_bytes // window - 2 * len(manifest.files)
+    received = served["received"]
+    assert isinstance(received, dict)
+    assert received["frames"]["MAX_STREAM_DATA"] == credit["max_stream_data_frames"]
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+def test_gtlsclient_fetches_the_page_from_our_server(
+    window: int, our_server: RunningServer, credentials: Credentials, site: Path, tmp_path: Path
+) -> None:
+    require_tool("gtlsclient")
+    urls = [
+        f"https://127.0.0.1:{our_server.port}/{f.path}"
+        for f in load_manifest(site).files
+        if f.path != "manifest.json"
+    ]
+    result = subprocess.run(
+        [
+            "gtlsclient",
+            "-q",
+            "--exit-on-all-streams-close",
+            *fixed_window_options(window, 16 * window),
+            f"--download={tmp_path}",
+            "127.0.0.1",
+            str(our_server.port),
+            *urls,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(verify_downloads(site, tmp_path)) == len(urls)
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+def test_our_client_fetches_the_page_from_gtlsserver(
+    window: int, credentials: Credentials, site: Path, tmp_path: Path
+) -> None:
+    require_tool("gtlsserver")
+    with gtlsserver(site, tmp_path, credentials, 65535) as port:
+        (record,) = _fetch(
+            port,
+            credentials,
+            "--initial-window-size",
+            str(window),
+            "--manifest",
+            str(site / "manifest.json"),
+        )
+    assert record["ok"], record["error"]
+    assert record["metrics"]["resource_count"] == len(load_manifest(site).files)  # type: ignore[index]
+    assert record["verification"] == "sha256"
+
+
+def _client_initial(port: int) -> bytes:
+    """A real client's first datagram (qh3's Initial, a fresh connection ID each time)."""
+    connection = QuicConnection(
+        configuration=QuicConfiguration(is_client=True, alpn_protocols=["h3"])
+    )
+    connection.connect(("127.0.0.1", port), now=time.monotonic())
+    return connection.datagrams_to_send(now=time.monotonic())[0][0]
+
+
+def test_our_server_survives_garbage_and_an_initial_flood(
+    site: Path, credentials: Credentials, tmp_path: Path
+) -> None:
+    with h3_server(site, tmp_path, credentials, "--max-connections", "4") as server:
+        for size in (1, 7, 1200, 1500):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.sendto(b"\x00" * size, ("127.0.0.1", server.port))
+                sock.sendto(os.urandom(size), ("127.0.0.1", server.port))
+        # Initials from 64 source ports: a real client's first datagram each, never continued.
+        for _ in range(64):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.sendto(_client_initial(server.port), ("127.0.0.1", server.port))
+        (record,) = _fetch(server.port, credentials, "--trial-id", "after-the-flood")
+        assert record["ok"], record["error"]
+        served = server.wait_for_trials("after-the-flood")["after-the-flood"]
+    listener = served["transport"]["listener"]  # type: ignore[index]
+    assert listener["not_quic"] >= 4  # the noise of every size; zeros may parse as a header
+    # The flood's half-open connections made room for the real one, oldest first.
+    assert listener["shed_connections"] >= 60
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["fetch", "http://127.0.0.1:1/", "--protocol", "h3"], "needs an https URL"),
+        (
+            ["fetch", "https://127.0.0.1:1/", "--protocol", "h3", "--setting", "enable_push=0"],
+            "setting enable_push has no counterpart in HTTP/3",
+        ),
+        (
+            ["fetch", "https://127.0.0.1:1/", "--protocol", "h3", "--datagram-size", "900"],
+            "datagram size 900",
+        ),
+        (["fetch", "https://127.0.0.1:1/", "--datagram-size", "1400"], "are for --protocol h3"),
+        (["serve", "--protocol", "h3", "--root", "."], "--protocol h3 needs --cert and --key"),
+        (["serve", "--quic-retry", "--root", "."], "are for --protocol h3"),
+    ],
+)
+def test_h3_usage_mistakes_are_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = run_agent(*args)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
