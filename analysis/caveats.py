@@ -3,7 +3,8 @@
 Each line states what happened and names the report section that has the detail: a noisy or
 drifting idle baseline, trials on a throttled, hot or busy node, client nodes that started late,
 a modelled meter's energy straying from its model, ok rows without their power trace, trials
-that never succeeded, a torn trial table, samples the meter lost. The sections compute these;
+that never succeeded, a torn trial table, samples the meter lost, HTTP/3 set beside cleartext
+HTTP/2. The sections compute these;
 this module only gathers their one-line forms. Pure reads of a loaded run.
 """
 
@@ -73,6 +74,20 @@ def _meter_caveats(run: Run) -> list[str]:
     return [f"The meter {' and '.join(parts)}: energy from fewer samples (Trials)."]
 
 
+def _protocol_caveats(run: Run) -> list[str]:
+    """HTTP/3 is always encrypted: set beside cleartext h2c, it pays for TLS too."""
+    if "protocol" not in run.ok:
+        return []
+    protocols = set(run.ok["protocol"].astype(str))
+    if not {"h2c", "h3"} <= protocols:
+        return []
+    against = "compare h3 with h2 (TLS) in this run" if "h2" in protocols else "sweep h2 (TLS)"
+    return [
+        "h3 is set beside h2c: HTTP/3 is always encrypted and h2c never is, so the gap holds "
+        f"TLS's cost as well as the protocol's; {against} for the protocol's own (Figures)."
+    ]
+
+
 def caveats(
     run: Run,
     *,
@@ -88,4 +103,5 @@ def caveats(
         *node_conditions(run.ok.to_dict("records")),
         *late_starts(client_nodes),
         *_trial_caveats(run),
+        *_protocol_caveats(run),
     ]

@@ -49,6 +49,14 @@ def add_quic_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def require_h3() -> None:
+    """qh3 importable, else the one line that says how to get it."""
+    import importlib.util  # noqa: PLC0415
+
+    if importlib.util.find_spec("qh3") is None:
+        raise UsageError("--protocol h3 needs the agent's h3 extra: pip install 'h2iot[h3]'")
+
+
 def quic_windows(
     args: argparse.Namespace, settings: dict[str, int], connection_window: int | None = None
 ) -> QuicWindows:

@@ -12,6 +12,7 @@ from agent.commands.common import (
     add_workload_options,
     pin,
     quic_windows,
+    require_h3,
     workload_params,
 )
 from agent.errors import UsageError
@@ -225,10 +226,14 @@ def _serve_h3(
         raise UsageError("--control-port and --handshake-timeout are not for --protocol h3")
     import asyncio  # noqa: PLC0415
 
-    from agent.h3.amplification import AmplificationFixes  # noqa: PLC0415
-    from agent.h3.server import H3ServeOptions, serve_h3  # noqa: PLC0415
     from agent.workloads import spec_of  # noqa: PLC0415
     from agent.workloads.load import server_mount  # noqa: PLC0415
+
+    if "h3" not in spec_of(args.workload).protocols:
+        raise UsageError(f"the {args.workload} workload does not run over HTTP/3 (--protocol h3)")
+    require_h3()
+    from agent.h3.amplification import AmplificationFixes  # noqa: PLC0415
+    from agent.h3.server import H3ServeOptions, serve_h3  # noqa: PLC0415
 
     limits = connection_limits(args)
     windows = quic_windows(args, settings)

@@ -18,6 +18,7 @@ from agent.commands.common import (
     add_quic_options,
     add_workload_options,
     pin,
+    require_h3,
     workload_params,
 )
 from agent.engines import SERVER_ONLY_ENGINES
@@ -173,6 +174,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--start-at {args.start_at}: expected Unix seconds, 0 or more")
     peer_clock = _peer_clock(args.peer_clock_offset_ns, args.peer_clock_uncertainty_ns)
     http3 = _http3(args)
+    if http3 and "h3" not in spec.protocols:
+        raise UsageError(f"the {spec.kind} workload does not run over HTTP/3 (--protocol h3)")
+    if http3:
+        require_h3()
+        # qh3 and the agent's HTTP/3 loaded now, not in the first trial's measured window.
+        import agent.h3.client  # noqa: F401, PLC0415
     pin(args.cpu)
     plan = RunPlan(
         url=args.url,

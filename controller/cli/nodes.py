@@ -142,7 +142,7 @@ def _report_failures(failed: Mapping[str, ControllerError]) -> int:
 def _deploy(args: argparse.Namespace, console: Console) -> int:
     config = load_config(args.config, args.overrides)
     nodes = _nodes(config)
-    extra = spec_of(config.workload.kind).extra
+    extras = node_extras(config)
     remote: dict[str, NodeConfig] = {}
     for role, node in nodes.items():
         if node.is_local:
@@ -171,14 +171,12 @@ def _deploy(args: argparse.Namespace, console: Console) -> int:
             return _report_failures(connected.failed)
         with tempfile.TemporaryDirectory(prefix="h2iot-wheel-") as scratch:
             wheel = _wheel(args.wheel, Path(scratch))
-            requirements = wheel.requirements(extra)
-            with_extra = (
-                f" with the {config.workload.kind} workload's extra {extra}" if extra else ""
-            )
+            requirements = wheel.requirements(extras)
+            with_extra = f" with the extras {', '.join(extras)}" if extras else ""
             console.print(
                 f"deploying {wheel.path.name}{with_extra} (needs {', '.join(requirements)})"
             )
-            outcome = fan_out(connected.succeeded, _deployer(args, wheel, extra))
+            outcome = fan_out(connected.succeeded, _deployer(args, wheel, extras))
     finally:
         for _, opened in connected.succeeded.values():
             opened.close()
@@ -206,8 +204,14 @@ def _wheel(given: Path | None, scratch: Path) -> Wheel:
     return wheel
 
 
+def node_extras(config: Config) -> tuple[str, ...]:
+    """The pip extras a node needs for the config: its workload's, and h3 for HTTP/3 trials."""
+    workload = spec_of(config.workload.kind).extra
+    return (*((workload,) if workload else ()), *(("h3",) if "h3" in config.protocols else ()))
+
+
 def _deployer(
-    args: argparse.Namespace, wheel: Wheel, extra: str | None
+    args: argparse.Namespace, wheel: Wheel, extras: tuple[str, ...]
 ) -> Callable[[tuple[NodeConfig, Node]], DeployReport]:
     lock = threading.Lock()
     downloaded: dict[str, list[Path]] = {}
@@ -217,7 +221,7 @@ def _deployer(
         with lock:
             if platform.key not in downloaded:
                 downloaded[platform.key] = download_dependencies(
-                    wheel, platform, args.wheelhouse, extra
+                    wheel, platform, args.wheelhouse, extras
                 )
             return downloaded[platform.key]
 
@@ -232,7 +236,7 @@ def _deployer(
             node,
             config,
             wheel=wheel,
-            requirements=wheel.requirements(extra),
+            requirements=wheel.requirements(extras),
             dependencies=wheels,
             base_python=args.base_python,
             platform=platform,

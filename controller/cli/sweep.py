@@ -248,10 +248,12 @@ def _recorder(sweep: _Sweep, sink: Sink) -> tuple[RunRecorder, dict[str, Any]]:
     manifest records this session's layers (what `--resume RUN_DIR` alone continues with)."""
     kind = sweep.config.workload.kind
     search = sweep.config.search is not None
+    quic = "h3" in sweep.config.protocols
     manifest = _manifest(sweep)
     if sweep.resumed is None:
-        return RunRecorder.create(sweep.run_dir, sweep.axes, manifest, kind, search), manifest
-    recorder = RunRecorder(sweep.run_dir, sweep.axes, kind, search)
+        recorder = RunRecorder.create(sweep.run_dir, sweep.axes, manifest, kind, search, quic=quic)
+        return recorder, manifest
+    recorder = RunRecorder(sweep.run_dir, sweep.axes, kind, search, quic)
     recorded = {key: value for key, value in sweep.resumed.items() if key != "format_version"}
     merged = {**manifest, **recorded, "config_layers": manifest["config_layers"]}
     if merged != recorded:

@@ -9,7 +9,10 @@ import sys
 from dataclasses import asdict, replace
 from typing import Any
 
-from agent.engines import ENGINE_SPECS, ENGINES, SERVER_ONLY_ENGINES, EngineSpec
+from agent.engines import DEFAULT_ENGINE, ENGINE_SPECS, ENGINES, SERVER_ONLY_ENGINES, EngineSpec
+from agent.errors import SettingsError
+from agent.flow import DEFAULT_WINDOW_UPDATE_POLICY
+from agent.h3.settings import refuse_without_counterpart
 from agent.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
 from controller.config.clients import check_clients
@@ -426,14 +429,44 @@ def _check_agent_mode(stack: Stack, config: Config) -> None:
 
 def _check_protocol(stack: Stack, config: Config) -> None:
     """TLS trials put the run's authority on the client node; several client nodes would each
-    need it where their own state lives, which the sweep does not yet do."""
-    if config.protocols == ("h2c",) or len(config.client_nodes) == 1:
-        return
+    need it where their own state lives, which the sweep does not yet do. HTTP/3 trials run on
+    the agent's own engine, for a workload that runs over it, announcing only settings with an
+    HTTP/3 counterpart (agent.h3.settings)."""
     key = f"sweep.{PROTOCOL_AXIS}" if PROTOCOL_AXIS in config.sweep.names else "workload.protocol"
-    raise ConfigError(
-        f'{stack.origin(key)}: {key}: "h2" (TLS) runs with one client node; nodes.clients '
-        f"lists {len(config.client_nodes)}"
+    origin = stack.origin(key)
+    if config.protocols != ("h2c",) and len(config.client_nodes) > 1:
+        encrypted = next(p for p in config.protocols if p != "h2c")
+        raise ConfigError(
+            f'{origin}: {key}: "{encrypted}" (TLS) runs with one client node; nodes.clients '
+            f"lists {len(config.client_nodes)}"
+        )
+    if "h3" not in config.protocols:
+        return
+    spec = SPECS[config.workload.kind]
+    if "h3" not in spec.protocols:
+        raise ConfigError(
+            f'{origin}: {key}: the {spec.kind} workload does not run over "h3" (it runs over '
+            f"{', '.join(spec.protocols)})"
+        )
+    for node in (*config.client_nodes, *(server for _key, server in _servers(config))):
+        if node.engine != DEFAULT_ENGINE:
+            raise ConfigError(
+                f'{origin}: {key}: "h3" runs on the agent\'s own engine "{DEFAULT_ENGINE}", not '
+                f'nodes.{node.role}.engine = "{node.engine}"'
+            )
+    policies = dict(config.sweep.axes).get(
+        "window_update_policy", (config.workload.window_update_policy,)
     )
+    if any(policy != DEFAULT_WINDOW_UPDATE_POLICY for policy in policies):
+        raise ConfigError(
+            f'{origin}: {key}: window_update_policy is HTTP/2\'s; over "h3" the QUIC stack '
+            f'grants credit its own way: keep "{DEFAULT_WINDOW_UPDATE_POLICY}"'
+        )
+    settings = [name for name in config.sweep.names if name in SETTING_SPECS]
+    try:
+        refuse_without_counterpart(tuple(settings), "agent's")
+    except SettingsError as exc:
+        raise ConfigError(f"{origin}: {key}: {exc}") from None
 
 
 def _servers(config: Config) -> list[tuple[str, NodeConfig]]:

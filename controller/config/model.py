@@ -24,7 +24,7 @@ from controller.config.profile import DeviceProfile
 Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]
 Ppk2Mode = Literal["ampere", "source"]
-Protocol = Literal["h2c", "h2"]
+Protocol = Literal["h2c", "h2", "h3"]
 Sensor = Literal["5A", "20A", "30A"]
 
 ORDERS: tuple[Order, ...] = ("randomized-blocked", "sequential")
@@ -72,8 +72,9 @@ class RunConfig:
 AxisValue = ParamValue
 """A swept value: an HTTP/2 setting's integer, or a workload parameter of any of its kinds."""
 
-PROTOCOLS: tuple[Protocol, ...] = ("h2c", "h2")
-"""HTTP/2 in cleartext with prior knowledge (the study's), or over TLS 1.3 with ALPN h2."""
+PROTOCOLS: tuple[Protocol, ...] = ("h2c", "h2", "h3")
+"""HTTP/2 in cleartext with prior knowledge (the study's), over TLS 1.3 with ALPN h2, or HTTP/3
+over QUIC v1 (the agent's `h3` extra; always encrypted)."""
 PROTOCOL_AXIS = "protocol"
 """[workload] protocol, sweepable: the server agent restarts when it changes."""
 

@@ -44,6 +44,7 @@ class ServerMount:
     params: tuple[tuple[str, ParamValue], ...] = ()
     root: str | None = None
     tls: tuple[str, str] | None = None  # (certificate, key); None: cleartext h2c
+    http3: bool = False  # HTTP/3 over QUIC on the UDP port (needs `tls`'s files)
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,8 @@ class AgentNode:
         argv += _pairs("--setting", mount.settings) + _pairs("--param", mount.params)
         if mount.tls is not None:
             cert, key = (self.node.path(path) for path in mount.tls)
-            argv += ["--tls", "--cert", cert, "--key", key]
+            protocol = "h3" if mount.http3 else "h2"
+            argv += ["--protocol", protocol, "--cert", cert, "--key", key]
         argv += ["--trial-log", self.trial_log, *self._cpu_args()]
         argv += _engine_args(engine, unrepresentable_window)
         log_offset = 0
@@ -220,6 +222,7 @@ class AgentNode:
         start_at_s: float | None = None,
         peer_clock: PeerOffset | None = None,
         ca_file: str | None = None,
+        http3: bool = False,
     ) -> dict[str, Any]:
         """One trial of the workload by the client agent (`h2iot-agent trial`); its JSON record
         (agent/README.md), also when the trial failed (`ok` false: a body mismatch, a refused
@@ -228,8 +231,11 @@ class AgentNode:
         the node's wall clock (Unix seconds) the trial begins at (`--start-at`). `peer_clock`: the
         server node's wall clock minus this one's, which times across both clocks are mapped by
         (`--peer-clock-offset-ns`). `ca_file`: for an https URL, the authority (a path on the
-        node) the server's certificate must chain to."""
+        node) the server's certificate must chain to. `http3`: over HTTP/3 (the URL's port is
+        the server's UDP port)."""
         argv = ["trial", url, "--workload", workload, "--json", "--timeout", f"{timeout_s:g}"]
+        if http3:
+            argv += ["--protocol", "h3"]
         argv += self._cpu_args()
         options: Sequence[tuple[str, object]] = (
             ("--connection-window", connection_window),

@@ -40,13 +40,12 @@ class Wheel:
     requires: tuple[str, ...]  # runtime requirements, no extras
     extras: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # extra -> requirements
 
-    def requirements(self, extra: str | None) -> tuple[str, ...]:
-        """The agent's runtime requirements, with those of extra if given."""
-        if extra is None:
-            return self.requires
-        if extra not in self.extras:
-            raise DeployError(f"{self.path.name}: no pip extra {extra!r} in its metadata")
-        return (*self.requires, *self.extras[extra])
+    def requirements(self, extras: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """The agent's runtime requirements, with those of each of `extras`."""
+        for extra in extras:
+            if extra not in self.extras:
+                raise DeployError(f"{self.path.name}: no pip extra {extra!r} in its metadata")
+        return (*self.requires, *(r for extra in extras for r in self.extras[extra]))
 
     @classmethod
     def read(cls, path: Path) -> Wheel:
@@ -147,9 +146,9 @@ def build_wheel(root: Path, out_dir: Path) -> Wheel:
 
 
 def download_dependencies(
-    wheel: Wheel, platform: PlatformFacts, wheelhouse: Path, extra: str | None = None
+    wheel: Wheel, platform: PlatformFacts, wheelhouse: Path, extras: tuple[str, ...] = ()
 ) -> list[Path]:
-    """Wheels of wheel.requirements(extra) (and theirs) for platform, in
+    """Wheels of wheel.requirements(extras) (and theirs) for platform, in
     wheelhouse/<platform key>/. A requirement without a wheel for the platform is a DeployError
     naming both, in one line."""
     directory = wheelhouse / platform.key
@@ -158,9 +157,10 @@ def download_dependencies(
         target = platform.pip_target_args()
     except ValueError as exc:
         raise DeployError(f"{platform.key}: {exc}") from None
-    requirements = wheel.requirements(extra)
+    requirements = wheel.requirements(extras)
     if requirements:
-        needed_by = f" (the pip extra {extra!r} of the config's workload)" if extra else ""
+        named = " or ".join(repr(extra) for extra in extras)
+        needed_by = f" (the pip extra {named} the config needs)" if extras else ""
         _pip(
             ["download", *target, "-d", str(directory), *requirements],
             f"downloading {', '.join(requirements)} for {platform.key}",

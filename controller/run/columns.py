@@ -8,7 +8,9 @@ each node's conditions over the trial: `<role>_<field>` (agent.conditions).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, SPECS
@@ -124,6 +126,39 @@ SEARCH_COLUMNS: tuple[Column, ...] = (
     ),
     Column("search_probe", "", "breakdown search runs only: the group's probe, from 1"),
 )
+QUIC_COLUMNS: tuple[Column, ...] = (
+    Column("client_datagrams_received", "", "h3 runs only: UDP datagrams the client received"),
+    Column(
+        "client_packets_lost", "", "h3 runs only: packets the client's QUIC stack declared lost"
+    ),
+    Column("client_pto_count", "", "h3 runs only: the client's probe timeouts (PTO)"),
+    Column(
+        "client_udp_rcvbuf_errors",
+        "",
+        "h3 runs only: datagrams the client node's kernel dropped for a full receive buffer over "
+        "the trial (/proc/net/snmp Udp RcvbufErrors, every socket of the node)",
+    ),
+    Column(
+        "server_max_stream_data_frames",
+        "",
+        "h3 runs only: MAX_STREAM_DATA frames from the client that raised a stream's limit, as "
+        "the server received them",
+    ),
+    Column("server_max_data_frames", "", "h3 runs only: MAX_DATA frames likewise"),
+    Column(
+        "server_stream_credit_ahead_bytes",
+        "B",
+        "h3 runs only: the largest stream limit the client granted less what the server had "
+        "sent on that stream when the grant arrived (a fixed window keeps it at most the window)",
+    ),
+    Column(
+        "server_packets_lost", "", "h3 runs only: packets the server's QUIC stack declared lost"
+    ),
+    Column("server_pto_count", "", "h3 runs only: the server's probe timeouts (PTO)"),
+)
+"""What an HTTP/3 trial adds (a run whose protocols include h3): its QUIC counts, empty in
+the rows of its HTTP/2 trials."""
+
 CONDITION_ROLES = ("client", "server")
 CONDITION_FIELDS: tuple[Column, ...] = (
     Column(
@@ -179,15 +214,25 @@ def _axis_column(name: str) -> Column:
 
 
 def trial_columns(
-    axes: tuple[str, ...], workload: str = DEFAULT_KIND, search: bool = False
+    axes: tuple[str, ...], workload: str = DEFAULT_KIND, search: bool = False, quic: bool = False
 ) -> tuple[Column, ...]:
     """A breakdown search's run has SEARCH_COLUMNS after the axes (the searched parameter
-    first among them)."""
+    first among them); a run with HTTP/3 trials QUIC_COLUMNS after the common metrics."""
     swept = tuple(_axis_column(name) for name in axes)
     probes = SEARCH_COLUMNS if search else ()
     own = workload_columns(workload)
-    return LEADING_COLUMNS + swept + probes + METRIC_COLUMNS + own + condition_columns()
+    transport = QUIC_COLUMNS if quic else ()
+    return LEADING_COLUMNS + swept + probes + METRIC_COLUMNS + transport + own + condition_columns()
 
 
-def header(axes: tuple[str, ...], workload: str = DEFAULT_KIND, search: bool = False) -> list[str]:
-    return [column.name for column in trial_columns(axes, workload, search)]
+def header(
+    axes: tuple[str, ...], workload: str = DEFAULT_KIND, search: bool = False, quic: bool = False
+) -> list[str]:
+    return [column.name for column in trial_columns(axes, workload, search, quic)]
+
+
+def runs_h3(config: Mapping[str, Any]) -> bool:
+    """Whether a run's config (the manifest's `config`, Config.to_dict) has HTTP/3 trials."""
+    swept = config.get("sweep", {}).get("protocol")
+    protocols = swept if swept else [config.get("workload", {}).get("protocol", "h2c")]
+    return "h3" in protocols

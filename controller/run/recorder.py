@@ -32,7 +32,7 @@ from analysis.columns import EVENTS, FORMAT_VERSION, MANIFEST, POWER_DIR, TRIALS
 from analysis.errors import RunFormatError
 from analysis.manifest import read_manifest
 from controller.errors import ConfigError
-from controller.run.columns import header
+from controller.run.columns import header, runs_h3
 from controller.run.errors import disk_full, write_error
 
 PARTIAL = ".partial"
@@ -82,11 +82,12 @@ class RunRecorder:
         axes: tuple[str, ...],
         workload: str = DEFAULT_KIND,
         search: bool = False,
+        quic: bool = False,
     ) -> None:
         self.run_dir = run_dir
         self.axes = axes
         self.workload = workload
-        self.columns = header(axes, workload, search)
+        self.columns = header(axes, workload, search, quic)
         power = run_dir / POWER_DIR
         try:
             power.mkdir(parents=True, exist_ok=True)
@@ -105,6 +106,8 @@ class RunRecorder:
         manifest: Mapping[str, Any],
         workload: str = DEFAULT_KIND,
         search: bool = False,
+        *,
+        quic: bool = False,
     ) -> RunRecorder:
         if run_dir.exists() and any(run_dir.iterdir()):
             raise ConfigError(f"{run_dir}: run directory exists and is not empty (use --resume)")
@@ -113,7 +116,7 @@ class RunRecorder:
         except OSError as exc:
             raise write_error(run_dir, run_dir, exc) from None
         _write_atomically(run_dir, run_dir / MANIFEST, _manifest_bytes(manifest))
-        return cls(run_dir, axes, workload, search)
+        return cls(run_dir, axes, workload, search, quic)
 
     def write_manifest(self, manifest: Mapping[str, Any]) -> None:
         """Replace the manifest whole, through a rename (facts learnt once the nodes, the meter
@@ -126,7 +129,8 @@ class RunRecorder:
         axes = tuple(manifest.get("axes", ()))
         workload = manifest.get("workload", {}).get("kind", DEFAULT_KIND)
         search = manifest.get("config", {}).get("search") is not None
-        return cls(run_dir, axes, workload, search), manifest
+        quic = runs_h3(manifest.get("config", {}))
+        return cls(run_dir, axes, workload, search, quic), manifest
 
     def _open_trials(self) -> int:
         path = self.run_dir / TRIALS

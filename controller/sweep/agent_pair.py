@@ -95,6 +95,7 @@ class AgentPair:
                 params=self._side(point, "server"),
                 root=served.root,
                 tls=self._server_credentials(point),
+                http3=point.protocol == "h3",
             )
             engine = point.server_engine or self.config.server.engine
             running = self._running
@@ -163,6 +164,7 @@ class AgentPair:
                 trial_control=trial_control,
                 peer_clock=self.peer_clock,
                 ca_file=self._ca_file(point),
+                http3=point.protocol == "h3",
             )
         except NodeUnreachableError as exc:
             raise NodeLost(str(exc), role="client") from None
@@ -187,16 +189,21 @@ class AgentPair:
 
     def measure_rtt_s(self, samples: int = 20) -> float:
         """Round-trip time between the client and the running server: the best of `samples`
-        TCP handshakes from the client node (the report draws window / RTT with it)."""
+        TCP handshakes from the client node (the report draws window / RTT with it). An HTTP/3
+        server listens on UDP only: its host answers the TCP SYN with a reset, one round trip
+        as well."""
         assert self._running is not None, "ensure_server first"
+        address = (self.config.client.address, self._running.port)
         probe = (
             "import socket,sys,time\n"
             "best=1e9\n"
             f"for _ in range({samples}):\n"
             " t=time.perf_counter()\n"
-            f" s=socket.create_connection(({self.config.client.address!r},{self._running.port}))\n"
+            " try:\n"
+            f"  socket.create_connection({address!r}).close()\n"
+            " except ConnectionRefusedError:\n"
+            "  pass\n"
             " best=min(best,time.perf_counter()-t)\n"
-            " s.close()\n"
             "print(best)\n"
         )
         try:

@@ -54,6 +54,28 @@ def condition_cells(role: str, record: Mapping[str, Any]) -> dict[str, object]:
     return cells
 
 
+def _quic_cells(role: str, record: Mapping[str, Any]) -> dict[str, object]:
+    """An HTTP/3 trial's QUIC counts from a node's record (agent/README.md, "HTTP/3"); none
+    for an HTTP/2 trial's, which has no `transport`."""
+    transport = record.get("transport")
+    if not isinstance(transport, Mapping):
+        return {}
+    cells: dict[str, object] = {
+        f"{role}_packets_lost": transport.get("packets_lost"),
+        f"{role}_pto_count": transport.get("pto_count"),
+    }
+    if role == "client":
+        cells["client_datagrams_received"] = _frames(record, "received", "datagrams")
+        cells["client_udp_rcvbuf_errors"] = transport.get("udp_rcvbuf_errors")
+    else:
+        cells["server_max_stream_data_frames"] = transport.get("max_stream_data_frames")
+        cells["server_max_data_frames"] = transport.get("max_data_frames")
+        cells["server_stream_credit_ahead_bytes"] = transport.get(
+            "largest_stream_credit_ahead_bytes"
+        )
+    return cells
+
+
 def trial_row(
     trial: PlannedTrial,
     attempt: int,
@@ -116,6 +138,7 @@ def trial_row(
             for field in SPECS[workload].fields:
                 row[f"{workload}_{field.name}"] = metrics.get(field.name)
         row.update(condition_cells("client", client))
+        row.update(_quic_cells("client", client))
     if server is not None:
         row.update(
             server_serve_s=server.get("serve_s"),
@@ -127,6 +150,7 @@ def trial_row(
             server_data_frames=_frames(server, "sent", "DATA"),
         )
         row.update(condition_cells("server", server))
+        row.update(_quic_cells("server", server))
     if power is not None:
         row.update(
             window_source=power.source,

@@ -664,9 +664,52 @@ def test_the_protocol_is_a_workload_key_and_an_axis_each_point_carries() -> None
     assert [(p.protocol, p.tls) for p in points] == [("h2", True), ("h2c", False)]
     tls = load_config(None, ('workload.protocol="h2"',))
     assert tls.point(tls.sweep.points()[0]).protocol == "h2"
-    assert error_of(None, ('sweep.protocol=["h3"]',)) == (
-        '--set: sweep.protocol[0]: expected one of "h2c", "h2", got a string ("h3")'
+    assert error_of(None, ('sweep.protocol=["h4"]',)) == (
+        '--set: sweep.protocol[0]: expected one of "h2c", "h2", "h3", got a string ("h4")'
     )
+    h3 = load_config(None, ('sweep.protocol=["h2", "h3"]', "sweep.initial_window_size=[4096]"))
+    assert h3.protocols == ("h2", "h3")
+    assert [h3.point(axes).protocol for axes in h3.sweep.points()] == ["h2", "h3"]
+    assert all(h3.point(axes).tls for axes in h3.sweep.points())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ('sweep={initial_window_size = [4096], protocol = ["h3"], enable_push = [0]}',),
+            "--set: sweep.protocol: setting enable_push has no counterpart in HTTP/3",
+        ),
+        (
+            (
+                'sweep={initial_window_size = [4096], protocol = ["h3"], '
+                "max_concurrent_streams = [8]}",
+            ),
+            "--set: sweep.protocol: setting max_concurrent_streams (initial_max_streams_bidi (QUIC "
+            "transport parameter)) is not one the agent's HTTP/3 engine can announce (it can: "
+            "initial_window_size, header_table_size, max_header_list_size)",
+        ),
+        (
+            ('workload.protocol="h3"', 'workload.window_update_policy="exhausted"'),
+            '--set: workload.protocol: window_update_policy is HTTP/2\'s; over "h3" the QUIC '
+            'stack grants credit its own way: keep "half"',
+        ),
+        (
+            ('workload.protocol="h3"', 'nodes.client.engine="nghttp2"'),
+            '--set: workload.protocol: "h3" runs on the agent\'s own engine "h2", not '
+            'nodes.client.engine = "nghttp2"',
+        ),
+        (
+            ('workload.protocol="h3"', 'workload.kind="payload"'),
+            '--set: workload.protocol: the payload workload does not run over "h3" (it runs '
+            "over h2c, h2)",
+        ),
+    ],
+)
+def test_what_http3_cannot_run_is_refused_at_load_in_one_line(
+    overrides: tuple[str, ...], message: str
+) -> None:
+    assert error_of(None, overrides) == message
 
 
 def test_tls_with_several_client_nodes_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -297,10 +297,10 @@ def test_a_wheel_names_what_an_extra_adds():
     wheel = Wheel(
         Path("h2iot-1-py3-none-any.whl"), "h2iot", "1", ("h2>=4.1",), {"gpio": ("gpiod",)}
     )
-    assert wheel.requirements(None) == ("h2>=4.1",)
-    assert wheel.requirements("gpio") == ("h2>=4.1", "gpiod")
+    assert wheel.requirements() == ("h2>=4.1",)
+    assert wheel.requirements(("gpio",)) == ("h2>=4.1", "gpiod")
     with pytest.raises(DeployError, match="no pip extra 'stream'"):
-        wheel.requirements("stream")
+        wheel.requirements(("stream",))
 
 
 def test_an_extra_without_a_wheel_for_the_nodes_platform_fails_in_one_line(tmp_path: Path):
@@ -311,9 +311,9 @@ def test_an_extra_without_a_wheel_for_the_nodes_platform_fails_in_one_line(tmp_p
     )
     armv7l = _facts(machine="armv7l", bits=32)
     with pytest.raises(DeployError) as failed:
-        download_dependencies(wheel, armv7l, tmp_path / "wheelhouse", "probes")
+        download_dependencies(wheel, armv7l, tmp_path / "wheelhouse", ("probes",))
     assert str(failed.value) == (
-        "psutil>=5.9 (the pip extra 'probes' of the config's workload) has no wheel for the "
+        "psutil>=5.9 (the pip extra 'probes' the config needs) has no wheel for the "
         "node's platform cpython3.11-glibc2.36-armv7l on the package index"
     )
 

@@ -74,7 +74,9 @@ def emulated(tmp_path_factory: pytest.TempPathFactory, ssh_key: SshKey) -> Itera
         nodes.release(list(testbed.hosts.values()))
 
 
-def write_config(emulated: Emulated, path: Path, roles: dict[str, SshHost]) -> Path:
+def write_config(
+    emulated: Emulated, path: Path, roles: dict[str, SshHost], protocol: str = "h2c"
+) -> Path:
     """A short sweep with roles[role] as that node (and its data address the server's)."""
     lines = [
         "[run]",
@@ -85,6 +87,7 @@ def write_config(emulated: Emulated, path: Path, roles: dict[str, SshHost]) -> P
         "initial_window_size = [4095, 65535]",
         "[workload]",
         f"total_bytes = {SITE_BYTES}",
+        f'protocol = "{protocol}"',
         "[meter]",
         'source = "serial"',
         'port = "/dev/null"',  # the test's virtual meter's port comes with --set
@@ -106,10 +109,13 @@ def write_config(emulated: Emulated, path: Path, roles: dict[str, SshHost]) -> P
 @pytest.fixture(scope="module")
 def deployed(emulated: Emulated) -> Path:
     testbed = emulated.testbed
+    # An HTTP/3 config: the deploy installs the agent's h3 extra (qh3, a compiled wheel per
+    # platform) beside its core; the HTTP/2 sweeps below need only the core.
     config = write_config(
         emulated,
         emulated.directory / "sweep.toml",
         {"client": testbed.client, "server": testbed.server},
+        protocol="h3",
     )
     result = h2iot("nodes", "deploy", str(config), "--wheelhouse", str(emulated.wheelhouse))
     print(result.stdout, result.stderr)
@@ -126,9 +132,12 @@ def test_deploy_and_check_on_32_and_64_bit_raspberry_pi_os(
         # Wheels for each node's own platform, none of them compiled for another.
         platform_dir = [d for d in emulated.wheelhouse.iterdir() if machine in d.name]
         assert len(platform_dir) == 1, list(emulated.wheelhouse.iterdir())
-        wheels = {w.name.split("-")[0].lower() for w in platform_dir[0].glob("*.whl")}
-        assert {"h2", "hpack", "hyperframe"} <= wheels and "psutil" not in wheels, wheels
-        assert all(w.name.endswith("-none-any.whl") for w in platform_dir[0].glob("*.whl"))
+        wheels = {w.name.split("-")[0].lower(): w.name for w in platform_dir[0].glob("*.whl")}
+        assert {"h2", "hpack", "hyperframe", "qh3"} <= set(wheels), wheels
+        assert "psutil" not in wheels
+        # Pure Python but qh3, whose wheel is the node's own machine's.
+        assert all(name.endswith("-none-any.whl") for w, name in wheels.items() if w != "qh3")
+        assert machine in wheels["qh3"], wheels["qh3"]
         del role
     check = h2iot("nodes", "check", str(deployed), "--clock-samples", "20")
     print(check.stdout, check.stderr)
@@ -180,6 +189,20 @@ def test_a_short_sweep_with_emulated_nodes(
         assert float(row["client_cpu_s"]) > 0 and float(row["server_cpu_s"]) > 0
         # The meter followed the emulated client: its energy covers at least the idle power.
         assert float(row["energy_mj"]) > 0 and int(row["samples"]) > 0, row
+
+
+def test_an_http3_sweep_between_32_and_64_bit_nodes(
+    deployed: Path, emulated: Emulated, tmp_path: Path
+) -> None:
+    """qh3 as deployed (armv7l on the client, aarch64 on the server), the page over HTTP/3."""
+    testbed = emulated.testbed
+    roles = {"client": testbed.client, "server": testbed.server}
+    config = write_config(emulated, tmp_path / "sweep.toml", roles, protocol="h3")
+    rows = _sweep(config, emulated, roles["client"], tmp_path)
+    assert len(rows) == 2 and all(row["status"] == "ok" for row in rows), rows
+    for row in rows:
+        assert row["client_tls_version"] == "TLSv1.3" and int(row["client_datagrams_received"]) > 0
+        assert 0 < int(row["server_stream_credit_ahead_bytes"]) <= int(row["initial_window_size"])
 
 
 def test_a_node_without_python3_venv_is_told_which_package_to_install(

@@ -26,4 +26,5 @@ PAGE = WorkloadSpec(
         Field("body_bytes", "response body bytes received, bytes"),
     ),
     engines=("h2", "nghttp2"),
+    protocols=("h2c", "h2", "h3"),
 )
