@@ -1,0 +1,292 @@
+"""Benchmark: the agent's HTTP/3 client against ngtcp2's, and against its own HTTP/2 over TLS.
+
+For each window, page fetches of the default ~7 MB site on loopback, in runs whose cases
+alternate order (the machine may be shared: the table shows medians of paired ratios):
+
+1. `gtlsclient` -> `gtlsserver`: ngtcp2's client, one process per fetch (all 8 resources on
+   one connection), fixed windows; its whole process's CPU (getrusage of the reaped child).
+2. our client (`h2iot-agent fetch --protocol h3`) -> `gtlsserver`: the same server; the CPU of
+   each fetch as its record gives it (the trial's own window), and the whole process's / F.
+3. our client over HTTP/2 with TLS (`fetch https://...`) -> our server (`serve --tls`), and
+   our client over HTTP/3 -> our server (`serve --protocol h3`): h3 against h2-over-TLS, the
+   comparison that means something (both encrypted), each fetch's own CPU from its record.
+
+The node's UDP receive-buffer drops (/proc/net/snmp Udp RcvbufErrors) are read around each
+HTTP/3 client run: per fetch in the table. Windows are exact in every case: the stream window
+W (initial_max_stream_data; SETTINGS_INITIAL_WINDOW_SIZE over h2) and the connection window
+W as well, as the study set nghttp's -w and -W alike (ngtcp2: --max-data; auto-tuning off).
+Servers run pinned to one core, clients to the other.
+
+Run from the repository root with the project's venv (the h3 extra installed):
+    .venv/bin/python benchmarks/h3_vs_ngtcp2.py [--fetches 20] [--runs 3] [--windows 256,4096,65535]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_support import pinned, terminated, write_csv
+
+from agent.h3.udp import rcvbuf_errors
+from agent.site import DEFAULT_TOTAL_BYTES, build_site, load_manifest
+from controller.run.tls import run_credentials
+
+REPO = Path(__file__).resolve().parent.parent
+WINDOWS = (256, 4096, 65535)
+START_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    run: int
+    window: int
+    case: str  # ngtcp2, ours-vs-ngtcp2, ours-h3, ours-h2-tls
+    fetch_cpu_ms: float  # per fetch: the trial's own CPU (ours) or the whole process (ngtcp2)
+    process_cpu_ms: float  # per fetch: the client process's whole CPU / fetches
+    wall_ms: float  # per fetch: the client process's wall time / fetches
+    udp_drops: float  # per fetch, the node's RcvbufErrors over the run (h3 cases)
+
+
+@dataclass(frozen=True)
+class Setup:
+    site: Path
+    urls: tuple[str, ...]
+    ca: Path
+    cert: Path
+    key: Path
+    fetches: int
+    server_core: int
+    client_core: int
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _fixed_windows(window: int) -> list[str]:
+    return [
+        f"--max-stream-data-bidi-local={window}",
+        f"--max-data={window}",
+        "--max-window=0",
+        "--max-stream-window=0",
+    ]
+
+
+def _child_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(argv: Sequence[str], core: int, timeout_s: float = 600) -> tuple[str, float, float]:
+    """Run `argv` pinned to `core`; its stdout, CPU seconds and wall seconds."""
+    cpu, wall = _child_cpu_s(), time.perf_counter()
+    with pinned(core):
+        result = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    if result.returncode != 0:
+        raise RuntimeError(f"{argv[0]} exited {result.returncode}: {result.stderr[-400:]}")
+    return result.stdout, _child_cpu_s() - cpu, time.perf_counter() - wall
+
+
+@contextmanager
+def _server(argv: Sequence[str], core: int, log: Path, port_line: bool) -> Iterator[int]:
+    """A server process pinned to `core`; yields its UDP/TCP port (ours print it; ngtcp2's is
+    given)."""
+    with log.open("w") as err, pinned(core):
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+    with terminated(process):
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while port_line:
+            for line in log.read_text().splitlines():
+                if line.startswith("{") and json.loads(line).get("event") == "listening":
+                    yield int(json.loads(line)["port"])
+                    return
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{argv[2:4]} did not start: {log.read_text()[-400:]}")
+            time.sleep(0.05)
+        time.sleep(0.5)  # gtlsserver prints nothing when ready: let it bind
+        yield int(argv[argv.index("127.0.0.1") + 1])
+
+
+def _gtlsserver(setup: Setup, port: int, log: Path) -> AbstractContextManager[int]:
+    argv = [
+        "gtlsserver", "-q", "-d", str(setup.site), *_fixed_windows(65535),
+        "127.0.0.1", str(port), str(setup.key), str(setup.cert),
+    ]  # fmt: skip
+    return _server(argv, setup.server_core, log, port_line=False)
+
+
+def _ours(setup: Setup, protocol: str, log: Path) -> AbstractContextManager[int]:
+    argv = [
+        sys.executable, "-m", "agent.cli", "serve", "--root", str(setup.site), "--port", "0",
+        "--protocol", protocol, "--cert", str(setup.cert), "--key", str(setup.key),
+        "--trial-log", str(log.with_suffix(".jsonl")),
+    ]  # fmt: skip
+    return _server(argv, setup.server_core, log, port_line=True)
+
+
+def _gtlsclient(setup: Setup, port: int, window: int, run: int, out: Path) -> Measurement:
+    urls = [f"https://127.0.0.1:{port}/{path}" for path in setup.urls]
+    drops = rcvbuf_errors() or 0
+    cpu = wall = 0.0
+    for _ in range(setup.fetches):
+        argv = [
+            "gtlsclient", "-q", "--exit-on-all-streams-close", *_fixed_windows(window),
+            f"--download={out}", "127.0.0.1", str(port), *urls,
+        ]  # fmt: skip
+        _stdout, cpu_s, wall_s = _timed(argv, setup.client_core)
+        cpu, wall = cpu + cpu_s, wall + wall_s
+    per = 1e3 / setup.fetches
+    udp = ((rcvbuf_errors() or 0) - drops) / setup.fetches
+    return Measurement(run, window, "ngtcp2", cpu * per, cpu * per, wall * per, udp)
+
+
+def _our_client(setup: Setup, url: str, window: int, run: int, case: str) -> Measurement:
+    h3 = case != "ours-h2-tls"
+    drops = rcvbuf_errors() or 0
+    argv = [
+        sys.executable, "-m", "agent.cli", "fetch", url, "--ca-file", str(setup.ca),
+        "--initial-window-size", str(window), "--connection-window", str(window),
+        "--manifest", str(setup.site / "manifest.json"), "--repeat", str(setup.fetches), "--json",
+        *(["--protocol", "h3"] if h3 else []),
+    ]  # fmt: skip
+    stdout, cpu_s, wall_s = _timed(argv, setup.client_core)
+    records = [json.loads(line) for line in stdout.splitlines()]
+    if not all(record["ok"] for record in records):
+        raise RuntimeError(f"{case} at {window}: {[r['error'] for r in records if not r['ok']]}")
+    per = 1e3 / setup.fetches
+    udp = ((rcvbuf_errors() or 0) - drops) / setup.fetches if h3 else 0.0
+    fetch_ms = statistics.median(record["cpu_s"] for record in records) * 1e3
+    return Measurement(run, window, case, fetch_ms, cpu_s * per, wall_s * per, udp)
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def summary(measurements: Sequence[Measurement]) -> str:
+    """The table: per window, medians over runs of each case and of the paired ratios."""
+    lines = [
+        "| window B | ngtcp2 client CPU ms/fetch | ours -> gtlsserver (fetch / process) "
+        "| ours / ngtcp2 (fetch / process) | ours h3 -> ours | ours h2+TLS -> ours | h3 / h2+TLS "
+        "| UDP drops per fetch (ngtcp2 / ours) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for window in sorted({m.window for m in measurements}):
+        runs: dict[int, dict[str, Measurement]] = {}
+        for m in measurements:
+            if m.window == window:
+                runs.setdefault(m.run, {})[m.case] = m
+        complete = [r for r in runs.values() if len(r) == 4]
+
+        def med(case: str, field: str, rows: list[dict[str, Measurement]] = complete) -> float:
+            return _median([getattr(r[case], field) for r in rows])
+
+        def ratio(
+            a: str, b: str, field: str, rows: list[dict[str, Measurement]] = complete
+        ) -> float:
+            return _median([getattr(r[a], field) / r[b].fetch_cpu_ms for r in rows])
+
+        h3_vs_h2 = _median(
+            [r["ours-h3"].fetch_cpu_ms / r["ours-h2-tls"].fetch_cpu_ms for r in complete]
+        )
+        lines.append(
+            f"| {window} | {med('ngtcp2', 'fetch_cpu_ms'):.1f} "
+            f"| {med('ours-vs-ngtcp2', 'fetch_cpu_ms'):.1f} / "
+            f"{med('ours-vs-ngtcp2', 'process_cpu_ms'):.1f} "
+            f"| {ratio('ours-vs-ngtcp2', 'ngtcp2', 'fetch_cpu_ms'):.2f} / "
+            f"{ratio('ours-vs-ngtcp2', 'ngtcp2', 'process_cpu_ms'):.2f} "
+            f"| {med('ours-h3', 'fetch_cpu_ms'):.1f} | {med('ours-h2-tls', 'fetch_cpu_ms'):.1f} "
+            f"| {h3_vs_h2:.2f} | {med('ngtcp2', 'udp_drops'):.1f} / "
+            f"{med('ours-vs-ngtcp2', 'udp_drops'):.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--fetches", type=int, default=20, help="page fetches per case and run")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--windows", default=",".join(map(str, WINDOWS)))
+    parser.add_argument("--site", type=Path, default=REPO / "data" / "site")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--server-core", type=int, default=0)
+    parser.add_argument("--client-core", type=int, default=1)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    for tool in ("gtlsclient", "gtlsserver"):
+        if shutil.which(tool) is None:
+            print(
+                f"h3_vs_ngtcp2: error: {tool} not on PATH (apt install ngtcp2-client ngtcp2-server)"
+            )
+            return 2
+    site = args.site.resolve()
+    if not (site / "manifest.json").is_file():
+        print(f"building the default site in {site}", file=sys.stderr)
+        build_site(site, seed=0, total_bytes=DEFAULT_TOTAL_BYTES)
+    manifest = load_manifest(site)
+    urls = (manifest.index, *(f.path for f in manifest.files if f.path != manifest.index))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = args.out or REPO / "data" / "bench" / f"h3-vs-ngtcp2-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+    credentials = run_credentials(out, ["127.0.0.1", "localhost"], stamp)
+    setup = Setup(
+        site, urls, credentials.ca_cert, credentials.server_cert, credentials.server_key,
+        args.fetches, args.server_core, args.client_core,
+    )  # fmt: skip
+    windows = [int(w) for w in args.windows.split(",")]
+    measurements: list[Measurement] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="h3-bench-") as downloads,
+        _gtlsserver(setup, _free_udp_port(), out / "gtlsserver.log") as ng_port,
+        _ours(setup, "h3", out / "our-h3.log") as h3_port,
+        _ours(setup, "h2", out / "our-h2.log") as h2_port,
+    ):
+        for run in range(args.runs):
+            for window in windows:
+                cases = [
+                    lambda w=window, r=run: _gtlsclient(setup, ng_port, w, r, Path(downloads)),
+                    lambda w=window, r=run: _our_client(
+                        setup, f"https://127.0.0.1:{ng_port}/", w, r, "ours-vs-ngtcp2"
+                    ),
+                    lambda w=window, r=run: _our_client(
+                        setup, f"https://127.0.0.1:{h3_port}/", w, r, "ours-h3"
+                    ),
+                    lambda w=window, r=run: _our_client(
+                        setup, f"https://127.0.0.1:{h2_port}/", w, r, "ours-h2-tls"
+                    ),
+                ]
+                for case in cases if run % 2 == 0 else reversed(cases):
+                    measurement = case()
+                    measurements.append(measurement)
+                    print(measurement, flush=True)
+                write_csv(out / "measurements.csv", measurements)
+    table = summary(measurements)
+    (out / "summary.md").write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    sys.exit(main())
