@@ -51,6 +51,12 @@ class _QuicClientProtocol(QuicConnectionProtocol):
         self.tapped = quic
         self.counts = counts
         self.on_event: Callable[[QuicEvent], None] = lambda event: None
+        # The socket's first error (ICMP port unreachable: nothing listens on the UDP port).
+        self.refused: asyncio.Future[OSError] = asyncio.get_running_loop().create_future()
+
+    @property
+    def handshake_done(self) -> bool:
+        return bool(self._connected)
 
     def datagram_received(self, data: bytes | str, addr: Any) -> None:
         self.counts.datagrams_received += 1
@@ -64,6 +70,13 @@ class _QuicClientProtocol(QuicConnectionProtocol):
 
     def quic_event_received(self, event: QuicEvent) -> None:
         self.on_event(event)
+
+    def error_received(self, exc: Exception) -> None:
+        """The socket is connected to the server's address, so a host with nothing on that
+        UDP port answers with ICMP and the kernel says so here: the handshake fails now, not
+        at the trial's timeout."""
+        if isinstance(exc, OSError) and not self.refused.done():
+            self.refused.set_result(exc)
 
 
 class H3ClientConnection:
@@ -177,7 +190,8 @@ class H3ClientConnection:
 
     async def close(self) -> None:
         self._protocol.close()
-        await self._protocol.wait_closed()
+        if self._protocol.handshake_done:  # else there is no peer to wait for
+            await self._protocol.wait_closed()
         self._transport.close()
 
     # Events
@@ -265,6 +279,13 @@ async def open_h3_connection(
         sock, buffers = udp_socket(local, 0, **kwargs)
     except OSError as exc:
         raise FetchError(f"cannot open a UDP socket: {exc.strerror or exc}") from None
+    try:
+        sock.connect(address[:2])
+    except OSError as exc:
+        sock.close()
+        raise FetchError(
+            f"cannot reach {target.authority} over UDP: {exc.strerror or exc}"
+        ) from None
     counts = TransportCounts()
     quic = tap(QuicConnection(configuration=config), CreditLedger(), counts, False)
     transport, protocol = await create_optimized_datagram_transport(
@@ -273,10 +294,23 @@ async def open_h3_connection(
     assert isinstance(protocol, _QuicClientProtocol)
     connection = H3ClientConnection(protocol, transport, windows, buffers)
     protocol.connect(address[:2])
+    handshake = asyncio.ensure_future(protocol.wait_connected())
     try:
-        await protocol.wait_connected()
-    except ConnectionError as exc:
+        either: set[asyncio.Future[object]] = {handshake, protocol.refused}  # type: ignore[arg-type]
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if not handshake.done():
+            refused = protocol.refused.result()
+            raise FetchError(
+                f"no QUIC handshake with {target.authority}: nothing answers on UDP "
+                f"({refused.strerror or refused})"
+            )
+        try:
+            handshake.result()
+        except ConnectionError as exc:
+            reason = connection.lost_reason or str(exc) or type(exc).__name__
+            raise FetchError(f"no QUIC handshake with {target.authority}: {reason}") from None
+    except BaseException:
+        handshake.cancel()
         await connection.close()
-        reason = connection.lost_reason or str(exc) or type(exc).__name__
-        raise FetchError(f"no QUIC handshake with {target.authority}: {reason}") from None
+        raise
     return connection

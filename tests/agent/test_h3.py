@@ -21,6 +21,7 @@ from agent.site import load_manifest
 from tests.agent.h3_peers import (
     Credentials,
     fixed_window_options,
+    free_udp_port,
     gtlsserver,
     h3_server,
     make_credentials,
@@ -202,3 +203,17 @@ def test_h3_usage_mistakes_are_one_line_and_exit_2(args: list[str], message: str
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_port_with_no_quic_server_fails_the_trial_at_once_not_at_its_timeout(
+    credentials: Credentials,
+) -> None:
+    port = free_udp_port()  # bound a moment, then free: the host answers ICMP unreachable
+    result = run_agent(
+        "fetch", f"https://127.0.0.1:{port}/", "--protocol", "h3", "--ca-file",
+        str(credentials.ca), "--timeout", "60", "--json",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    (record,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert not record["ok"]
+    assert f"no QUIC handshake with 127.0.0.1:{port}: nothing answers on UDP" in record["error"]
