@@ -178,8 +178,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"the {spec.kind} workload does not run over HTTP/3 (--protocol h3)")
     if http3:
         require_h3()
-        # qh3 and the agent's HTTP/3 loaded now, not in the first trial's measured window.
-        import agent.h3.client  # noqa: F401, PLC0415
+        # qh3 and the agent's HTTP/3 loaded and initialised now, not in the first trial's
+        # measured window.
+        from agent.h3.client import warm_up  # noqa: PLC0415
+
+        warm_up()
     pin(args.cpu)
     plan = RunPlan(
         url=args.url,
