@@ -51,6 +51,10 @@ from agent.workloads import DEFAULT_KIND
 
 log = logging.getLogger("h2iot.server.h3")
 
+# What is handed to qh3 of a body at a time, and what qh3 may hold unsent of a stream before it
+# gets more: qh3 copies what it is handed, so a client that stops reading holds at most this
+# much of each of its streams' bodies in the server, not the bodies whole.
+BODY_CHUNK_BYTES = 256 * 1024
 _NOT_HERE = Reply(501, ((b"content-type", b"text/plain"),), memoryview(b"not over HTTP/3\n"))
 _TRIAL_HEADER = TRIAL_HEADER.encode()
 
@@ -193,6 +197,7 @@ class H3ServerConnection(QuicConnectionProtocol):
             QuicTally(self._counts, self._credit),
         )
         self._sending: set[int] = set()  # streams whose response the core still buffers
+        self._unsent: dict[int, memoryview] = {}  # the rest of a body not handed to qh3 yet
         self._marks = (0, 0, rcvbuf_errors())
         self._trials_begun = False
         self._ended = False
@@ -249,10 +254,16 @@ class H3ServerConnection(QuicConnectionProtocol):
                 self._h3_event(h3_event)
 
     def transmit(self) -> None:
+        if self._unsent:
+            self._feed()
         super().transmit()
         if self._sending:
             core = self._tapped.core
-            done = [s for s in self._sending if core is None or not core.get_send_buffer_size(s)]
+            done = [
+                s
+                for s in self._sending
+                if s not in self._unsent and (core is None or not core.get_send_buffer_size(s))
+            ]
             for stream_id in done:
                 self._sending.discard(stream_id)
                 self._trials.response_done(stream_id)
@@ -280,7 +291,7 @@ class H3ServerConnection(QuicConnectionProtocol):
         )
         answer = self._server.app.handle(request)
         reply = answer if isinstance(answer, Reply) else _NOT_HERE
-        body = b"" if request.method == b"HEAD" else reply.body
+        body = memoryview(b"") if request.method == b"HEAD" else reply.body
         self._h3.send_headers(
             stream_id,
             [
@@ -292,14 +303,29 @@ class H3ServerConnection(QuicConnectionProtocol):
             end_stream=not body,
         )
         if body:
-            self._h3.send_data(stream_id, body, end_stream=True)
+            self._unsent[stream_id] = body
         self._sending.add(stream_id)
         self.transmit()
+
+    def _feed(self) -> None:
+        """A chunk more of each body whose stream qh3 holds less than a chunk of."""
+        assert self._h3 is not None
+        core = self._tapped.core
+        for stream_id, body in list(self._unsent.items()):
+            if core is not None and core.get_send_buffer_size(stream_id) >= BODY_CHUNK_BYTES:
+                continue
+            chunk, rest = body[:BODY_CHUNK_BYTES], body[BODY_CHUNK_BYTES:]
+            self._h3.send_data(stream_id, chunk, end_stream=not rest)
+            if rest:
+                self._unsent[stream_id] = rest
+            else:
+                del self._unsent[stream_id]
 
     def _terminated(self) -> None:
         if self._ended:
             return
         self._ended = True
+        self._unsent.clear()
         self._trials.finish()
         self._server.app.connection_closed(self, failed=False)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -26,7 +27,7 @@ from tests.agent.h3_peers import (
     h3_server,
     make_credentials,
 )
-from tests.agent.servers import RunningServer, run_agent
+from tests.agent.servers import AGENT, RunningServer, run_agent
 from tests.agent.windows import verify_downloads
 from tests.conftest import require_tool
 
@@ -47,8 +48,9 @@ def our_server(
 
 
 def _fetch(port: int, credentials: Credentials, *args: str) -> list[dict[str, object]]:
+    verb = "trial" if "--workload" in args else "fetch"
     result = run_agent(
-        "fetch",
+        verb,
         f"https://127.0.0.1:{port}/",
         "--protocol",
         "h3",
@@ -217,3 +219,48 @@ def test_a_port_with_no_quic_server_fails_the_trial_at_once_not_at_its_timeout(
     (record,) = [json.loads(line) for line in result.stdout.splitlines()]
     assert not record["ok"]
     assert f"no QUIC handshake with 127.0.0.1:{port}: nothing answers on UDP" in record["error"]
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_a_client_that_stops_reading_holds_a_chunk_of_each_body_not_the_bodies(
+    credentials: Credentials, tmp_path: Path
+) -> None:
+    """16 concurrent GETs of 16 MiB each, then the client is stopped (SIGSTOP): it grants no
+    more credit. The server hands qh3 a body a chunk at a time, so it holds about a chunk per
+    stream beside the one body it built, not 16 copies (256 MiB)."""
+    size = 16 * 2**20
+    with h3_server(None, tmp_path, credentials, "--workload", "blob") as server:
+        client = subprocess.Popen(
+            [
+                *AGENT, "trial", f"https://127.0.0.1:{server.port}/", "--protocol", "h3",
+                "--ca-file", str(credentials.ca), "--workload", "blob", "--json",
+                "--param", f"size_bytes={size}", "--param", "requests=16",
+                "--param", "mode=concurrent", "--timeout", "60",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30  # a hang guard, not a timing assertion
+            while _rss_bytes(server.process.pid) < size:  # the body is built: requests are in
+                assert time.monotonic() < deadline, "the server never built the blob"
+                time.sleep(0.01)
+            time.sleep(0.5)
+            client.send_signal(signal.SIGSTOP)
+            time.sleep(0.5)
+            assert _rss_bytes(server.process.pid) < size + 96 * 2**20
+            # Another client is still served meanwhile.
+            (record,) = _fetch(
+                server.port, credentials, "--workload", "blob", "--param", "size_bytes=65536"
+            )
+            assert record["ok"], record["error"]
+        finally:
+            client.send_signal(signal.SIGCONT)
+            client.kill()
+            client.wait()
