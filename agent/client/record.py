@@ -55,7 +55,7 @@ class ClientRecord:
     connect_s: float | None = None
     connect_cpu_s: float | None = None
     tls_version: str | None = None  # as the TLS library names it ("TLSv1.3"); None without TLS
-    # HTTP/3: the QUIC connection's counts (agent.h3.client); None over HTTP/2.
+    # HTTP/3: the QUIC connection's counts (agent.client.h3); None over HTTP/2.
     transport: Mapping[str, object] | None = None
 
     def to_dict(self) -> dict[str, object]:

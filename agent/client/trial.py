@@ -31,7 +31,7 @@ from agent.trial_header import TRIAL_HEADER
 
 class TrialConnection(Protocol):
     """What a trial asks of its connection, over HTTP/2 (agent.client.connection) or HTTP/3
-    (agent.h3.client)."""
+    (agent.client.h3)."""
 
     local_settings: Mapping[str, int]
 
@@ -81,7 +81,7 @@ async def open_trial_connection(target: Target, options: TrialOptions) -> TrialC
     """The trial's connection, over the protocol its options name."""
     if not options.http3:
         return await open_connection(target, options)
-    from agent.h3.client import open_h3_connection  # noqa: PLC0415  (qh3: the h3 extra)
+    from agent.client.h3 import open_h3_connection  # noqa: PLC0415  (qh3: the h3 extra)
 
     return await open_h3_connection(target, options, options.quic_windows())
 

@@ -233,7 +233,7 @@ def _serve_h3(
         raise UsageError(f"the {args.workload} workload does not run over HTTP/3 (--protocol h3)")
     require_h3()
     from agent.h3.amplification import AmplificationFixes  # noqa: PLC0415
-    from agent.h3.server import H3ServeOptions, serve_h3  # noqa: PLC0415
+    from agent.server.h3 import H3ServeOptions, serve_h3  # noqa: PLC0415
 
     limits = connection_limits(args)
     windows = quic_windows(args, settings)

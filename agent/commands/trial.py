@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         require_h3()
         # qh3 and the agent's HTTP/3 loaded and initialised now, not in the first trial's
         # measured window.
-        from agent.h3.client import warm_up  # noqa: PLC0415
+        from agent.client.h3 import warm_up  # noqa: PLC0415
 
         warm_up()
     pin(args.cpu)
