@@ -8,7 +8,9 @@ purpose (no engine is imported here): every agent command loads it.
 - `h2`: the agent's own HTTP/2 (python-hyper/h2 with the agent's fast path), client and server;
   any SETTINGS, exact windows.
 - `nghttp2`: the study's tools, `nghttp` (client) and `nghttpd` (server), driven by the agent;
-  the SETTINGS their options reach; windows as 2^N - 1 bytes (agent.nghttp2.windows).
+  the SETTINGS their options reach; windows as 2^N - 1 bytes (agent.nghttp2.windows). Over
+  HTTP/3 the nghttp2 project's QUIC sibling's tools instead, ngtcp2's `gtlsclient` and
+  `gtlsserver` (agent.nghttp2.gtls): the C anchor for both protocols, exact windows there.
 - `hypercorn`: hypercorn + Starlette, a server of the api workload only.
 """
 
@@ -30,6 +32,9 @@ NGHTTP_SETTINGS = (
     "enable_push",
 )
 NGHTTPD_SETTINGS = ("initial_window_size", "header_table_size", "max_concurrent_streams")
+NGTCP2_SETTINGS = ("initial_window_size",)
+"""What the nghttp2 engine announces over HTTP/3 (ngtcp2's gtlsclient and gtlsserver), as the
+transport parameter initial_max_stream_data."""
 HYPERCORN_SETTINGS = {
     "max_concurrent_streams": "h2_max_concurrent_streams",
     "max_header_list_size": "h2_max_header_list_size",
@@ -50,6 +55,10 @@ class EngineSpec:
     windows_are_powers_of_two_less_one: bool  # takes windows as 2^N - 1 bytes (nghttp2's -w N)
     # When its client sends WINDOW_UPDATE (agent.flow's policies); None: any policy.
     client_window_update_policies: tuple[str, ...] | None = None
+    # The protocols it runs (h2c, h2: HTTP/2 in cleartext or over TLS; h3: HTTP/3).
+    protocols: tuple[str, ...] = ("h2c", "h2")
+    # Whether its client checks the server's certificate (against the run's authority).
+    checks_certificates: bool = True
 
     @property
     def serves_only(self) -> bool:
@@ -72,9 +81,19 @@ class EngineSpec:
 
 
 ENGINE_SPECS: dict[Engine, EngineSpec] = {
-    "h2": EngineSpec("h2", "h2iot-agent", "h2iot-agent", None, None, False),
+    "h2": EngineSpec(
+        "h2", "h2iot-agent", "h2iot-agent", None, None, False, protocols=("h2c", "h2", "h3")
+    ),
     "nghttp2": EngineSpec(
-        "nghttp2", "nghttp", "nghttpd", NGHTTP_SETTINGS, NGHTTPD_SETTINGS, True, ("half",)
+        "nghttp2",
+        "nghttp",
+        "nghttpd",
+        NGHTTP_SETTINGS,
+        NGHTTPD_SETTINGS,
+        True,
+        ("half",),
+        protocols=("h2c", "h2", "h3"),
+        checks_certificates=False,
     ),
     "hypercorn": EngineSpec("hypercorn", None, "hypercorn", None, tuple(HYPERCORN_SETTINGS), False),
 }

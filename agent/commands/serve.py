@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     settings = parse_settings(args.setting)
     protocol = serve_protocol(args)
     pin(args.cpu)
-    if protocol == "h3":
+    if protocol == "h3" and args.engine != "nghttp2":
         return _serve_h3(args, params, settings)
     if args.engine == "nghttp2":
         from agent.nghttp2 import cli_support  # noqa: PLC0415
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--root DIR (the site) is required for the page workload")
         if args.control_port is not None and not 0 <= args.control_port <= 65535:
             raise UsageError(f"--control-port {args.control_port} is not a TCP port")
-        return cli_support.serve(args, settings)
+        return cli_support.serve(args, settings, http3=protocol == "h3")
     if args.engine == "hypercorn":
         return _serve_hypercorn(args, params, settings)
     if args.control_port is not None:
@@ -219,9 +219,7 @@ def _serve_h3(
     args: argparse.Namespace, params: dict[str, ParamValue], settings: dict[str, int]
 ) -> int:
     if args.engine != "h2":
-        raise UsageError(
-            f"--protocol h3 runs on the agent's own engine, not --engine {args.engine}"
-        )
+        raise UsageError(f"--protocol h3 runs on --engine h2 or nghttp2, not {args.engine}")
     if args.control_port is not None or args.handshake_timeout is not None:
         raise UsageError("--control-port and --handshake-timeout are not for --protocol h3")
     import asyncio  # noqa: PLC0415

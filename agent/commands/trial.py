@@ -21,7 +21,7 @@ from agent.commands.common import (
     require_h3,
     workload_params,
 )
-from agent.engines import SERVER_ONLY_ENGINES
+from agent.engines import ENGINE_SPECS, SERVER_ONLY_ENGINES
 from agent.errors import UsageError
 from agent.flow import (
     DEFAULT_WINDOW_UPDATE_POLICY,
@@ -176,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
     http3 = _http3(args)
     if http3 and "h3" not in spec.protocols:
         raise UsageError(f"the {spec.kind} workload does not run over HTTP/3 (--protocol h3)")
-    if http3:
+    own_h3 = http3 and args.engine == "h2"  # qh3; the nghttp2 engine's HTTP/3 is ngtcp2's
+    if own_h3:
         require_h3()
         # qh3 and the agent's HTTP/3 loaded and initialised now, not in the first trial's
         # measured window.
@@ -207,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
         trial_control=args.trial_control,
         peer_clock=peer_clock,
     )
-    if http3:
+    if own_h3:
         plan.options.quic_windows()  # a setting without a counterpart fails here, before any trial
     if args.engine == "nghttp2":
         from agent.nghttp2 import cli_support  # noqa: PLC0415
@@ -241,8 +242,9 @@ def _http3(args: argparse.Namespace) -> bool:
         raise UsageError(f"--protocol {args.protocol} contradicts the URL's scheme {scheme}")
     if scheme != "https":
         raise UsageError(f"--protocol h3 needs an https URL (QUIC is always encrypted): {args.url}")
-    if args.engine != "h2":
-        raise UsageError(f"--protocol h3 runs on the agent's own engine, not {args.engine}")
+    if "h3" not in ENGINE_SPECS[args.engine].protocols:
+        runs = " or ".join(e for e, spec in ENGINE_SPECS.items() if "h3" in spec.protocols)
+        raise UsageError(f"--protocol h3 runs on --engine {runs}, not {args.engine}")
     if args.window_update != DEFAULT_WINDOW_UPDATE_POLICY:
         raise UsageError(
             "--window-update is HTTP/2's: over HTTP/3 the QUIC stack grants credit its own way"

@@ -38,16 +38,21 @@ MAX_DATAGRAM_BYTES = 65527
 DEFAULT_DATAGRAM_BYTES = 1350  # a loopback- and Ethernet-safe QUIC datagram (qh3's is 1280)
 
 
-def refuse_without_counterpart(names: Mapping[str, int] | tuple[str, ...], engine: str) -> None:
-    """Raise SettingsError naming the first setting `engine` cannot carry over HTTP/3."""
+def refuse_without_counterpart(
+    names: Mapping[str, int] | tuple[str, ...],
+    engine: str,
+    announceable: tuple[str, ...] = QH3_SETTINGS,
+) -> None:
+    """Raise SettingsError naming the first setting `engine` (which can announce
+    `announceable`) cannot carry over HTTP/3."""
     for name in names:
         counterpart = H3_COUNTERPARTS.get(name)
         if counterpart is None:
             raise SettingsError(f"setting {name} has no counterpart in HTTP/3")
-        if name not in QH3_SETTINGS:
+        if name not in announceable:
             raise SettingsError(
                 f"setting {name} ({counterpart}) is not one the {engine} HTTP/3 engine can "
-                f"announce (it can: {', '.join(QH3_SETTINGS)})"
+                f"announce (it can: {', '.join(announceable)})"
             )
 
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from agent.client.connect import Target
 from agent.client.options import RunPlan, TrialOptions
@@ -112,10 +114,23 @@ def _manifest(run: RunPlan) -> SiteManifest:
     return asyncio.run(download_manifest(Target.parse(run.url), options))
 
 
+class Fetcher(Protocol):
+    """One tool's page fetch per trial: its record, and how many responses it received."""
+
+    def fetch(self, trial_id: str, repetition: int, workdir: Path) -> tuple[ClientRecord, int]: ...
+
+
 def run_nghttp_fetches(plan: NghttpPlan) -> int:
     """Every fetch of the plan, one output line each; exit status 1 if any failed."""
-    run = plan.run
     nghttp = find_tool("nghttp")
+    return run_fetches(
+        plan.run, lambda manifest, marker: NghttpFetcher(plan, nghttp, manifest, marker)
+    )
+
+
+def run_fetches(run: RunPlan, new_fetcher: Callable[[SiteManifest, Marker], Fetcher]) -> int:
+    """Every fetch of the run by the engine's tool, each bracketed by trial control when the
+    run has it, one output line each; exit status 1 if any failed."""
     try:
         manifest = _manifest(run)  # before any trial: never inside a timed fetch
     except UsageError:
@@ -126,8 +141,8 @@ def run_nghttp_fetches(plan: NghttpPlan) -> int:
     marker = open_marker(run.marker)
     failures = 0
     try:
-        fetcher = NghttpFetcher(plan, nghttp, manifest, marker)
-        with tempfile.TemporaryDirectory(prefix="h2iot-nghttp-") as workdir:
+        fetcher = new_fetcher(manifest, marker)
+        with tempfile.TemporaryDirectory(prefix="h2iot-nghttp2-") as workdir:
             for repetition, trial_id in enumerate(run.trial_ids(), 1):
                 if control is not None:
                     control.begin(trial_id)

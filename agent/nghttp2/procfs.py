@@ -19,6 +19,7 @@ from pathlib import Path
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _LISTEN = "0A"
+UDP_BOUND = "07"  # TCP_CLOSE: how /proc/net/udp shows a bound, unconnected socket
 _RESET_PEAK_RSS = b"5"
 
 
@@ -51,12 +52,13 @@ def parse_io(text: str) -> dict[str, int]:
     return counters
 
 
-def listening_ports(table: str, inodes: set[int]) -> dict[int, int]:
-    """/proc/net/tcp or tcp6 -> {inode: port} for the listening sockets among `inodes`."""
+def listening_ports(table: str, inodes: set[int], state: str = _LISTEN) -> dict[int, int]:
+    """/proc/net/tcp or tcp6 -> {inode: port} for the listening sockets among `inodes`; with
+    `state` UDP_BOUND, /proc/net/udp or udp6's bound (unconnected) sockets."""
     ports = {}
     for line in table.splitlines()[1:]:
         fields = line.split()
-        if len(fields) > 9 and fields[3] == _LISTEN and int(fields[9]) in inodes:
+        if len(fields) > 9 and fields[3] == state and int(fields[9]) in inodes:
             ports[int(fields[9])] = int(fields[1].rsplit(":", 1)[1], 16)
     return ports
 
@@ -165,6 +167,13 @@ class ProcessProbe:
 
     def listening_ports(self) -> list[int]:
         """The TCP ports this process listens on."""
+        return self._ports(("tcp", "tcp6"), _LISTEN)
+
+    def udp_ports(self) -> list[int]:
+        """The UDP ports this process has bound (a QUIC server's)."""
+        return self._ports(("udp", "udp6"), UDP_BOUND)
+
+    def _ports(self, tables: tuple[str, str], state: str) -> list[int]:
         inodes = set()
         for fd in (self._proc / "fd").iterdir():
             try:
@@ -174,9 +183,10 @@ class ProcessProbe:
             if inode is not None:
                 inodes.add(inode)
         ports: dict[int, int] = {}
-        for table in ("tcp", "tcp6"):
+        for table in tables:
             try:
-                ports.update(listening_ports((self._proc / "net" / table).read_text(), inodes))
+                text = (self._proc / "net" / table).read_text()
+                ports.update(listening_ports(text, inodes, state))
             except OSError:
                 continue
         return sorted(set(ports.values()))

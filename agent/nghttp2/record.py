@@ -12,10 +12,11 @@ file). The record's
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from agent import __version__
 from agent.client.record import ClientRecord
 from agent.errors import AgentError
-from agent.nghttp2.options import NghttpOptions
 from agent.nghttp2.process import ChildOutcome
 from agent.nghttp2.timing import ResourceTimes
 from agent.site.manifest import SiteManifest
@@ -41,7 +42,7 @@ NOT_COUNTED: dict[str, str] = {
 
 
 def verify(
-    times: tuple[ResourceTimes, ...], manifest: SiteManifest, page_path: str
+    times: tuple[ResourceTimes, ...], manifest: SiteManifest, page_path: str, tool: str = "nghttp"
 ) -> tuple[tuple[ResourceTiming, ...], str | None]:
     """Each resource against the manifest by size; every file of the page must be there.
     Returns the resources and the first error, if any."""
@@ -70,10 +71,10 @@ def verify(
         )
     missing = [f.path for f in manifest.files if f.path not in seen]
     if error is None and not seen:
-        error = "nghttp fetched none of the page's files"
+        error = f"{tool} fetched none of the page's files"
     elif error is None and missing:
         error = (
-            f"nghttp -a fetched {len(seen)} of the page's {len(manifest.files)} files "
+            f"{tool} fetched {len(seen)} of the page's {len(manifest.files)} files "
             f"(page {page_path}); missing {', '.join(missing)}"
         )
     return tuple(resources), error
@@ -94,12 +95,19 @@ def socket_bytes_written(child: ChildOutcome, har_bytes: int) -> int | None:
     return child.io["wchar"] - len(child.stdout) - len(child.stderr) - har_bytes
 
 
+class ToolOptions(Protocol):
+    """What a tool's options say of the trial: what it announced, its flow control."""
+
+    def announced(self) -> dict[str, int]: ...
+    def flow_control(self) -> dict[str, object]: ...
+
+
 def build_record(
     *,
     trial_id: str,
     repetition: int,
     url: str,
-    options: NghttpOptions,
+    options: ToolOptions,
     child: ChildOutcome,
     times: tuple[ResourceTimes, ...],
     failure: AgentError | None,
@@ -111,18 +119,22 @@ def build_record(
     cpu_pin: int | None,
     probe_overhead_s: float,
     timeout_s: float,
+    tool: str = "nghttp",
+    verification: str = VERIFICATION,
 ) -> ClientRecord:
-    resources, error = verify(times, manifest, page_path)
+    """`tool`: the program that fetched (nghttp, or gtlsclient over HTTP/3); `verification`:
+    how its bodies were checked (size, or sha256 where the tool saved them)."""
+    resources, error = verify(times, manifest, page_path, tool)
     if child.timed_out:
-        error = f"timeout: page fetch took longer than {timeout_s:g} s (nghttp killed)"
+        error = f"timeout: page fetch took longer than {timeout_s:g} s ({tool} killed)"
     elif child.exit_status != 0:
-        error = f"nghttp exited {child.exit_status}"
+        error = f"{tool} exited {child.exit_status}"
     elif failure is not None:
         error = str(failure)
     if error is not None and not child.timed_out and child.stderr.strip():
         # nghttp exits 0 even when it cannot connect; its own words say why.
         said = child.stderr.decode(errors="replace").strip().splitlines()
-        error = f"{error} (nghttp: {' / '.join(said[:2])})"
+        error = f"{error} ({tool}: {' / '.join(said[:2])})"
     cpu_s = child.cpu_user_s + child.cpu_sys_s
     wall_s = child.wall_s
     first = next((r for r in times if r.stream_id == 1), None)
@@ -161,7 +173,7 @@ def build_record(
         params=page_params(manifest),
         metrics=page_metrics(resources),
         extra={
-            **page_extra(resources, VERIFICATION, wall_s, command),
+            **page_extra(resources, verification, wall_s, command),
             "unavailable": unavailable_fields(child, written),
         },
     )

@@ -1,6 +1,8 @@
-"""`h2iot-agent serve --engine nghttp2`: nghttpd as the agent's child, and its trial log.
+"""`h2iot-agent serve --engine nghttp2`: nghttpd (or over HTTP/3 ngtcp2's gtlsserver) as the
+agent's child, and its trial log.
 
-The agent starts `nghttpd` (cleartext h2c with `--no-tls`, or TLS), waits until it listens,
+The agent starts `nghttpd` (cleartext h2c with `--no-tls`, or TLS; gtlsserver over HTTP/3:
+agent.nghttp2.gtls, the same accounting), waits until it listens (its UDP port bound),
 then listens itself on a control port for the clients' trial-control messages
 (agent.trial_control). At `begin` it waits for nghttpd to be idle, samples its CPU time
 (schedstat, ns), clock ticks (user/sys split) and write(2) bytes, and resets its peak-RSS mark;
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,11 +45,39 @@ _PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
+class ServedProgram:
+    """The server program the engine runs: its name (found by agent.nghttp2.tools), its
+    command line from its path, what it announces, and the protocol it speaks."""
+
+    name: str
+    argv: Callable[[str], list[str]]
+    announced: dict[str, int]
+    protocol: str  # h2c, h2 or h3 (then it listens on UDP)
+
+    @classmethod
+    def nghttpd(
+        cls,
+        options: NghttpdOptions,
+        root: Path,
+        host: str,
+        port: int,
+        tls: tuple[Path, Path] | None,
+    ) -> ServedProgram:
+        files = None if tls is None else (str(tls[0]), str(tls[1]))
+        return cls(
+            "nghttpd",
+            lambda path: options.argv(path, str(root), host, port, files),
+            options.announced(),
+            "h2c" if tls is None else "h2",
+        )
+
+
+@dataclass(frozen=True)
 class NghttpdServeOptions:
     root: Path
     host: str
     port: int
-    nghttpd: NghttpdOptions
+    program: ServedProgram
     tls: tuple[Path, Path] | None  # (cert, key)
     trial_log: Path | None
     control_port: int = 0
@@ -124,12 +155,12 @@ class Supervisor:
             self.trial = None
 
 
-async def _relay(stream: asyncio.StreamReader, tail: deque[str]) -> None:
-    """nghttpd's own output, to the agent's stderr; the last lines kept for error messages."""
+async def _relay(stream: asyncio.StreamReader, tail: deque[str], name: str) -> None:
+    """The program's own output, to the agent's stderr; the last lines kept for errors."""
     while line := await stream.readline():
         text = line.decode(errors="replace").rstrip()
         tail.append(text)
-        print(f"nghttpd: {text}", file=sys.stderr, flush=True)
+        print(f"{name}: {text}", file=sys.stderr, flush=True)
 
 
 async def _listening_port(
@@ -139,28 +170,30 @@ async def _listening_port(
     tail: deque[str],
 ) -> int:
     deadline = time.monotonic() + START_TIMEOUT_S
+    name = options.program.name
     while time.monotonic() < deadline:
         if process.returncode is not None:
-            await asyncio.sleep(0.05)  # let the relay catch nghttpd's last words
-            reason = tail[-1] if tail else f"nghttpd exited {process.returncode}"
+            await asyncio.sleep(0.05)  # let the relay catch the program's last words
+            reason = tail[-1] if tail else f"{name} exited {process.returncode}"
             raise UsageError(f"cannot listen on {options.host}:{options.port}: {reason}")
         with contextlib.suppress(OSError):
-            ports = probe.listening_ports()
+            udp = options.program.protocol == "h3"
+            ports = probe.udp_ports() if udp else probe.listening_ports()
             if ports and (options.port == 0 or options.port in ports):
                 return options.port or ports[0]
         await asyncio.sleep(0.01)
     raise AgentError(
-        f"nghttpd not listening on {options.host}:{options.port} after {START_TIMEOUT_S:g} s"
+        f"{name} not listening on {options.host}:{options.port} after {START_TIMEOUT_S:g} s"
     )
 
 
 async def serve_nghttpd(options: NghttpdServeOptions) -> int:
-    """Run nghttpd and its trial accounting until SIGTERM/SIGINT (exit 0) or nghttpd's death (1)."""
-    nghttpd = find_tool("nghttpd")
+    """Run the program and its trial accounting until SIGTERM/SIGINT (exit 0) or the program's
+    death (1)."""
+    path = find_tool(options.program.name)
     if not options.root.is_dir():
         raise UsageError(f"--root {options.root} is not a directory")
-    tls = None if options.tls is None else (str(options.tls[0]), str(options.tls[1]))
-    argv = options.nghttpd.argv(nghttpd, str(options.root), options.host, options.port, tls)
+    argv = options.program.argv(path)
     trial_log = TrialLog(options.trial_log)
     process = await asyncio.create_subprocess_exec(
         *argv,
@@ -171,7 +204,9 @@ async def serve_nghttpd(options: NghttpdServeOptions) -> int:
     )
     tail: deque[str] = deque(maxlen=20)
     assert process.stdout is not None
-    relay = asyncio.get_running_loop().create_task(_relay(process.stdout, tail))
+    relay = asyncio.get_running_loop().create_task(
+        _relay(process.stdout, tail, options.program.name)
+    )
     try:
         return await _supervise(options, process, tail, trial_log, argv)
     finally:
@@ -218,7 +253,8 @@ async def _serve_trials(
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    scheme = "http" if options.tls is None else "https"
+    program = options.program
+    scheme = "http" if program.protocol == "h2c" else "https"
     print(
         json.dumps(
             {
@@ -228,8 +264,10 @@ async def _serve_trials(
                 "address": f"{options.host}:{port}",
                 "port": port,
                 "control_port": control.sockets[0].getsockname()[1],
-                "nghttpd_pid": process.pid,
-                "settings": options.nghttpd.announced(),
+                "protocol": program.protocol,
+                "program": program.name,
+                f"{program.name}_pid": process.pid,
+                "settings": program.announced,
                 "command": argv,
             }
         ),
@@ -244,8 +282,9 @@ async def _serve_trials(
         control.close()
         stopped.cancel()
     if died.done():
-        await asyncio.sleep(0.05)  # let the relay print nghttpd's last words
-        log.error("nghttpd exited %s: %s", process.returncode, tail[-1] if tail else "no output")
+        await asyncio.sleep(0.05)  # let the relay print the program's last words
+        said = tail[-1] if tail else "no output"
+        log.error("%s exited %s: %s", program.name, process.returncode, said)
         return 1
     died.cancel()
     return 0

@@ -14,7 +14,12 @@ from pathlib import Path
 
 from agent.nghttp2.errors import ToolMissingError
 
-PACKAGES: dict[str, str] = {"nghttp": "nghttp2-client", "nghttpd": "nghttp2-server"}
+PACKAGES: dict[str, str] = {
+    "nghttp": "nghttp2-client",
+    "nghttpd": "nghttp2-server",
+    "gtlsclient": "ngtcp2-client",  # HTTP/3 (agent.nghttp2.gtls)
+    "gtlsserver": "ngtcp2-server",
+}
 # Where Debian installs administrators' tools, searched after PATH.
 SYSTEM_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 

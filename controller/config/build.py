@@ -9,7 +9,13 @@ import sys
 from dataclasses import asdict, replace
 from typing import Any
 
-from agent.engines import DEFAULT_ENGINE, ENGINE_SPECS, ENGINES, SERVER_ONLY_ENGINES, EngineSpec
+from agent.engines import (
+    ENGINE_SPECS,
+    ENGINES,
+    NGTCP2_SETTINGS,
+    SERVER_ONLY_ENGINES,
+    EngineSpec,
+)
 from agent.errors import SettingsError
 from agent.flow import DEFAULT_WINDOW_UPDATE_POLICY
 from agent.h3.settings import refuse_without_counterpart
@@ -448,12 +454,20 @@ def _check_protocol(stack: Stack, config: Config) -> None:
             f'{origin}: {key}: the {spec.kind} workload does not run over "h3" (it runs over '
             f"{', '.join(spec.protocols)})"
         )
-    for node in (*config.client_nodes, *(server for _key, server in _servers(config))):
-        if node.engine != DEFAULT_ENGINE:
+    servers = [server for _key, server in _servers(config)]
+    for node in (*config.client_nodes, *servers):
+        if "h3" not in ENGINE_SPECS[node.engine].protocols:
+            runs = " or ".join(f'"{e}"' for e, s in ENGINE_SPECS.items() if "h3" in s.protocols)
             raise ConfigError(
-                f'{origin}: {key}: "h3" runs on the agent\'s own engine "{DEFAULT_ENGINE}", not '
+                f'{origin}: {key}: "h3" runs on engine {runs}, not '
                 f'nodes.{node.role}.engine = "{node.engine}"'
             )
+    if config.client.engine == "nghttp2" and any(s.engine != "nghttp2" for s in servers):
+        # gtlsclient sends no trial header: only the engine's own server counts its trials.
+        raise ConfigError(
+            f'{origin}: {key}: "h3" on the client\'s "nghttp2" engine (ngtcp2\'s gtlsclient) '
+            'needs the server on "nghttp2" too (gtlsserver, whose agent counts its trials)'
+        )
     policies = dict(config.sweep.axes).get(
         "window_update_policy", (config.workload.window_update_policy,)
     )
@@ -462,9 +476,11 @@ def _check_protocol(stack: Stack, config: Config) -> None:
             f'{origin}: {key}: window_update_policy is HTTP/2\'s; over "h3" the QUIC stack '
             f'grants credit its own way: keep "{DEFAULT_WINDOW_UPDATE_POLICY}"'
         )
-    settings = [name for name in config.sweep.names if name in SETTING_SPECS]
+    settings = tuple(name for name in config.sweep.names if name in SETTING_SPECS)
     try:
-        refuse_without_counterpart(tuple(settings), "agent's")
+        refuse_without_counterpart(settings, "agent's")
+        if any(node.engine == "nghttp2" for node in (*config.client_nodes, *servers)):
+            refuse_without_counterpart(settings, "nghttp2 engine's (ngtcp2)", NGTCP2_SETTINGS)
     except SettingsError as exc:
         raise ConfigError(f"{origin}: {key}: {exc}") from None
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from agent.engines import ENGINE_SPECS
 from agent.workloads import ParamValue
 from agent.workloads.spec import ParamSide
 from controller.config.model import AxisValue, Config, TrialPoint
@@ -129,9 +130,9 @@ class AgentPair:
         return self.tls.server_cert, self.tls.server_key
 
     def _ca_file(self, point: TrialPoint) -> str | None:
-        """The authority the client checks the server against; none for nghttp, which checks
-        no certificate (and whose agent refuses --ca-file)."""
-        if not point.tls or self.config.client.engine == "nghttp2":
+        """The authority the client checks the server against; none for an engine whose client
+        checks no certificate (nghttp, gtlsclient: their agent refuses --ca-file)."""
+        if not point.tls or not ENGINE_SPECS[self.config.client.engine].checks_certificates:
             return None
         assert self.tls is not None, "a run with TLS trials deploys its credentials first"
         return self.tls.ca_file

@@ -3,17 +3,23 @@ granted, the padding the anti-amplification fix credits, the UDP counters, the c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.errors import SettingsError
+from agent.errors import SettingsError, UsageError
 from agent.h3.amplification import packet_end_with_padding
 from agent.h3.credit import CreditLedger
 from agent.h3.settings import H3_COUNTERPARTS, QH3_SETTINGS, QuicWindows
 from agent.h3.stack import CAPACITY_EXHAUSTED, CoreTap, TransportCounts
 from agent.h3.udp import udp_counters
+from agent.nghttp2.gtls import GtlsOptions
+from agent.nghttp2.gtls_client import saved_bodies
+from agent.nghttp2.procfs import UDP_BOUND, listening_ports
 from agent.settings import SETTING_SPECS
+from agent.site import build_site, load_manifest
 
 
 def _windows(settings: dict[str, int]) -> QuicWindows:
@@ -130,3 +136,47 @@ def test_capacity_exhaustion_is_blocked_only_when_asked() -> None:
         CoreTap(core, CreditLedger(), counts, False).poll_transmit(0.0)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="another failure"):
         CoreTap(_ExhaustedCore("another failure"), CreditLedger(), counts, True).poll_transmit(0.0)  # type: ignore[arg-type]
+
+
+def test_ngtcp2s_tools_get_exact_fixed_windows_and_refuse_other_settings() -> None:
+    options = GtlsOptions.create({"initial_window_size": 4096}, None, 1350)
+    assert options.connection_window_bytes == 4096  # unset: the stream window, as the study
+    argv = options.client_argv("gtlsclient", "127.0.0.1", 443, ["https://x/a"], "/tmp/d")
+    assert argv[-3:] == ["127.0.0.1", "443", "https://x/a"]
+    for flag in ("--max-stream-data-bidi-local=4096", "--max-data=4096", "--max-window=0"):
+        assert flag in argv
+    server = options.server_argv("gtlsserver", "/site", "0.0.0.0", 8443, ("c.pem", "k.pem"))
+    assert server[-4:] == ["0.0.0.0", "8443", "k.pem", "c.pem"]  # key before certificate
+    with pytest.raises(UsageError, match="setting header_table_size: ngtcp2's tools"):
+        GtlsOptions.create({"header_table_size": 0}, None, 1350)
+
+
+def test_a_bound_udp_socket_of_the_process_is_found_by_its_inode() -> None:
+    table = (
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+        "timeout inode\n"
+        "  1: 0100007F:20FB 00000000:0000 07 00000000:00000000 00:00000000 00000000 0 0 4242\n"
+        "  2: 0100007F:1F90 00000000:0000 07 00000000:00000000 00:00000000 00000000 0 0 999\n"
+    )
+    assert listening_ports(table, {4242}, UDP_BOUND) == {4242: 0x20FB}
+    assert listening_ports(table, {4242}) == {}  # not a TCP listener
+
+
+def test_a_saved_body_that_differs_from_the_manifest_fails_by_sha256(tmp_path: Path) -> None:
+    build_site(tmp_path / "site", seed=1, total_bytes=65536)
+    manifest = load_manifest(tmp_path / "site")
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    for entry in manifest.files:
+        saved.joinpath(Path(entry.path).name).write_bytes(
+            (tmp_path / "site" / entry.path).read_bytes()
+        )
+    times, mismatch = saved_bodies(saved, manifest, 0.5)
+    assert mismatch is None and len(times) == len(manifest.files)
+    assert all(t.status == 200 and t.end_s == 0.5 for t in times)
+    last = saved / Path(manifest.files[-1].path).name
+    body = bytearray(last.read_bytes())
+    body[0] ^= 0xFF
+    last.write_bytes(bytes(body))
+    _times, mismatch = saved_bodies(saved, manifest, 0.5)
+    assert mismatch is not None and "sha256 differs" in str(mismatch)

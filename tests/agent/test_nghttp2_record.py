@@ -61,7 +61,7 @@ def test_verification_by_size_status_and_completeness() -> None:
         "GET /b.css: not in the site manifest"
     )
     assert verify(PAGE[:1], MANIFEST, "/")[1] == (
-        "nghttp -a fetched 1 of the page's 2 files (page /); missing a.css"
+        "nghttp fetched 1 of the page's 2 files (page /); missing a.css"
     )
     assert verify((), MANIFEST, "/")[1] == "nghttp fetched none of the page's files"
 

@@ -696,8 +696,19 @@ def test_the_protocol_is_a_workload_key_and_an_axis_each_point_carries() -> None
         ),
         (
             ('workload.protocol="h3"', 'nodes.client.engine="nghttp2"'),
-            '--set: workload.protocol: "h3" runs on the agent\'s own engine "h2", not '
-            'nodes.client.engine = "nghttp2"',
+            '--set: workload.protocol: "h3" on the client\'s "nghttp2" engine (ngtcp2\'s '
+            'gtlsclient) needs the server on "nghttp2" too (gtlsserver, whose agent counts its '
+            "trials)",
+        ),
+        (
+            (
+                'sweep={initial_window_size = [4096], protocol = ["h3"], header_table_size = [0]}',
+                'nodes.client.engine="nghttp2"',
+                'nodes.server.engine="nghttp2"',
+            ),
+            "--set: sweep.protocol: setting header_table_size (SETTINGS_QPACK_MAX_TABLE_CAPACITY "
+            "(RFC 9204)) is not one the nghttp2 engine's (ngtcp2) HTTP/3 engine can announce "
+            "(it can: initial_window_size)",
         ),
         (
             ('workload.protocol="h3"', 'workload.kind="payload"'),

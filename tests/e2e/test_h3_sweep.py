@@ -9,18 +9,20 @@ import csv
 import json
 from pathlib import Path
 
-from tests.conftest import h2iot
+from tests.conftest import h2iot, require_tool
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "h3.toml"
-WINDOWS = (4096, 65535)
+WINDOWS = (4095, 65535)  # 2^N - 1 bytes: nghttp's windows too, exactly
+SMALL = (
+    "--set", "workload.total_bytes=300000", "--set", "run.idle_baseline_s=1",
+    "--set", f"sweep.initial_window_size={list(WINDOWS)}", "--set", "run.repetitions=2",
+)  # fmt: skip
 
 
 def test_h2_and_h3_sweep_side_by_side_with_the_window_kept_fixed(tmp_path: Path) -> None:
     result = h2iot(
-        "sweep", str(CONFIG), "--no-dashboard", "--out", str(tmp_path / "runs"),
-        "--set", "workload.total_bytes=300000", "--set", "run.idle_baseline_s=1",
-        "--set", f"sweep.initial_window_size={list(WINDOWS)}", "--set", "run.repetitions=2",
+        "sweep", str(CONFIG), "--no-dashboard", "--out", str(tmp_path / "runs"), *SMALL,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     (run,) = (tmp_path / "runs").iterdir()
@@ -50,3 +52,23 @@ def test_h2_and_h3_sweep_side_by_side_with_the_window_kept_fixed(tmp_path: Path)
     for protocol in ("h2", "h3"):
         assert f"| client response time falls as the window grows | protocol = {protocol} |" in text
     assert "h3 is set beside h2c" not in text  # h2 is the fair comparison, no caveat
+
+
+def test_the_same_config_on_the_c_tools_nghttp_and_ngtcp2(tmp_path: Path) -> None:
+    """The nghttp2 engine on both nodes: nghttp and nghttpd over TLS for h2, ngtcp2's
+    gtlsclient and gtlsserver for h3, every body checked and every trial counted."""
+    require_tool("nghttp", "nghttpd", "gtlsclient", "gtlsserver")
+    result = h2iot(
+        "sweep", str(CONFIG), "--no-dashboard", "--out", str(tmp_path / "runs"), *SMALL,
+        "--set", "nodes.client.engine=nghttp2", "--set", "nodes.server.engine=nghttp2",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    with (run / "trials.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 8 and all(row["status"] == "ok" for row in rows), rows
+    for row in rows:
+        assert row["page_resource_count"] == "8" and float(row["server_cpu_s"]) > 0
+        assert row["client_window_on_wire"] == row["initial_window_size"]
+        if row["protocol"] == "h3":
+            assert row["client_tls_version"] == "TLSv1.3" and row["client_udp_rcvbuf_errors"]

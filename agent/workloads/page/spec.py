@@ -26,5 +26,5 @@ PAGE = WorkloadSpec(
         Field("body_bytes", "response body bytes received, bytes"),
     ),
     engines=("h2", "nghttp2"),
-    protocols=("h2c", "h2", "h3"),
+    protocols=("h2c", "h2", "h3"),  # nghttp2's over h3: ngtcp2's gtlsclient and gtlsserver
 )

@@ -1,0 +1,79 @@
+"""The engine's HTTP/3 side: ngtcp2's example client and server (`gtlsclient`, `gtlsserver`;
+Debian ngtcp2-client and ngtcp2-server, GnuTLS), the nghttp2 project's QUIC sibling and the C
+anchor beside the agent's qh3. Pure: their options from the trial's.
+
+Windows are exact bytes (no 2^N - 1 here) and fixed: ngtcp2's examples grow a window to about
+1 MB unless `--max-window=0 --max-stream-window=0`. The stream window is the receiver's
+initial_max_stream_data (bidi local for the client's own requests, bidi remote for the
+server's), the connection window initial_max_data. Neither tool parses HTML nor sends our trial
+header: the client is given the page's URLs from the site manifest, and the server's agent
+counts trials by trial-control messages, as nghttpd's does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent.engines import NGTCP2_SETTINGS
+from agent.errors import UsageError
+
+_UNBOUNDED_S = "3600s"  # gtlsclient's own idle timeout: the agent's trial timeout governs
+
+
+@dataclass(frozen=True)
+class GtlsOptions:
+    stream_window_bytes: int
+    connection_window_bytes: int
+    datagram_bytes: int
+
+    @classmethod
+    def create(
+        cls, settings: dict[str, int], connection_window: int | None, datagram_bytes: int
+    ) -> GtlsOptions:
+        unknown = [name for name in settings if name not in NGTCP2_SETTINGS]
+        if unknown:
+            raise UsageError(
+                f"setting {unknown[0]}: ngtcp2's tools announce only initial_window_size "
+                "over HTTP/3"
+            )
+        window = settings.get("initial_window_size", 65535)
+        return cls(
+            window, window if connection_window is None else connection_window, datagram_bytes
+        )
+
+    def window_args(self) -> list[str]:
+        return [
+            f"--max-stream-data-bidi-local={self.stream_window_bytes}",
+            f"--max-stream-data-bidi-remote={self.stream_window_bytes}",
+            f"--max-data={self.connection_window_bytes}",
+            "--max-window=0",
+            "--max-stream-window=0",
+            f"--max-udp-payload-size={self.datagram_bytes}",
+        ]
+
+    def client_argv(
+        self, tool: str, host: str, port: int, urls: Sequence[str], download: str
+    ) -> list[str]:
+        """One connection fetching every URL at once, each body saved under `download`."""
+        return [
+            tool,
+            "-q",
+            "--exit-on-all-streams-close",
+            "--no-pmtud",
+            f"--timeout={_UNBOUNDED_S}",
+            *self.window_args(),
+            f"--download={download}",
+            host,
+            str(port),
+            *urls,
+        ]
+
+    def server_argv(
+        self, tool: str, root: str, host: str, port: int, tls: tuple[str, str]
+    ) -> list[str]:
+        cert, key = tls
+        return [tool, "-q", "-d", root, *self.window_args(), host, str(port), key, cert]
+
+    def announced(self) -> dict[str, int]:
+        return {"initial_window_size": self.stream_window_bytes}
