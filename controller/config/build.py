@@ -24,6 +24,7 @@ from agent.workloads import SPECS, ParamError
 from controller.config.clients import check_clients
 from controller.config.layers import KeyPath, Stack
 from controller.config.model import (
+    DATAGRAM_AXIS,
     IDLE_MIN_SAMPLES,
     INA219_RATE_MAX_HZ,
     INA226_RATE_MAX_HZ,
@@ -440,6 +441,18 @@ def _check_protocol(stack: Stack, config: Config) -> None:
     HTTP/3 counterpart (agent.h3.settings)."""
     key = f"sweep.{PROTOCOL_AXIS}" if PROTOCOL_AXIS in config.sweep.names else "workload.protocol"
     origin = stack.origin(key)
+    datagram = (
+        f"sweep.{DATAGRAM_AXIS}"
+        if DATAGRAM_AXIS in config.sweep.names
+        else "workload.datagram_bytes"
+    )
+    if (DATAGRAM_AXIS in config.sweep.names or config.workload.datagram_bytes is not None) and (
+        config.protocols != ("h3",)
+    ):
+        raise ConfigError(
+            f"{stack.origin(datagram)}: {datagram}: HTTP/3's datagram size, in a run whose "
+            f'protocols are {", ".join(config.protocols)}: use it in a run of "h3" alone'
+        )
     if config.protocols != ("h2c",) and len(config.client_nodes) > 1:
         encrypted = next(p for p in config.protocols if p != "h2c")
         raise ConfigError(

@@ -77,6 +77,9 @@ PROTOCOLS: tuple[Protocol, ...] = ("h2c", "h2", "h3")
 over QUIC v1 (the agent's `h3` extra; always encrypted)."""
 PROTOCOL_AXIS = "protocol"
 """[workload] protocol, sweepable: the server agent restarts when it changes."""
+DATAGRAM_AXIS = "datagram_bytes"
+"""[workload] datagram_bytes, HTTP/3's largest UDP payload (max_udp_payload_size) both agents
+send and take, sweepable; None: the agent's default (agent.h3.settings)."""
 
 FLOW_KEYS = ("connection_window", "window_update_policy")
 """The client's flow-control keys of [workload]: sweepable beside the settings and parameters."""
@@ -113,6 +116,7 @@ class WorkloadConfig:
     # nghttp2 takes windows as 2^N - 1 bytes: map other values to the nearest, or refuse them.
     unrepresentable_window: UnrepresentablePolicy = "map"
     protocol: Protocol = "h2c"
+    datagram_bytes: int | None = None
 
     def param(self, name: str) -> ParamValue:
         return dict(self.params)[name]
@@ -129,6 +133,7 @@ class TrialPoint:
     params: tuple[tuple[str, ParamValue], ...]
     server_engine: Engine | None = None  # swept (server_engine); None: nodes.server.engine
     protocol: Protocol = "h2c"
+    datagram_bytes: int | None = None  # HTTP/3's; None: the agents' default
 
     @property
     def tls(self) -> bool:
@@ -412,6 +417,7 @@ class Config:
             protocol=next(
                 (p for p in PROTOCOLS if p == axes.get(PROTOCOL_AXIS)), self.workload.protocol
             ),
+            datagram_bytes=_optional_int(axes.get(DATAGRAM_AXIS, self.workload.datagram_bytes)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -442,3 +448,7 @@ class Config:
             "layers": list(self.layers),
             "origins": dict(self.origins),
         }
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]

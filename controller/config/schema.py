@@ -20,11 +20,13 @@ from typing import Any
 from agent.engines import ENGINES, UNREPRESENTABLE_POLICIES
 from agent.errors import SettingsError
 from agent.flow import WINDOW_UPDATE_POLICIES
+from agent.h3.settings import MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES
 from agent.settings import SETTING_SPECS, canonical_name, check_value
 from agent.workloads import SPECS
 from controller.config.meter_sources import METER_SOURCES
 from controller.config.model import (
     AGENT_MODES,
+    DATAGRAM_AXIS,
     DELAY_METHODS,
     ENERGY_WINDOWS,
     FAILED_TRIAL,
@@ -430,8 +432,12 @@ FLOW_READERS: dict[str, Reader] = {
     "connection_window": optional(_window),
     "window_update_policy": choice(WINDOW_UPDATE_POLICIES),
 }
-# [workload] protocol: HTTP/2 in cleartext or over TLS (model.PROTOCOLS).
-PROTOCOL_READERS: dict[str, Reader] = {PROTOCOL_AXIS: choice(PROTOCOLS)}
+# [workload] protocol: HTTP/2 in cleartext or over TLS, or HTTP/3 (model.PROTOCOLS); and
+# HTTP/3's datagram size (max_udp_payload_size, RFC 9000's 1200 up to qh3's 65527).
+PROTOCOL_READERS: dict[str, Reader] = {
+    PROTOCOL_AXIS: choice(PROTOCOLS),
+    DATAGRAM_AXIS: optional(integer(MIN_DATAGRAM_BYTES, MAX_DATAGRAM_BYTES)),
+}
 PARAM_NAMES = tuple(dict.fromkeys(p.name for spec in SPECS.values() for p in spec.params))
 # Node keys a sweep may vary: the server's stack (model.SERVER_ENGINE_AXIS).
 NODE_AXES: dict[str, Reader] = {SERVER_ENGINE_AXIS: choice(ENGINES)}

@@ -45,6 +45,7 @@ class ServerMount:
     root: str | None = None
     tls: tuple[str, str] | None = None  # (certificate, key); None: cleartext h2c
     http3: bool = False  # HTTP/3 over QUIC on the UDP port (needs `tls`'s files)
+    datagram_bytes: int | None = None  # HTTP/3's max_udp_payload_size; None: the agent's
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,8 @@ class AgentNode:
             cert, key = (self.node.path(path) for path in mount.tls)
             protocol = "h3" if mount.http3 else "h2"
             argv += ["--protocol", protocol, "--cert", cert, "--key", key]
+        if mount.datagram_bytes is not None:
+            argv += ["--datagram-size", str(mount.datagram_bytes)]
         argv += ["--trial-log", self.trial_log, *self._cpu_args()]
         argv += _engine_args(engine, unrepresentable_window)
         log_offset = 0
@@ -223,6 +226,7 @@ class AgentNode:
         peer_clock: PeerOffset | None = None,
         ca_file: str | None = None,
         http3: bool = False,
+        datagram_bytes: int | None = None,
     ) -> dict[str, Any]:
         """One trial of the workload by the client agent (`h2iot-agent trial`); its JSON record
         (agent/README.md), also when the trial failed (`ok` false: a body mismatch, a refused
@@ -232,7 +236,7 @@ class AgentNode:
         server node's wall clock minus this one's, which times across both clocks are mapped by
         (`--peer-clock-offset-ns`). `ca_file`: for an https URL, the authority (a path on the
         node) the server's certificate must chain to. `http3`: over HTTP/3 (the URL's port is
-        the server's UDP port)."""
+        the server's UDP port), its datagram size `datagram_bytes` (None: the agent's)."""
         argv = ["trial", url, "--workload", workload, "--json", "--timeout", f"{timeout_s:g}"]
         if http3:
             argv += ["--protocol", "h3"]
@@ -248,6 +252,7 @@ class AgentNode:
             ("--peer-clock-offset-ns", peer_clock and peer_clock.offset_ns),
             ("--peer-clock-uncertainty-ns", peer_clock and peer_clock.uncertainty_ns),
             ("--ca-file", None if ca_file is None else self.node.path(ca_file)),
+            ("--datagram-size", datagram_bytes),
         )
         for flag, value in options:
             if value is not None:

@@ -97,6 +97,7 @@ class AgentPair:
                 root=served.root,
                 tls=self._server_credentials(point),
                 http3=point.protocol == "h3",
+                datagram_bytes=point.datagram_bytes,
             )
             engine = point.server_engine or self.config.server.engine
             running = self._running
@@ -166,6 +167,7 @@ class AgentPair:
                 peer_clock=self.peer_clock,
                 ca_file=self._ca_file(point),
                 http3=point.protocol == "h3",
+                datagram_bytes=point.datagram_bytes,
             )
         except NodeUnreachableError as exc:
             raise NodeLost(str(exc), role="client") from None

@@ -283,3 +283,29 @@ def test_the_nghttp2_engine_runs_h3_with_ngtcp2s_tools_and_counts_trials_by_cont
         assert "--max-window=0" in record["command"]  # type: ignore[operator]
     for trial in served.values():
         assert trial["ok"] and float(trial["cpu_s"]) > 0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [("--quic-retry",), ("--no-quic-count-padding", "--no-quic-capacity-as-blocked")],
+    ids=["retry", "qh3-as-is"],
+)
+def test_the_servers_amplification_options_serve_both_clients(
+    options: tuple[str, ...], site: Path, credentials: Credentials, tmp_path: Path
+) -> None:
+    """With a Retry first (the client's address validated), or with qh3's own accounting
+    (enough for clients that pad inside their Initial packet, as qh3's and ngtcp2's do)."""
+    require_tool("gtlsclient")
+    with h3_server(site, tmp_path, credentials, *options) as server:
+        fixes = server.listening["amplification_fixes"]
+        assert fixes["retry"] == ("--quic-retry" in options)
+        (record,) = _fetch(server.port, credentials, "--trial-id", "fixes")
+        assert record["ok"], record["error"]
+        urls = [f"https://127.0.0.1:{server.port}/{f.path}" for f in load_manifest(site).files]
+        result = subprocess.run(
+            ["gtlsclient", "-q", "--exit-on-all-streams-close", f"--download={tmp_path}",
+             "127.0.0.1", str(server.port), *urls],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+    assert len(verify_downloads(site, tmp_path)) == len(urls)

@@ -436,7 +436,8 @@ KEY_ERRORS = [
         "sweep.window: not an HTTP/2 setting, flow-control key, protocol or workload parameter "
         "(known: header_table_size, enable_push, max_concurrent_streams, initial_window_size, "
         "max_frame_size, max_header_list_size, connection_window, window_update_policy, protocol, "
-        f"site_seed, total_bytes, size_bytes, requests, mode{LATER_PARAMS}, server_engine)",
+        "datagram_bytes, site_seed, total_bytes, size_bytes, requests, mode"
+        f"{LATER_PARAMS}, server_engine)",
     ),
     (
         "[sweep]\ninitial_window_size = [1]\nSETTINGS_INITIAL_WINDOW_SIZE = [2]",
@@ -671,6 +672,25 @@ def test_the_protocol_is_a_workload_key_and_an_axis_each_point_carries() -> None
     assert h3.protocols == ("h2", "h3")
     assert [h3.point(axes).protocol for axes in h3.sweep.points()] == ["h2", "h3"]
     assert all(h3.point(axes).tls for axes in h3.sweep.points())
+
+
+def test_the_datagram_size_is_http3s_own_axis() -> None:
+    config = load_config(
+        None,
+        (
+            "sweep={initial_window_size = [4096], datagram_bytes = [1200, 1452]}",
+            'workload.protocol="h3"',
+        ),
+    )
+    assert [config.point(axes).datagram_bytes for axes in config.sweep.points()] == [1200, 1452]
+    assert load_config(None).point(load_config(None).sweep.points()[0]).datagram_bytes is None
+    assert error_of(None, ("workload.datagram_bytes=1400",)) == (
+        "--set: workload.datagram_bytes: HTTP/3's datagram size, in a run whose protocols are "
+        'h2c: use it in a run of "h3" alone'
+    )
+    assert error_of(None, ('workload.protocol="h3"', "workload.datagram_bytes=1100")) == (
+        "--set: workload.datagram_bytes: 1100 is outside 1200..65527"
+    )
 
 
 @pytest.mark.parametrize(
