@@ -20,17 +20,23 @@ SMALL = (
 )  # fmt: skip
 
 
-def test_h2_and_h3_sweep_side_by_side_with_the_window_kept_fixed(tmp_path: Path) -> None:
+def _sweep(tmp_path: Path, trials: int, *extra: str) -> tuple[Path, list[dict[str, str]]]:
+    """configs/h3.toml made SMALL (and `extra`): its run directory and its rows, every one ok."""
     result = h2iot(
-        "sweep", str(CONFIG), "--no-dashboard", "--out", str(tmp_path / "runs"), *SMALL,
+        "sweep", str(CONFIG), "--no-dashboard", "--out", str(tmp_path / "runs"), *SMALL, *extra
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     (run,) = (tmp_path / "runs").iterdir()
-    manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["tls"]["protocols"] == ["h2", "h3"]
     with (run / "trials.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 8 and all(row["status"] == "ok" for row in rows), rows
+    assert len(rows) == trials and all(row["status"] == "ok" for row in rows), rows
+    return run, rows
+
+
+def test_h2_and_h3_sweep_side_by_side_with_the_window_kept_fixed(tmp_path: Path) -> None:
+    run, rows = _sweep(tmp_path, 8)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["tls"]["protocols"] == ["h2", "h3"]
     assert sorted({row["protocol"] for row in rows}) == ["h2", "h3"]
     for row in rows:
         assert row["client_tls_version"] == "TLSv1.3"
@@ -58,15 +64,9 @@ def test_the_same_config_on_the_c_tools_nghttp_and_ngtcp2(tmp_path: Path) -> Non
     """The nghttp2 engine on both nodes: nghttp and nghttpd over TLS for h2, ngtcp2's
     gtlsclient and gtlsserver for h3, every body checked and every trial counted."""
     require_tool("nghttp", "nghttpd", "gtlsclient", "gtlsserver")
-    result = h2iot(
-        "sweep", str(CONFIG), "--no-dashboard", "--out", str(tmp_path / "runs"), *SMALL,
-        "--set", "nodes.client.engine=nghttp2", "--set", "nodes.server.engine=nghttp2",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    (run,) = (tmp_path / "runs").iterdir()
-    with (run / "trials.csv").open() as handle:
-        rows = list(csv.DictReader(handle))
-    assert len(rows) == 8 and all(row["status"] == "ok" for row in rows), rows
+    _run, rows = _sweep(
+        tmp_path, 8, "--set", "nodes.client.engine=nghttp2", "--set", "nodes.server.engine=nghttp2"
+    )
     for row in rows:
         assert row["page_resource_count"] == "8" and float(row["server_cpu_s"]) > 0
         assert row["client_window_on_wire"] == row["initial_window_size"]
@@ -77,16 +77,11 @@ def test_the_same_config_on_the_c_tools_nghttp_and_ngtcp2(tmp_path: Path) -> Non
 def test_the_datagram_size_is_swept_and_sets_what_travels(tmp_path: Path) -> None:
     """HTTP/3's own axis: the same page in datagrams of 1200 and 1452 bytes; the smaller ones
     take more of them."""
-    result = h2iot(
-        "sweep", str(CONFIG), "--no-dashboard", "--out", str(tmp_path / "runs"), *SMALL,
+    _run, rows = _sweep(
+        tmp_path, 4,
         "--set", 'sweep={initial_window_size = [65535], datagram_bytes = [1200, 1452]}',
         "--set", 'workload.protocol="h3"',
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    (run,) = (tmp_path / "runs").iterdir()
-    with (run / "trials.csv").open() as handle:
-        rows = list(csv.DictReader(handle))
-    assert len(rows) == 4 and all(row["status"] == "ok" for row in rows), rows
     received: dict[str, list[int]] = {}
     for row in rows:
         received.setdefault(row["datagram_bytes"], []).append(int(row["client_datagrams_received"]))
