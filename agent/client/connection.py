@@ -78,6 +78,25 @@ class Response:
     body: bytearray | None = None
     trailers: dict[bytes, bytes] | None = None
 
+    @classmethod
+    def of_get(cls, path: str, keep_body: bool) -> Response:
+        """The response to a GET of `path` sent now; its body kept with `keep_body`."""
+        return cls(path, time.monotonic_ns(), body=bytearray() if keep_body else None)
+
+
+def get_headers(
+    authority: str, scheme: str, path: str, extra_headers: list[tuple[bytes, bytes]]
+) -> list[tuple[bytes, bytes]]:
+    """A GET's header block, over HTTP/2 or HTTP/3."""
+    return [
+        (b":method", b"GET"),
+        (b":scheme", scheme.encode()),
+        (b":authority", authority.encode()),
+        (b":path", path.encode()),
+        (b"user-agent", b"h2iot-agent"),
+        *extra_headers,
+    ]
+
 
 @dataclass(eq=False)
 class _FastStream:
@@ -407,17 +426,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self.transport is None or self.transport.is_closing():
             raise PeerProtocolError("connection is closed")
         stream_id = self.conn.get_next_available_stream_id()
-        headers = [
-            (b":method", b"GET"),
-            (b":scheme", scheme.encode()),
-            (b":authority", authority.encode()),
-            (b":path", path.encode()),
-            (b"user-agent", b"h2iot-agent"),
-            *extra_headers,
-        ]
-        response = Response(path, time.monotonic_ns())
-        if keep_body:
-            response.body = bytearray()
+        headers = get_headers(authority, scheme, path, extra_headers)
+        response = Response.of_get(path, keep_body)
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._responses[stream_id] = (response, future)
         self._stream_windows[stream_id] = ReceiveWindow(

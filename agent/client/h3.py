@@ -23,7 +23,7 @@ from qh3.quic.connection import QuicConnection
 from qh3.quic.events import ConnectionTerminated, QuicEvent
 
 from agent.client.connect import Target
-from agent.client.connection import Response
+from agent.client.connection import Response, get_headers
 from agent.client.options import TrialOptions
 from agent.errors import FetchError, PeerProtocolError
 from agent.frames import FrameCounts
@@ -126,21 +126,9 @@ class H3ClientConnection:
         if self._lost is not None:
             raise PeerProtocolError(self._lost)
         stream_id = self._quic.get_next_available_stream_id()
-        self._h3.send_headers(
-            stream_id,
-            [
-                (b":method", b"GET"),
-                (b":scheme", scheme.encode()),
-                (b":authority", authority.encode()),
-                (b":path", path.encode()),
-                (b"user-agent", b"h2iot-agent"),
-                *extra_headers,
-            ],
-            end_stream=True,
-        )
-        response = Response(path, time.monotonic_ns())
-        if keep_body:
-            response.body = bytearray()
+        headers = get_headers(authority, scheme, path, extra_headers)
+        self._h3.send_headers(stream_id, headers, end_stream=True)
+        response = Response.of_get(path, keep_body)
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._responses[stream_id] = (response, future)
         self._protocol.transmit()

@@ -10,7 +10,6 @@ from agent.engines import DEFAULT_ENGINE, ENGINES, UNREPRESENTABLE_POLICIES
 from agent.errors import UsageError
 
 if TYPE_CHECKING:
-    from agent.h3.settings import QuicWindows
     from agent.workloads.spec import ParamSide, ParamValue, WorkloadSpec
 
 
@@ -55,27 +54,6 @@ def require_h3() -> None:
 
     if importlib.util.find_spec("qh3") is None:
         raise UsageError("--protocol h3 needs the agent's h3 extra: pip install 'h2iot[h3]'")
-
-
-def quic_windows(
-    args: argparse.Namespace, settings: dict[str, int], connection_window: int | None = None
-) -> QuicWindows:
-    """The HTTP/2-named `settings` as an HTTP/3 endpoint's (a setting without a counterpart
-    refused, naming it), with --datagram-size."""
-    from agent.h3.settings import DEFAULT_DATAGRAM_BYTES, QuicWindows  # noqa: PLC0415
-    from agent.settings import DEFAULT_INITIAL_WINDOW_SIZE  # noqa: PLC0415
-
-    if args.udp_buffer is not None and args.udp_buffer < 1:
-        raise UsageError(f"--udp-buffer {args.udp_buffer} must be at least 1 byte")
-    window = settings.get("initial_window_size", DEFAULT_INITIAL_WINDOW_SIZE)
-    return QuicWindows.from_settings(
-        settings,
-        default_stream_window_bytes=DEFAULT_INITIAL_WINDOW_SIZE,
-        # A server receives only requests: it keeps QUIC's window at its stream window's
-        # size unless told, as an HTTP/2 server's connection window is 65535.
-        connection_window_bytes=window if connection_window is None else connection_window,
-        datagram_bytes=args.datagram_size or DEFAULT_DATAGRAM_BYTES,
-    )
 
 
 def add_workload_options(parser: argparse.ArgumentParser, default: str | None) -> None:

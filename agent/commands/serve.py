@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.commands import add_example
 from agent.commands.common import (
@@ -11,7 +12,6 @@ from agent.commands.common import (
     add_quic_options,
     add_workload_options,
     pin,
-    quic_windows,
     require_h3,
     workload_params,
 )
@@ -26,6 +26,9 @@ from agent.limits import (
 from agent.settings import parse_settings
 from agent.workloads import DEFAULT_KIND
 from agent.workloads.spec import ParamValue
+
+if TYPE_CHECKING:
+    from agent.h3.settings import QuicWindows
 
 
 def configure(serve: argparse.ArgumentParser) -> None:
@@ -234,7 +237,7 @@ def _serve_h3(
     from agent.server.h3 import H3ServeOptions, serve_h3  # noqa: PLC0415
 
     limits = connection_limits(args)
-    windows = quic_windows(args, settings)
+    windows = _server_windows(args, settings)
     handler = server_mount(spec_of(args.workload).kind)(args.root, params)
     options = H3ServeOptions(
         windows=windows,
@@ -254,6 +257,23 @@ def _serve_h3(
         buffer_bytes=args.udp_buffer,
     )
     return asyncio.run(serve_h3(options, handler))
+
+
+def _server_windows(args: argparse.Namespace, settings: dict[str, int]) -> QuicWindows:
+    """The HTTP/2-named `settings` as an HTTP/3 server's (a setting without a counterpart
+    refused, naming it), with --datagram-size. A server receives only requests: its connection
+    window is its stream window, as an HTTP/2 server's is 65535."""
+    from agent.h3.settings import DEFAULT_DATAGRAM_BYTES, QuicWindows  # noqa: PLC0415
+    from agent.settings import DEFAULT_INITIAL_WINDOW_SIZE  # noqa: PLC0415
+
+    if args.udp_buffer is not None and args.udp_buffer < 1:
+        raise UsageError(f"--udp-buffer {args.udp_buffer} must be at least 1 byte")
+    return QuicWindows.from_settings(
+        settings,
+        default_stream_window_bytes=DEFAULT_INITIAL_WINDOW_SIZE,
+        connection_window_bytes=settings.get("initial_window_size", DEFAULT_INITIAL_WINDOW_SIZE),
+        datagram_bytes=args.datagram_size or DEFAULT_DATAGRAM_BYTES,
+    )
 
 
 def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
