@@ -12,7 +12,7 @@ import math
 import os
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -194,15 +194,15 @@ def write_comparison(
     table.to_csv(csv_path, index=False, lineterminator="\n")
 
     sources = [
-        Source(base_summary, base.axes, names[0]),
-        Source(other_summary, other.axes, names[1]),
+        Source(base_summary, base.axes, names[0], base.protocols),
+        Source(other_summary, other.axes, names[1], other.protocols),
     ]
     bounds = [bounds_of(base), bounds_of(other)]
     # Figure 3: each run's emulated nodes in percent of their emulated core.
     per_run = list(
         zip(sources, (emulated_core_fractions(base), emulated_core_fractions(other)), strict=True)
     )
-    cores = [Source(per_emulated_core(s.summary, f), s.axes, s.label) for s, f in per_run]
+    cores = [replace(s, summary=per_emulated_core(s.summary, f)) for s, f in per_run]
     emulated = [f"{role} ({s.label})" for s, f in per_run for role in f]
     cores_caption = "".join(f" {s.label}:{emulated_cores_caption(f)}" for s, f in per_run if f)
     figures = [

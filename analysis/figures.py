@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +43,7 @@ class Source:
     summary: pd.DataFrame
     axes: tuple[str, ...]
     label: str = ""
+    protocols: tuple[str, ...] = ("h2c",)  # the run's (Run.protocols): they name the window axis
 
     @property
     def x_axis(self) -> str:
@@ -95,9 +96,21 @@ def _powers_of_two(values: Sequence[float]) -> bool:
     return all(v > 0 and float(v).is_integer() and int(v) & (int(v) - 1) == 0 for v in values)
 
 
-def _x_axis(ax: Axes, name: str, values: Sequence[object]) -> None:
+def window_label(protocols: Iterable[str]) -> str:
+    """The window axis by what it sets in the protocols drawn: HTTP/2's SETTINGS, QUIC's
+    initial_max_stream_data (the receiver's per-stream window, agent.h3.settings), or both."""
+    drawn = set(protocols)
+    if "h3" not in drawn:
+        return "SETTINGS_INITIAL_WINDOW_SIZE (B, log2)"
+    if drawn == {"h3"}:
+        return "initial_max_stream_data (B, log2)"
+    return "stream window (B, log2): SETTINGS_INITIAL_WINDOW_SIZE / initial_max_stream_data"
+
+
+def _x_axis(ax: Axes, name: str, values: Sequence[object], window: str) -> None:
     """A numeric axis gets a tick per value, on log2 where they are powers of two (the window's
-    65535 counts as 2^16); a categorical one keeps matplotlib's category ticks."""
+    65535 counts as 2^16); a categorical one keeps matplotlib's category ticks. `window`
+    labels the window axis."""
     numbers = [float(v) for v in values if isinstance(v, int | float)]
     if len(numbers) != len(values):
         ax.set_xlabel(name)
@@ -111,7 +124,7 @@ def _x_axis(ax: Axes, name: str, values: Sequence[object]) -> None:
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xticklabels([f"{t:g}" for t in ticks], rotation=45, ha="right", fontsize=8)
     if name == WINDOW_AXIS:
-        ax.set_xlabel("SETTINGS_INITIAL_WINDOW_SIZE (B, log2)")
+        ax.set_xlabel(window)
     else:
         ax.set_xlabel(f"{name} (log2)" if log2 else name)
 
@@ -226,7 +239,7 @@ def _panel(
         ax.set_yticks([])
         return
     _y_scale(ax, ys)
-    _x_axis(ax, sources[0].x_axis, xs)
+    _x_axis(ax, sources[0].x_axis, xs, window_label(p for s in sources for p in s.protocols))
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7)
 

@@ -30,7 +30,7 @@ from analysis.columns import (
     TRIALS,
 )
 from analysis.errors import RunFormatError
-from analysis.manifest import confidence_of, config_value, read_manifest
+from analysis.manifest import confidence_of, config_value, protocols_of, read_manifest
 from analysis.workloads import DEFAULT_KIND
 
 STATUSES = ("ok", "failed")
@@ -76,6 +76,10 @@ class Run:
     @property
     def confidence(self) -> float:
         return confidence_of(self.manifest, self.path / MANIFEST)
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        return protocols_of(self.manifest)
 
 
 def axis_kinds(manifest: Mapping[str, Any], axes: Sequence[str]) -> dict[str, AxisKind]:

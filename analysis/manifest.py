@@ -27,6 +27,16 @@ def config_value(manifest: Mapping[str, Any], dotted: str) -> Any:
     return node
 
 
+def protocols_of(manifest: Mapping[str, Any]) -> tuple[str, ...]:
+    """The protocols the run's trials used, as the controller decides them: the swept
+    `sweep.protocol`, else `workload.protocol`, else h2c (runs from before TLS and HTTP/3)."""
+    swept = config_value(manifest, "sweep.protocol")
+    if isinstance(swept, list) and swept:
+        return tuple(str(p) for p in swept)
+    single = config_value(manifest, "workload.protocol")
+    return (single,) if isinstance(single, str) else ("h2c",)
+
+
 def confidence_of(manifest: Mapping[str, Any], path: Path) -> float:
     value = config_value(manifest, "run.confidence")
     if value is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -180,7 +180,7 @@ def emulated_cores_caption(fractions: dict[str, float]) -> str:
 def _figures(
     run: Run, summary: pd.DataFrame, bounds: Bounds
 ) -> tuple[list[tuple[str, Figure, str]], list[str]]:
-    source = Source(summary, run.axes)
+    source = Source(summary, run.axes, protocols=run.protocols)
     fractions = emulated_core_fractions(run)
     notes: list[str] = []
     own = report_of(run.workload)
@@ -204,7 +204,8 @@ def _figures(
         (
             "figure3_cpu_pct",
             figure_cpu_pct(
-                [Source(per_emulated_core(summary, fractions), run.axes)], sorted(fractions)
+                [replace(source, summary=per_emulated_core(summary, fractions))],
+                sorted(fractions),
             ),
             "Figure 3: CPU time / response time, client and server, percent of one core."
             + emulated_cores_caption(fractions),

@@ -48,13 +48,13 @@ class TrialOptions:
     def quic_windows(self) -> QuicWindows:
         """The settings as QUIC's: the stream window, the connection window as initial_max_data,
         the datagram size (checked where the options were built)."""
-        from agent.h3.settings import DEFAULT_DATAGRAM_BYTES, QuicWindows  # noqa: PLC0415
+        from agent.h3.settings import QuicWindows  # noqa: PLC0415
 
         return QuicWindows.from_settings(
             self.settings,
             default_stream_window_bytes=self.initial_window_size,
             connection_window_bytes=self.flow.connection_window,
-            datagram_bytes=self.datagram_bytes or DEFAULT_DATAGRAM_BYTES,
+            datagram_bytes=self.datagram_bytes,
         )
 
 

@@ -48,6 +48,12 @@ def add_quic_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_udp_buffer(args: argparse.Namespace) -> None:
+    """--udp-buffer, when given, asks the kernel for at least one byte."""
+    if args.udp_buffer is not None and args.udp_buffer < 1:
+        raise UsageError(f"--udp-buffer {args.udp_buffer} must be at least 1 byte")
+
+
 def require_h3() -> None:
     """qh3 importable, else the one line that says how to get it."""
     import importlib.util  # noqa: PLC0415

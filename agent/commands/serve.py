@@ -11,6 +11,7 @@ from agent.commands.common import (
     add_engine_options,
     add_quic_options,
     add_workload_options,
+    check_udp_buffer,
     pin,
     require_h3,
     workload_params,
@@ -263,16 +264,15 @@ def _server_windows(args: argparse.Namespace, settings: dict[str, int]) -> QuicW
     """The HTTP/2-named `settings` as an HTTP/3 server's (a setting without a counterpart
     refused, naming it), with --datagram-size. A server receives only requests: its connection
     window is its stream window, as an HTTP/2 server's is 65535."""
-    from agent.h3.settings import DEFAULT_DATAGRAM_BYTES, QuicWindows  # noqa: PLC0415
+    from agent.h3.settings import QuicWindows  # noqa: PLC0415
     from agent.settings import DEFAULT_INITIAL_WINDOW_SIZE  # noqa: PLC0415
 
-    if args.udp_buffer is not None and args.udp_buffer < 1:
-        raise UsageError(f"--udp-buffer {args.udp_buffer} must be at least 1 byte")
+    check_udp_buffer(args)
     return QuicWindows.from_settings(
         settings,
         default_stream_window_bytes=DEFAULT_INITIAL_WINDOW_SIZE,
         connection_window_bytes=settings.get("initial_window_size", DEFAULT_INITIAL_WINDOW_SIZE),
-        datagram_bytes=args.datagram_size or DEFAULT_DATAGRAM_BYTES,
+        datagram_bytes=args.datagram_size,
     )
 
 

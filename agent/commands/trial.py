@@ -17,6 +17,7 @@ from agent.commands.common import (
     add_engine_options,
     add_quic_options,
     add_workload_options,
+    check_udp_buffer,
     pin,
     require_h3,
     workload_params,
@@ -249,8 +250,7 @@ def _http3(args: argparse.Namespace) -> bool:
         raise UsageError(
             "--window-update is HTTP/2's: over HTTP/3 the QUIC stack grants credit its own way"
         )
-    if args.udp_buffer is not None and args.udp_buffer < 1:
-        raise UsageError(f"--udp-buffer {args.udp_buffer} must be at least 1 byte")
+    check_udp_buffer(args)
     return True
 
 

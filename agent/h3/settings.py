@@ -38,6 +38,19 @@ MAX_DATAGRAM_BYTES = 65527
 DEFAULT_DATAGRAM_BYTES = 1350  # a loopback- and Ethernet-safe QUIC datagram (qh3's is 1280)
 
 
+def datagram_bytes_of(requested: int | None) -> int:
+    """The largest UDP payload an endpoint sends and takes, whichever engine runs it:
+    `requested` (--datagram-size), else the default; outside QUIC's range refused in one line
+    (0 too: an explicit size is never swapped for the default)."""
+    size = DEFAULT_DATAGRAM_BYTES if requested is None else requested
+    if not MIN_DATAGRAM_BYTES <= size <= MAX_DATAGRAM_BYTES:
+        raise SettingsError(
+            f"datagram size {size} is outside QUIC's {MIN_DATAGRAM_BYTES}..{MAX_DATAGRAM_BYTES} "
+            "bytes"
+        )
+    return size
+
+
 def refuse_without_counterpart(
     names: Mapping[str, int] | tuple[str, ...],
     engine: str,
@@ -68,11 +81,7 @@ class QuicWindows:
     max_field_section_size: int | None = None
 
     def __post_init__(self) -> None:
-        if not MIN_DATAGRAM_BYTES <= self.datagram_bytes <= MAX_DATAGRAM_BYTES:
-            raise SettingsError(
-                f"datagram size {self.datagram_bytes} is outside QUIC's "
-                f"{MIN_DATAGRAM_BYTES}..{MAX_DATAGRAM_BYTES} bytes"
-            )
+        datagram_bytes_of(self.datagram_bytes)  # for its range check
         for name in ("stream_window_bytes", "connection_window_bytes"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name} {getattr(self, name)} must be 0 or more")
@@ -84,15 +93,15 @@ class QuicWindows:
         *,
         default_stream_window_bytes: int,
         connection_window_bytes: int,
-        datagram_bytes: int = DEFAULT_DATAGRAM_BYTES,
+        datagram_bytes: int | None = None,
     ) -> QuicWindows:
         """The HTTP/2-named `settings` (range-checked already) as QUIC's, refusing one without
-        a counterpart the qh3 engine can announce."""
+        a counterpart the qh3 engine can announce; `datagram_bytes` as `datagram_bytes_of`."""
         refuse_without_counterpart(tuple(settings), "qh3")
         return cls(
             stream_window_bytes=settings.get("initial_window_size", default_stream_window_bytes),
             connection_window_bytes=connection_window_bytes,
-            datagram_bytes=datagram_bytes,
+            datagram_bytes=datagram_bytes_of(datagram_bytes),
             qpack_max_table_capacity=settings.get("header_table_size"),
             max_field_section_size=settings.get("max_header_list_size"),
         )

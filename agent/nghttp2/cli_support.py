@@ -48,12 +48,11 @@ def serve(args: argparse.Namespace, settings: dict[str, int], http3: bool = Fals
 def _gtlsserver(
     args: argparse.Namespace, settings: dict[str, int], tls: tuple[Path, Path] | None
 ) -> ServedProgram:
-    from agent.h3.settings import DEFAULT_DATAGRAM_BYTES  # noqa: PLC0415
     from agent.nghttp2.gtls import GtlsOptions  # noqa: PLC0415
 
     assert tls is not None
     files = (str(tls[0]), str(tls[1]))
-    gtls = GtlsOptions.create(settings, None, args.datagram_size or DEFAULT_DATAGRAM_BYTES)
+    gtls = GtlsOptions.create(settings, None, args.datagram_size)
     return ServedProgram(
         "gtlsserver",
         lambda path: gtls.server_argv(path, str(args.root), args.host, args.port, files),
@@ -72,14 +71,11 @@ def fetch(args: argparse.Namespace, plan: RunPlan) -> int:
     if options.ca_file is not None:
         raise UsageError("--ca-file: nghttp does not verify certificates; use --engine h2")
     if options.http3:
-        from agent.h3.settings import DEFAULT_DATAGRAM_BYTES  # noqa: PLC0415
         from agent.nghttp2.gtls import GtlsOptions  # noqa: PLC0415
         from agent.nghttp2.gtls_client import run_gtls_fetches  # noqa: PLC0415
 
         gtls = GtlsOptions.create(
-            dict(options.settings),
-            options.flow.connection_window,
-            options.datagram_bytes or DEFAULT_DATAGRAM_BYTES,
+            dict(options.settings), options.flow.connection_window, options.datagram_bytes
         )
         return run_gtls_fetches(plan, gtls)
     nghttp = NghttpOptions.create(

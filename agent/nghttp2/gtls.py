@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from agent.engines import NGTCP2_SETTINGS
 from agent.errors import UsageError
+from agent.h3.settings import datagram_bytes_of
 
 _UNBOUNDED_S = "3600s"  # gtlsclient's own idle timeout: the agent's trial timeout governs
 
@@ -29,8 +30,10 @@ class GtlsOptions:
 
     @classmethod
     def create(
-        cls, settings: dict[str, int], connection_window: int | None, datagram_bytes: int
+        cls, settings: dict[str, int], connection_window: int | None, datagram_bytes: int | None
     ) -> GtlsOptions:
+        """`datagram_bytes` as agent.h3.settings.datagram_bytes_of takes it (None: the
+        default), so both engines' HTTP/3 send the same datagrams."""
         unknown = [name for name in settings if name not in NGTCP2_SETTINGS]
         if unknown:
             raise UsageError(
@@ -39,7 +42,9 @@ class GtlsOptions:
             )
         window = settings.get("initial_window_size", 65535)
         return cls(
-            window, window if connection_window is None else connection_window, datagram_bytes
+            window,
+            window if connection_window is None else connection_window,
+            datagram_bytes_of(datagram_bytes),
         )
 
     def window_args(self) -> list[str]:

@@ -113,7 +113,8 @@ class WorkloadConfig:
     params: tuple[tuple[str, ParamValue], ...] = (("site_seed", 0), ("total_bytes", 7_000_000))
     connection_window: int | None = None  # None: the same as the stream window, as the study did
     window_update_policy: str = "half"
-    # nghttp2 takes windows as 2^N - 1 bytes: map other values to the nearest, or refuse them.
+    # nghttp2 takes windows as 2^N - 1 bytes over HTTP/2 (nghttp, nghttpd): map other values to
+    # the nearest, or refuse them. Its HTTP/3 tools (ngtcp2's) take any window exactly.
     unrepresentable_window: UnrepresentablePolicy = "map"
     protocol: Protocol = "h2c"
     datagram_bytes: int | None = None
