@@ -8,7 +8,12 @@ the agent and those dependencies only, and checks that `h2iot-agent --version` t
 this controller. Local nodes run from this installation.
 
 check reports per node: reachability, Python, agent version, CPU model and the clock offset
-with its uncertainty (best of many round trips over one SSH channel; 0 for local nodes).
+with its uncertainty (best of many round trips over one SSH channel; 0 for local nodes). With
+HTTP/3 trials (protocol "h3"), per client -> server pair: whether the client node's 1200-byte
+UDP datagrams reach an echo listener the check holds on the server's HTTP/3 port
+(nodes.server.http_port; a free one for a local server, as a local sweep's) at
+nodes.<client>.address: echo, ICMP port unreachable (nothing listens at that address), silence
+(dropped on the way there or back), or a send error, one line naming the nodes, address and port.
 
 SSH host keys are checked against each node's known_hosts file; an unknown host is refused
 unless --accept-new-host-key records its key (printing the fingerprint to compare); a changed
@@ -23,6 +28,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +46,13 @@ from controller.config.model import ROLES
 from controller.errors import ConfigError, ControllerError
 from controller.nodes.connect import connect, node_label
 from controller.nodes.deploy import DeployReport, install, probe_platform
-from controller.nodes.errors import DeployError
+from controller.nodes.errors import DeployError, NodeError
 from controller.nodes.facts import NodeFacts, check_node
 from controller.nodes.group import fan_out
 from controller.nodes.node import Node
 from controller.nodes.platform import PlatformFacts
 from controller.nodes.records import ClockOffset
+from controller.nodes.udp_reach import UdpReach, probe_udp, udp_pairs
 from controller.nodes.wheel import (
     Wheel,
     build_wheel,
@@ -264,7 +271,8 @@ def _deploy_table(reports: Mapping[str, DeployReport]) -> Table:
 def _check(args: argparse.Namespace, console: Console) -> int:
     if args.clock_samples < 1:
         raise ConfigError(f"--clock-samples {args.clock_samples}: must be at least 1")
-    nodes = _nodes(load_config(args.config, args.overrides))
+    config = load_config(args.config, args.overrides)
+    nodes = _nodes(config)
 
     def check_one(config: NodeConfig) -> NodeFacts:
         return check_node(
@@ -278,9 +286,50 @@ def _check(args: argparse.Namespace, console: Console) -> int:
     facts = fan_out(nodes, check_one).raise_on_failure()
     console.print(_check_table(list(facts.values())))
     problems = [problem for fact in facts.values() for problem in fact.problems]
+    reaches = _udp_reaches(config, list(facts.values()), args.accept_new_host_key)
+    if reaches:
+        console.print(_udp_table(reaches))
+    problems += [problem for reach in reaches if (problem := reach.problem()) is not None]
     for problem in problems:
         _error(problem)
     return 1 if problems else 0
+
+
+def _udp_reaches(
+    config: Config, facts: list[NodeFacts], accept_new_host_key: bool
+) -> list[UdpReach]:
+    """Per client -> server pair of a config with HTTP/3 trials, whether the client's datagrams
+    reach the server's UDP port; pairs with a node that did not check out are not probed."""
+    working = {fact.label for fact in facts if fact.python_version is not None}
+
+    def probe(client: NodeConfig, server: NodeConfig) -> UdpReach:
+        missing = [node_label(n) for n in (client, server) if node_label(n) not in working]
+        if missing:
+            why = f"{' and '.join(missing)}: no working Python (see above)"
+            return UdpReach.of_pair(client, server, "not probed", why)
+        with ExitStack() as stack:
+            try:
+                nodes = [
+                    stack.enter_context(
+                        closing(connect(n, accept_new_host_key=accept_new_host_key))
+                    )
+                    for n in (client, server)
+                ]
+            except NodeError as exc:
+                return UdpReach.of_pair(client, server, "error", str(exc))
+            return probe_udp(nodes[0], client, nodes[1], server)
+
+    return [probe(client, server) for client, server in udp_pairs(config)]
+
+
+def _udp_table(reaches: list[UdpReach]) -> Table:
+    table = Table(title="HTTP/3: UDP from each client to the server's port")
+    for heading in ("client", "server", "reaches", "found"):
+        table.add_column(heading)
+    for reach in reaches:
+        verdict = {"echo": "yes", "not probed": "-"}.get(reach.finding, "no")
+        table.add_row(reach.client, reach.server, verdict, f"{reach.finding}: {reach.detail()}")
+    return table
 
 
 def _clock_text(clock: ClockOffset | None) -> str:

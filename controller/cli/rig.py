@@ -7,7 +7,10 @@ zero offset (from meter.calibration) and the nodes' idle power; the marker loop 
 node pulses its marker for 200 ms; the meter must stamp both edges within 2 s, the pulse's
 width within 20 ms of the node's). Each node: SSH reach and host key, agent and Python
 versions, the clock offset and its uncertainty, CPU governor and clock, temperature, the
-Raspberry Pi firmware's throttling flags, memory and swap, other processes using CPU.
+Raspberry Pi firmware's throttling flags, memory and swap, other processes using CPU. With
+HTTP/3 trials (protocol "h3"): the client's 1200-byte UDP datagrams to an echo listener held on
+the server's HTTP/3 port (`controller.nodes.udp_reach`): an echo passes; ICMP port unreachable,
+silence, a send error or a port another process holds fail.
 
 With `meter.source = "ppk2"` the meter's lines are the PPK2's (`controller.rig.ppk2`): its port (a
 real one, or the emulated PPK2's pty following the local client); its identity from the metadata

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from controller.nodes.udp_reach import UdpReach
+
 Status = Literal["pass", "warn", "fail", "unavailable"]
 
 MARKER_EDGE_WAIT_S = 2.0
@@ -363,6 +365,28 @@ def clock_check(
             "a wired network, not Wi-Fi; or a marker wire (exact edges)",
         )
     return Check(name, "pass", detail)
+
+
+def udp_check(reach: UdpReach) -> Check:
+    """HTTP/3's UDP path: the client node's datagrams reach the server's port and come back."""
+    name = "client->server UDP"
+    port = reach.port or "PORT"
+    fixes = {
+        "refused": f"set nodes.client.address to an address the server listens on "
+        f"(nodes.server.address {reach.bind_address})",
+        "silence": f"allow UDP {port} both ways on the server's firewall (nft list ruleset; "
+        f"ufw allow {port}/udp) and between the nodes",
+        # A kernel's send error, or a command that failed on a node.
+        "error": f"check the client's route to {reach.address} (ip route get {reach.address}) "
+        "and the node checks above",
+        "no listener": f"stop what holds UDP {port} on the server (ss -ulpn 'sport = :{port}') "
+        "or change nodes.server.http_port",
+    }
+    if reach.finding == "echo":
+        return Check(name, "pass", reach.detail())
+    if reach.finding == "not probed":
+        return Check(name, "unavailable", reach.detail(), "see the node checks above")
+    return Check(name, "fail", f"{reach.finding}: {reach.detail()}", fixes[reach.finding])
 
 
 def governor_check(role: str, report: Mapping[str, object]) -> Check:

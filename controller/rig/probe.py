@@ -38,6 +38,7 @@ from controller.meter.session import MeterSession, first_pulse
 from controller.nodes.errors import NodeError
 from controller.nodes.facts import inspect_node
 from controller.nodes.node import Node
+from controller.nodes.udp_reach import UdpReach, probe_udp, udp_pairs
 from controller.nodes.wheel import project_root
 from controller.rig import checks
 from controller.rig.bench import (
@@ -76,6 +77,8 @@ def check_rig(
             if found is not None:
                 stack.callback(found[0].close)
                 opened[role] = found
+        if udp_pairs(config):
+            emit(checks.udp_check(_udp_reach(config, opened)))
         line = marker_line(config, marker, scratch)
         check_meter = check_ppk2_meter if config.meter.spec.wire == "ppk2" else _check_meter
         check_meter(config, opened, emit, marker=line, seconds=seconds)
@@ -124,6 +127,15 @@ def _check_node(
     # A local node shares this machine: the controller itself is not another process there.
     emit(checks.busy_check(role, report, ignore=(os.getpid(),) if config.is_local else ()))
     return node, anchor
+
+
+def _udp_reach(config: Config, nodes: Nodes) -> UdpReach:
+    """The metered client's datagrams to the server's HTTP/3 port (HTTP/3 runs one client)."""
+    client, server = config.client, config.server
+    if "client" not in nodes or "server" not in nodes:
+        missing = " and ".join(role for role in ROLES if role not in nodes)
+        return UdpReach.of_pair(client, server, "not probed", f"the {missing} node was not reached")
+    return probe_udp(nodes["client"][0], client, nodes["server"][0], server)
 
 
 def _conditions(node: Node, config: NodeConfig, sample_s: float) -> dict[str, Any] | str:

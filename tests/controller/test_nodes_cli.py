@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -77,3 +78,40 @@ def test_an_unreachable_ssh_node_is_one_line_and_exit_1(capsys, tmp_path: Path):
         assert status == 1
         assert err.startswith("h2iot: error: server (127.0.0.1:1): cannot reach 127.0.0.1:1: ")
         assert err.count("\n") == 1
+
+
+def test_check_with_http3_reaches_the_servers_udp_port(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("COLUMNS", "200")
+    config = tmp_path / "h3.toml"
+    config.write_text('[workload]\nprotocol = "h3"\n')
+    status, out, err = run(capsys, "check", str(config), *LOCAL_PYTHON)
+    assert (status, err) == (0, "")
+    (row,) = [line for line in out.splitlines() if "echo: UDP 127.0.0.1:" in line]
+    assert "client (local)" in row and "server (local)" in row
+    assert "a 1200-byte datagram echoed in " in row
+    # Without HTTP/3 trials there is nothing on UDP to check.
+    config.write_text("")
+    assert "UDP" not in run(capsys, "check", str(config), *LOCAL_PYTHON)[1]
+
+
+def test_check_with_http3_where_nothing_listens_is_one_line_and_exit_1(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # The client sends to 127.0.0.2 (this host too) while the server listens on 127.0.0.1 only.
+    monkeypatch.setenv("COLUMNS", "200")
+    config = tmp_path / "h3.toml"
+    config.write_text(
+        '[workload]\nprotocol = "h3"\n[nodes.client]\naddress = "127.0.0.2"\n'
+        '[nodes.server]\naddress = "127.0.0.1"\n'
+    )
+    status, out, err = run(capsys, "check", str(config), *LOCAL_PYTHON)
+    assert status == 1
+    (error,) = err.splitlines()
+    assert re.fullmatch(
+        r"h2iot: error: client \(local\) -> server \(local\): HTTP/3 UDP 127\.0\.0\.2:(\d+): ICMP "
+        r"port unreachable, nothing listens there \(the server's listener is on 127\.0\.0\.1:\1\)",
+        error,
+    ), error
+    assert "refused: UDP 127.0.0.2:" in out

@@ -6,6 +6,7 @@ machine lacks is UNAVAILABLE, never PASS; any FAIL makes the exit status 1."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -48,6 +49,7 @@ def test_the_local_default() -> None:
     assert found["idle power client"][0] == "PASS"
     assert found["marker loop"][0] == "PASS", found["marker loop"]
     assert found["zero offset A0"][0] == "WARN"  # no calibration file in the default
+    assert "client->server UDP" not in found  # no HTTP/3 trials: nothing on UDP to check
     for role in ("client", "server"):
         _machine_lacks_are_unavailable(found, role)
 
@@ -181,3 +183,24 @@ def test_a_missing_port_fails_and_names_it(tmp_path: Path) -> None:
     status, detail = found["meter port"]
     assert status == "FAIL" and f"{tmp_path}/ttyACM9: no such device" in detail
     assert "sample stream" not in found  # nothing measured on a port that is not there
+
+
+@pytest.mark.slow
+def test_http3_checks_the_udp_path_to_the_servers_port() -> None:
+    h3 = ("--set", "workload.protocol=h3", "--seconds", "0.5")
+    result = h2iot("rig", "check", str(LOCAL), *h3)
+    status, detail = verdicts(result.stdout)["client->server UDP"]
+    assert status == "PASS", result.stdout + result.stderr
+    assert re.fullmatch(r"UDP 127\.0\.0\.1:\d+: a 1200-byte datagram echoed in [\d.]+ ms", detail)
+
+    # The client sends to 127.0.0.2 (this host too), the server listens on 127.0.0.1 only.
+    wrong = h2iot("rig", "check", str(LOCAL), *h3, "--set", "nodes.client.address=127.0.0.2")
+    assert wrong.returncode == 1, wrong.stdout + wrong.stderr
+    (line,) = [line for line in wrong.stdout.splitlines() if "client->server UDP" in line]
+    assert re.fullmatch(
+        r"FAIL +client->server UDP +refused: UDP 127\.0\.0\.2:(\d+): ICMP port unreachable, "
+        r"nothing listens there \(the server's listener is on 127\.0\.0\.1:\1\)  -> set "
+        r"nodes\.client\.address to an address the server listens on \(nodes\.server\.address "
+        r"127\.0\.0\.1\)",
+        line,
+    ), line
