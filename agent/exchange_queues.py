@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections import deque
+from typing import Protocol
 
-from h2.connection import H2Connection
 from h2.errors import ErrorCodes
 
 from agent.errors import AgentError
@@ -166,8 +166,21 @@ class QueuedExchange(ABC):
         return self._outbox.take(max_bytes)
 
 
+class FrameSender(Protocol):
+    """Where queued bytes go: h2's H2Connection, or an HTTP/3 stream's (agent.server.h3_wire)
+    under the same two names."""
+
+    def local_flow_control_window(self, stream_id: int, /) -> int:
+        """Bytes the stream may send now."""
+        ...
+
+    def send_data(
+        self, stream_id: int, data: bytes | memoryview, /, end_stream: bool = False
+    ) -> None: ...
+
+
 def send_queued_frame(
-    conn: H2Connection,
+    conn: FrameSender,
     stream_id: int,
     exchange: QueuedExchange,
     max_frame_bytes: int,

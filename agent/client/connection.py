@@ -28,10 +28,10 @@ import h2.events as ev
 from h2.connection import ConnectionState
 from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError
 
-from agent.client.exchange import ClientExchange
+from agent.client.exchange import ClientExchange, is_extended_connect, pump_uploads
 from agent.client.lifecycle import ClientLifecycle, Input, lost_reason
 from agent.errors import ExchangeClosed, ExchangeRefused, PeerProtocolError
-from agent.exchange_queues import error_code_name, send_queued_frame
+from agent.exchange_queues import error_code_name
 from agent.fastpath import (
     FLAG_END_STREAM,
     FLAG_PADDED,
@@ -84,17 +84,21 @@ class Response:
         return cls(path, time.monotonic_ns(), body=bytearray() if keep_body else None)
 
 
-def get_headers(
-    authority: str, scheme: str, path: str, extra_headers: list[tuple[bytes, bytes]]
+def request_headers(
+    method: bytes, authority: str, scheme: str, path: str, headers: list[tuple[bytes, bytes]]
 ) -> list[tuple[bytes, bytes]]:
-    """A GET's header block, over HTTP/2 or HTTP/3."""
+    """A request's header block, over HTTP/2 or HTTP/3: pseudo-headers in `headers`
+    (`:protocol`) go with the request's own, the rest after them."""
+    pseudo = [(name, value) for name, value in headers if name.startswith(b":")]
+    regular = [(name, value) for name, value in headers if not name.startswith(b":")]
     return [
-        (b":method", b"GET"),
+        (b":method", method),
         (b":scheme", scheme.encode()),
         (b":authority", authority.encode()),
         (b":path", path.encode()),
+        *pseudo,
         (b"user-agent", b"h2iot-agent"),
-        *extra_headers,
+        *regular,
     ]
 
 
@@ -310,12 +314,12 @@ class ClientConnection(asyncio.BufferedProtocol):
             exchange = self._exchanges.get(event.stream_id)
             if exchange is not None:
                 headers = dict(event.headers or ())
-                exchange.deliver_head(_status(headers), headers, now)
+                exchange.deliver_head(response_status(headers), headers, now)
             return
         response = entry[0]
         response.t_headers_ns = now
         response.headers = dict(event.headers or ())
-        response.status = _status(response.headers)
+        response.status = response_status(response.headers)
         window = self._stream_windows.get(event.stream_id)
         if self._fast_enabled and window is not None and event.stream_ended is None:
             h2_stream = self.conn.streams.get(event.stream_id)
@@ -426,7 +430,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self.transport is None or self.transport.is_closing():
             raise PeerProtocolError("connection is closed")
         stream_id = self.conn.get_next_available_stream_id()
-        headers = get_headers(authority, scheme, path, extra_headers)
+        headers = request_headers(b"GET", authority, scheme, path, extra_headers)
         response = Response.of_get(path, keep_body)
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._responses[stream_id] = (response, future)
@@ -452,30 +456,18 @@ class ClientConnection(asyncio.BufferedProtocol):
         server's SETTINGS are in, if they allow it."""
         if self.transport is None or self.transport.is_closing():
             raise PeerProtocolError("connection is closed")
-        pseudo = [(name, value) for name, value in headers if name.startswith(b":")]
-        regular = [(name, value) for name, value in headers if not name.startswith(b":")]
-        request_headers = [
-            (b":method", method),
-            (b":scheme", scheme.encode()),
-            (b":authority", authority.encode()),
-            (b":path", path.encode()),
-            *pseudo,
-            (b"user-agent", b"h2iot-agent"),
-            *regular,
-        ]
+        block = request_headers(method, authority, scheme, path, headers)
         exchange = ClientExchange(self, method, path, time.monotonic_ns(), end_stream)
-        if pseudo and not self._settings_received.done():
-            self._unopened.append((exchange, request_headers, end_stream))
+        if is_extended_connect(block) and not self._settings_received.done():
+            self._unopened.append((exchange, block, end_stream))
         else:
-            self._open(exchange, request_headers, end_stream)
+            self._open(exchange, block, end_stream)
         return exchange
 
     def _open(
         self, exchange: ClientExchange, headers: list[tuple[bytes, bytes]], end_stream: bool
     ) -> None:
-        if any(name == b":protocol" for name, _value in headers) and not (
-            self.conn.remote_settings.enable_connect_protocol
-        ):
+        if is_extended_connect(headers) and not self.conn.remote_settings.enable_connect_protocol:
             exchange.close(
                 ExchangeRefused(
                     f"extended CONNECT to {exchange.path}: the server did not announce"
@@ -501,30 +493,9 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._open(exchange, headers, end_stream)
 
     def _pump_uploads(self) -> None:
-        """Send what exchanges queued, one DATA frame per stream per round while the server's
-        windows allow, and each request's end after its last bytes."""
-        conn = self.conn
-        uploads = self._uploads
-        while uploads:
-            progressed = False
-            max_frame = conn.max_outbound_frame_size
-            for stream_id, exchange in list(uploads.items()):
-                end = False
-                if exchange.buffered_bytes:
-                    sent = send_queued_frame(conn, stream_id, exchange, max_frame, may_end=True)
-                    if sent is None:
-                        continue
-                    _sent_bytes, end = sent
-                    progressed = True
-                    if exchange.buffered_bytes:
-                        continue
-                del uploads[stream_id]
-                if exchange.end_queued and not end:
-                    conn.end_stream(stream_id)
-                    progressed = True
-                self._forget_if_done(exchange)
-            if not progressed:
-                return
+        if self._uploads:
+            conn = self.conn
+            pump_uploads(conn, self._uploads, conn.max_outbound_frame_size, self._forget_if_done)
 
     def _forget_if_done(self, exchange: ClientExchange) -> None:
         """Both directions ended: nothing more arrives for the exchange."""
@@ -620,7 +591,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._out.write(self.transport, self.tally_out)
 
 
-def _status(headers: Mapping[bytes, bytes]) -> int:
+def response_status(headers: Mapping[bytes, bytes]) -> int:
+    """The :status of a response's headers; 0 if it is missing or no number."""
     try:
         return int(headers.get(b":status", b"0"))
     except ValueError:

@@ -12,11 +12,11 @@ server's window; until then they are `buffered_bytes`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from agent.errors import AgentError, ExchangeClosed, ExchangeStateError
-from agent.exchange_queues import QueuedExchange
+from agent.exchange_queues import FrameSender, QueuedExchange, send_queued_frame
 
 __all__ = ["ClientExchange", "ExchangeClosed"]
 
@@ -130,6 +130,13 @@ class ClientExchange(QueuedExchange):
     def deliver_trailers(self, trailers: dict[bytes, bytes]) -> None:
         self._trailers = trailers
 
+    def upload_stopped(self) -> None:
+        """The server wants no more of the request body (HTTP/3's STOP_SENDING with
+        H3_NO_ERROR: its response does without it): what is queued is dropped, the request is
+        over, and a `drain` returns; the response still arrives."""
+        self._outbox.clear()
+        self._queue_end()
+
     def deliver_end(self, now_ns: int) -> None:
         self.t_end_ns = now_ns
         self.response_ended = True
@@ -150,3 +157,45 @@ class ClientExchange(QueuedExchange):
             self._head.exception()  # retrieved: the workload may never ask for the head
         self._inbox.wake()
         return unread
+
+
+def is_extended_connect(headers: Sequence[tuple[bytes, bytes]]) -> bool:
+    """A request with `:protocol` (RFC 8441, RFC 9220): it may open only once the server's
+    SETTINGS have enabled it."""
+    return any(name == b":protocol" for name, _value in headers)
+
+
+class UploadSender(FrameSender, Protocol):
+    def end_stream(self, stream_id: int, /) -> None:
+        """END_STREAM alone, after the request's last bytes went without it."""
+        ...
+
+
+def pump_uploads(
+    sender: UploadSender,
+    uploads: dict[int, ClientExchange],
+    max_frame_bytes: int,
+    done: Callable[[ClientExchange], None],
+) -> None:
+    """Send what exchanges queued, one DATA frame per stream per round while `sender`'s windows
+    allow, and each request's end after its last bytes; an exchange with nothing more to send
+    leaves `uploads` and goes to `done`."""
+    while uploads:
+        progressed = False
+        for stream_id, exchange in list(uploads.items()):
+            end = False
+            if exchange.buffered_bytes:
+                sent = send_queued_frame(sender, stream_id, exchange, max_frame_bytes, may_end=True)
+                if sent is None:
+                    continue
+                _sent_bytes, end = sent
+                progressed = True
+                if exchange.buffered_bytes:
+                    continue
+            del uploads[stream_id]
+            if exchange.end_queued and not end:
+                sender.end_stream(stream_id)
+                progressed = True
+            done(exchange)
+        if not progressed:
+            return

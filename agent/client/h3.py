@@ -1,6 +1,11 @@
 """The client's HTTP/3 connection: what a trial's session asks of a connection
-(agent.client.trial.TrialSession: GETs tagged with the trial, the server's stream limit, the
-record's counts), over qh3.
+(agent.client.trial.TrialSession: GETs tagged with the trial, exchanges sent and taken piece by
+piece, the server's stream limit, the record's counts), over qh3.
+
+Exchanges are HTTP/2's (agent.client.exchange) over HTTP/3's request streams (agent.h3.wire):
+their request bodies are handed to qh3 a bounded amount at a time, before each transmit; the
+credit for what they receive is qh3's (it grants as bytes arrive, not as the workload takes
+them). An extended CONNECT (RFC 9220) opens once the server's SETTINGS enable it.
 
 A connection is one trial's, as over HTTP/2: made at the trial's start, its handshake timed as
 the trial's connect, closed at its end. Its `transport` counts go into the trial's record.
@@ -17,20 +22,22 @@ from typing import Any
 
 from qh3.asyncio._transport import create_optimized_datagram_transport
 from qh3.asyncio.protocol import QuicConnectionProtocol
-from qh3.h3.connection import Setting
-from qh3.h3.events import DataReceived, HeadersReceived
+from qh3.h3.connection import ErrorCode, Setting
+from qh3.h3.events import DataReceived, HeadersReceived, StopSending, StreamReset
 from qh3.quic.connection import QuicConnection
 from qh3.quic.events import ConnectionTerminated, QuicEvent
 
 from agent.client.connect import Target
-from agent.client.connection import Response, get_headers
+from agent.client.connection import Response, request_headers, response_status
+from agent.client.exchange import ClientExchange, is_extended_connect, pump_uploads
 from agent.client.options import TrialOptions
-from agent.errors import FetchError, PeerProtocolError
+from agent.errors import ExchangeClosed, ExchangeRefused, FetchError, PeerProtocolError
 from agent.frames import FrameCounts
 from agent.h3.credit import CreditLedger
 from agent.h3.settings import QuicWindows
 from agent.h3.stack import AnnouncingH3, TappedQuicConnection, TransportCounts, configuration, tap
 from agent.h3.udp import SocketBuffers, rcvbuf_errors, udp_socket
+from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, h3_error_name
 
 # The peer's HTTP/3 SETTINGS under the names the records use.
 _PEER_SETTING_NAMES: dict[int, str] = {
@@ -51,6 +58,7 @@ class _QuicClientProtocol(QuicConnectionProtocol):
         self.tapped = quic
         self.counts = counts
         self.on_event: Callable[[QuicEvent], None] = lambda event: None
+        self.before_transmit: Callable[[], None] = lambda: None
         # The socket's first error (ICMP port unreachable: nothing listens on the UDP port).
         self.refused: asyncio.Future[OSError] = asyncio.get_running_loop().create_future()
 
@@ -71,6 +79,10 @@ class _QuicClientProtocol(QuicConnectionProtocol):
     def quic_event_received(self, event: QuicEvent) -> None:
         self.on_event(event)
 
+    def transmit(self) -> None:
+        self.before_transmit()
+        super().transmit()
+
     def error_received(self, exc: Exception) -> None:
         """The socket is connected to the server's address, so a host with nothing on that
         UDP port answers with ICMP and the kernel says so here: the handshake fails now, not
@@ -80,7 +92,8 @@ class _QuicClientProtocol(QuicConnectionProtocol):
 
 
 class H3ClientConnection:
-    """GETs over one QUIC connection, each response's body hashed as it arrives."""
+    """GETs over one QUIC connection, each response's body hashed as it arrives, and
+    exchanges."""
 
     def __init__(
         self,
@@ -95,7 +108,14 @@ class H3ClientConnection:
         self.buffers = buffers
         self._quic = protocol.tapped
         self._h3 = AnnouncingH3(self._quic, windows)
+        self._wire = H3Wire(self._h3, self._quic)
         self._responses: dict[int, tuple[Response, asyncio.Future[Response]]] = {}
+        # Exchanges by stream; those with bytes or an end to send; extended CONNECTs waiting
+        # for the server's SETTINGS.
+        self._exchanges: dict[int, ClientExchange] = {}
+        self._uploads: dict[int, ClientExchange] = {}
+        self._unopened: list[tuple[ClientExchange, list[tuple[bytes, bytes]], bool]] = []
+        self._kicked = False
         self._settings: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # A connection lost before its SETTINGS fails the future whether or not a trial waits.
         self._settings.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -103,6 +123,7 @@ class H3ClientConnection:
         self._rcvbuf_errors_at_start = rcvbuf_errors()
         self.local_settings: Mapping[str, int] = windows.announced()
         protocol.on_event = self._event
+        protocol.before_transmit = self._pump_uploads
 
     @property
     def lost_reason(self) -> str | None:
@@ -126,7 +147,7 @@ class H3ClientConnection:
         if self._lost is not None:
             raise PeerProtocolError(self._lost)
         stream_id = self._quic.get_next_available_stream_id()
-        headers = get_headers(authority, scheme, path, extra_headers)
+        headers = request_headers(b"GET", authority, scheme, path, extra_headers)
         self._h3.send_headers(stream_id, headers, end_stream=True)
         response = Response.of_get(path, keep_body)
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
@@ -134,8 +155,92 @@ class H3ClientConnection:
         self._protocol.transmit()
         return future
 
-    def open_exchange(self, *args: Any, **kwargs: Any) -> Any:
-        raise FetchError("a streamed exchange is not available over HTTP/3 in this agent")
+    def open_exchange(
+        self,
+        method: bytes,
+        authority: str,
+        scheme: str,
+        path: str,
+        headers: list[tuple[bytes, bytes]],
+        *,
+        end_stream: bool,
+    ) -> ClientExchange:
+        if self._lost is not None:
+            raise PeerProtocolError(self._lost)
+        block = request_headers(method, authority, scheme, path, headers)
+        exchange = ClientExchange(self, method, path, time.monotonic_ns(), end_stream)
+        if is_extended_connect(block) and not self._settings.done():
+            self._unopened.append((exchange, block, end_stream))
+        else:
+            self._open(exchange, block, end_stream)
+        return exchange
+
+    def _open(
+        self, exchange: ClientExchange, headers: list[tuple[bytes, bytes]], end_stream: bool
+    ) -> None:
+        received = self._h3.received_settings or {}
+        if is_extended_connect(headers) and received.get(Setting.ENABLE_CONNECT_PROTOCOL) != 1:
+            exchange.close(
+                ExchangeRefused(
+                    f"extended CONNECT to {exchange.path}: the server did not announce"
+                    " SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 9220)"
+                )
+            )
+            return
+        stream_id = self._quic.get_next_available_stream_id()
+        exchange.stream_id = stream_id
+        self._exchanges[stream_id] = exchange
+        self._h3.send_headers(stream_id, headers, end_stream=end_stream)
+        if exchange.buffered_bytes or (exchange.end_queued and not end_stream):
+            self._uploads[stream_id] = exchange
+        self._kick()
+
+    def _open_waiting(self) -> None:
+        waiting, self._unopened = self._unopened, []
+        for exchange, headers, end_stream in waiting:
+            if not exchange.closed:  # reset by the workload while it waited
+                self._open(exchange, headers, end_stream)
+
+    def _pump_uploads(self) -> None:
+        if self._uploads:
+            pump_uploads(self._wire, self._uploads, STREAM_BUFFER_BYTES, self._forget_if_done)
+
+    def _forget_if_done(self, exchange: ClientExchange) -> None:
+        """Both directions ended: nothing more arrives for the exchange."""
+        if exchange.response_ended and exchange.end_queued and not exchange.buffered_bytes:
+            self._exchanges.pop(exchange.stream_id, None)
+
+    def _close_exchange(self, exchange: ClientExchange, error: ExchangeClosed) -> None:
+        self._exchanges.pop(exchange.stream_id, None)
+        self._uploads.pop(exchange.stream_id, None)
+        exchange.close(error)
+
+    def _kick(self) -> None:
+        """Send what exchanges queued, once per event-loop turn."""
+        if not self._kicked:
+            self._kicked = True
+            asyncio.get_running_loop().call_soon(self._kicked_transmit)
+
+    def _kicked_transmit(self) -> None:
+        self._kicked = False
+        if self._lost is None:
+            self._protocol.transmit()
+
+    # ClientExchangeLink (agent.client.exchange)
+
+    def exchange_queued(self, exchange: ClientExchange) -> None:
+        if self._exchanges.get(exchange.stream_id) is exchange:
+            self._uploads[exchange.stream_id] = exchange
+            self._kick()
+
+    def exchange_consumed(self, exchange: ClientExchange, flow_controlled_bytes: int) -> None:
+        """qh3 granted the credit when the bytes arrived."""
+
+    def exchange_reset(self, exchange: ClientExchange, error_code: int) -> None:
+        if self._exchanges.get(exchange.stream_id) is exchange and self._lost is None:
+            self._wire.reset_stream(exchange.stream_id, error_code)
+        self._close_exchange(exchange, ExchangeClosed(f"{exchange.path}: reset by the client"))
+        self._kick()
 
     async def settings_received(self) -> None:
         await self._settings
@@ -190,9 +295,51 @@ class H3ClientConnection:
             return
         for h3_event in self._h3.handle_event(event):
             if isinstance(h3_event, HeadersReceived | DataReceived):
-                self._h3_event(h3_event)
+                if h3_event.stream_id in self._exchanges:
+                    self._exchange_event(self._exchanges[h3_event.stream_id], h3_event)
+                else:
+                    self._h3_event(h3_event)
+            elif isinstance(h3_event, StreamReset | StopSending):
+                self._stream_stopped(h3_event)
         if not self._settings.done() and self._h3.received_settings is not None:
             self._settings.set_result(None)
+            self._open_waiting()
+
+    def _exchange_event(
+        self, exchange: ClientExchange, event: HeadersReceived | DataReceived
+    ) -> None:
+        now = time.monotonic_ns()
+        if isinstance(event, HeadersReceived):
+            headers = dict(event.headers)
+            if exchange.t_headers_ns:
+                exchange.deliver_trailers(headers)
+            else:
+                exchange.deliver_head(response_status(headers), headers, now)
+        elif event.data:
+            exchange.deliver(event.data, len(event.data))
+        if event.stream_ended:
+            exchange.deliver_end(now)
+            self._forget_if_done(exchange)
+
+    def _stream_stopped(self, event: StreamReset | StopSending) -> None:
+        """The server reset a stream, or asked us to stop sending on it: with H3_NO_ERROR
+        (RFC 9114 4.1) only the request body stops, the response still comes."""
+        stream_id = event.stream_id
+        name = h3_error_name(event.error_code)
+        exchange = self._exchanges.get(stream_id)
+        if exchange is not None:
+            if isinstance(event, StopSending) and event.error_code == ErrorCode.H3_NO_ERROR:
+                self._uploads.pop(stream_id, None)
+                exchange.upload_stopped()
+                self._forget_if_done(exchange)
+            else:
+                reason = f"server reset the stream of {exchange.path} ({name})"
+                self._close_exchange(exchange, ExchangeClosed(reason))
+        entry = self._responses.pop(stream_id, None)
+        if entry is not None and not entry[1].done():
+            entry[1].set_exception(
+                PeerProtocolError(f"server reset the stream for {entry[0].path} ({name})")
+            )
 
     def _h3_event(self, event: HeadersReceived | DataReceived) -> None:
         entry = self._responses.get(event.stream_id)
@@ -234,6 +381,11 @@ class H3ClientConnection:
             if not future.done():
                 future.set_exception(PeerProtocolError(self._lost))
         self._responses.clear()
+        for exchange, _headers, _end in self._unopened:
+            exchange.close(ExchangeClosed(f"{exchange.path}: {self._lost}"))
+        self._unopened.clear()
+        for exchange in list(self._exchanges.values()):
+            self._close_exchange(exchange, ExchangeClosed(f"{exchange.path}: {self._lost}"))
         if not self._settings.done():
             self._settings.set_exception(PeerProtocolError(self._lost))
 

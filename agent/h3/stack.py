@@ -70,10 +70,16 @@ def configuration(
 
 class AnnouncingH3(H3Connection):
     """qh3's HTTP/3 layer, announcing the QPACK table capacity and field-section size the
-    trial asked for instead of qh3's own (what a peer's encoder and requests must respect)."""
+    trial asked for instead of qh3's own (what a peer's encoder and requests must respect),
+    and with `connect_protocol` SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 9220: WebSocket over an
+    extended CONNECT, which qh3's layer carries but does not announce)."""
 
-    def __init__(self, quic: QuicConnection, windows: QuicWindows) -> None:
-        self._windows = windows  # read by _get_local_settings, which __init__ may call
+    def __init__(
+        self, quic: QuicConnection, windows: QuicWindows, connect_protocol: bool = False
+    ) -> None:
+        # Read by _get_local_settings, which __init__ may call.
+        self._windows = windows
+        self._connect_protocol = connect_protocol
         super().__init__(quic)
 
     def _get_local_settings(self) -> dict[int, int]:
@@ -82,6 +88,8 @@ class AnnouncingH3(H3Connection):
             settings[Setting.QPACK_MAX_TABLE_CAPACITY] = self._windows.qpack_max_table_capacity
         if self._windows.max_field_section_size is not None:
             settings[Setting.MAX_FIELD_SECTION_SIZE] = self._windows.max_field_section_size
+        if self._connect_protocol:
+            settings[Setting.ENABLE_CONNECT_PROTOCOL] = 1
         return settings
 
 

@@ -42,6 +42,7 @@ from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 from hyperframe.frame import GoAwayFrame
 
+from agent.exchange_queues import error_code_name
 from agent.fastpath import (
     FRAME_HEADER_BYTES,
     MAX_WINDOW,
@@ -324,17 +325,18 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.pending[stream_id] = _OutStream(body, 0, h2_stream)
 
     def _on_data(self, event: ev.DataReceived) -> None:
-        if self.streamed.by_stream and self.streamed.on_data(event):
+        size = event.flow_controlled_length
+        if self.streamed.by_stream and self.streamed.on_data(event.stream_id, event.data, size):
             return
         # A Reply's request body is not used (nor one its exchange's handler left unread):
         # give the credit back so a sender is never stuck.
-        if event.flow_controlled_length:
-            self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        if size:
+            self.conn.acknowledge_received_data(size, event.stream_id)
 
     def _on_reset(self, event: ev.StreamReset) -> None:
         self.pending.pop(event.stream_id, None)
         if self.streamed.by_stream:
-            self.streamed.on_reset(event)
+            self.streamed.on_reset(event.stream_id, error_code_name(event.error_code))
         self.trials.stream_reset(event.stream_id)
         if event.remote_reset and self.guard.reset_received(time.monotonic_ns()):
             self.conn.close_connection(ErrorCodes.ENHANCE_YOUR_CALM)

@@ -1,11 +1,13 @@
 """`h2iot-agent serve --protocol h3`: the workload's handler behind qh3's HTTP/3 server.
 
 The same handlers and trial records as the HTTP/2 server (agent.server): a request becomes a
-`Request`, its `Reply` a HEADERS frame and the body handed to QUIC at once (flow control paces
-it), and each connection's trials are accounted by agent.server.connection_trials into the
-server's ledger. What HTTP/3 adds to a trial's record is its `transport` (datagrams, loss, PTOs,
-the credit the client granted, the node's UDP drops). Handlers that stream (`Streamed`) are
-HTTP/2's only this round: such a request is answered 501.
+`Request`, its `Reply` a HEADERS frame and the body handed to QUIC a chunk at a time (flow
+control paces it), and each connection's trials are accounted by agent.server.connection_trials
+into the server's ledger. A handler answering `Streamed` gets the HTTP/2 server's exchanges
+(agent.server.streamed) over HTTP/3's streams (agent.h3.wire); a handler's
+enable_connect_protocol is announced as RFC 9220's, so WebSocket runs over an extended CONNECT
+as over HTTP/2. What HTTP/3 adds to a trial's record is its `transport` (datagrams, loss, PTOs,
+the credit the client granted, the node's UDP drops).
 
 Hostile input stays bounded: datagrams that are not QUIC are counted and dropped, new
 connections over `max_connections` are refused before any state is kept, and a connection
@@ -28,7 +30,7 @@ from typing import Any
 from qh3._hazmat import pull_quic_header
 from qh3.asyncio.protocol import QuicConnectionProtocol
 from qh3.asyncio.server import QuicServer
-from qh3.h3.events import DataReceived, H3Event, HeadersReceived
+from qh3.h3.events import DataReceived, H3Event, HeadersReceived, StopSending, StreamReset
 from qh3.quic.configuration import QuicConfiguration
 from qh3.quic.connection import QuicConnection
 from qh3.quic.events import ConnectionTerminated, ProtocolNegotiated, QuicEvent
@@ -40,22 +42,19 @@ from agent.h3.credit import CreditLedger
 from agent.h3.settings import QuicWindows
 from agent.h3.stack import AnnouncingH3, TransportCounts, configuration, tap
 from agent.h3.udp import SocketBuffers, rcvbuf_errors, udp_socket
+from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, h3_error_name
 from agent.limits import DEFAULT_IDLE_TIMEOUT_S, default_max_connections
 from agent.server.app import ServerApp, ServerOptions
 from agent.server.connection_trials import ConnectionTrials
 from agent.server.handler import SERVER_HEADER, Handler, Reply
 from agent.server.request import Request
+from agent.server.streamed import StreamedExchanges
 from agent.trial_header import TRIAL_HEADER
 from agent.trial_log import TrialLog
 from agent.workloads import DEFAULT_KIND
 
 log = logging.getLogger("h2iot.server.h3")
 
-# What is handed to qh3 of a body at a time, and what qh3 may hold unsent of a stream before it
-# gets more: qh3 copies what it is handed, so a client that stops reading holds at most this
-# much of each of its streams' bodies in the server, not the bodies whole.
-BODY_CHUNK_BYTES = 256 * 1024
-_NOT_HERE = Reply(501, ((b"content-type", b"text/plain"),), memoryview(b"not over HTTP/3\n"))
 _TRIAL_HEADER = TRIAL_HEADER.encode()
 
 
@@ -135,6 +134,8 @@ class H3Server:
         )
         self.input = InputCounts()
         self.buffers: SocketBuffers | None = None
+        extra: Mapping[str, int] = getattr(handler, "extra_settings", {})
+        self.connect_protocol = bool(extra.get("enable_connect_protocol"))
 
     def trial_detach(
         self,
@@ -190,14 +191,18 @@ class H3ServerConnection(QuicConnectionProtocol):
         super().__init__(self._tapped, **kwargs)
         self.id = server.app.next_connection_id()
         self._h3: AnnouncingH3 | None = None
-        self._trials = ConnectionTrials(
+        self._wire: H3Wire | None = None
+        self.peer = "?"
+        self.trials = ConnectionTrials(
             _TrialHost(server, self),
             self.id,
             QuicTally(self._counts, None),
             QuicTally(self._counts, self._credit),
         )
-        self._sending: set[int] = set()  # streams whose response the core still buffers
-        self._unsent: dict[int, memoryview] = {}  # the rest of a body not handed to qh3 yet
+        self._sending: set[int] = set()  # streams whose Reply the core still buffers
+        self._unsent: dict[int, memoryview] = {}  # the rest of a Reply not handed to qh3 yet
+        self.streamed = StreamedExchanges(self)
+        self._kicked = False
         self._marks = (0, 0, rcvbuf_errors())
         self._trials_begun = False
         self._ended = False
@@ -231,9 +236,32 @@ class H3ServerConnection(QuicConnectionProtocol):
         self._credit.reset()
         return transport
 
+    # What the exchanges ask of their connection (agent.server.streamed.ExchangeCarrier)
+
+    @property
+    def conn(self) -> H3Wire:
+        assert self._wire is not None, "an exchange before the handshake"
+        return self._wire
+
+    def kick(self) -> None:
+        """Send what the exchanges queued, once per event-loop turn."""
+        if not self._kicked and not self._ended:
+            self._kicked = True
+            asyncio.get_running_loop().call_soon(self._kicked_transmit)
+
+    def _kicked_transmit(self) -> None:
+        self._kicked = False
+        if not self._ended:
+            self.transmit()
+
+    def progressed(self) -> None:
+        """Request body bytes arrived: QUIC's idle timer has seen them already."""
+
     # qh3's protocol
 
     def datagram_received(self, data: bytes | str, addr: Any) -> None:
+        if self.peer == "?":
+            self.peer = f"{addr[0]}:{addr[1]}"
         self._counts.datagrams_received += 1
         self._counts.bytes_received += len(data)
         super().datagram_received(data, addr)
@@ -245,7 +273,11 @@ class H3ServerConnection(QuicConnectionProtocol):
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, ProtocolNegotiated):
-            self._h3 = AnnouncingH3(self._quic, self._server.options.windows)
+            options = self._server.options
+            self._h3 = AnnouncingH3(
+                self._quic, options.windows, connect_protocol=self._server.connect_protocol
+            )
+            self._wire = H3Wire(self._h3, self._quic)
         elif isinstance(event, ConnectionTerminated):
             self._terminated()
             return
@@ -256,6 +288,9 @@ class H3ServerConnection(QuicConnectionProtocol):
     def transmit(self) -> None:
         if self._unsent:
             self._feed()
+        if self.streamed.sending:
+            while self.streamed.send_round(STREAM_BUFFER_BYTES) is not None:
+                pass
         super().transmit()
         if self._sending:
             core = self._tapped.core
@@ -266,31 +301,54 @@ class H3ServerConnection(QuicConnectionProtocol):
             ]
             for stream_id in done:
                 self._sending.discard(stream_id)
-                self._trials.response_done(stream_id)
+                self.trials.response_done(stream_id)
                 if core is not None:
                     core.forget_stream(stream_id)
             if done:
-                self._trials.last_bytes_left()
+                self.trials.last_bytes_left()
 
     # HTTP/3
 
     def _h3_event(self, event: H3Event) -> None:
-        if isinstance(event, HeadersReceived):
-            self._request(event.stream_id, event.headers)
-        elif isinstance(event, DataReceived):
-            pass  # a Reply's request body is dropped unread, as over HTTP/2
+        streamed = self.streamed
+        if isinstance(event, DataReceived):
+            # A Reply's request body is dropped unread, as over HTTP/2.
+            if streamed.by_stream:
+                streamed.on_data(event.stream_id, event.data, len(event.data))
+                if event.stream_ended:
+                    streamed.on_body_end(event.stream_id)
+        elif isinstance(event, HeadersReceived):
+            if event.stream_id in streamed.by_stream:  # the request's trailers
+                if event.stream_ended:
+                    streamed.on_body_end(event.stream_id)
+            else:
+                self._request(event.stream_id, event.headers, event.stream_ended)
+        elif isinstance(event, StreamReset | StopSending):
+            stream_id = event.stream_id
+            self._unsent.pop(stream_id, None)
+            self._sending.discard(stream_id)
+            if streamed.by_stream:
+                streamed.on_reset(stream_id, h3_error_name(event.error_code))
+            self.trials.stream_reset(stream_id)
 
-    def _request(self, stream_id: int, header_list: list[tuple[bytes, bytes]]) -> None:
+    def _request(
+        self, stream_id: int, header_list: list[tuple[bytes, bytes]], body_ended: bool
+    ) -> None:
         assert self._h3 is not None
         headers = dict(header_list)
         trial_id = headers.get(_TRIAL_HEADER)
         if trial_id is not None:
-            self._trials.request(stream_id, trial_id.decode("ascii", "replace"))
+            self.trials.request(stream_id, trial_id.decode("ascii", "replace"))
         request = Request(
             headers.get(b":method", b"GET"), headers.get(b":path", b"/").decode(), headers
         )
         answer = self._server.app.handle(request)
-        reply = answer if isinstance(answer, Reply) else _NOT_HERE
+        if not isinstance(answer, Reply):
+            self.streamed.start(request, stream_id, answer)
+            if body_ended:
+                self.streamed.on_body_end(stream_id)
+            return
+        reply = answer
         body = memoryview(b"") if request.method == b"HEAD" else reply.body
         self._h3.send_headers(
             stream_id,
@@ -312,9 +370,9 @@ class H3ServerConnection(QuicConnectionProtocol):
         assert self._h3 is not None
         core = self._tapped.core
         for stream_id, body in list(self._unsent.items()):
-            if core is not None and core.get_send_buffer_size(stream_id) >= BODY_CHUNK_BYTES:
+            if core is not None and core.get_send_buffer_size(stream_id) >= STREAM_BUFFER_BYTES:
                 continue
-            chunk, rest = body[:BODY_CHUNK_BYTES], body[BODY_CHUNK_BYTES:]
+            chunk, rest = body[:STREAM_BUFFER_BYTES], body[STREAM_BUFFER_BYTES:]
             self._h3.send_data(stream_id, chunk, end_stream=not rest)
             if rest:
                 self._unsent[stream_id] = rest
@@ -326,7 +384,8 @@ class H3ServerConnection(QuicConnectionProtocol):
             return
         self._ended = True
         self._unsent.clear()
-        self._trials.finish()
+        self.streamed.close_all("the connection went away")
+        self.trials.finish()
         self._server.app.connection_closed(self, failed=False)
 
     # HostedConnection (the server's drain on shutdown)

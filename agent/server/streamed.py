@@ -16,12 +16,10 @@ import logging
 from functools import partial
 from typing import Protocol
 
-import h2.events as ev
-from h2.connection import H2Connection
 from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 
-from agent.exchange_queues import error_code_name, send_queued_frame
+from agent.exchange_queues import FrameSender, error_code_name, send_queued_frame
 from agent.server.connection_trials import ConnectionTrials
 from agent.server.exchange import Body, ExchangeClosed, Header, ServerExchange
 from agent.server.handler import Streamed
@@ -30,10 +28,38 @@ from agent.server.request import Request
 log = logging.getLogger("h2iot.server")
 
 
+class StreamWire(FrameSender, Protocol):
+    """What the exchanges do on the wire, under h2's names (its H2Connection is one); error
+    codes are RFC 9113's."""
+
+    def send_headers(
+        self, stream_id: int, headers: list[Header], /, end_stream: bool = False
+    ) -> None: ...
+
+    def reset_stream(self, stream_id: int, error_code: int = 0, /) -> None:
+        """End the stream with `error_code`; NO_ERROR after a complete response only asks the
+        peer to stop sending its request body."""
+        ...
+
+    def acknowledge_received_data(self, acknowledged_size: int, stream_id: int, /) -> None:
+        """The handler took these request bytes: the peer may send as many more."""
+        ...
+
+    def increment_flow_control_window(self, increment: int, /) -> None:
+        """The connection's credit for bytes refused, not the stream's."""
+        ...
+
+    def remote_flow_control_window(self, stream_id: int, /) -> int:
+        """How much more of its request body the peer may send on the stream."""
+        ...
+
+
 class ExchangeCarrier(Protocol):
     """What the exchanges ask of their connection."""
 
-    conn: H2Connection
+    @property
+    def conn(self) -> StreamWire: ...
+
     trials: ConnectionTrials
     peer: str
 
@@ -72,20 +98,20 @@ class StreamedExchanges:
         self._tasks.add(task)
         task.add_done_callback(partial(self._handler_finished, exchange))
 
-    def on_data(self, event: ev.DataReceived) -> bool:
+    def on_data(self, stream_id: int, data: bytes, flow_controlled_bytes: int) -> bool:
         """True when the DATA was an exchange's (taken, or refused); False leaves its credit to
         the connection to give back (a Reply's body, or one its handler left unread)."""
-        exchange = self.by_stream.get(event.stream_id)
+        exchange = self.by_stream.get(stream_id)
         if exchange is None:
             return False
         if exchange.body is Body.READING:
             self._carrier.progressed()
-            refused = not exchange.deliver(event.data, event.flow_controlled_length)
+            refused = not exchange.deliver(data, flow_controlled_bytes)
             if refused and self._refuse_body(exchange, exchange.body_limit_bytes or 0):
-                self._refused_data(exchange, event.flow_controlled_length)
+                self._refused_data(exchange, flow_controlled_bytes)
             return True
         if exchange.body is Body.REFUSED:
-            self._refused_data(exchange, event.flow_controlled_length)
+            self._refused_data(exchange, flow_controlled_bytes)
             return True
         return False
 
@@ -96,12 +122,11 @@ class StreamedExchanges:
             if exchange.closed:
                 del self.by_stream[stream_id]
 
-    def on_reset(self, event: ev.StreamReset) -> None:
-        exchange = self.by_stream.get(event.stream_id)
+    def on_reset(self, stream_id: int, code_name: str) -> None:
+        exchange = self.by_stream.get(stream_id)
         if exchange is not None:
-            code = error_code_name(event.error_code)
             self._forget(
-                exchange, ExchangeClosed(f"the peer reset stream {event.stream_id} ({code})")
+                exchange, ExchangeClosed(f"the peer reset stream {stream_id} ({code_name})")
             )
 
     def send_round(self, max_frame: int) -> tuple[int, bool] | None:

@@ -127,7 +127,7 @@ class WorkloadSpec:
     fields: tuple[Field, ...]
     engines: tuple[str, ...] = ("h2",)
     # The protocols its client and server run over: HTTP/2 always; "h3" where the agent's
-    # HTTP/3 (agent/h3) carries every request it makes (plain GETs this round).
+    # HTTP/3 (agent/h3) carries every request it makes.
     protocols: tuple[str, ...] = ("h2c", "h2")
     extra: str | None = None  # the pip extra holding its libraries; None: the agent's core deps
     # The parameter divided over several client nodes (node i of K gets total // K, the first

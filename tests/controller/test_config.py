@@ -731,9 +731,14 @@ def test_the_datagram_size_is_http3s_own_axis() -> None:
             "(it can: initial_window_size)",
         ),
         (
-            ('workload.protocol="h3"', 'workload.kind="payload"'),
-            '--set: workload.protocol: the payload workload does not run over "h3" (it runs '
-            "over h2c, h2)",
+            (
+                'workload.protocol="h3"',
+                'workload.kind="api"',
+                'nodes.server.engine="hypercorn"',
+                "sweep={max_header_list_size = [4096]}",
+            ),
+            '--set: workload.protocol: "h3" runs on engine "h2" or "nghttp2", not '
+            'nodes.server.engine = "hypercorn"',
         ),
     ],
 )

@@ -132,6 +132,15 @@ def test_a_workload_installed_beside_the_agent_sweeps_and_reports(tmp_path: Path
     markdown = (run / "report" / "report.md").read_text()
     assert "What ran: the toy workload over " in markdown
     assert (run / "report" / "figures" / "workload_toy.png").exists()
+    # It declared no HTTP/3: a run of it over "h3" is refused at load, in one line.
+    refused = _run(
+        env, "sweep", "configs/local.toml", "--no-dashboard", "--out", str(tmp_path / "runs"),
+        "--set", 'workload.kind="toy"', "--set", 'workload.protocol="h3"',
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.strip().endswith(
+        'workload.protocol: the toy workload does not run over "h3" (it runs over h2c, h2)'
+    ), refused.stderr
     # Nothing of the project knows the toy: it lives in its own package alone.
     tracked = subprocess.run(
         ["git", "grep", "-l", "h2iot_toy", "--", ":!tests/e2e/test_toy_workload.py"],

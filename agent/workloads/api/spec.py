@@ -77,6 +77,7 @@ API = WorkloadSpec(
     ),
     engines=("h2", "hypercorn"),
     extra="api",
+    protocols=("h2c", "h2", "h3"),
     spread_param="users",  # closed-loop virtual users
     count_field="requests",
 )

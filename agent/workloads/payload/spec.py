@@ -101,4 +101,5 @@ PAYLOAD = WorkloadSpec(
         ),
     ),
     extra="payload",
+    protocols=("h2c", "h2", "h3"),
 )
