@@ -16,6 +16,7 @@ purpose (no engine is imported here): every agent command loads it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -59,6 +60,11 @@ class EngineSpec:
     protocols: tuple[str, ...] = ("h2c", "h2")
     # Whether its client checks the server's certificate (against the run's authority).
     checks_certificates: bool = True
+    # Its tools come from the node's distribution (Debian packages, agent.nghttp2.tools), not
+    # from the agent's wheel or an extra: a node must have them installed.
+    distribution_tools: bool = False
+    # The (client, server) programs it runs over HTTP/3 instead of client_tool, server_tool.
+    h3_tools: tuple[str, str] | None = None
 
     @property
     def serves_only(self) -> bool:
@@ -69,6 +75,17 @@ class EngineSpec:
 
     def tool(self, client: bool) -> str:
         return (self.client_tool if client else None) or self.server_tool
+
+    def system_tools(self, client: bool, protocols: Iterable[str]) -> tuple[str, ...]:
+        """The distribution's programs this side runs in a run over `protocols` (none for an
+        engine the agent's wheel or extras carry)."""
+        if not self.distribution_tools:
+            return ()
+        wanted = set(protocols)
+        tools = [self.tool(client)] if wanted - {"h3"} else []
+        if "h3" in wanted and self.h3_tools is not None:
+            tools.append(self.h3_tools[0 if client else 1])
+        return tuple(tools)
 
     def window_on_wire(self, window: int) -> int:
         """The window this engine announces for `window` bytes: itself, or for nghttp2 the
@@ -94,6 +111,8 @@ ENGINE_SPECS: dict[Engine, EngineSpec] = {
         ("half",),
         protocols=("h2c", "h2", "h3"),
         checks_certificates=False,
+        distribution_tools=True,
+        h3_tools=("gtlsclient", "gtlsserver"),
     ),
     "hypercorn": EngineSpec("hypercorn", None, "hypercorn", None, tuple(HYPERCORN_SETTINGS), False),
 }

@@ -5,7 +5,11 @@ deploy builds this project's wheel (or takes --wheel), downloads the agent's dep
 those of the pip extra of the config's workload, for each SSH node's platform on this machine
 (nodes need no package index), copies the wheels, creates or reuses `<deploy_dir>/venv` with
 the agent and those dependencies only, and checks that `h2iot-agent --version` there matches
-this controller. Local nodes run from this installation.
+this controller. Local nodes run from this installation. An engine whose tools are the
+distribution's (nghttp2: nghttp and nghttpd, over HTTP/3 ngtcp2's gtlsclient and gtlsserver)
+needs them on the node first: a missing one fails that node's deploy in one line naming the
+Debian package to install (root's to do; the deploy installs nothing system-wide). check
+reports them too.
 
 check reports per node: reachability, Python, agent version, CPU model and the clock offset
 with its uncertainty (best of many round trips over one SSH channel; 0 for local nodes). With
@@ -47,7 +51,7 @@ from controller.errors import ConfigError, ControllerError
 from controller.nodes.connect import connect, node_label
 from controller.nodes.deploy import DeployReport, install, probe_platform
 from controller.nodes.errors import DeployError, NodeError
-from controller.nodes.facts import NodeFacts, check_node
+from controller.nodes.facts import NodeFacts, check_node, engine_tools
 from controller.nodes.group import fan_out
 from controller.nodes.node import Node
 from controller.nodes.platform import PlatformFacts
@@ -156,8 +160,7 @@ def _deploy(args: argparse.Namespace, console: Console) -> int:
             console.print(f"{node_label(node)}: local, runs from this controller's installation")
             continue
         # Two roles on one host and directory share one venv: deploy it once.
-        target = (node.host, node.port, node.user, node.deploy_dir)
-        if all((n.host, n.port, n.user, n.deploy_dir) != target for n in remote.values()):
+        if all(_deploy_target(n) != _deploy_target(node) for n in remote.values()):
             remote[role] = node
     if not remote:
         return 0
@@ -183,7 +186,8 @@ def _deploy(args: argparse.Namespace, console: Console) -> int:
             console.print(
                 f"deploying {wheel.path.name}{with_extra} (needs {', '.join(requirements)})"
             )
-            outcome = fan_out(connected.succeeded, _deployer(args, wheel, extras))
+            deployer = _deployer(args, wheel, extras, list(nodes.values()), config.protocols)
+            outcome = fan_out(connected.succeeded, deployer)
     finally:
         for _, opened in connected.succeeded.values():
             opened.close()
@@ -217,8 +221,16 @@ def node_extras(config: Config) -> tuple[str, ...]:
     return (*((workload,) if workload else ()), *(("h3",) if "h3" in config.protocols else ()))
 
 
+def _deploy_target(node: NodeConfig) -> tuple[object, ...]:
+    return (node.host, node.port, node.user, node.deploy_dir)
+
+
 def _deployer(
-    args: argparse.Namespace, wheel: Wheel, extras: tuple[str, ...]
+    args: argparse.Namespace,
+    wheel: Wheel,
+    extras: tuple[str, ...],
+    nodes: list[NodeConfig],
+    protocols: tuple[str, ...],
 ) -> Callable[[tuple[NodeConfig, Node]], DeployReport]:
     lock = threading.Lock()
     downloaded: dict[str, list[Path]] = {}
@@ -234,6 +246,11 @@ def _deployer(
 
     def deploy_one(target: tuple[NodeConfig, Node]) -> DeployReport:
         config, node = target
+        # The engine's Debian packages are not the agent's to install (they need root on the
+        # node): a missing one fails the deploy first, naming the package.
+        for role_config in nodes:
+            if _deploy_target(role_config) == _deploy_target(config):
+                engine_tools(node, role_config, protocols)
         platform = probe_platform(node, args.base_python)
         try:
             wheels = dependencies(platform)
@@ -273,6 +290,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError(f"--clock-samples {args.clock_samples}: must be at least 1")
     config = load_config(args.config, args.overrides)
     nodes = _nodes(config)
+    protocols = config.protocols
 
     def check_one(config: NodeConfig) -> NodeFacts:
         return check_node(
@@ -281,6 +299,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
             accept_new_host_key=args.accept_new_host_key,
             on_new_host_key=console.print,
             clock_samples=args.clock_samples,
+            protocols=protocols,
         )
 
     facts = fan_out(nodes, check_one).raise_on_failure()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from agent.engines import ENGINE_SPECS
 from agent.nghttp2.tools import SYSTEM_DIRS, missing_message
 from controller.config.model import NodeConfig
 from controller.nodes.agent import agent_version, python_version
@@ -31,7 +32,8 @@ class NodeFacts:
     cpu_model: str | None
     clock: ClockOffset | None
     problems: tuple[str, ...]
-    # `nghttp --version` or `nghttpd --version` on a node whose engine is nghttp2.
+    # The distribution tools its engine runs (`nghttp --version`, or gtlsclient's path: ngtcp2's
+    # tools print no version), "; " between them; None for an engine the agent carries.
     engine_version: str | None = None
 
     @property
@@ -46,6 +48,7 @@ def check_node(
     accept_new_host_key: bool = False,
     on_new_host_key: NewHostKeyNotice = print,
     clock_samples: int = 200,
+    protocols: Sequence[str],
 ) -> NodeFacts:
     """Connect and find out everything `NodeFacts` holds; failures become problems."""
     label = node_label(config)
@@ -57,16 +60,26 @@ def check_node(
         return NodeFacts(label, False, None, None, None, None, (str(exc),))
     try:
         return inspect_node(
-            node, config, expected_version=expected_version, clock_samples=clock_samples
+            node,
+            config,
+            expected_version=expected_version,
+            clock_samples=clock_samples,
+            protocols=protocols,
         )
     finally:
         node.close()
 
 
 def inspect_node(
-    node: Node, config: NodeConfig, *, expected_version: str, clock_samples: int = 200
+    node: Node,
+    config: NodeConfig,
+    *,
+    expected_version: str,
+    clock_samples: int = 200,
+    protocols: Sequence[str],
 ) -> NodeFacts:
-    """What `check_node` finds out, on a node that is already connected (left open)."""
+    """What `check_node` finds out, on a node that is already connected (left open), for a run
+    over `protocols` (the engine's tools differ between HTTP/2 and HTTP/3)."""
     problems: list[str] = []
     python = node.path(config.python)
     interpreter = _attempt(problems, lambda: python_version(node, python))
@@ -78,25 +91,31 @@ def inspect_node(
         )
     cpu = _attempt(problems, lambda: cpu_model(node.read_file("/proc/cpuinfo")))
     clock = _attempt(problems, lambda: node.clock_offset(python, samples=clock_samples))
-    engine = _attempt(problems, lambda: _engine_version(node, config))
+    engine = _attempt(problems, lambda: engine_tools(node, config, protocols))
     return NodeFacts(node.label, True, interpreter, version, cpu, clock, tuple(problems), engine)
 
 
-def _engine_version(node: Node, config: NodeConfig) -> str | None:
-    """The nghttp2 tool the node's engine drives, or a NodeError naming the package to install."""
-    if config.engine != "nghttp2":
+def engine_tools(node: Node, config: NodeConfig, protocols: Sequence[str]) -> str | None:
+    """The distribution tools the node's engine runs over `protocols`, each's version (or path),
+    or a NodeError naming the first missing one's package to install."""
+    tools = ENGINE_SPECS[config.engine].system_tools(config.role == "client", protocols)
+    if not tools:
         return None
-    tool = "nghttp" if config.role == "client" else "nghttpd"
-    # Where the agent's lookup (agent.nghttp2.tools) finds it too: nghttpd is in /usr/sbin.
+    # Where the agent's lookup (agent.nghttp2.tools) finds them too: nghttpd is in /usr/sbin.
     path = ":".join(["$PATH", *SYSTEM_DIRS])
-    found = node.shell(
-        f'PATH="{path}"; command -v {tool} >/dev/null && {tool} --version', check=False
-    )
-    if not found.ok:
-        raise NodeError(
-            f'{node.label}: {missing_message(tool)} (nodes.{config.role}.engine = "nghttp2")'
-        )
-    return found.stdout.strip()
+    found = []
+    for tool in tools:
+        # ngtcp2's tools have no --version: their path says they are there.
+        probe = f'PATH="{path}"; command -v {tool} >/dev/null && ({tool} --version 2>/dev/null'
+        probe += f" || command -v {tool})"
+        result = node.shell(probe, check=False)
+        if not result.ok:
+            raise NodeError(
+                f"{node.label}: {missing_message(tool)} "
+                f'(nodes.{config.role}.engine = "{config.engine}")'
+            )
+        found.append(result.stdout.strip().splitlines()[0])
+    return "; ".join(found)
 
 
 def _attempt(problems: list[str], step: Callable[[], T]) -> T | None:

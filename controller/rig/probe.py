@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +73,9 @@ def check_rig(
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rig-check-")))
         opened: Nodes = {}
         for role in ROLES:
-            found = _check_node(config.node(role), emit, accept_new_host_key, sample_s)
+            found = _check_node(
+                config.node(role), config.protocols, emit, accept_new_host_key, sample_s
+            )
             if found is not None:
                 stack.callback(found[0].close)
                 opened[role] = found
@@ -88,7 +90,11 @@ def check_rig(
 
 
 def _check_node(
-    config: NodeConfig, emit: Emit, accept_new_host_key: bool, sample_s: float
+    config: NodeConfig,
+    protocols: Sequence[str],
+    emit: Emit,
+    accept_new_host_key: bool,
+    sample_s: float,
 ) -> tuple[Node, int | None] | None:
     role = config.role
     try:
@@ -97,7 +103,9 @@ def _check_node(
         emit(checks.ssh_check(role, local=config.is_local, error=str(exc), host=config.host))
         return None
     emit(checks.ssh_check(role, local=config.is_local, error=None, host=config.host))
-    facts = inspect_node(node, config, expected_version=__version__, clock_samples=50)
+    facts = inspect_node(
+        node, config, expected_version=__version__, clock_samples=50, protocols=protocols
+    )
     emit(
         checks.versions_check(
             role,

@@ -291,7 +291,10 @@ def _open_member(
     """A connected, checked client node; its facts and its agent's start-up time (s)."""
     node = connect(config, accept_new_host_key=accept_new_host_key)
     try:
-        found = inspect_node(node, config, expected_version=__version__, clock_samples=100)
+        # Several client nodes run cleartext HTTP/2 only (TLS and HTTP/3 are refused at load).
+        found = inspect_node(
+            node, config, expected_version=__version__, clock_samples=100, protocols=("h2c",)
+        )
         if found.problems:
             raise DeviceError(found.problems[0])
         agent = AgentNode(node, config.python, _state_dir(config), config.cpu)

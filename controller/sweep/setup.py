@@ -203,7 +203,13 @@ def open_sweep(
             ("client", client_node, config.client),
             ("server", server_node, config.server),
         ):
-            found = inspect_node(node, node_config, expected_version=__version__, clock_samples=100)
+            found = inspect_node(
+                node,
+                node_config,
+                expected_version=__version__,
+                clock_samples=100,
+                protocols=config.protocols,
+            )
             if found.problems:
                 raise DeviceError(found.problems[0])
             facts[role] = {**asdict(found), "cpu_pin": node_config.cpu}

@@ -142,9 +142,13 @@ def test_deploy_and_check_on_32_and_64_bit_raspberry_pi_os(
     check = h2iot("nodes", "check", str(deployed), "--clock-samples", "20")
     print(check.stdout, check.stderr)
     assert check.returncode == 0, check.stdout + check.stderr
-    rows = [line for line in check.stdout.splitlines() if "pi@" in line]
+    lines = check.stdout.splitlines()
+    rows = [line for line in lines if line.count("pi@") == 1]
     assert len(rows) == 2 and all(__version__ in row for row in rows), check.stdout
     assert all("3.11" in row for row in rows)
+    # The config has HTTP/3 trials: the client's datagrams reach the server's UDP port.
+    (udp,) = [line for line in lines if line.count("pi@") == 2]
+    assert "echo: UDP " in udp and ":8443: a 1200-byte datagram echoed" in udp, check.stdout
 
 
 def _sweep(
@@ -232,6 +236,29 @@ def test_a_node_without_python3_venv_is_told_which_package_to_install(
         f"h2iot: error: client (pi@{host.address}:22): /usr/bin/python3 cannot create a venv "
         "without ensurepip: install the Debian package python3-venv (apt install python3-venv)\n"
     )
+
+
+def test_nodes_without_the_engines_debian_packages_are_told_which_to_install(
+    deployed: Path, emulated: Emulated
+) -> None:
+    """The nghttp2 engine over HTTP/3 runs ngtcp2's tools, Debian packages the emulated Raspberry
+    Pi OS roots do not have: a deploy fails before installing anything, and check says so too,
+    one line per node naming its package."""
+    engines = ("--set", 'nodes.client.engine="nghttp2"', "--set", 'nodes.server.engine="nghttp2"')
+    deploy = h2iot(
+        "nodes", "deploy", str(deployed), *engines, "--wheelhouse", str(emulated.wheelhouse)
+    )  # fmt: skip
+    check = h2iot("nodes", "check", str(deployed), *engines, "--clock-samples", "5")
+    for result in (deploy, check):
+        assert result.returncode == 1, result.stdout + result.stderr
+        errors = sorted(line for line in result.stderr.splitlines() if "Debian package" in line)
+        assert len(errors) == 2, result.stderr
+        for line, (role, package) in zip(
+            errors, (("client", "ngtcp2-client"), ("server", "ngtcp2-server")), strict=True
+        ):
+            assert line.startswith("h2iot: error: ") and f"apt install {package})" in line
+            assert line.endswith(f'(nodes.{role}.engine = "nghttp2")'), line
+    assert "deployed" not in deploy.stdout  # nothing was installed
 
 
 def test_rig_check_against_the_emulated_nodes(
