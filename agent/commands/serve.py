@@ -79,6 +79,14 @@ def configure(serve: argparse.ArgumentParser) -> None:
         help="a SETTINGS value this server announces (repeatable)",
     )
     serve.add_argument(
+        "--settings-file",
+        type=Path,
+        metavar="FILE",
+        help="h2 engine over HTTP/2: on SIGHUP take the SETTINGS in FILE for new connections "
+        '({"generation": N, "settings": ["NAME=VALUE", ...]}; a "settings" event on stderr '
+        "says when they apply)",
+    )
+    serve.add_argument(
         "--trial-log",
         type=Path,
         help="append one JSON line per finished trial here (default: stdout)",
@@ -129,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--port {args.port} is not a TCP port")
     settings = parse_settings(args.setting)
     protocol = serve_protocol(args)
+    if args.settings_file is not None and (protocol == "h3" or args.engine != "h2"):
+        raise UsageError("--settings-file is for --engine h2 over HTTP/2 (--protocol h2c or h2)")
     pin(args.cpu)
     if protocol == "h3" and args.engine != "nghttp2":
         return _serve_h3(args, params, settings)
@@ -166,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         trial_log=args.trial_log,
         workload=spec.kind,
         limits=limits,
+        settings_file=args.settings_file,
     )
     import asyncio  # noqa: PLC0415
 

@@ -1,5 +1,13 @@
 """The server process: listening socket(s), shared state across connections, the connection
-cap, signals, trial log."""
+cap, signals, trial log.
+
+With a settings file, SIGHUP makes the server take the SETTINGS in it for the connections made
+from then on (a warm sweep changes its setting without a new process: a restart costs about a
+quarter of a second through a local node's anchor, seconds on a Pi). The file is JSON,
+{"generation": N, "settings": ["NAME=VALUE", ...]}, checked as `--setting` is; the server says
+{"event": "settings", "generation": N, ...} on stderr once they apply, or
+{"event": "settings_refused", "error": ...} and keeps the ones it had.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +28,7 @@ from h2.settings import SettingCodes
 from agent import probe
 from agent.conditions import Host, TrialWatch
 from agent.cpu_peak import CpuSampler
-from agent.errors import UsageError
+from agent.errors import AgentError, UsageError
 from agent.frames import FrameCounts
 from agent.limits import ConnectionLimits
 from agent.server.connection import ServerConnection
@@ -29,7 +37,7 @@ from agent.server.host import HostedConnection
 from agent.server.ledger import TrialLedger, TrialRecord
 from agent.server.listener import Listener, listen
 from agent.server.request import Request
-from agent.settings import to_h2
+from agent.settings import parse_settings, to_h2
 from agent.trial_log import TrialLog
 from agent.workloads import DEFAULT_KIND
 
@@ -49,6 +57,7 @@ class ServerOptions:
     trial_log: Path | None = None
     workload: str = DEFAULT_KIND  # the kind whose handler is mounted, named in every trial record
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    settings_file: Path | None = None  # read on SIGHUP: new SETTINGS for new connections
 
 
 class ServerApp:
@@ -63,13 +72,7 @@ class ServerApp:
         # Each open trial's node conditions (agent.conditions), read when it opens and closes.
         self._node = Host()
         self._conditions: dict[str, TrialWatch] = {}
-        self.h2_settings: dict[SettingCodes, int] = {
-            # h2's own defaults for a server, made explicit so they are what we report.
-            SettingCodes.MAX_CONCURRENT_STREAMS: 100,
-            SettingCodes.MAX_HEADER_LIST_SIZE: 65536,
-            **to_h2(options.settings),
-            **handler_settings(handler),
-        }
+        self.h2_settings = self._h2_settings(options.settings)
         self.limits = options.limits
         # Connections not yet closing (shed ones leave at once, the others when lost), and how
         # many sockets connections hold (made and not yet lost, closing ones included).
@@ -81,6 +84,29 @@ class ServerApp:
         self._trial_log = trial_log
         self._idle = asyncio.Event()
         self._idle.set()
+
+    def _h2_settings(self, settings: Mapping[str, int]) -> dict[SettingCodes, int]:
+        return {
+            # h2's own defaults for a server, made explicit so they are what we report.
+            SettingCodes.MAX_CONCURRENT_STREAMS: 100,
+            SettingCodes.MAX_HEADER_LIST_SIZE: 65536,
+            **to_h2(settings),
+            **handler_settings(self.handler),
+        }
+
+    def reload_settings(self, path: Path) -> None:
+        """The SETTINGS in `path` (the module's docstring has its form) for connections made
+        from now on; open ones keep theirs. A file that does not check out changes nothing."""
+        try:
+            document = json.loads(path.read_text())
+            generation = int(document["generation"])
+            settings = parse_settings(document["settings"])
+        except (OSError, ValueError, KeyError, TypeError, AgentError) as exc:
+            event: dict[str, object] = {"event": "settings_refused", "error": f"{path}: {exc}"}
+        else:
+            self.h2_settings = self._h2_settings(settings)
+            event = {"event": "settings", "generation": generation, "settings": settings}
+        print(json.dumps(event), file=sys.stderr, flush=True)
 
     def next_connection_id(self) -> int:
         self._next_id += 1
@@ -226,6 +252,8 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    if options.settings_file is not None:
+        loop.add_signal_handler(signal.SIGHUP, app.reload_settings, options.settings_file)
     bound = ", ".join(f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in sockets)
     scheme = "https" if context else "http"
     log.info("serving on %s (%s)", bound, scheme)

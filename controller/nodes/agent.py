@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from agent.workloads import DEFAULT_KIND, ParamValue
 from controller.config.model import NodeConfig
+from controller.nodes import shell
 from controller.nodes.clock import PeerOffset
 from controller.nodes.errors import CommandFailedError, NodeError
 from controller.nodes.node import Node
@@ -57,6 +58,8 @@ class ServerProcess:
     mount: ServerMount
     # The nghttp2 engine's server agent takes trial-control messages here (agent/README.md).
     control_port: int | None = None
+    # Where it reads new SETTINGS on SIGHUP (`reload_settings`); None: a new setting restarts it.
+    settings_file: str | None = None
 
 
 class AgentNode:
@@ -78,6 +81,8 @@ class AgentNode:
     ) -> None:
         self.node = node
         self.python = python
+        self._server_log_offset = 0  # how far the server's log has been read
+        self._settings_generation = 0
         self.state_dir = node.path(state_dir)
         self.cpu = cpu
         self.pidfile = f"{self.state_dir}/server.pid"
@@ -141,8 +146,10 @@ class AgentNode:
         timeout_s: float = SERVER_START_TIMEOUT_S,
         engine: str | None = None,
         unrepresentable_window: str | None = None,
+        reloadable: bool = False,
     ) -> ServerProcess:
-        """Start `serve` in the background and wait until it listens (port 0 picks a free one).
+        """Start `serve` in the background and wait until it listens (port 0 picks a free one);
+        `reloadable` (the h2 engine over HTTP/2): it takes new SETTINGS (`reload_settings`).
 
         Raises NodeError if one already runs (stop it first) or it exits before listening.
         """
@@ -164,6 +171,9 @@ class AgentNode:
             argv += ["--datagram-size", str(mount.datagram_bytes)]
         argv += ["--trial-log", self.trial_log, *self._cpu_args()]
         argv += _engine_args(engine, unrepresentable_window)
+        settings_file = f"{self.state_dir}/server-settings.json" if reloadable else None
+        if settings_file is not None:
+            argv += ["--settings-file", self.node.path(settings_file)]
         log_offset = 0
         process = self.node.start_background(
             self.command(*argv), pidfile=self.pidfile, log=self.log
@@ -176,11 +186,13 @@ class AgentNode:
                 event = _json_or_none(line)
                 if event is not None and event.get("event") == "listening":
                     control = event.get("control_port")
+                    self._server_log_offset = log_offset
                     return ServerProcess(
                         process,
                         int(event["port"]),
                         mount,
                         None if control is None else int(control),
+                        settings_file,
                     )
             if self.server_pid() is None:
                 raise NodeError(
@@ -191,6 +203,41 @@ class AgentNode:
                 self.stop_server()
                 raise NodeError(
                     f"{self.node.label}: server agent not listening after {timeout_s:g} s"
+                )
+            time.sleep(POLL_S)
+
+    def reload_settings(
+        self,
+        running: ServerProcess,
+        settings: Sequence[tuple[str, int]],
+        timeout_s: float = SERVER_START_TIMEOUT_S,
+    ) -> ServerProcess:
+        """The running server's SETTINGS for its new connections, without a new process: the
+        file it reads on SIGHUP written and the signal sent in one command, then its log read
+        until it says they apply. NodeError if it refuses them or says nothing in time."""
+        if running.settings_file is None:
+            raise NodeError(f"{self.node.label}: the server agent was not started reloadable")
+        self._settings_generation += 1
+        generation = self._settings_generation
+        document = json.dumps(
+            {"generation": generation, "settings": [f"{k}={v}" for k, v in settings]}
+        )
+        path = self.node.path(running.settings_file)
+        write = shell.join(["printf", "%s", document])
+        self.node.shell(f"{write} > {shell.join([path])} && kill -HUP {running.process.pid}")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            lines = self.node.read_new_lines(self.log, self._server_log_offset)
+            self._server_log_offset = lines.next_offset_bytes
+            for line in lines.lines:
+                event = _json_or_none(line) or {}
+                if event.get("event") == "settings_refused":
+                    raise NodeError(f"{self.node.label}: server agent: {event.get('error')}")
+                if event.get("event") == "settings" and event.get("generation") == generation:
+                    return replace(running, mount=replace(running.mount, settings=tuple(settings)))
+            if time.monotonic() > deadline:
+                raise NodeError(
+                    f"{self.node.label}: server agent took no new SETTINGS in {timeout_s:g} s"
                 )
             time.sleep(POLL_S)
 

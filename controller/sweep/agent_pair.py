@@ -4,13 +4,14 @@ Each trial's grid point becomes one `TrialPoint` (`Config.point`): its SETTINGS 
 both agents (the client's govern what the server may send, the study's
 SETTINGS_INITIAL_WINDOW_SIZE; the server's what the client may send), its workload parameters go
 where their declaration says (client, server, or the server node's set-up). The server is
-restarted only when what it serves changes.
+restarted only when what it serves changes; in a warm sweep a server on the agent's own engine
+over HTTP/2 takes a new point's SETTINGS without a restart (AgentNode.reload_settings).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from agent.engines import ENGINE_SPECS
@@ -101,13 +102,15 @@ class AgentPair:
             )
             engine = point.server_engine or self.config.server.engine
             running = self._running
-            if (
-                running is not None
-                and running.mount == mount
-                and self._engine == engine
-                and self.server.server_pid()
-            ):
-                return
+            if running is not None and self._engine == engine and self.server.server_pid():
+                if running.mount == mount:
+                    return
+                if (
+                    running.settings_file is not None
+                    and replace(running.mount, settings=mount.settings) == mount
+                ):
+                    self._running = self.server.reload_settings(running, mount.settings)
+                    return
             self.server.stop_server()
             self._running = self.server.start_server(
                 mount=mount,
@@ -116,6 +119,10 @@ class AgentPair:
                 port=0 if self.config.server.is_local else self.config.server.http_port,
                 engine=engine,
                 unrepresentable_window=self.config.workload.unrepresentable_window,
+                # A warm sweep keeps its server across SETTINGS where the engine can (the
+                # agent's own over HTTP/2); a fresh one starts a server per setting, as the
+                # study ran nghttpd.
+                reloadable=self.config.run.agent == "warm" and engine == "h2" and not mount.http3,
             )
             self._engine = engine
             self._served = served

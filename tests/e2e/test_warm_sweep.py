@@ -79,6 +79,12 @@ def test_a_killed_warm_agent_fails_one_attempt_and_the_sweep_completes(tmp_path:
     assert not (run / "nodes" / "client" / "warm-ready.json").exists()
 
 
+def _server_events(run: Path) -> list[str]:
+    """The events the run's last local server agent logged (each start writes a new log)."""
+    lines = (run / "nodes" / "server" / "server.log").read_text().splitlines()
+    return [json.loads(line)["event"] for line in lines if line.startswith('{"event"')]
+
+
 def test_the_report_compares_warm_and_fresh_trial_processes_with_cis(tmp_path: Path) -> None:
     runs = {}
     for agent in ("fresh", "warm"):
@@ -93,6 +99,11 @@ def test_the_report_compares_warm_and_fresh_trial_processes_with_cis(tmp_path: P
     }
     print(f"client trial process CPU, median: fresh {cpu['fresh']:.3f} s, warm {cpu['warm']:.3f} s")
     assert cpu["warm"] < cpu["fresh"]  # the interpreter's start-up and imports, once per sweep
+    # The warm sweep's server took each new window's SETTINGS in its one process; the fresh
+    # sweep started a server per setting, as the study ran nghttpd.
+    events = {agent: _server_events(run) for agent, run in runs.items()}
+    assert events["warm"].count("listening") == 1 and events["warm"].count("settings") >= 1
+    assert "settings" not in events["fresh"]
     report = subprocess.run(
         [*H2IOT, "report", str(runs["warm"]), str(runs["fresh"])],
         capture_output=True, text=True, timeout=300, check=False,
