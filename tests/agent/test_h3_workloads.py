@@ -45,7 +45,12 @@ def stream_server(
 
 
 def _trial(
-    server: RunningServer, credentials: Credentials, workload: str, trial_id: str, *params: str
+    server: RunningServer,
+    credentials: Credentials,
+    workload: str,
+    trial_id: str,
+    *params: str,
+    timeout_s: float = 60,
 ) -> dict[str, object]:
     result = run_agent(
         "trial",
@@ -59,6 +64,8 @@ def _trial(
         "--trial-id",
         trial_id,
         "--json",
+        "--timeout",
+        str(timeout_s),
         *(arg for p in params for arg in ("--param", p)),
     )
     lines = [json.loads(line) for line in result.stdout.splitlines()]
@@ -153,3 +160,28 @@ def test_the_api_over_h3(credentials: Credentials, tmp_path: Path) -> None:
         metrics = _metrics(record)
         assert metrics["requests"] == 4 * 3 * 7 and metrics["errors"] == 0
         assert server.wait_for_trials("h3-api")["h3-api"]["ok"]
+
+
+def test_a_subscriber_that_goes_away_mid_stream_leaves_the_server_serving(
+    stream_server: RunningServer, credentials: Credentials
+) -> None:
+    """The client gives up a 30 s subscription after 1 s (its trial's timeout) and closes the
+    connection: the server's handler sees the exchange close, the trial is recorded, and the
+    next subscriber is served."""
+    gone = _trial(
+        stream_server,
+        credentials,
+        "stream",
+        "h3-stream-gone",
+        "transport=sse",
+        "rate_hz=20",
+        "duration_s=30",
+        timeout_s=1,
+    )
+    assert gone["exit"] != 0 and not gone["ok"], gone
+    served = stream_server.wait_for_trials("h3-stream-gone")["h3-stream-gone"]
+    assert served["requests"] == 1
+    after = _trial(
+        stream_server, credentials, "stream", "h3-stream-after", "rate_hz=50", "duration_s=0.3"
+    )
+    assert after["ok"], after["error"]
