@@ -8,6 +8,9 @@ nodes, which have no meter code).
 - `simavr`: the real firmware in the AVR simulator, its ADC and I2C parts fed the same way.
 - `ppk2`: a Nordic PPK2's sample words, from the one on `meter.port`, or without a port the
   emulated PPK2 driven by the power model.
+
+How a modelled source's device is built is declared beside its meter code, in
+`controller.meter.modelled_device` (one entry per source modelled here).
 """
 
 from __future__ import annotations

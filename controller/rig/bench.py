@@ -11,10 +11,10 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
 
 from controller.config.model import Config, Role, channel_source
 from controller.errors import ConfigError
+from controller.meter.modelled_device import ModelledDevice
 from controller.meter.node_power import WatchSpec
 from controller.nodes.errors import NodeError
 from controller.nodes.node import Node
@@ -86,19 +86,6 @@ def pulse_marker(config: Config, node: Node, marker: str) -> float | Check:
         return float(json.loads(result.stdout.strip().splitlines()[-1])["width_s"])
     except (NodeError, ValueError, KeyError, IndexError) as exc:
         return Check("marker loop", "fail", f"the client could not pulse {marker}: {exc}")
-
-
-class ModelledDevice(Protocol):
-    """A modelled meter on a pty (the virtual meter, simavr, the emulated PPK2)."""
-
-    @property
-    def port(self) -> str: ...
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def close(self) -> None: ...
 
 
 @contextmanager

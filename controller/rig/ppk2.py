@@ -16,10 +16,9 @@ import numpy as np
 
 from controller.config.model import Config
 from controller.errors import ControllerError, MeterError
-from controller.meter.node_power import ModelledMeterOptions
+from controller.meter.modelled_device import DeviceOptions, build_device
 from controller.meter.ppk2.decoder import SAMPLE_RATE_HZ, Ppk2Totals
 from controller.meter.ppk2.metadata import Ppk2Metadata
-from controller.meter.ppk2.modelled import ModelledPpk2, ModelledPpk2Source
 from controller.meter.ppk2.session import Ppk2Session
 from controller.meter.ppk2.store import first_pulse
 from controller.rig import checks
@@ -76,11 +75,14 @@ def _port(config: Config, nodes: Nodes, marker: str | None, emit: Emit) -> Itera
             raise MeterError(f"PPK2 port {meter.port}: not usable, the PPK2 was not checked")
         yield meter.port or ""
         return
-    options = ModelledMeterOptions(watch=watch(config, nodes), marker_fifo=marker_fifo(marker))
-    supply_mv = round(ppk2_supply(meter)[1] * 1000)  # as the session converts back
-    modelled = ModelledPpk2(
-        ModelledPpk2Source(options, supply_mv, meter.marker_input, rate_hz=meter.rate_hz)
+    options = DeviceOptions(
+        watch=watch(config, nodes),
+        marker_fifo=marker_fifo(marker),
+        supply_mv=round(ppk2_supply(meter)[1] * 1000),  # as the session converts back
+        marker_input=meter.marker_input,
+        rate_hz=meter.rate_hz,
     )
+    modelled = build_device(meter.source, options)
     with serving(modelled, "the emulated PPK2's pty", emit) as port:
         yield port
 

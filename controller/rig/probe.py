@@ -33,6 +33,7 @@ from controller.config.model import (
 )
 from controller.errors import ConfigError, ControllerError, MeterError
 from controller.meter.calibration import Calibration, nominal
+from controller.meter.modelled_device import DeviceOptions, build_device, models_firmware
 from controller.meter.protocol import PROTOCOL_VERSION
 from controller.meter.session import MeterSession, first_pulse
 from controller.nodes.errors import NodeError
@@ -191,23 +192,8 @@ def _device(config: Config, nodes: Nodes, marker: str | None, emit: Emit) -> Ite
             raise MeterError(f"meter port {port}: not usable, the meter was not checked")
         yield port
         return
-    sources = watch(config, nodes)
-    fifo = marker_fifo(marker)
-    modelled: Any
-    if meter.source == "virtual":
-        from controller.meter.virtual import (  # noqa: PLC0415  (psutil: controller side only)
-            VirtualMeter,
-            VirtualMeterOptions,
-        )
-
-        modelled = VirtualMeter(VirtualMeterOptions(watch=sources, marker_fifo=fifo))
-    else:
-        from controller.meter.simulate import (  # noqa: PLC0415  (builds the firmware)
-            SimulatedMeter,
-            SimulateOptions,
-        )
-
-        modelled = SimulatedMeter(SimulateOptions(watch=sources, marker_fifo=fifo))
+    options = DeviceOptions(watch=watch(config, nodes), marker_fifo=marker_fifo(marker))
+    modelled = build_device(meter.source, options)
     with serving(modelled, f"the {meter.source} meter's pty", emit) as port:
         yield port
 
@@ -230,7 +216,7 @@ def _check_session(
             protocol=info.protocol_version,
             expected_firmware=_built_version(),
             expected_protocol=PROTOCOL_VERSION,
-            modelled="virtual" if meter.source == "virtual" else None,
+            modelled=meter.source if models_firmware(meter.source) else None,
         )
     )
     analog = tuple(sorted(c for _r, c in meter.channels if not is_i2c(c)))

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from agent import __version__
-from analysis.truth import EDGES_FILE, TRUTH_FILE
 from controller.config.model import (
     Config,
     MeterConfig,
@@ -39,13 +38,11 @@ from controller.link import shaped_link
 from controller.meter.calibration import Calibration, nominal
 from controller.meter.ina219 import Ina219Calibration, Ina219Model
 from controller.meter.ina226 import i2c_calibration
+from controller.meter.modelled_device import DeviceOptions, build_device, manifest_facts
 from controller.meter.net_load import InterfaceCounters
-from controller.meter.node_power import ModelledMeterOptions, WatchSpec
+from controller.meter.node_power import WatchSpec
 from controller.meter.power_model import PI_3B, PowerModel
-from controller.meter.ppk2.modelled import ModelledPpk2, ModelledPpk2Source
 from controller.meter.session import MeterSession
-from controller.meter.simulate import SimulatedMeter, SimulateOptions
-from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
 from controller.nodes.agent import AgentNode
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.connect import connect, node_label
@@ -59,7 +56,6 @@ from controller.sweep.meter_tap import MeterTap, Ppk2Tap, open_ppk2_tap, ppk2_su
 from controller.workloads import prepare_sweep, preparer
 
 MARKER_FIFO = "marker.fifo"
-TRUTH = TRUTH_FILE
 
 
 def open_node(
@@ -109,6 +105,11 @@ def _model(meter: MeterConfig) -> PowerModel:
     return replace(PI_3B, network_nj_per_byte=meter.network_nj_per_byte)
 
 
+def _i2c_sources(meter: MeterConfig, kind: Callable[[int], bool]) -> tuple[int, ...]:
+    """The sources the meter's channels of one I2C kind follow, in order."""
+    return tuple(sorted(channel_source(c) for _role, c in meter.channels if kind(c)))
+
+
 @contextmanager
 def _device(
     meter: MeterConfig, watch: tuple[WatchSpec, ...], run_dir: Path, marker: Path | None
@@ -121,57 +122,21 @@ def _device(
             raise ConfigError("meter.port: required for meter.source = serial")
         yield meter.port, {}, None
         return
-    truth = run_dir / TRUTH
-    model = _model(meter)
-    ina219 = Ina219Model(Ina219Calibration(shunt_ohm=meter.shunt_ohm))
-    modelled: VirtualMeter | SimulatedMeter | ModelledPpk2
-    if meter.source == "ppk2":
+    options = DeviceOptions(
+        watch=watch,
+        marker_fifo=marker,
+        run_dir=run_dir,
+        model=_model(meter),
+        ina219=Ina219Model(Ina219Calibration(shunt_ohm=meter.shunt_ohm)),
+        ina219_sources=_i2c_sources(meter, is_ina219),
+        ina226_sources=_i2c_sources(meter, is_ina226),
         # The current the model's mW make at the voltage the tap multiplies it back with.
-        modelled = ModelledPpk2(
-            ModelledPpk2Source(
-                ModelledMeterOptions(
-                    watch=watch, truth_path=truth, marker_fifo=marker, model=model
-                ),
-                round(ppk2_supply(meter)[1] * 1000),
-                meter.marker_input,
-                rate_hz=meter.rate_hz,
-            )
-        )
-        facts: dict[str, Any] = {
-            "ground_truth": TRUTH,
-            "emulated": "ppk2",
-            "model": asdict(model),
-        }
-    elif meter.source == "virtual":
-        options = VirtualMeterOptions(
-            watch=watch,
-            truth_path=truth,
-            edges_path=run_dir / EDGES_FILE,
-            marker_fifo=marker,
-            model=model,
-            ina219=ina219,
-        )
-        modelled = VirtualMeter(options)
-        facts = {
-            "ground_truth": TRUTH,
-            "edges": EDGES_FILE,
-            "model": asdict(model),
-        }
-    else:
-        sources = tuple(sorted(channel_source(c) for _role, c in meter.channels if is_ina219(c)))
-        ina226 = tuple(sorted(channel_source(c) for _role, c in meter.channels if is_ina226(c)))
-        modelled = SimulatedMeter(
-            SimulateOptions(
-                watch=watch,
-                truth_path=truth,
-                marker_fifo=marker,
-                model=model,
-                ina219_sources=sources,
-                ina226_sources=ina226,
-                ina219=ina219,
-            )
-        )
-        facts = {"ground_truth": TRUTH, "simulator": "simavr", "model": asdict(model)}
+        supply_mv=round(ppk2_supply(meter)[1] * 1000),
+        marker_input=meter.marker_input,
+        rate_hz=meter.rate_hz,
+    )
+    modelled = build_device(meter.source, options)
+    facts = manifest_facts(meter.source, options)
     modelled.start()
     try:
         yield modelled.port, facts, lambda: modelled.error
