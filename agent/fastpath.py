@@ -50,6 +50,7 @@ STREAM_ID_MASK: Final = 0x7FFFFFFF
 # 24-bit length as 16 + 8 bits, type, flags, 31-bit stream id (RFC 9113 section 4.1).
 _HEADER = struct.Struct(">HBBBL")
 _WINDOW_UPDATE = struct.Struct(">HBBBLL")
+_WINDOW_UPDATE_PAIR = struct.Struct(">HBBBLLHBBBLL")
 _INCREMENT = struct.Struct(">L")
 
 # By frame type, as hyperframe judges a header: True, the type needs a stream (stream 0 is
@@ -74,6 +75,20 @@ def window_update_frame(stream_id: int, increment: int) -> bytes:
     if not 0 < increment <= MAX_WINDOW:
         raise ValueError(f"WINDOW_UPDATE increment {increment} outside 1..{MAX_WINDOW}")
     return _WINDOW_UPDATE.pack(0, 4, TYPE_WINDOW_UPDATE, 0, stream_id, increment)
+
+
+def window_updates(stream_id: int, connection_increment: int, stream_increment: int) -> bytes:
+    """The connection's WINDOW_UPDATE, the stream's, or both (connection first; 0: none, not
+    both 0). Both is what every DATA frame earns at small windows, so it is one packing, its
+    increments unchecked: they come from `ReceiveWindow.consume`, never above its target."""
+    if connection_increment and stream_increment:
+        return _WINDOW_UPDATE_PAIR.pack(
+            0, 4, TYPE_WINDOW_UPDATE, 0, 0, connection_increment,
+            0, 4, TYPE_WINDOW_UPDATE, 0, stream_id, stream_increment,
+        )  # fmt: skip
+    if connection_increment:
+        return window_update_frame(0, connection_increment)
+    return window_update_frame(stream_id, stream_increment)
 
 
 def window_increment(buffer: bytearray, payload_start: int) -> int:
@@ -268,10 +283,11 @@ class Outgoing:
         self.own_frames = 0
         self.own_bytes = 0
 
-    def add_own(self, data: bytes | memoryview, frame_bytes: int) -> None:
-        """One frame of `own_type` (or its header, its payload to follow in `chunks`)."""
+    def add_own(self, data: bytes | memoryview, frame_bytes: int, frames: int = 1) -> None:
+        """`frames` frames of `own_type` together `frame_bytes` long (or one frame's header, its
+        payload to follow in `chunks`)."""
         self.chunks.append(data)
-        self.own_frames += 1
+        self.own_frames += frames
         self.own_bytes += frame_bytes
 
     def add_h2(self, data: bytes) -> None:

@@ -45,7 +45,7 @@ from agent.fastpath import (
     Outgoing,
     SplitTally,
     data_frame_header,
-    window_update_frame,
+    window_updates,
 )
 from agent.flow import FlowControlOptions, ReceiveWindow
 from agent.h2setup import h2_connection
@@ -200,7 +200,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             if not self._receive_h2(raw):
                 tally.feed(reader.take_all())
                 return
-        self._write_out()
+        self._out.write(self.transport, self.tally_out)
 
     def _on_fast_data(
         self, stream_id: int, stream: _FastStream, flags: int, start: int, length: int
@@ -232,14 +232,15 @@ class ClientConnection(asyncio.BufferedProtocol):
                 return self._receive_h2(data_frame_header(stream_id, 0, bool(end_stream)))
         stream.received_bytes = received
         increment = connection_window.consume(length)
-        if increment:
-            self._out.add_own(window_update_frame(0, increment), WINDOW_UPDATE_BYTES)
-            self.window_updates_sent += 1
-        if not end_stream:
-            increment = window.consume(length)
-            if increment:
-                self._out.add_own(window_update_frame(stream_id, increment), WINDOW_UPDATE_BYTES)
-                self.window_updates_sent += 1
+        stream_increment = 0 if end_stream else window.consume(length)
+        if increment or stream_increment:
+            count = (increment > 0) + (stream_increment > 0)
+            self._out.add_own(
+                window_updates(stream_id, increment, stream_increment),
+                WINDOW_UPDATE_BYTES * count,
+                count,
+            )
+            self.window_updates_sent += count
         response = stream.response
         response.size_bytes += len(data)
         response.digest.update(data)
@@ -585,9 +586,6 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _flush(self) -> None:
         self._drain_h2()
-        self._write_out()
-
-    def _write_out(self) -> None:
         self._out.write(self.transport, self.tally_out)
 
 

@@ -25,6 +25,7 @@ from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import ClientRecord
 from agent.conditions import TrialWatch
 from agent.errors import AgentError, BodyMismatchError, FetchError
+from agent.fastpath import H2Internals
 from agent.marker import Marker
 from agent.trial_header import TRIAL_HEADER
 
@@ -234,6 +235,10 @@ async def run_trial(
         tls_version = connection.tls_version
         await driver.run(TrialSession(connection, target, trial_id))
 
+    if not options.http3:
+        # The fast path's one check of h2's internals (agent.fastpath), made once per process:
+        # here, outside the measured window, rather than by the first trial's connection.
+        H2Internals.available()
     conditions = TrialWatch()  # the node's state, read outside the measured window
     marker.raise_line()
     window = probe.ProbeWindow()

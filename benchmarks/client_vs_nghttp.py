@@ -1,0 +1,238 @@
+"""Benchmark: the page fetch's client CPU, our h2 engine against the study's `nghttp -nas`.
+
+One process per fetch on both sides, as a sweep runs them: `h2iot-agent trial URL --workload
+page --json` (our figure is the trial record's own `cpu_s`, the fetch's window: connection,
+requests, every body checked by size and sha256 against the manifest) and `nghttp -nas
+--no-push --no-dep -w N -W N URL` (its figure is the whole process's getrusage, start-up
+included, as the nghttp2 engine records it; it checks nothing). Both against the same
+`nghttpd --no-tls` on the default site, nghttpd pinned to one core and the clients to the
+other, fetches interleaved (window by window, the two clients in alternating order), so a
+disturbance from other work on the machine falls on both. The table gives medians and the
+ratio of the medians per window, and the median of the paired ratios beside it.
+
+Windows are in bytes and must be 2^N - 1 (nghttp takes N): stream and connection window alike,
+as the study passed the same N to `-w` and `-W`.
+
+Run from the repository root with the project's venv:
+    .venv/bin/python benchmarks/client_vs_nghttp.py [--fetches 15] [--windows 255,4095,65535]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from agent_vs_nghttp2 import BenchError, nghttp2_bits, prepare_site, server
+from bench_support import free_port, pinned, write_csv
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_WINDOWS = (255, 4095, 65535)
+OURS = "ours"
+NGHTTP = "nghttp"
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """One page fetch by one client process."""
+
+    round: int
+    window: int
+    client: str  # OURS or NGHTTP
+    cpu_s: float  # ours: the record's cpu_s; nghttp: the process's user + sys
+    cpu_user_s: float
+    cpu_sys_s: float
+    process_cpu_s: float  # the whole client process (start-up included), both clients
+    wall_s: float  # the client process's, spawn to exit
+    loadavg_1m: float
+
+
+@dataclass(frozen=True)
+class Child:
+    stdout: str
+    user_s: float
+    sys_s: float
+    wall_s: float
+
+
+def run_pinned(args: list[str], core: int, timeout_s: float) -> Child:
+    """A client to completion on `core`; its CPU from getrusage of the reaped child."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with pinned(core):
+        start = time.monotonic()
+        result = subprocess.run(
+            args, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+        wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        raise BenchError(f"{args[0]} exited with {result.returncode}: {' | '.join(tail)}")
+    return Child(
+        result.stdout, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, wall
+    )
+
+
+def ours_args(url: str, window: int, manifest: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "trial",
+        url,
+        "--workload",
+        "page",
+        "--json",
+        "--setting",
+        f"initial_window_size={window}",
+        "--connection-window",
+        str(window),
+        "--manifest",
+        str(manifest),
+    ]
+
+
+def nghttp_args(url: str, window: int) -> list[str]:
+    bits = str(nghttp2_bits(window))
+    return ["nghttp", "-nas", "--no-push", "--no-dep", "-w", bits, "-W", bits, url]
+
+
+def fetch_ours(round_: int, window: int, url: str, args: argparse.Namespace) -> Fetch:
+    child = run_pinned(ours_args(url, window, args.site / "manifest.json"), args.client_core, 600)
+    record = json.loads(child.stdout.splitlines()[0])
+    if not record["ok"]:
+        raise BenchError(f"our fetch failed: {record['error']}")
+    return Fetch(
+        round_,
+        window,
+        OURS,
+        record["cpu_s"],
+        record["cpu_user_s"],
+        record["cpu_sys_s"],
+        child.user_s + child.sys_s,
+        child.wall_s,
+        os.getloadavg()[0],
+    )
+
+
+def fetch_nghttp(round_: int, window: int, url: str, args: argparse.Namespace, files: int) -> Fetch:
+    child = run_pinned(nghttp_args(url, window), args.client_core, 600)
+    # -s ends with one line per response under its "id responseEnd ..." heading: every file of
+    # the page must be there, answered 200.
+    lines = child.stdout.splitlines()
+    heading = next((i for i, line in enumerate(lines) if line.startswith("id ")), len(lines))
+    ok = sum(1 for line in lines[heading + 1 :] if line.split()[4:5] == ["200"])
+    if ok != files:
+        raise BenchError(f"nghttp: {ok} of the page's {files} files answered 200:\n{child.stdout}")
+    cpu = child.user_s + child.sys_s
+    return Fetch(
+        round_,
+        window,
+        NGHTTP,
+        cpu,
+        child.user_s,
+        child.sys_s,
+        cpu,
+        child.wall_s,
+        os.getloadavg()[0],
+    )
+
+
+def summary_table(fetches: Sequence[Fetch]) -> str:
+    lines = [
+        "| window (bytes) | fetches | ours: fetch CPU ms (user + sys) | ours: process CPU ms "
+        "| nghttp -nas: process CPU ms (user + sys) | ours / nghttp (medians) "
+        "| median of paired ratios |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for window in sorted({f.window for f in fetches}):
+        ours = [f for f in fetches if f.window == window and f.client == OURS]
+        theirs = [f for f in fetches if f.window == window and f.client == NGHTTP]
+        paired = {f.round: f.cpu_s for f in theirs}
+        ratios = [f.cpu_s / paired[f.round] for f in ours if f.round in paired]
+
+        def med(items: Sequence[Fetch], attr: str) -> float:
+            return 1000 * statistics.median(getattr(f, attr) for f in items)
+
+        lines.append(
+            f"| {window} | {len(ours)} | {med(ours, 'cpu_s'):.1f} ({med(ours, 'cpu_user_s'):.1f}"
+            f" + {med(ours, 'cpu_sys_s'):.1f}) | {med(ours, 'process_cpu_s'):.1f} "
+            f"| {med(theirs, 'cpu_s'):.1f} ({med(theirs, 'cpu_user_s'):.1f} + "
+            f"{med(theirs, 'cpu_sys_s'):.1f}) | {med(ours, 'cpu_s') / med(theirs, 'cpu_s'):.2f} "
+            f"| {statistics.median(ratios):.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fetches", type=int, default=15, help="fetches per client and window")
+    parser.add_argument("--windows", default=",".join(map(str, DEFAULT_WINDOWS)))
+    parser.add_argument("--site", type=Path, default=REPO / "data" / "site")
+    parser.add_argument("--out", type=Path, help="results directory (default data/bench/...)")
+    parser.add_argument("--server-core", type=int, default=0)
+    parser.add_argument("--client-core", type=int, default=1)
+    args = parser.parse_args(argv)
+    args.site = args.site.resolve()
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    for tool in ("nghttp", "nghttpd"):
+        if shutil.which(tool) is None:
+            print(f"client_vs_nghttp: error: {tool} not on PATH (apt install nghttp2)")
+            return 2
+    windows = [int(w) for w in args.windows.split(",")]
+    unmapped = [w for w in windows if 2 ** nghttp2_bits(w) - 1 != w]
+    if unmapped:
+        print(f"client_vs_nghttp: error: windows {unmapped} are not 2^N - 1 bytes")
+        return 2
+    paths, _page_bytes = prepare_site(args.site)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = args.out or REPO / "data" / "bench" / f"client-vs-nghttp-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    fetches: list[Fetch] = []
+    nghttpd = ["nghttpd", "--no-tls", "-d", str(args.site), str(port)]
+    try:
+        with server(nghttpd, port, args.server_core, out / "nghttpd.log"):
+            for round_ in range(args.fetches):
+                for window in windows:
+                    pair = [
+                        partial(fetch_ours, round_, window, url, args),
+                        partial(fetch_nghttp, round_, window, url, args, len(paths)),
+                    ]
+                    if round_ % 2:
+                        pair.reverse()
+                    done = {f.client: f for f in (step() for step in pair)}
+                    fetches.extend(done.values())
+                    print(
+                        f"round {round_ + 1}/{args.fetches} W={window}: ours "
+                        f"{1000 * done[OURS].cpu_s:.1f} ms, nghttp {1000 * done[NGHTTP].cpu_s:.1f}"
+                        f" ms (load {done[OURS].loadavg_1m:.2f})",
+                        flush=True,
+                    )
+                write_csv(out / "measurements.csv", fetches)
+    except (BenchError, subprocess.TimeoutExpired) as exc:
+        print(f"client_vs_nghttp: error: {exc}", file=sys.stderr)
+        return 1
+    table = summary_table(fetches)
+    (out / "summary.md").write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
