@@ -49,6 +49,7 @@ from controller.sweep.search_run import (
     trials_bound,
 )
 from controller.sweep.setup import open_sweep
+from controller.sweep.shared import SharedStudy, StudyOptions, study_facts
 
 EXIT_FAILED_TRIALS = 1
 EXIT_PAUSED = 3
@@ -72,6 +73,7 @@ class _Sweep:
     axes: tuple[str, ...]
     run_dir: Path
     resumed: dict[str, Any] | None  # the manifest of the run being resumed
+    study: StudyOptions | None = None  # the study this bench shares with others (--study)
 
 
 def register(subparsers: Any) -> None:
@@ -98,6 +100,26 @@ def register(subparsers: Any) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override a config key (repeatable), e.g. run.repetitions=3",
+    )
+    parser.add_argument(
+        "--study",
+        metavar="URL",
+        help="share the sweep's trials with other benches through optuna's storage at this "
+        "SQLAlchemy URL (sqlite:///FILE, postgresql+psycopg://USER@HOST/DB; the study extra): "
+        "each bench takes trials until none is left, its rows in its own run",
+    )
+    parser.add_argument(
+        "--bench",
+        default=platform.node(),
+        help="with --study: this bench's name in its run's manifest (default: the host name)",
+    )
+    parser.add_argument(
+        "--heartbeat",
+        type=int,
+        default=10,
+        metavar="S",
+        help="with --study: how often a bench says it is still at its trial; a trial silent "
+        "for 3 x S is taken again by another bench (default 10)",
     )
     parser.add_argument(
         "--accept-new-host-key",
@@ -151,13 +173,30 @@ def _prepare(args: argparse.Namespace) -> _Sweep:
         plan, axes = [], search_axes(config)
     if args.resume is None:
         run_dir = args.out / f"{config.run.name}-{time.strftime('%Y%m%dT%H%M%S')}"
-        return _Sweep(config, layers, plan, axes, run_dir, None)
+        return _Sweep(config, layers, plan, axes, run_dir, None, _study(args, config))
     assert manifest is not None
     # A run stopped before its manifest held the config (by an h2iot that wrote it only after
     # the idle baseline) measured nothing: it continues with the config given now.
     if "config" in manifest or read_trials(args.resume):
         _check_resumable(manifest, config, args.resume)
-    return _Sweep(config, layers, plan, axes, args.resume, manifest)
+    return _Sweep(config, layers, plan, axes, args.resume, manifest, _study(args, config))
+
+
+def _study(args: argparse.Namespace, config: Config) -> StudyOptions | None:
+    """--study's options, refusing what a shared sweep cannot do in one line."""
+    if args.study is None:
+        return None
+    if config.search is not None:
+        raise ConfigError("--study: a search plans its trials as it goes; share a grid sweep")
+    if config.run.stop_half_width is not None:
+        raise ConfigError(
+            "--study: run.stop_half_width stops a point on one bench's trials alone; unset it"
+        )
+    if args.heartbeat < 1:
+        raise ConfigError(f"--heartbeat {args.heartbeat}: at least 1 s")
+    if not args.bench.strip():
+        raise ConfigError("--bench: a bench needs a name")
+    return StudyOptions(args.study, args.bench, args.heartbeat, 3 * args.heartbeat)
 
 
 def _recorded_layers(manifest: dict[str, Any], run_dir: Path) -> tuple[Layer, ...]:
@@ -235,6 +274,7 @@ def _manifest(sweep: _Sweep) -> dict[str, Any]:
         "config_layers": [layer.to_dict() for layer in sweep.layers],
         "software": _software(),
         "planned_trials": _planned(sweep),
+        **({} if sweep.study is None else {"study": study_facts(sweep.study, config.run.name)}),
     }
 
 
@@ -274,6 +314,8 @@ def _measure(
     recorder, manifest = _recorder(sweep, sink)
     done = sum(1 for row in recorder.rows() if row["status"] == "ok")
     try:
+        # Joined before anything is measured: a study that cannot be joined costs no baseline.
+        shared = None if sweep.study is None else SharedStudy(sweep.study, config.run.name, plan)
         recorder.check_space()
         with open_sweep(config, sweep.run_dir, accept_new_host_key=accept_new_host_key) as opened:
             nodes, meter, facts = opened
@@ -313,7 +355,9 @@ def _measure(
                     stop_rule=_stop_rule(config),
                     energy_window=config.energy.window,
                 )
-                if config.search is None:
+                if shared is not None:
+                    outcome = engine.run(plan, shared)
+                elif config.search is None:
                     outcome = engine.run(plan)
                 else:
                     outcome = BreakdownRun(engine, config, sink.post).run()

@@ -24,7 +24,7 @@ from controller.dashboard.state import DashboardEvent, Notice, TrialFinished, Tr
 from controller.energy import WindowEnergy, energy_in_window
 from controller.run.recorder import RunRecorder
 from controller.sweep.errors import SweepError, SweepPaused
-from controller.sweep.interfaces import PowerMeter, PowerWindow, TrialNodes
+from controller.sweep.interfaces import PowerMeter, PowerWindow, SharedTrials, TrialNodes
 from controller.sweep.plan import PlannedTrial, Point
 from controller.sweep.rows import trial_row
 from controller.sweep.window import WindowError, trial_span
@@ -88,7 +88,9 @@ class SweepEngine:
         self.stop_rule = stop_rule
         self.energy_window = energy_window  # [energy] window: "fetch" or "process"
 
-    def run(self, plan: Sequence[PlannedTrial]) -> SweepOutcome:
+    def run(self, plan: Sequence[PlannedTrial], shared: SharedTrials | None = None) -> SweepOutcome:
+        """The plan's trials not done yet, in order; with `shared`, those this bench takes of a
+        study it shares with other benches (the stop rule is not theirs: the config refuses it)."""
         rows = self.recorder.rows()
         done = {row["trial_id"] for row in rows if row["status"] == "ok"}
         attempts = Counter(row["trial_id"] for row in rows)
@@ -102,14 +104,21 @@ class SweepEngine:
         settled: set[Point] = set()
         skipped = 0
         paused: str | None = None
+        taken: PlannedTrial | None = None  # a shared trial this bench holds
         try:
-            for trial in plan:
+            for trial in plan if shared is None else shared.claimed(plan):
                 if trial.trial_id in done:
+                    if shared is not None:  # its row was written, the study not told: now
+                        shared.finished(trial, {})
                     continue
                 if self._settled(trial, values.get(trial.point, []), settled):
                     skipped += 1
                     continue
+                taken = trial
                 recorded = self.run_trial(trial, attempts[trial.trial_id])
+                if shared is not None:
+                    shared.finished(trial, recorded)
+                taken = None
                 if recorded is None:
                     failed.append(trial.trial_id)
                     continue
@@ -118,7 +127,11 @@ class SweepEngine:
                 if isinstance(value, int | float):
                     values.setdefault(trial.point, []).append(float(value))
         except SweepError as exc:
+            if shared is not None and taken is not None:
+                shared.released(taken)
             paused = self.paused(exc)
+        if shared is not None:
+            return SweepOutcome(len(done), tuple(failed), shared.remaining(), paused)
         remaining = sum(1 for trial in plan if trial.trial_id not in done) - skipped
         return SweepOutcome(len(done), tuple(failed), remaining, paused, skipped)
 

@@ -6,14 +6,14 @@ and `controller.meter` (serial board, virtual meter, simavr) provide them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from controller.sweep.plan import AxisValue
+from controller.sweep.plan import AxisValue, PlannedTrial
 
 
 @dataclass(frozen=True)
@@ -85,3 +85,24 @@ class PowerMeter(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class SharedTrials(Protocol):
+    """The trials of a sweep several benches share (controller.sweep.shared): which this bench
+    takes, and what it tells of each."""
+
+    def claimed(self, plan: Sequence[PlannedTrial]) -> Iterator[PlannedTrial]:
+        """The planned trials this bench takes, one at a time, until none is left to take."""
+        ...
+
+    def finished(self, trial: PlannedTrial, row: Mapping[str, object] | None) -> None:
+        """A taken trial's ok row, or None: it failed every attempt."""
+        ...
+
+    def released(self, trial: PlannedTrial) -> None:
+        """The sweep paused with `trial` taken: another bench may take it."""
+        ...
+
+    def remaining(self) -> int:
+        """Trials no bench has finished yet."""
+        ...

@@ -21,7 +21,9 @@ SETS = ("run.repetitions=3", "sweep.initial_window_size=[1024, 65535]", "run.nam
 
 
 def _args(config: Path | None, resume: Path | None, *sets: str) -> argparse.Namespace:
-    return argparse.Namespace(config=config, set=list(sets), resume=resume, out=Path("unused"))
+    return argparse.Namespace(
+        config=config, set=list(sets), resume=resume, out=Path("unused"), study=None
+    )
 
 
 def _toml(tmp_path: Path) -> Path:
