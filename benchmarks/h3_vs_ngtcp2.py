@@ -11,6 +11,8 @@ alternate order (the machine may be shared: the table shows medians of paired ra
 3. our client over HTTP/2 with TLS (`fetch https://...`) -> our server (`serve --tls`), and
    our client over HTTP/3 -> our server (`serve --protocol h3`): h3 against h2-over-TLS, the
    comparison that means something (both encrypted), each fetch's own CPU from its record.
+4. with --baseline DIR, the client of another checkout (e.g. the previous commit's) ->
+   `gtlsserver` as well: before/after ratios measured side by side, in a second table.
 
 The node's UDP receive-buffer drops (/proc/net/snmp Udp RcvbufErrors) are read around each
 HTTP/3 client run: per fetch in the table. Windows are exact in every case: the stream window
@@ -20,6 +22,7 @@ Servers run pinned to one core, clients to the other.
 
 Run from the repository root with the project's venv (the h3 extra installed):
     .venv/bin/python benchmarks/h3_vs_ngtcp2.py [--fetches 20] [--runs 3] [--windows 256,4096,65535]
+        [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ from controller.run.tls import run_credentials
 
 REPO = Path(__file__).resolve().parent.parent
 WINDOWS = (256, 4096, 65535)
+CASES = ("ngtcp2", "ours-vs-ngtcp2", "ours-h3", "ours-h2-tls")
+BASELINE = "baseline-vs-ngtcp2"  # --baseline's client against gtlsserver
 START_TIMEOUT_S = 20.0
 
 
@@ -54,7 +59,7 @@ START_TIMEOUT_S = 20.0
 class Measurement:
     run: int
     window: int
-    case: str  # ngtcp2, ours-vs-ngtcp2, ours-h3, ours-h2-tls
+    case: str  # CASES, or BASELINE
     fetch_cpu_ms: float  # per fetch: the trial's own CPU (ours) or the whole process (ngtcp2)
     process_cpu_ms: float  # per fetch: the client process's whole CPU / fetches
     wall_ms: float  # per fetch: the client process's wall time / fetches
@@ -93,12 +98,14 @@ def _child_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _timed(argv: Sequence[str], core: int, timeout_s: float = 600) -> tuple[str, float, float]:
-    """Run `argv` pinned to `core`; its stdout, CPU seconds and wall seconds."""
+def _timed(
+    argv: Sequence[str], core: int, timeout_s: float = 600, cwd: Path | None = None
+) -> tuple[str, float, float]:
+    """Run `argv` pinned to `core` (in `cwd`); its stdout, CPU seconds and wall seconds."""
     cpu, wall = _child_cpu_s(), time.perf_counter()
     with pinned(core):
         result = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout_s, check=False
+            argv, capture_output=True, text=True, timeout=timeout_s, check=False, cwd=cwd
         )
     if result.returncode != 0:
         raise RuntimeError(f"{argv[0]} exited {result.returncode}: {result.stderr[-400:]}")
@@ -160,7 +167,11 @@ def _gtlsclient(setup: Setup, port: int, window: int, run: int) -> Measurement:
     return Measurement(run, window, "ngtcp2", cpu * per, cpu * per, wall * per, udp)
 
 
-def _our_client(setup: Setup, url: str, window: int, run: int, case: str) -> Measurement:
+def _our_client(
+    setup: Setup, url: str, window: int, run: int, case: str, tree: Path | None = None
+) -> Measurement:
+    """Our client, from this checkout or (`tree`) another one: `python -m` imports the agent
+    from its working directory first."""
     h3 = case != "ours-h2-tls"
     drops = rcvbuf_errors() or 0
     argv = [
@@ -169,7 +180,7 @@ def _our_client(setup: Setup, url: str, window: int, run: int, case: str) -> Mea
         "--manifest", str(setup.site / "manifest.json"), "--repeat", str(setup.fetches), "--json",
         *(["--protocol", "h3"] if h3 else []),
     ]  # fmt: skip
-    stdout, cpu_s, wall_s = _timed(argv, setup.client_core)
+    stdout, cpu_s, wall_s = _timed(argv, setup.client_core, cwd=tree)
     records = [json.loads(line) for line in stdout.splitlines()]
     if not all(record["ok"] for record in records):
         raise RuntimeError(f"{case} at {window}: {[r['error'] for r in records if not r['ok']]}")
@@ -196,7 +207,7 @@ def summary(measurements: Sequence[Measurement]) -> str:
         for m in measurements:
             if m.window == window:
                 runs.setdefault(m.run, {})[m.case] = m
-        complete = [r for r in runs.values() if len(r) == 4]
+        complete = [r for r in runs.values() if set(CASES) <= r.keys()]
 
         def med(case: str, field: str, rows: list[dict[str, Measurement]] = complete) -> float:
             return _median([getattr(r[case], field) for r in rows])
@@ -219,7 +230,36 @@ def summary(measurements: Sequence[Measurement]) -> str:
             f"| {h3_vs_h2:.2f} | {med('ngtcp2', 'udp_drops'):.1f} / "
             f"{med('ours-vs-ngtcp2', 'udp_drops'):.1f} |"
         )
+    if any(m.case == BASELINE for m in measurements):
+        lines += ["", *_baseline_table(measurements)]
     return "\n".join(lines) + "\n"
+
+
+def _baseline_table(measurements: Sequence[Measurement]) -> list[str]:
+    """Before and after: the baseline checkout's client and this one's, each against ngtcp2's
+    client in the same run (trial CPU, medians over runs of each and of the paired ratios)."""
+    lines = [
+        "| window B | ngtcp2 client | baseline -> gtlsserver | baseline / ngtcp2 "
+        "| ours -> gtlsserver | ours / ngtcp2 |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for window in sorted({m.window for m in measurements}):
+        runs: dict[int, dict[str, float]] = {}
+        for m in measurements:
+            if m.window == window:
+                runs.setdefault(m.run, {})[m.case] = m.fetch_cpu_ms
+        rows = [r for r in runs.values() if {"ngtcp2", BASELINE, "ours-vs-ngtcp2"} <= r.keys()]
+        cells = [_median([r["ngtcp2"] for r in rows])]
+        for case in (BASELINE, "ours-vs-ngtcp2"):
+            cells += [
+                _median([r[case] for r in rows]),
+                _median([r[case] / r["ngtcp2"] for r in rows]),
+            ]
+        lines.append(
+            f"| {window} | {cells[0]:.1f} | {cells[1]:.1f} | {cells[2]:.2f} "
+            f"| {cells[3]:.1f} | {cells[4]:.2f} |"
+        )
+    return lines
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -231,6 +271,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--server-core", type=int, default=0)
     parser.add_argument("--client-core", type=int, default=1)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout of this repository (e.g. a worktree of the previous commit): "
+        "its client runs as one more case against gtlsserver, for before/after ratios",
+    )
     return parser.parse_args(argv)
 
 
@@ -277,6 +323,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         setup, f"https://127.0.0.1:{h2_port}/", w, r, "ours-h2-tls"
                     ),
                 ]
+                if args.baseline is not None:
+                    cases.insert(
+                        2,
+                        lambda w=window, r=run: _our_client(
+                            setup, f"https://127.0.0.1:{ng_port}/", w, r, BASELINE,
+                            args.baseline.resolve(),
+                        ),
+                    )  # fmt: skip
                 for case in cases if run % 2 == 0 else reversed(cases):
                     measurement = case()
                     measurements.append(measurement)

@@ -20,12 +20,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from qh3.asyncio._transport import create_optimized_datagram_transport
 from qh3.asyncio.protocol import QuicConnectionProtocol
 from qh3.h3.connection import ErrorCode, Setting
 from qh3.h3.events import DataReceived, HeadersReceived, StopSending, StreamReset
 from qh3.quic.connection import QuicConnection
-from qh3.quic.events import ConnectionTerminated, QuicEvent
+from qh3.quic.events import ConnectionTerminated, QuicEvent, StreamDataReceived
 
 from agent.client.connect import Target
 from agent.client.connection import Response, request_headers, response_status
@@ -35,8 +34,15 @@ from agent.errors import ExchangeClosed, ExchangeRefused, FetchError, PeerProtoc
 from agent.frames import FrameCounts
 from agent.h3.credit import CreditLedger
 from agent.h3.settings import QuicWindows
-from agent.h3.stack import AnnouncingH3, TappedQuicConnection, TransportCounts, configuration, tap
-from agent.h3.udp import SocketBuffers, rcvbuf_errors, udp_socket
+from agent.h3.stack import (
+    AnnouncingH3,
+    TappedQuicConnection,
+    TransportCounts,
+    configuration,
+    inside_data_frame,
+    tap,
+)
+from agent.h3.udp import SocketBuffers, datagram_transport, rcvbuf_errors, udp_socket
 from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, h3_error_name
 
 # The peer's HTTP/3 SETTINGS under the names the records use.
@@ -51,14 +57,20 @@ _IDLE_TIMEOUT_S = 30.0
 
 
 class _QuicClientProtocol(QuicConnectionProtocol):
-    """qh3's datagram protocol for one connection, counting datagrams, events to `on_event`."""
+    """qh3's datagram protocol for one connection, counting datagrams, events to `on_event`.
+    Under a small window each round trip is a datagram or two in and one out, and qh3's Python
+    around its native core was most of the client's CPU: the receive, the events and the
+    transmit here take the tap's shorter paths (agent.h3.stack) and touch the loop's timer
+    only when the core's deadline comes sooner."""
 
     def __init__(self, quic: TappedQuicConnection, counts: TransportCounts) -> None:
         super().__init__(quic)
         self.tapped = quic
         self.counts = counts
         self.on_event: Callable[[QuicEvent], None] = lambda event: None
+        # Called before each transmit while `uploads` has exchanges with bytes to send.
         self.before_transmit: Callable[[], None] = lambda: None
+        self.uploads: Mapping[int, object] = {}
         # The socket's first error (ICMP port unreachable: nothing listens on the UDP port).
         self.refused: asyncio.Future[OSError] = asyncio.get_running_loop().create_future()
 
@@ -74,14 +86,72 @@ class _QuicClientProtocol(QuicConnectionProtocol):
     def datagrams_received(self, data: list[bytes], addr: Any) -> None:
         self.counts.datagrams_received += len(data)
         self.counts.bytes_received += sum(map(len, data))
-        super().datagrams_received(data, addr)
+        now = self._loop_time()
+        self.tapped.receive_many_datagrams(data, addr, now=now)
+        if self.tapped._events:
+            self._process_events()
+        self._transmit(now)
 
     def quic_event_received(self, event: QuicEvent) -> None:
         self.on_event(event)
 
+    def _process_events(self) -> None:
+        # Stream data, nearly every event of a transfer, needs none of qh3's handling of a
+        # connection's own events (handshake, connection IDs, pings, the end): it goes
+        # straight to on_event, and from the first other event on, qh3's loop takes the rest.
+        events = self.tapped._events
+        on_event = self.on_event
+        while events:
+            if type(events[0]) is not StreamDataReceived:
+                super()._process_events()
+                return
+            on_event(events.popleft())
+
     def transmit(self) -> None:
-        self.before_transmit()
-        super().transmit()
+        self._transmit(self._loop_time())
+
+    def _transmit(self, now: float) -> None:
+        """qh3's transmit, except that the loop's timer is re-armed only when the core's
+        deadline comes sooner. Every round trip moves the deadline later (each packet sent or
+        acknowledged does), and qh3 cancels and schedules a timer handle for each; one left
+        armed that fires before the deadline looks again (_handle_timer)."""
+        if self.uploads:
+            self.before_transmit()
+        self._transmit_task = None
+        quic = self.tapped
+        batches = quic.batches_to_send(now)
+        if batches:
+            self._send(batches)
+        deadline = quic.deadline()
+        timer = self._timer
+        armed_at = self._timer_at
+        if timer is not None and (deadline is None or armed_at is None or deadline < armed_at):
+            timer.cancel()
+            timer = self._timer = None
+        if timer is None and deadline is not None:
+            self._timer = self._loop.call_at(deadline, self._handle_timer)
+            self._timer_at = deadline
+
+    def _send(self, batches: list[tuple[Any, list[bytes]]]) -> None:
+        send_many = self._sendto_many
+        if send_many is not None:
+            for addr, datagrams in batches:
+                send_many(datagrams, addr)
+            return
+        assert self._transport is not None  # a transport without batches (not Linux)
+        for addr, datagrams in batches:
+            for data in datagrams:
+                self._transport.sendto(data, addr)
+
+    def _handle_timer(self) -> None:
+        deadline = self.tapped.deadline()
+        if deadline is None or self._timer_at is None or deadline > self._timer_at:
+            self._timer = None  # not due: the deadline went, or moved on since armed
+            if deadline is not None:
+                self._timer = self._loop.call_at(deadline, self._handle_timer)
+                self._timer_at = deadline
+            return
+        super()._handle_timer()
 
     def error_received(self, exc: Exception) -> None:
         """The socket is connected to the server's address, so a host with nothing on that
@@ -123,7 +193,9 @@ class H3ClientConnection:
         self._rcvbuf_errors_at_start = rcvbuf_errors()
         self.local_settings: Mapping[str, int] = windows.announced()
         protocol.on_event = self._event
+        self._quic.take_stream_data = self._body_inside_frame
         protocol.before_transmit = self._pump_uploads
+        protocol.uploads = self._uploads
 
     @property
     def lost_reason(self) -> str | None:
@@ -202,8 +274,7 @@ class H3ClientConnection:
                 self._open(exchange, headers, end_stream)
 
     def _pump_uploads(self) -> None:
-        if self._uploads:
-            pump_uploads(self._wire, self._uploads, STREAM_BUFFER_BYTES, self._forget_if_done)
+        pump_uploads(self._wire, self._uploads, STREAM_BUFFER_BYTES, self._forget_if_done)
 
     def _forget_if_done(self, exchange: ClientExchange) -> None:
         """Both directions ended: nothing more arrives for the exchange."""
@@ -305,6 +376,16 @@ class H3ClientConnection:
             self._settings.set_result(None)
             self._open_waiting()
 
+    def _body_inside_frame(self, stream_id: int, data: bytes, end_stream: bool) -> bool:
+        """A GET response's chunk inside the DATA frame being received, hashed without qh3's
+        per-chunk event objects and calls (agent.h3.stack.inside_data_frame); whether it
+        was. An exchange's, and every other chunk, go through qh3's layer."""
+        entry = self._responses.get(stream_id)
+        if entry is None or not inside_data_frame(self._h3, stream_id, len(data), end_stream):
+            return False
+        _take_body(entry[0], data)
+        return True
+
     def _exchange_event(
         self, exchange: ClientExchange, event: HeadersReceived | DataReceived
     ) -> None:
@@ -359,10 +440,7 @@ class H3ClientConnection:
                     self._fail(event.stream_id, f"GET {response.path}: a :status that is no number")
                     return
         else:
-            response.size_bytes += len(event.data)
-            response.digest.update(event.data)
-            if response.body is not None:
-                response.body += event.data
+            _take_body(response, event.data)
         if event.stream_ended:
             response.t_end_ns = time.monotonic_ns()
             del self._responses[event.stream_id]
@@ -388,6 +466,13 @@ class H3ClientConnection:
             self._close_exchange(exchange, ExchangeClosed(f"{exchange.path}: {self._lost}"))
         if not self._settings.done():
             self._settings.set_exception(PeerProtocolError(self._lost))
+
+
+def _take_body(response: Response, data: bytes) -> None:
+    response.size_bytes += len(data)
+    response.digest.update(data)
+    if response.body is not None:
+        response.body += data
 
 
 def warm_up() -> None:
@@ -441,9 +526,7 @@ async def open_h3_connection(
         ) from None
     counts = TransportCounts()
     quic = tap(QuicConnection(configuration=config), CreditLedger(), counts, False)
-    transport, protocol = await create_optimized_datagram_transport(
-        loop, lambda: _QuicClientProtocol(quic, counts), sock=sock
-    )
+    transport, protocol = await datagram_transport(lambda: _QuicClientProtocol(quic, counts), sock)
     assert isinstance(protocol, _QuicClientProtocol)
     connection = H3ClientConnection(protocol, transport, windows, buffers)
     protocol.connect(address[:2])

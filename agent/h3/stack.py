@@ -1,5 +1,7 @@
 """The agent's glue to qh3: configurations from our settings, an HTTP/3 layer that announces
-the study's SETTINGS, and a tap on qh3's native QUIC core that counts what a trial records.
+the study's SETTINGS, and a tap on qh3's native QUIC core that counts what a trial records,
+with shorter receive and send paths past qh3's Python layer than its own (the hot path of a
+transfer under a small window, where every round trip crosses it).
 
 qh3's Python layer drops the native core's flow-control events (a MAX_STREAM_DATA or MAX_DATA
 received that raised a limit) and keeps no datagram counts; `CoreTap` sits between the two and
@@ -10,14 +12,17 @@ agent.h3.amplification read private attributes of this exact version.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qh3._hazmat import QuicConnectionCore
-from qh3.h3.connection import H3_ALPN, H3Connection, Setting
+from qh3.h3.connection import H3_ALPN, FrameType, H3Connection, Setting
 from qh3.quic.configuration import QuicConfiguration
-from qh3.quic.connection import QuicConnection
+from qh3.quic.connection import NetworkAddress, QuicConnection, QuicConnectionError
+from qh3.quic.events import StreamDataReceived
+from qh3.quic.packet import QuicErrorCode
 
 from agent.errors import UsageError
 from agent.h3.credit import CreditLedger
@@ -122,63 +127,113 @@ class CoreTap:
         counts: TransportCounts,
         capacity_as_blocked: bool,
     ) -> None:
-        self._core = core
+        self.native = core
         self._credit = credit
         self._counts = counts
         self._capacity_as_blocked = capacity_as_blocked
         self._written: dict[int, int] = {}  # bytes handed to the core per stream
         self._written_total = 0
+        self._held: tuple[Any, ...] | None = None
 
     def sent_on_stream(self, stream_id: int) -> int:
         """The stream's bytes the core has put in packets (handed to it, less those it still
         buffers)."""
-        return self._written.get(stream_id, 0) - self._core.get_send_buffer_size(stream_id)
+        return self._written.get(stream_id, 0) - self.native.get_send_buffer_size(stream_id)
 
     def forget_stream(self, stream_id: int) -> None:
         """The stream is done: its count goes (a connection's streams are not bounded)."""
         self._written.pop(stream_id, None)
         self._credit.forget_stream(stream_id)
 
+    def hold(self, event: tuple[Any, ...]) -> None:
+        """An event taken from the native core that qh3 is to see after all: next_event
+        returns it first."""
+        self._held = event
+
     def next_event(self) -> tuple[Any, ...] | None:
-        event = self._core.next_event()
+        event = self._held
+        if event is None:
+            event = self.native.next_event()
+        else:
+            self._held = None
         if event is not None:
             # A grant for a stream whose response is all sent and forgotten is late news.
             if event[0] == "stream_credit" and event[1] in self._written:
                 self._credit.stream_grant(event[1], event[2], self.sent_on_stream(event[1]))
             elif event[0] == "connection_credit":
-                unsent = self._core.get_send_buffer_size(None)
+                unsent = self.native.get_send_buffer_size(None)
                 self._credit.connection_grant(event[1], self._written_total - unsent)
         return event
 
     def poll_transmit(self, now: float) -> tuple[Any, ...] | None:
         try:
-            transmit = self._core.poll_transmit(now)
+            transmit = self.native.poll_transmit(now)
         except RuntimeError as exc:
-            if not (self._capacity_as_blocked and CAPACITY_EXHAUSTED in str(exc)):
-                raise
-            self._counts.capacity_blocked += 1
+            self._blocked(exc)
             return None
         if transmit is not None:
             self._counts.datagrams_sent += 1
             self._counts.bytes_sent += len(transmit[0])
         return transmit
 
+    def transmits(self, now: float) -> list[tuple[Any, list[bytes]]]:
+        """Every datagram the core has to send now (poll_transmit until nothing is left),
+        counted once, in runs to one address: [(address, datagrams)]."""
+        poll = self.native.poll_transmit
+        batches: list[tuple[Any, list[bytes]]] = []
+        sent = sent_bytes = 0
+        try:
+            transmit = poll(now)
+            while transmit is not None:
+                data, addr = transmit[0], transmit[1]
+                if batches and batches[-1][0] == addr:
+                    batches[-1][1].append(data)
+                else:
+                    batches.append((addr, [data]))
+                sent += 1
+                sent_bytes += len(data)
+                transmit = poll(now)
+        except RuntimeError as exc:
+            self._blocked(exc)
+        self._counts.datagrams_sent += sent
+        self._counts.bytes_sent += sent_bytes
+        return batches
+
+    def _blocked(self, exc: RuntimeError) -> None:
+        """A poll's failure: with `capacity_as_blocked` an exhausted anti-amplification
+        allowance is counted and ends the poll; anything else is the connection's end."""
+        if not (self._capacity_as_blocked and CAPACITY_EXHAUSTED in str(exc)):
+            raise exc
+        self._counts.capacity_blocked += 1
+
     def send_stream(self, stream_id: int, data: Any, fin: bool = False) -> None:
-        self._core.send_stream(stream_id, data, fin)
+        self.native.send_stream(stream_id, data, fin)
         self._written[stream_id] = self._written.get(stream_id, 0) + len(data)
         self._written_total += len(data)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._core, name)
+        value = getattr(self.native, name)
+        if callable(value):
+            # A method of the one core: kept on the tap, so later calls skip this fallback
+            # (Python reaches __getattr__ only after a failed lookup, a cost per call).
+            setattr(self, name, value)
+        return value
+
+
+# Takes a stream's data as it leaves the core (stream ID, data, end of stream), or declines it
+# (False) for qh3's layer to have.
+StreamDataTaker = Callable[[int, bytes, bool], bool]
 
 
 class TappedQuicConnection(QuicConnection):
     """A QuicConnection whose core is tapped as soon as qh3 creates it. Its `tap_*` attributes
-    are set by `tap()` before the first datagram."""
+    are set by `tap()` before the first datagram; `take_stream_data`, where set, sees stream
+    data before qh3 makes an event of it."""
 
     tap_credit: CreditLedger
     tap_counts: TransportCounts
     tap_capacity_as_blocked: bool
+    take_stream_data: StreamDataTaker | None = None
 
     def _create_core(self, *args: Any, **kwargs: Any) -> None:
         super()._create_core(*args, **kwargs)
@@ -195,6 +250,83 @@ class TappedQuicConnection(QuicConnection):
     def core(self) -> Any:
         """The tapped core (None before the first datagram or after the end)."""
         return self._core
+
+    # qh3's receive and send paths check each datagram's address and walk each datagram's
+    # packets for its QUIC logger even when there is none, and make an event object of every
+    # chunk of stream data: per datagram, as much Python as the rest of the path. Without a
+    # logger, once the handshake is done (as qh3's own batch path requires), the two below do
+    # only what reaches the core.
+
+    def receive_many_datagrams(
+        self, datagrams: list[bytes], addr: NetworkAddress, now: float
+    ) -> None:
+        tapped: CoreTap | None = self._core  # type: ignore[assignment]
+        if tapped is None or not self._handshake_complete or self._quic_logger is not None:
+            super().receive_many_datagrams(datagrams, addr, now)
+            return
+        core = tapped.native
+        try:
+            core.receive_many_datagrams(datagrams, addr, now)
+        except RuntimeError as exc:
+            raise _core_failure(exc) from exc
+        take = self.take_stream_data
+        if take is not None and not self._events:
+            # The core's events in order: stream data to `take` until it declines some or
+            # another kind comes; that one and all after go through qh3, as events.
+            while (event := core.next_event()) is not None:
+                if event[0] != "stream_data":
+                    tapped.hold(event)
+                    break
+                if not take(event[1], event[2], event[3]):
+                    self._events.append(StreamDataReceived(event[2], event[3], event[1]))
+                    break
+            else:
+                return
+        self._drain_core()
+
+    def datagrams_to_send(self, now: float) -> list[tuple[bytes, NetworkAddress]]:
+        return [(data, addr) for addr, batch in self.batches_to_send(now) for data in batch]
+
+    def batches_to_send(self, now: float) -> list[tuple[NetworkAddress, list[bytes]]]:
+        """What qh3's datagrams_to_send returns, in runs to one address (as a transport's
+        sendto_many takes them): [(address, datagrams)]."""
+        tapped: CoreTap | None = self._core  # type: ignore[assignment]
+        if tapped is None or self._quic_logger is not None:
+            return [(addr, [data]) for data, addr in super().datagrams_to_send(now)]
+        try:
+            return tapped.transmits(now)
+        except RuntimeError as exc:
+            raise _core_failure(exc) from exc
+
+    def deadline(self) -> float | None:
+        """When the core's next timer is due (qh3's get_timer, one call less)."""
+        tapped: CoreTap | None = self._core  # type: ignore[assignment]
+        timer = None if tapped is None else tapped.native.get_timer()
+        return None if timer is None else timer[1]
+
+
+def inside_data_frame(h3: H3Connection, stream_id: int, size: int, end_stream: bool) -> bool:
+    """Whether `size` bytes arriving on request stream `stream_id` lie wholly inside the DATA
+    frame qh3's layer is receiving there; if so they are counted received as qh3's own
+    shortcut for a DATA frame's middle counts them (the frame's remaining size less them), and
+    are the caller's to take as body, as the DataReceived qh3 would have made of them. Not so
+    for a frame's header or last bytes, the stream's end, bytes qh3 buffers or holds for QPACK,
+    or a layer that has failed: those go through qh3's layer."""
+    if end_stream or h3._is_done:
+        return False
+    stream = h3._stream.get(stream_id)
+    if stream is None or stream.frame_type != FrameType.DATA or stream.buffer or stream.blocked:
+        return False
+    remaining = stream.frame_size
+    if remaining is None or size >= remaining:
+        return False
+    stream.frame_size = remaining - size
+    return True
+
+
+def _core_failure(exc: RuntimeError) -> QuicConnectionError:
+    """What qh3 makes of its core's failure (QuicConnection._call_core): the connection's."""
+    return QuicConnectionError(QuicErrorCode.INTERNAL_ERROR, None, str(exc))
 
 
 def tap(
