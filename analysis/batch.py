@@ -3,6 +3,11 @@
 Every run is loaded and checked first, so a malformed folder stops the command before anything
 is written. Then each run gets its report; with more than one run, the first is the base and is
 compared with each other run in `<first>/report/compare-<other>/`, linked from both reports.
+
+Runs that are the benches of one shared study (analysis.benches) are read together instead:
+each bench that took trials gets its own report as above, linked to the study's report in
+`<first>/report/study-<name>/` (the benches' trials merged, the bench a blocking factor); a
+bench that took none has no report of its own, and no comparison is written.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from analysis.benches import Study, shared_study, write_study_report
 from analysis.compare import check_comparable, comparison_dir, write_comparison
 from analysis.errors import ComparisonError
 from analysis.load import load_run, require_results
@@ -28,6 +34,9 @@ def write_reports(
             f"target relative half-width {target_relative_half_width} must be in (0, 1)"
         )
     runs = [load_run(path) for path in run_dirs]
+    study = shared_study(runs)
+    if study is not None:
+        return _write_study(study, target_relative_half_width)
     for run in runs:
         require_results(run)
     base, others = runs[0], runs[1:]
@@ -56,4 +65,26 @@ def write_reports(
     ]
     for index, other in enumerate(others, start=1):
         written.append(write_comparison(base, summaries[0], other, summaries[index]).html)
+    return written
+
+
+def _write_study(study: Study, target_relative_half_width: float) -> list[Path]:
+    reported = [(bench, run) for bench, run in study.benches if not run.ok.empty]
+    target = study.directory / "report.html"
+    written = [
+        write_report(
+            run,
+            target_relative_half_width,
+            [(f"study {study.name}, all benches", os.path.relpath(target, run.path / REPORT_DIR))],
+        ).html
+        for _bench, run in reported
+    ]
+    links = [
+        (
+            f"report of bench {bench} ({run.path})",
+            os.path.relpath(run.path / REPORT_DIR / "report.html", study.directory),
+        )
+        for bench, run in reported
+    ]
+    written.append(write_study_report(study, target_relative_half_width, None, links).html)
     return written

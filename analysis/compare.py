@@ -141,14 +141,18 @@ def config_differences(base: Run, other: Run) -> list[tuple[str, str, str]]:
     ]
 
 
-def _interval(mean: float, low: float, high: float, scale: float) -> str:
+def interval_text(mean: float, low: float, high: float, scale: float) -> str:
+    """A mean and its interval as tables show them, "mean [low, high]" (the mean alone when
+    there is no interval), in the column's scale."""
     if math.isnan(low):
         return number(mean, scale)
     return f"{number(mean, scale)} [{number(low, scale)}, {number(high, scale)}]"
 
 
 def _side(row: pd.Series, side: str, scale: float) -> str:
-    interval = _interval(row[f"mean_{side}"], row[f"ci_low_{side}"], row[f"ci_high_{side}"], scale)
+    interval = interval_text(
+        row[f"mean_{side}"], row[f"ci_low_{side}"], row[f"ci_high_{side}"], scale
+    )
     return f"{interval} (n {row[f'n_{side}']})"
 
 
@@ -170,7 +174,9 @@ def _metric_table(
             *(str(int(r[a])) for a in axes),
             _side(r, "base", info.scale),
             _side(r, "other", info.scale),
-            _interval(r["difference"], r["difference_ci_low"], r["difference_ci_high"], info.scale),
+            interval_text(
+                r["difference"], r["difference_ci_low"], r["difference_ci_high"], info.scale
+            ),
             "-" if math.isnan(r["relative"]) else f"{r['relative'] * 100:+.1f} %",
             "yes" if r["differs"] else "no",
         )

@@ -2,7 +2,11 @@
 
 For each run folder, writes `report/` inside it: report.md, report.html (figures embedded),
 summary.csv (one row per swept point and metric) and figures/ (PNG and SVG). With several runs
-the first is compared with each other one in `<first>/report/compare-<other>/`.
+the first is compared with each other one in `<first>/report/compare-<other>/`, unless they are
+the benches of one shared study (`h2iot sweep --study URL --bench NAME`): then they are read as
+one study in `<first>/report/study-<name>/`, the benches' trials pooled and the bench a blocking
+factor (each bench's mean and its difference from the others, per point), beside each bench's
+own report.
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ def register(subparsers: Any) -> None:
         epilog=example("h2iot report data/runs/h2iot-20261129T185148"),
         formatter_class=FORMATTER,
     )
-    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="a run folder")
+    parser.add_argument(
+        "run_dirs",
+        nargs="+",
+        type=Path,
+        metavar="RUN_DIR",
+        help="a run folder (several: compared with the first, or one study's benches)",
+    )
     parser.add_argument(
         "--target-half-width",
         type=float,
