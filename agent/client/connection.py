@@ -28,9 +28,9 @@ import h2.events as ev
 from h2.connection import ConnectionState
 from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError
 
-from agent.client.exchange import ClientExchange, is_extended_connect, pump_uploads
+from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
 from agent.client.lifecycle import ClientLifecycle, Input, lost_reason
-from agent.errors import ExchangeClosed, ExchangeRefused, PeerProtocolError
+from agent.errors import ExchangeClosed, PeerProtocolError
 from agent.exchange_queues import error_code_name
 from agent.fastpath import (
     FLAG_END_STREAM,
@@ -144,9 +144,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.window_updates_sent = 0
         # Exchanges by stream; those with bytes or an end to send; extended CONNECTs waiting
         # for the server's SETTINGS (with their headers and end flag).
-        self._exchanges: dict[int, ClientExchange] = {}
-        self._uploads: dict[int, ClientExchange] = {}
-        self._unopened: list[tuple[ClientExchange, list[tuple[bytes, bytes]], bool]] = []
+        self.exchanges = ClientExchanges(self)
         self._kicked = False
         self.lifecycle = ClientLifecycle()
 
@@ -271,7 +269,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 if not self._settings_received.done():
                     self.lifecycle.advance(Input.SETTINGS)
                     self._settings_received.set_result(None)
-                    self._open_waiting()
+                    self.exchanges.settings_arrived()
                 self._pump_uploads()
             elif kind is ev.WindowUpdated:
                 self._pump_uploads()
@@ -312,7 +310,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _on_response(self, event: ev.ResponseReceived, now: int) -> None:
         entry = self._responses.get(event.stream_id)
         if entry is None:
-            exchange = self._exchanges.get(event.stream_id)
+            exchange = self.exchanges.by_stream.get(event.stream_id)
             if exchange is not None:
                 headers = dict(event.headers or ())
                 exchange.deliver_head(response_status(headers), headers, now)
@@ -333,7 +331,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         # or an exchange's: credited when the workload takes it).
         stream_id = event.stream_id
         size = event.flow_controlled_length
-        if self._exchanges and (exchange := self._exchanges.get(stream_id)) is not None:
+        by_stream = self.exchanges.by_stream
+        if by_stream and (exchange := by_stream.get(stream_id)) is not None:
             exchange.deliver(event.data, size)
             return
         self._credit(stream_id, size, event.stream_ended is None)
@@ -369,10 +368,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._stream_windows.pop(stream_id, None)
         entry = self._responses.pop(stream_id, None)
         if entry is None:
-            exchange = self._exchanges.get(stream_id)
+            exchange = self.exchanges.by_stream.get(stream_id)
             if exchange is not None:
                 exchange.deliver_end(now)
-                self._forget_if_done(exchange)
+                self.exchanges.forget_if_done(exchange)
             return
         response, future = entry
         response.t_end_ns = now
@@ -384,13 +383,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         entry = self._responses.get(event.stream_id)
         if entry is not None:
             entry[0].trailers = trailers
-        elif (exchange := self._exchanges.get(event.stream_id)) is not None:
+        elif (exchange := self.exchanges.by_stream.get(event.stream_id)) is not None:
             exchange.deliver_trailers(trailers)
 
     def _on_reset(self, event: ev.StreamReset) -> None:
         self._fast.pop(event.stream_id, None)
         self._stream_windows.pop(event.stream_id, None)
-        exchange = self._exchanges.get(event.stream_id)
+        exchange = self.exchanges.by_stream.get(event.stream_id)
         if exchange is not None:
             reason = f"server reset the stream of {exchange.path}"
             self._close_exchange(
@@ -405,10 +404,8 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _fail_all(self, error: Exception) -> None:
         self._fast.clear()
-        for exchange, _headers, _end in self._unopened:
-            exchange.close(ExchangeClosed(f"{exchange.path}: {error}"))
-        self._unopened.clear()
-        for exchange in list(self._exchanges.values()):
+        self.exchanges.waiting_failed(str(error))
+        for exchange in list(self.exchanges.by_stream.values()):
             self._close_exchange(exchange, ExchangeClosed(f"{exchange.path}: {error}"))
         for _response, future in self._responses.values():
             if not future.done():
@@ -459,61 +456,43 @@ class ClientConnection(asyncio.BufferedProtocol):
             raise PeerProtocolError("connection is closed")
         block = request_headers(method, authority, scheme, path, headers)
         exchange = ClientExchange(self, method, path, time.monotonic_ns(), end_stream)
-        if is_extended_connect(block) and not self._settings_received.done():
-            self._unopened.append((exchange, block, end_stream))
-        else:
-            self._open(exchange, block, end_stream)
+        self.exchanges.open(exchange, block, end_stream)
         return exchange
 
-    def _open(
-        self, exchange: ClientExchange, headers: list[tuple[bytes, bytes]], end_stream: bool
-    ) -> None:
-        if is_extended_connect(headers) and not self.conn.remote_settings.enable_connect_protocol:
-            exchange.close(
-                ExchangeRefused(
-                    f"extended CONNECT to {exchange.path}: the server did not announce"
-                    " SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441)"
-                )
-            )
-            return
+    # ExchangeHost (agent.client.exchange) ------------------------------------------------------
+
+    connect_rfc = "RFC 8441"
+
+    def settings_known(self) -> bool:
+        return self._settings_received.done()
+
+    def connect_enabled(self) -> bool:
+        return bool(self.conn.remote_settings.enable_connect_protocol)
+
+    def open_stream(self, headers: list[tuple[bytes, bytes]], end_stream: bool) -> int:
         stream_id = self.conn.get_next_available_stream_id()
-        exchange.stream_id = stream_id
-        self._exchanges[stream_id] = exchange
         self._stream_windows[stream_id] = ReceiveWindow(
             self.initial_window_size, self.initial_window_size, self.flow.window_update_policy
         )
         self.conn.send_headers(stream_id, headers, end_stream=end_stream)
-        if exchange.buffered_bytes or (exchange.end_queued and not end_stream):
-            self._uploads[stream_id] = exchange
-        self._kick()
-
-    def _open_waiting(self) -> None:
-        waiting, self._unopened = self._unopened, []
-        for exchange, headers, end_stream in waiting:
-            if not exchange.closed:  # reset by the workload while it waited
-                self._open(exchange, headers, end_stream)
+        return stream_id
 
     def _pump_uploads(self) -> None:
-        if self._uploads:
+        uploads = self.exchanges.uploads
+        if uploads:
             conn = self.conn
-            pump_uploads(conn, self._uploads, conn.max_outbound_frame_size, self._forget_if_done)
-
-    def _forget_if_done(self, exchange: ClientExchange) -> None:
-        """Both directions ended: nothing more arrives for the exchange."""
-        if exchange.response_ended and exchange.end_queued and not exchange.buffered_bytes:
-            self._exchanges.pop(exchange.stream_id, None)
+            done = self.exchanges.forget_if_done
+            pump_uploads(conn, uploads, conn.max_outbound_frame_size, done)
 
     def _close_exchange(self, exchange: ClientExchange, error: ExchangeClosed) -> None:
         stream_id = exchange.stream_id
-        self._exchanges.pop(stream_id, None)
-        self._uploads.pop(stream_id, None)
         self._stream_windows.pop(stream_id, None)
-        unread = exchange.close(error)
+        unread = self.exchanges.close(exchange, error)
         if unread:
             # The stream is over; the connection's credit for what nobody will read is not.
             self._credit(stream_id, unread, stream_open=False)
 
-    def _kick(self) -> None:
+    def kick(self) -> None:
         """Send what exchanges queued or credited, once per event-loop turn."""
         if not self._kicked:
             self._kicked = True
@@ -529,22 +508,19 @@ class ClientConnection(asyncio.BufferedProtocol):
     # ClientExchangeLink (agent.client.exchange) -------------------------------------------------
 
     def exchange_queued(self, exchange: ClientExchange) -> None:
-        if self._exchanges.get(exchange.stream_id) is exchange:
-            self._uploads[exchange.stream_id] = exchange
-            self._kick()
+        self.exchanges.queued(exchange)
 
     def exchange_consumed(self, exchange: ClientExchange, flow_controlled_bytes: int) -> None:
         # The stream's window is gone once its response ended: then only the connection's counts.
         self._credit(exchange.stream_id, flow_controlled_bytes, stream_open=True)
-        self._kick()
+        self.kick()
 
     def exchange_reset(self, exchange: ClientExchange, error_code: int) -> None:
-        stream_id = exchange.stream_id
-        if self._exchanges.get(stream_id) is exchange:
+        if self.exchanges.owns(exchange):
             with contextlib.suppress(ProtocolError):
-                self.conn.reset_stream(stream_id, error_code)
+                self.conn.reset_stream(exchange.stream_id, error_code)
         self._close_exchange(exchange, ExchangeClosed(f"{exchange.path}: reset by the client"))
-        self._kick()
+        self.kick()
 
     async def settings_received(self) -> None:
         await self._settings_received

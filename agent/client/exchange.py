@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from agent.errors import AgentError, ExchangeClosed, ExchangeStateError
+from agent.errors import AgentError, ExchangeClosed, ExchangeRefused, ExchangeStateError
 from agent.exchange_queues import FrameSender, QueuedExchange, send_queued_frame
 
 __all__ = ["ClientExchange", "ExchangeClosed"]
@@ -199,3 +199,99 @@ def pump_uploads(
             done(exchange)
         if not progressed:
             return
+
+
+class ExchangeHost(Protocol):
+    """What `ClientExchanges` asks of its connection, HTTP/2's or HTTP/3's."""
+
+    connect_rfc: str  # the RFC of extended CONNECT over this protocol, for refusals
+
+    def settings_known(self) -> bool:
+        """The server's first SETTINGS are in."""
+        ...
+
+    def connect_enabled(self) -> bool:
+        """The server's SETTINGS enable extended CONNECT."""
+        ...
+
+    def open_stream(self, headers: list[tuple[bytes, bytes]], end_stream: bool) -> int:
+        """Send the request's HEADERS on a new stream (and keep what the protocol keeps per
+        stream); its id."""
+        ...
+
+    def kick(self) -> None:
+        """Send what exchanges queued, once this event-loop turn is over."""
+        ...
+
+
+class ClientExchanges:
+    """A client connection's exchanges: by stream while anything of them may still arrive,
+    those with bytes or an end to send (`uploads`), and extended CONNECTs waiting for the
+    server's SETTINGS (which must enable them, else the exchange is refused)."""
+
+    def __init__(self, host: ExchangeHost) -> None:
+        self._host = host
+        self.by_stream: dict[int, ClientExchange] = {}
+        self.uploads: dict[int, ClientExchange] = {}
+        self._waiting: list[tuple[ClientExchange, list[tuple[bytes, bytes]], bool]] = []
+
+    def open(
+        self, exchange: ClientExchange, headers: list[tuple[bytes, bytes]], end_stream: bool
+    ) -> None:
+        if is_extended_connect(headers) and not self._host.settings_known():
+            self._waiting.append((exchange, headers, end_stream))
+        else:
+            self._open(exchange, headers, end_stream)
+
+    def settings_arrived(self) -> None:
+        """Open the extended CONNECTs that waited for the server's SETTINGS."""
+        waiting, self._waiting = self._waiting, []
+        for exchange, headers, end_stream in waiting:
+            if not exchange.closed:  # reset by the workload while it waited
+                self._open(exchange, headers, end_stream)
+
+    def _open(
+        self, exchange: ClientExchange, headers: list[tuple[bytes, bytes]], end_stream: bool
+    ) -> None:
+        if is_extended_connect(headers) and not self._host.connect_enabled():
+            exchange.close(
+                ExchangeRefused(
+                    f"extended CONNECT to {exchange.path}: the server did not announce"
+                    f" SETTINGS_ENABLE_CONNECT_PROTOCOL ({self._host.connect_rfc})"
+                )
+            )
+            return
+        stream_id = self._host.open_stream(headers, end_stream)
+        exchange.stream_id = stream_id
+        self.by_stream[stream_id] = exchange
+        if exchange.buffered_bytes or (exchange.end_queued and not end_stream):
+            self.uploads[stream_id] = exchange
+        self._host.kick()
+
+    def owns(self, exchange: ClientExchange) -> bool:
+        """Its stream is open here (not closed, forgotten, or waiting to open)."""
+        return self.by_stream.get(exchange.stream_id) is exchange
+
+    def queued(self, exchange: ClientExchange) -> None:
+        """The workload queued bytes or the request's end."""
+        if self.owns(exchange):
+            self.uploads[exchange.stream_id] = exchange
+            self._host.kick()
+
+    def forget_if_done(self, exchange: ClientExchange) -> None:
+        """Both directions ended: nothing more arrives for the exchange."""
+        if exchange.response_ended and exchange.end_queued and not exchange.buffered_bytes:
+            self.by_stream.pop(exchange.stream_id, None)
+
+    def close(self, exchange: ClientExchange, error: ExchangeClosed) -> int:
+        """The stream is over (reset, or the connection gone): the flow-controlled bytes it
+        received and nobody read (agent.client.exchange.ClientExchange.close)."""
+        self.by_stream.pop(exchange.stream_id, None)
+        self.uploads.pop(exchange.stream_id, None)
+        return exchange.close(error)
+
+    def waiting_failed(self, reason: str) -> None:
+        """The connection ended before the server's SETTINGS: the waiting ones fail."""
+        for exchange, _headers, _end in self._waiting:
+            exchange.close(ExchangeClosed(f"{exchange.path}: {reason}"))
+        self._waiting.clear()

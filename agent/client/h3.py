@@ -28,9 +28,9 @@ from qh3.quic.events import ConnectionTerminated, QuicEvent, StreamDataReceived
 
 from agent.client.connect import Target
 from agent.client.connection import Response, request_headers, response_status
-from agent.client.exchange import ClientExchange, is_extended_connect, pump_uploads
+from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
 from agent.client.options import TrialOptions
-from agent.errors import ExchangeClosed, ExchangeRefused, FetchError, PeerProtocolError
+from agent.errors import ExchangeClosed, FetchError, PeerProtocolError
 from agent.frames import FrameCounts
 from agent.h3.credit import CreditLedger
 from agent.h3.settings import QuicWindows
@@ -180,11 +180,7 @@ class H3ClientConnection:
         self._h3 = AnnouncingH3(self._quic, windows)
         self._wire = H3Wire(self._h3, self._quic)
         self._responses: dict[int, tuple[Response, asyncio.Future[Response]]] = {}
-        # Exchanges by stream; those with bytes or an end to send; extended CONNECTs waiting
-        # for the server's SETTINGS.
-        self._exchanges: dict[int, ClientExchange] = {}
-        self._uploads: dict[int, ClientExchange] = {}
-        self._unopened: list[tuple[ClientExchange, list[tuple[bytes, bytes]], bool]] = []
+        self.exchanges = ClientExchanges(self)
         self._kicked = False
         self._settings: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # A connection lost before its SETTINGS fails the future whether or not a trial waits.
@@ -195,7 +191,7 @@ class H3ClientConnection:
         protocol.on_event = self._event
         self._quic.take_stream_data = self._body_inside_frame
         protocol.before_transmit = self._pump_uploads
-        protocol.uploads = self._uploads
+        protocol.uploads = self.exchanges.uploads
 
     @property
     def lost_reason(self) -> str | None:
@@ -241,52 +237,30 @@ class H3ClientConnection:
             raise PeerProtocolError(self._lost)
         block = request_headers(method, authority, scheme, path, headers)
         exchange = ClientExchange(self, method, path, time.monotonic_ns(), end_stream)
-        if is_extended_connect(block) and not self._settings.done():
-            self._unopened.append((exchange, block, end_stream))
-        else:
-            self._open(exchange, block, end_stream)
+        self.exchanges.open(exchange, block, end_stream)
         return exchange
 
-    def _open(
-        self, exchange: ClientExchange, headers: list[tuple[bytes, bytes]], end_stream: bool
-    ) -> None:
-        received = self._h3.received_settings or {}
-        if is_extended_connect(headers) and received.get(Setting.ENABLE_CONNECT_PROTOCOL) != 1:
-            exchange.close(
-                ExchangeRefused(
-                    f"extended CONNECT to {exchange.path}: the server did not announce"
-                    " SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 9220)"
-                )
-            )
-            return
-        stream_id = self._quic.get_next_available_stream_id()
-        exchange.stream_id = stream_id
-        self._exchanges[stream_id] = exchange
-        self._h3.send_headers(stream_id, headers, end_stream=end_stream)
-        if exchange.buffered_bytes or (exchange.end_queued and not end_stream):
-            self._uploads[stream_id] = exchange
-        self._kick()
+    # ExchangeHost (agent.client.exchange)
 
-    def _open_waiting(self) -> None:
-        waiting, self._unopened = self._unopened, []
-        for exchange, headers, end_stream in waiting:
-            if not exchange.closed:  # reset by the workload while it waited
-                self._open(exchange, headers, end_stream)
+    connect_rfc = "RFC 9220"
+
+    def settings_known(self) -> bool:
+        return self._settings.done()
+
+    def connect_enabled(self) -> bool:
+        received = self._h3.received_settings or {}
+        return received.get(Setting.ENABLE_CONNECT_PROTOCOL) == 1
+
+    def open_stream(self, headers: list[tuple[bytes, bytes]], end_stream: bool) -> int:
+        stream_id: int = self._quic.get_next_available_stream_id()
+        self._h3.send_headers(stream_id, headers, end_stream=end_stream)
+        return stream_id
 
     def _pump_uploads(self) -> None:
-        pump_uploads(self._wire, self._uploads, STREAM_BUFFER_BYTES, self._forget_if_done)
+        exchanges = self.exchanges
+        pump_uploads(self._wire, exchanges.uploads, STREAM_BUFFER_BYTES, exchanges.forget_if_done)
 
-    def _forget_if_done(self, exchange: ClientExchange) -> None:
-        """Both directions ended: nothing more arrives for the exchange."""
-        if exchange.response_ended and exchange.end_queued and not exchange.buffered_bytes:
-            self._exchanges.pop(exchange.stream_id, None)
-
-    def _close_exchange(self, exchange: ClientExchange, error: ExchangeClosed) -> None:
-        self._exchanges.pop(exchange.stream_id, None)
-        self._uploads.pop(exchange.stream_id, None)
-        exchange.close(error)
-
-    def _kick(self) -> None:
+    def kick(self) -> None:
         """Send what exchanges queued, once per event-loop turn."""
         if not self._kicked:
             self._kicked = True
@@ -300,18 +274,16 @@ class H3ClientConnection:
     # ClientExchangeLink (agent.client.exchange)
 
     def exchange_queued(self, exchange: ClientExchange) -> None:
-        if self._exchanges.get(exchange.stream_id) is exchange:
-            self._uploads[exchange.stream_id] = exchange
-            self._kick()
+        self.exchanges.queued(exchange)
 
     def exchange_consumed(self, exchange: ClientExchange, flow_controlled_bytes: int) -> None:
         """qh3 granted the credit when the bytes arrived."""
 
     def exchange_reset(self, exchange: ClientExchange, error_code: int) -> None:
-        if self._exchanges.get(exchange.stream_id) is exchange and self._lost is None:
+        if self.exchanges.owns(exchange) and self._lost is None:
             self._wire.reset_stream(exchange.stream_id, error_code)
-        self._close_exchange(exchange, ExchangeClosed(f"{exchange.path}: reset by the client"))
-        self._kick()
+        self.exchanges.close(exchange, ExchangeClosed(f"{exchange.path}: reset by the client"))
+        self.kick()
 
     async def settings_received(self) -> None:
         await self._settings
@@ -366,15 +338,16 @@ class H3ClientConnection:
             return
         for h3_event in self._h3.handle_event(event):
             if isinstance(h3_event, HeadersReceived | DataReceived):
-                if h3_event.stream_id in self._exchanges:
-                    self._exchange_event(self._exchanges[h3_event.stream_id], h3_event)
+                exchange = self.exchanges.by_stream.get(h3_event.stream_id)
+                if exchange is not None:
+                    self._exchange_event(exchange, h3_event)
                 else:
                     self._h3_event(h3_event)
             elif isinstance(h3_event, StreamReset | StopSending):
                 self._stream_stopped(h3_event)
         if not self._settings.done() and self._h3.received_settings is not None:
             self._settings.set_result(None)
-            self._open_waiting()
+            self.exchanges.settings_arrived()
 
     def _body_inside_frame(self, stream_id: int, data: bytes, end_stream: bool) -> bool:
         """A GET response's chunk inside the DATA frame being received, hashed without qh3's
@@ -400,22 +373,23 @@ class H3ClientConnection:
             exchange.deliver(event.data, len(event.data))
         if event.stream_ended:
             exchange.deliver_end(now)
-            self._forget_if_done(exchange)
+            self.exchanges.forget_if_done(exchange)
 
     def _stream_stopped(self, event: StreamReset | StopSending) -> None:
         """The server reset a stream, or asked us to stop sending on it: with H3_NO_ERROR
         (RFC 9114 4.1) only the request body stops, the response still comes."""
         stream_id = event.stream_id
         name = h3_error_name(event.error_code)
-        exchange = self._exchanges.get(stream_id)
+        exchanges = self.exchanges
+        exchange = exchanges.by_stream.get(stream_id)
         if exchange is not None:
             if isinstance(event, StopSending) and event.error_code == ErrorCode.H3_NO_ERROR:
-                self._uploads.pop(stream_id, None)
+                exchanges.uploads.pop(stream_id, None)
                 exchange.upload_stopped()
-                self._forget_if_done(exchange)
+                exchanges.forget_if_done(exchange)
             else:
                 reason = f"server reset the stream of {exchange.path} ({name})"
-                self._close_exchange(exchange, ExchangeClosed(reason))
+                exchanges.close(exchange, ExchangeClosed(reason))
         entry = self._responses.pop(stream_id, None)
         if entry is not None and not entry[1].done():
             entry[1].set_exception(
@@ -459,11 +433,9 @@ class H3ClientConnection:
             if not future.done():
                 future.set_exception(PeerProtocolError(self._lost))
         self._responses.clear()
-        for exchange, _headers, _end in self._unopened:
-            exchange.close(ExchangeClosed(f"{exchange.path}: {self._lost}"))
-        self._unopened.clear()
-        for exchange in list(self._exchanges.values()):
-            self._close_exchange(exchange, ExchangeClosed(f"{exchange.path}: {self._lost}"))
+        self.exchanges.waiting_failed(self._lost)
+        for exchange in list(self.exchanges.by_stream.values()):
+            self.exchanges.close(exchange, ExchangeClosed(f"{exchange.path}: {self._lost}"))
         if not self._settings.done():
             self._settings.set_exception(PeerProtocolError(self._lost))
 
