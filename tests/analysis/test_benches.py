@@ -184,11 +184,9 @@ def test_a_trial_in_both_benches_is_kept_once_the_first_started(
 
 
 def test_runs_of_other_studies_or_of_their_own_are_compared_as_before(tmp_path: Path) -> None:
+    """Not one study: write_reports takes the comparison's path (tests/analysis/test_compare*)."""
     a, b = _split(tmp_path, b={**STUDY, "name": "another-study"})
     assert shared_study([load_run(a), load_run(b)]) is None
-    assert main(["report", str(a), str(b)]) == 0
-    assert (a / "report" / f"compare-{b.name}" / "report.md").is_file()
-    assert not list((a / "report").glob("study-*"))
     c = _bench(tmp_path / "source", tmp_path / "own", "-", lambda _i, _row: True, None)
     assert shared_study([load_run(a), load_run(c)]) is None
 

@@ -97,6 +97,14 @@ def _tree(pid: int) -> list[psutil.Process]:
     return psutil.Process(pid).children(recursive=True)
 
 
+def _name(process: psutil.Process) -> str:
+    """Its name; "" for one that ended since the tree was listed (a node command's shell)."""
+    try:
+        return process.name()
+    except psutil.NoSuchProcess:
+        return ""
+
+
 def _agents(tree: list[psutil.Process], verb: str) -> list[psutil.Process]:
     found = []
     for process in tree:
@@ -267,7 +275,7 @@ def test_a_killed_simavr_harness_pauses_the_sweep_without_a_traceback(tmp_path: 
     controller = _start(tmp_path, "run.repetitions=10", "meter.source=simavr")
     try:
         run = _wait_for_rows(tmp_path, controller, 1)
-        (harness,) = [p for p in _tree(controller.pid) if p.name().startswith("h2iot_sim")]
+        (harness,) = [p for p in _tree(controller.pid) if _name(p).startswith("h2iot_sim")]
         harness.send_signal(signal.SIGKILL)
         stdout, stderr = controller.communicate(timeout=120)
     finally:
