@@ -248,7 +248,13 @@ def other_manifest_facts(run: Run) -> list[tuple[str, str]]:
 
 
 def idle_power_mw(run: Run) -> float | None:
-    """The idle baseline: the first manifest key (outside config) naming idle power in mW."""
+    """The idle baseline: the sweep's measured `idle_baseline_mw`; in a run without it, the
+    first manifest key (outside config) naming idle power in mW. (A modelled meter's manifest
+    also holds its model's idle power, `meter.model.idle_mw`, earlier in key order: a model's
+    figure, not what was measured.)"""
+    measured = run.manifest.get("idle_baseline_mw")
+    if isinstance(measured, int | float) and not isinstance(measured, bool):
+        return float(measured)
     for key, value in flatten({k: v for k, v in run.manifest.items() if k not in _SKIP_TOP}):
         last = key.rsplit(".", 1)[-1]
         if "idle" in last and last.endswith("_mw") and isinstance(value, int | float):
