@@ -33,7 +33,9 @@ def test_ppk2_api_reads_the_emulated_ppk2s_metadata_and_stream(tmp_path: Path) -
         "--supply-v", "5", "--duration", "60",
     )  # fmt: skip
     try:
-        api = PPK2_API(port, timeout=1, write_timeout=1, exclusive=True)
+        # ppk2-api's reads wait `timeout` for the metadata: 1 s was too short once on a loaded
+        # CI machine (get_modifiers gave None), the emulator a Python thread among many.
+        api = PPK2_API(port, timeout=5, write_timeout=5, exclusive=True)
         try:
             assert api.get_modifiers() is True
             for number, calibration in enumerate(EXAMPLE_METADATA.ranges):

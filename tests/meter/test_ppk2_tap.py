@@ -91,4 +91,7 @@ def test_the_modelled_ppk2_opens_through_the_config_as_the_sweep_would(tmp_path:
         modelled.close()
     assert modelled.error is None
     assert window.source == "marker" and window.samples_lost == 0
-    assert 50_000 < rate < 150_000 and (resyncs, gaps, lost) == (0, 0, 0)
+    # The emulated PPK2 is a Python thread pacing 100 kS/s by the clock: on a loaded CI machine
+    # it once fell to 34 kS/s over this short read. The bound checks the tap's rate is of the
+    # stream's order, not the emulator's pace (benchmarks/ppk2_reader.py measures the reader).
+    assert 10_000 < rate < 150_000 and (resyncs, gaps, lost) == (0, 0, 0)
