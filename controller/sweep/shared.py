@@ -13,8 +13,12 @@ value), or failed after every attempt (not taken again).
 
 A bench that dies mid-trial stops its heartbeat; once the grace period is over, a bench still
 working fails that trial for it and enqueues it again, so another bench takes it (optuna's
-RetryHeartbeatStaleTrialCallback). A bench with nothing left to take waits while others still
-run trials, since one of them may die. A trial whose row was written just before its bench
+RetryHeartbeatStaleTrialCallback). optuna never counts a trial as silent before its first
+heartbeat, so a bench that died between taking a trial and its first beat would hold it for
+ever: a trial another bench has watched run for a grace period gets a heartbeat from it, which
+changes nothing while its own bench beats and starts the grace period if that bench is gone.
+A bench with nothing left to take waits while others still run trials, since one of them may
+die. A trial whose row was written just before its bench
 died (before the study heard of it) runs again elsewhere: its rows in two benches' runs carry
 the same trial_id, and reading them together keeps the first.
 """
@@ -170,12 +174,14 @@ class SharedStudy:
         optuna = self._optuna
         states = optuna.trial.TrialState
         by_index = {trial.index: trial for trial in plan}
+        watched: dict[int, float | None] = {}  # running elsewhere: since when, None once beaten
         while True:
             optuna.storages.fail_stale_trials(self.study)
             trials = self.study.get_trials(deepcopy=False, states=(states.WAITING, states.RUNNING))
             if not trials:
                 return
             if not any(t.state == states.WAITING for t in trials):
+                self._beat_for_the_silent(trials, watched)
                 time.sleep(self.options.heartbeat_s / 2)
                 continue
             with self._claim_lock():
@@ -186,6 +192,8 @@ class SharedStudy:
                 continue
             trial = by_index[asked.suggest_int(INDEX, 0, max(by_index))]
             asked.set_user_attr("bench", self.options.bench)
+            # The first beat before the trial starts, not when the thread gets round to it.
+            self._storage.record_heartbeat(asked._trial_id)
             self._running[trial.trial_id] = asked
             beat = threading.Thread(target=self._beat, args=(asked,), daemon=True)
             self._beating.clear()
@@ -235,11 +243,21 @@ class SharedStudy:
         return len(trials)
 
     def _beat(self, asked: Any) -> None:
-        while True:
-            # optuna's Trial keeps its storage id private; its heartbeat is recorded by it.
+        # optuna's Trial keeps its storage id private; its heartbeat is recorded by it.
+        while not self._beating.wait(self.options.heartbeat_s):
             self._storage.record_heartbeat(asked._trial_id)
-            if self._beating.wait(self.options.heartbeat_s):
-                return
+
+    def _beat_for_the_silent(
+        self, running: Sequence[Any], watched: dict[int, float | None]
+    ) -> None:
+        """One heartbeat for each trial seen running elsewhere for longer than the grace
+        period: its bench's own beats make it moot, and its bench's death leaves it stale."""
+        now = time.monotonic()
+        for trial in running:
+            since = watched.setdefault(trial._trial_id, now)
+            if since is not None and now - since > self.options.grace_s:
+                self._storage.record_heartbeat(trial._trial_id)
+                watched[trial._trial_id] = None
 
 
 @contextlib.contextmanager
