@@ -36,7 +36,7 @@ from analysis.points import metric_rows, per_emulated_core, plain
 from analysis.report import FIGURES_DIR, REPORT_DIR, emulated_cores_caption
 from analysis.stats import Summary, welch_difference
 from analysis.study import Check, study_checks
-from analysis.tables import number
+from analysis.tables import number, value_text
 
 _PROVENANCE = ("source", "layers", "origins")  # where values came from, not what they are
 
@@ -171,7 +171,7 @@ def _metric_table(
     )
     body = tuple(
         (
-            *(str(int(r[a])) for a in axes),
+            *(value_text(r[a]) for a in axes),
             _side(r, "base", info.scale),
             _side(r, "other", info.scale),
             interval_text(
