@@ -3,6 +3,8 @@
 Every run is loaded and checked first, so a malformed folder stops the command before anything
 is written. Then each run gets its report; with more than one run, the first is the base and is
 compared with each other run in `<first>/report/compare-<other>/`, linked from both reports.
+An optimizing search's report also checks what it found against a grid run of its space among
+them (analysis.optimize).
 
 Runs that are the benches of one shared study (analysis.benches) are read together instead:
 each bench that took trials gets its own report as above, linked to the study's report in
@@ -19,7 +21,8 @@ from pathlib import Path
 from analysis.benches import Study, shared_study, write_study_report
 from analysis.compare import check_comparable, comparison_dir, write_comparison
 from analysis.errors import ComparisonError
-from analysis.load import load_run, require_results
+from analysis.load import Run, load_run, require_results
+from analysis.optimize import search_facts
 from analysis.points import DEFAULT_TARGET_RELATIVE_HALF_WIDTH, summarize_points
 from analysis.report import REPORT_DIR, write_report
 
@@ -60,12 +63,31 @@ def write_reports(
             (f"{base.name} vs {other.name}", os.path.relpath(target, other.path / REPORT_DIR))
         )
     written = [
-        write_report(run, target_relative_half_width, links[i], summaries[i]).html
+        write_report(
+            run, target_relative_half_width, links[i], summaries[i], grid_of(run, runs)
+        ).html
         for i, run in enumerate(runs)
     ]
     for index, other in enumerate(others, start=1):
         written.append(write_comparison(base, summaries[0], other, summaries[index]).html)
     return written
+
+
+def grid_of(run: Run, runs: Sequence[Run]) -> Run | None:
+    """For an optimizing search, the first other run that swept its whole space as a grid."""
+    if search_facts(run) is None:
+        return None
+    sweep = run.config.get("sweep")
+    return next(
+        (
+            other
+            for other in runs
+            if other is not run
+            and other.config.get("search") is None
+            and other.config.get("sweep") == sweep
+        ),
+        None,
+    )
 
 
 def _write_study(study: Study, target_relative_half_width: float) -> list[Path]:

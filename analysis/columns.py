@@ -18,6 +18,7 @@ TRIALS = "trials.csv"
 EVENTS = "events.jsonl"
 POWER_DIR = "power"
 BREAKDOWN = "breakdown.csv"  # a breakdown search's result (controller.sweep.search_run)
+OPTIMIZE = "optimize.csv"  # an optimizing search's trace (controller.sweep.optimize_run)
 
 WINDOW_AXIS = "initial_window_size"
 """The study's swept setting; figures put it (log2) on the x axis when the run sweeps it."""

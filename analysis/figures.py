@@ -64,7 +64,7 @@ class Source:
         return lines
 
 
-def _new_figure(width: float, height: float, note: str = "") -> Figure:
+def new_figure(width: float, height: float, note: str = "") -> Figure:
     """A figure on the Agg canvas, with `note` wrapped as a footnote under the axes."""
     lines = [
         wrapped
@@ -264,7 +264,7 @@ def _bounds_note(sources: Sequence[Source], bounds: Sequence[Bounds]) -> str:
 
 def figure_client(sources: Sequence[Source], bounds: Sequence[Bounds] = ()) -> Figure:
     """Study Figure 1; `bounds` pairs with `sources` (one per run) or is empty."""
-    figure = _new_figure(13.5, 4.6, _bounds_note(sources, bounds))
+    figure = new_figure(13.5, 4.6, _bounds_note(sources, bounds))
     axes = figure.subplots(1, 3)
     _panel(axes[0], sources, ["client_response_s"], "response time", bounds)
     _panel(axes[1], sources, ["client_cpu_s"], "CPU time")
@@ -274,7 +274,7 @@ def figure_client(sources: Sequence[Source], bounds: Sequence[Bounds] = ()) -> F
 
 
 def figure_server(sources: Sequence[Source], bounds: Sequence[Bounds] = ()) -> Figure:
-    figure = _new_figure(9.5, 4.6)
+    figure = new_figure(9.5, 4.6)
     axes = figure.subplots(1, 2)
     _panel(axes[0], sources, ["server_serve_s"], "response (serve) time", bounds)
     _panel(axes[1], sources, ["server_cpu_s"], "CPU time")
@@ -285,7 +285,7 @@ def figure_server(sources: Sequence[Source], bounds: Sequence[Bounds] = ()) -> F
 def figure_cpu_pct(sources: Sequence[Source], emulated_roles: Sequence[str] = ()) -> Figure:
     """Study Figure 3; `emulated_roles`: the nodes whose lines are in percent of their emulated
     core (the sources' summaries already divided by the quota: points.per_emulated_core)."""
-    figure = _new_figure(6.5, 4.6)
+    figure = new_figure(6.5, 4.6)
     ax = figure.subplots()
     _panel(ax, sources, ["client_cpu_pct", "server_cpu_pct"], "CPU time / response time")
     label = "% of one core"
@@ -297,7 +297,7 @@ def figure_cpu_pct(sources: Sequence[Source], emulated_roles: Sequence[str] = ()
 
 
 def figure_memory(sources: Sequence[Source]) -> Figure:
-    figure = _new_figure(6.5, 4.6)
+    figure = new_figure(6.5, 4.6)
     ax = figure.subplots()
     _panel(ax, sources, ["client_rss_peak_bytes", "server_rss_peak_bytes"], "peak RSS")
     _suptitle(figure, "Peak memory, client and server", sources)
@@ -312,7 +312,7 @@ def figure_frames(sources: Sequence[Source]) -> Figure | None:
     ]
     if not metrics:
         return None
-    figure = _new_figure(6.5, 4.6)
+    figure = new_figure(6.5, 4.6)
     ax = figure.subplots()
     _panel(ax, sources, metrics, "frames per byte received")
     ax.set_ylabel("frames / B")
@@ -328,7 +328,7 @@ def figure_workload(sources: Sequence[Source], kind: str, columns: Sequence[str]
         return None
     width = min(len(drawn), 3)
     height = math.ceil(len(drawn) / width)
-    figure = _new_figure(4.5 * width, 4.0 * height)
+    figure = new_figure(4.5 * width, 4.0 * height)
     axes = figure.subplots(height, width, squeeze=False).ravel()
     for ax, column in zip(axes, drawn, strict=False):
         _panel(ax, sources, [column], metric_of(column).label)
@@ -350,7 +350,7 @@ class Trace:
 def figure_power(traces: Sequence[Trace], idle_mw: float | None) -> Figure | None:
     if not traces:
         return None
-    figure = _new_figure(4.3 * len(traces) + 0.5, 3.8)
+    figure = new_figure(4.3 * len(traces) + 0.5, 3.8)
     axes = figure.subplots(1, len(traces), squeeze=False)[0]
     for ax, trace in zip(axes, traces, strict=True):
         t, p = trace.t_s, trace.power_mw
@@ -398,7 +398,7 @@ def figure_frame_model(fits: Sequence[FrameFit]) -> Figure | None:
     bytes and duration explain a trial's energy and CPU time."""
     if not fits:
         return None
-    figure = _new_figure(4.3 * len(fits) + 0.5, 4.0)
+    figure = new_figure(4.3 * len(fits) + 0.5, 4.0)
     axes = figure.subplots(1, len(fits), squeeze=False)[0]
     for ax, fit in zip(axes, fits, strict=True):
         measured, predicted = fit.residuals["measured"], fit.residuals["predicted"]

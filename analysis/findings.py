@@ -7,7 +7,8 @@ drew leads); the result section that states its main result, when the run has wh
 section needs (the study comparison needs the window axis); the metric whose table stands in
 when it has none; and, where the workload's own figures hold too many panels to read on a
 first screen, the columns of a figure drawn for it (HEADLINE_STEM), which then leads. A
-breakdown search's table leads any search run, whatever its workload.
+breakdown search's table, or an optimizing search's best settings, leads any search run,
+whatever its workload.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from analysis.breakdown import breakdown_blocks
 from analysis.document import Block, Bullets, Heading, Paragraph
 from analysis.facts import node_hardware
 from analysis.load import Run
+from analysis.optimize import FIGURE_STEM as SEARCH_STEM
+from analysis.optimize import optimize_blocks
 from analysis.points import metric_rows
 from analysis.tables import metric_table
 from analysis.workloads import report_of
@@ -43,11 +46,21 @@ def _breakdown(run: Run, _summary: pd.DataFrame) -> Sequence[Block]:
     return breakdown_blocks(run.path, run.manifest)
 
 
-def sections_of(run: Run) -> dict[str, Section]:
-    """The report's result sections, in the order they follow its first screen: a breakdown
-    search's, the study comparison, then the workload's own."""
+def sections_of(run: Run, grid: Run | None = None) -> dict[str, Section]:
+    """The report's result sections, in the order they follow its first screen: a search's
+    (checked against `grid`, a grid run of the same space, when given), the study comparison,
+    then the workload's own."""
     own = report_of(run.workload)
-    return {"breakdown": _breakdown, "study": own.study or not_compared_blocks, **own.sections}
+
+    def search(run: Run, _summary: pd.DataFrame) -> Sequence[Block]:
+        return optimize_blocks(run, grid)
+
+    return {
+        "breakdown": _breakdown,
+        "search": search,
+        "study": own.study or not_compared_blocks,
+        **own.sections,
+    }
 
 
 def headline_of(run: Run) -> Headline:
@@ -56,7 +69,7 @@ def headline_of(run: Run) -> Headline:
 
 def headline_figure(run: Run, drawn: Sequence[str]) -> str | None:
     """The stem of the figure the report leads with, among those it drew."""
-    wanted = (HEADLINE_STEM, *headline_of(run).figures, *DEFAULT_HEADLINE.figures)
+    wanted = (SEARCH_STEM, HEADLINE_STEM, *headline_of(run).figures, *DEFAULT_HEADLINE.figures)
     return next((stem for stem in wanted if stem in drawn), drawn[0] if drawn else None)
 
 
@@ -67,12 +80,15 @@ def _metric_lead(run: Run, summary: pd.DataFrame, metric: str, target: float) ->
     return [Heading("Main result"), metric_table(summary, run.axes, metric, target)]
 
 
-def arrange(run: Run, summary: pd.DataFrame, target: float) -> tuple[list[Block], list[Block]]:
+def arrange(
+    run: Run, summary: pd.DataFrame, target: float, grid: Run | None = None
+) -> tuple[list[Block], list[Block]]:
     """(the findings the report leads with, the other result sections in sections_of's order)."""
-    made = {name: list(section(run, summary)) for name, section in sections_of(run).items()}
+    sections = sections_of(run, grid)
+    made = {name: list(section(run, summary)) for name, section in sections.items()}
     headline = headline_of(run)
     own = headline.section if set(headline.needs_axes) <= set(run.axes) else None
-    lead = next((name for name in ("breakdown", own) if name and made[name]), None)
+    lead = next((name for name in ("breakdown", "search", own) if name and made[name]), None)
     rest = [block for name, blocks in made.items() if name != lead for block in blocks]
     if lead is None:
         return _metric_lead(run, summary, headline.metric, target), rest

@@ -77,6 +77,8 @@ from analysis.findings import arrange, headline_figure, headline_of
 from analysis.frame_model import Fit, fit_run, summary_rows
 from analysis.load import Run, load_power, require_results
 from analysis.opening import first_screen, what_ran
+from analysis.optimize import FIGURE_STEM as SEARCH_STEM
+from analysis.optimize import figure_search
 from analysis.points import (
     DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
     per_emulated_core,
@@ -178,7 +180,7 @@ def emulated_cores_caption(fractions: dict[str, float]) -> str:
 
 
 def _figures(
-    run: Run, summary: pd.DataFrame, bounds: Bounds
+    run: Run, summary: pd.DataFrame, bounds: Bounds, grid: Run | None = None
 ) -> tuple[list[tuple[str, Figure, str]], list[str]]:
     source = Source(summary, run.axes, protocols=run.protocols)
     fractions = emulated_core_fractions(run)
@@ -246,7 +248,17 @@ def _figures(
     lead = figure_workload([source], run.workload, headline.draws) if headline.draws else None
     if lead is not None:
         figures.insert(0, (HEADLINE_STEM, lead, headline.caption))
+    search = figure_search(run, grid)
+    if search is not None:
+        figures.insert(0, (SEARCH_STEM, search, SEARCH_CAPTION))
     return figures, notes
+
+
+SEARCH_CAPTION = (
+    "The optimizing search: the best mean so far against the trials it used (the grid's best "
+    "and its interval shaded, when a grid run was given), or, for two objectives, every point "
+    "it measured with the Pareto front marked."
+)
 
 
 def _image(stem: str, caption: str, lead: bool = False) -> Image:
@@ -304,12 +316,13 @@ def build_blocks(
     fits: Sequence[Fit] = (),
     truth: pd.DataFrame | None = None,
     client_nodes: Sequence[Mapping[str, str]] = (),
+    grid: Run | None = None,
 ) -> list[Block]:
     """The report, findings first (module doc). `figure_entries`: (stem, caption) of each
     figure drawn; `truth`: the modelled meter's agreement table; `client_nodes`:
     trial_clients.csv's rows (analysis.clients), for a run of several."""
     lead = headline_figure(run, [stem for stem, _caption in figure_entries])
-    findings, sections = arrange(run, summary, target)
+    findings, sections = arrange(run, summary, target, grid)
     blocks = first_screen(
         run,
         sentence=what_ran(run, client_nodes),
@@ -351,9 +364,11 @@ def write_report(
     target_relative_half_width: float = DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
     comparisons: Sequence[tuple[str, str]] = (),
     summary: pd.DataFrame | None = None,
+    grid: Run | None = None,
 ) -> ReportFiles:
     """Writes `<run>/report/`; `comparisons` are (title, href relative to the report) links;
-    `summary` is `summarize_points(run, target_relative_half_width)` when already computed."""
+    `summary` is `summarize_points(run, target_relative_half_width)` when already computed;
+    `grid`: a grid run of an optimizing search's space, to check what it found against."""
     require_results(run)
     client_nodes = read_side_table(run.path)  # checked before anything is written
     directory = run.path / REPORT_DIR
@@ -370,7 +385,7 @@ def write_report(
     residuals_table(fits).to_csv(
         directory / "frame_model_residuals.csv", index=False, lineterminator="\n"
     )
-    figures, notes = _figures(run, summary, bounds)
+    figures, notes = _figures(run, summary, bounds, grid)
     fitted = figure_frame_model(fits)
     if fitted is not None:
         figures.append(
@@ -396,6 +411,7 @@ def write_report(
         fits=fits,
         truth=agreement(run),
         client_nodes=client_nodes,
+        grid=grid,
     )
     markdown = directory / "report.md"
     markdown.write_text(to_markdown(blocks), encoding="utf-8")

@@ -33,6 +33,7 @@ from controller.cli import COMMANDS
 from controller.cli._help import FORMATTER, example
 from controller.config import DEFAULT_CONFIG_PATH, Config
 from controller.config.load import Layer, config_of, read_layers, with_overrides
+from controller.config.model import AxisValue, OptimizeConfig
 from controller.dashboard.live import LiveDashboard, MeterWatch, PlainLines, Sink
 from controller.dashboard.state import Notice, SweepStarted
 from controller.errors import ConfigError, ControllerError
@@ -41,6 +42,7 @@ from controller.run.recorder import RunRecorder, manifest_to_resume, read_trials
 from controller.sweep import baseline
 from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
 from controller.sweep.errors import MeterLost, NodeLost
+from controller.sweep.optimize_run import OptimizeRun
 from controller.sweep.plan import PlannedTrial, plan_trials
 from controller.sweep.search_run import (
     BreakdownRun,
@@ -169,6 +171,8 @@ def _prepare(args: argparse.Namespace) -> _Sweep:
             config.sweep.points(), config.run.repetitions, config.run.order, config.run.seed
         )
         axes = tuple(config.sweep.names)
+    elif isinstance(config.search, OptimizeConfig):  # it plans as it goes, over the grid's axes
+        plan, axes = [], tuple(config.sweep.names)
     else:  # the search plans as it goes (controller.sweep.search_run)
         plan, axes = [], search_axes(config)
     if args.resume is None:
@@ -279,8 +283,18 @@ def _manifest(sweep: _Sweep) -> dict[str, Any]:
 
 
 def _planned(sweep: _Sweep) -> int:
-    """The plan's trials; a breakdown search's most."""
-    return len(sweep.plan) if sweep.config.search is None else trials_bound(sweep.config)
+    """The plan's trials; a search's most."""
+    search = sweep.config.search
+    if search is None:
+        return len(sweep.plan)
+    return search.budget if isinstance(search, OptimizeConfig) else trials_bound(sweep.config)
+
+
+def _first_point(config: Config) -> dict[str, AxisValue]:
+    """Where a search's server starts (the idle baseline's)."""
+    if isinstance(config.search, OptimizeConfig):
+        return config.sweep.points()[0]
+    return first_point(config)
 
 
 def _recorder(sweep: _Sweep, sink: Sink) -> tuple[RunRecorder, dict[str, Any]]:
@@ -321,7 +335,7 @@ def _measure(
             nodes, meter, facts = opened
             if "idle_baseline_mw" not in manifest:
                 # A new run, or one stopped before its baseline: nothing measured yet.
-                nodes.ensure_server(plan[0].values if plan else first_point(config))
+                nodes.ensure_server(plan[0].values if plan else _first_point(config))
                 rtt_s = nodes.measure_rtt_s()
                 idle = baseline.before_sweep(meter, config, sink.post, recorder)
                 idle_mw = idle.baseline.mean_mw
@@ -359,6 +373,8 @@ def _measure(
                     outcome = engine.run(plan, shared)
                 elif config.search is None:
                     outcome = engine.run(plan)
+                elif isinstance(config.search, OptimizeConfig):
+                    outcome = OptimizeRun(engine, config, sink.post).run()
                 else:
                     outcome = BreakdownRun(engine, config, sink.post).run()
                 if outcome.paused is None and config.energy.idle_end:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -39,6 +40,7 @@ from controller.config.model import (
     LinkConfig,
     MeterConfig,
     NodeConfig,
+    OptimizeConfig,
     Role,
     RunConfig,
     SearchConfig,
@@ -337,22 +339,94 @@ def build(stack: Stack, source: str) -> Config:
 
 
 _SEARCH_REQUIRED = ("param", "low", "high", "metric")
+_OPTIMIZE_REQUIRED = ("objectives", "budget")
+_SEARCH_NAMES = {"breakdown": "a breakdown search", "optimize": "an optimizing search"}
+_KEYS_OF = {
+    "breakdown": set(SearchConfig.__dataclass_fields__) | {"kind"},
+    "optimize": set(OptimizeConfig.__dataclass_fields__),
+}
 
 
-def _search(stack: Stack, workload: WorkloadConfig, sweep: SweepConfig) -> SearchConfig | None:
-    """[search], when a layer gave it: its parameter must be a numeric parameter of the
-    workload outside the sweep's axes (which form the groups searched), its range inside the
-    parameter's, its metrics trials.csv columns."""
+def _search(
+    stack: Stack, workload: WorkloadConfig, sweep: SweepConfig
+) -> SearchConfig | OptimizeConfig | None:
+    """[search], when a layer gave it, of its kind (a breakdown search unless it says
+    otherwise): each kind's keys only, the required ones given."""
     given: dict[str, Any] | None = stack.tree.get("search")
     if given is None:
         return None
-    for key in _SEARCH_REQUIRED:
+    kind = given.get("kind", "breakdown")
+    required = _SEARCH_REQUIRED if kind == "breakdown" else _OPTIMIZE_REQUIRED
+    for key in given:
+        if key not in _KEYS_OF[kind]:
+            raise ConfigError(
+                f"{stack.origin(f'search.{key}')}: search.{key}: not a key of "
+                f"{_SEARCH_NAMES[kind]} "
+                f"(its keys: {', '.join(sorted(_KEYS_OF[kind]))}; configs/README.md)"
+            )
+    for key in required:
         if key not in given:
             raise ConfigError(
-                f"{stack.origin('search')}: search.{key}: required for a breakdown search "
-                f"(its keys {', '.join(_SEARCH_REQUIRED)}; configs/README.md)"
+                f"{stack.origin('search')}: search.{key}: required for {_SEARCH_NAMES[kind]} "
+                f"(its keys {', '.join(required)}; configs/README.md)"
             )
-    search = SearchConfig(**given)
+    if kind == "optimize":
+        return _optimize(stack, workload, sweep, OptimizeConfig(**given))
+    return _breakdown(
+        stack, workload, sweep, SearchConfig(**{k: v for k, v in given.items() if k != "kind"})
+    )
+
+
+def _repetitions(stack: Stack, search: SearchConfig | OptimizeConfig) -> None:
+    if search.repetitions > search.max_repetitions:
+        key = "search.max_repetitions"
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: {search.max_repetitions} is fewer than "
+            f"search.repetitions ({search.repetitions})"
+        )
+
+
+def _columns_of(stack: Stack, kind: str, key: str, names: Sequence[str | None]) -> None:
+    columns = [c.name for c in (*METRIC_COLUMNS, *workload_columns(kind))]
+    for index, name in enumerate(names):
+        if name is not None and name not in columns:
+            at = f"search.{key}" + (f"[{index}]" if len(names) > 1 else "")
+            raise ConfigError(
+                f"{stack.origin(f'search.{key}')}: {at}: {name!r} is not a trials.csv "
+                f"metric of workload {kind!r} (e.g. {', '.join(columns[-4:])})"
+            )
+
+
+def _optimize(
+    stack: Stack, workload: WorkloadConfig, sweep: SweepConfig, search: OptimizeConfig
+) -> OptimizeConfig:
+    """The optimising search's space is the sweep's grid: some axis must offer a choice."""
+    if not any(len(values) > 1 for _name, values in sweep.axes):
+        raise ConfigError(
+            f"{stack.origin('search')}: search: an optimizing search chooses among the values "
+            "of [sweep]'s axes, and no axis has more than one"
+        )
+    if search.repetitions < 2:
+        key = "search.repetitions"
+        raise ConfigError(f"{stack.origin(key)}: {key}: at least 2, for an interval per point")
+    _repetitions(stack, search)
+    if search.budget < search.repetitions:
+        key = "search.budget"
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: {search.budget} trials is less than one round at a "
+            f"point (search.repetitions = {search.repetitions})"
+        )
+    _columns_of(stack, workload.kind, "objectives", search.objectives)
+    _columns_of(stack, workload.kind, "relative_to", [search.relative_to])
+    return search
+
+
+def _breakdown(
+    stack: Stack, workload: WorkloadConfig, sweep: SweepConfig, search: SearchConfig
+) -> SearchConfig:
+    """Its parameter must be a numeric parameter of the workload outside the sweep's axes
+    (which form the groups searched), its range inside the parameter's, its metrics trials.csv
+    columns."""
     spec = SPECS[workload.kind]
     numeric = [p.name for p in spec.params if p.kind in ("int", "float")]
     if search.param not in numeric:
@@ -380,20 +454,9 @@ def _search(stack: Stack, workload: WorkloadConfig, sweep: SweepConfig) -> Searc
         raise ConfigError(
             f"{stack.origin(key)}: {key}: low ({search.low:g}) must be below high ({search.high:g})"
         )
-    if search.repetitions > search.max_repetitions:
-        key = "search.max_repetitions"
-        raise ConfigError(
-            f"{stack.origin(key)}: {key}: {search.max_repetitions} is fewer than "
-            f"search.repetitions ({search.repetitions})"
-        )
-    columns = [c.name for c in (*METRIC_COLUMNS, *workload_columns(spec.kind))]
+    _repetitions(stack, search)
     for key in ("metric", "relative_to"):
-        name = getattr(search, key)
-        if name is not None and name not in columns:
-            raise ConfigError(
-                f"{stack.origin(f'search.{key}')}: search.{key}: {name!r} is not a trials.csv "
-                f"metric of workload {spec.kind!r} (e.g. {', '.join(columns[-4:])})"
-            )
+        _columns_of(stack, spec.kind, key, [getattr(search, key)])
     return search
 
 

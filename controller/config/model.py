@@ -319,6 +319,11 @@ SearchHolds = Literal["at_least", "at_most"]
 SEARCH_HOLDS: tuple[SearchHolds, ...] = ("at_least", "at_most")
 FailedTrial = Literal["give_up", "fails"]
 FAILED_TRIAL: tuple[FailedTrial, ...] = ("give_up", "fails")
+SearchKind = Literal["breakdown", "optimize"]
+SEARCH_KINDS: tuple[SearchKind, ...] = ("breakdown", "optimize")
+# optuna's samplers the optimising search offers (configs/README.md says why TPE is the default).
+Sampler = Literal["tpe", "nsga2", "random"]
+SAMPLERS: tuple[Sampler, ...] = ("tpe", "nsga2", "random")
 
 
 @dataclass(frozen=True)
@@ -342,6 +347,21 @@ class SearchConfig:
     unit_bytes: float | None = None
     # A probe trial that fails every attempt: give the group up, or fail the probe.
     failed_trial: FailedTrial = "give_up"
+
+
+@dataclass(frozen=True)
+class OptimizeConfig:
+    """[search] kind = "optimize" (controller.sweep.optimize_run): the point of the sweep's
+    grid that minimises one objective, or the Pareto front of two, within `budget` trials,
+    each point measured until its interval tells it from the best so far."""
+
+    objectives: tuple[str, ...]  # one or two trials.csv columns, each minimised
+    budget: int  # most trials the search runs
+    relative_to: str | None = None  # a trials.csv column dividing the first objective
+    sampler: Sampler = "tpe"
+    repetitions: int = 3  # trials per round at a point
+    max_repetitions: int = 12  # most trials at one point
+    kind: Literal["optimize"] = "optimize"
 
 
 def _plain(value: Any) -> Any:
@@ -373,7 +393,7 @@ class Config:
     meter: MeterConfig = field(default_factory=MeterConfig)
     link: LinkConfig = field(default_factory=LinkConfig)
     energy: EnergyConfig = field(default_factory=EnergyConfig)
-    search: SearchConfig | None = None  # None: a plain sweep of the grid
+    search: SearchConfig | OptimizeConfig | None = None  # None: a plain sweep of the grid
     # nodes.clients: the client nodes a trial's load is spread over, `client` the first of them
     # (the metered one); empty for the one client of nodes.client alone.
     clients: tuple[NodeConfig, ...] = ()

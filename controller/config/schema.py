@@ -38,7 +38,9 @@ from controller.config.model import (
     PROTOCOL_AXIS,
     PROTOCOLS,
     ROLES,
+    SAMPLERS,
     SEARCH_HOLDS,
+    SEARCH_KINDS,
     SENSORS,
     SERVER_ENGINE_AXIS,
 )
@@ -325,6 +327,22 @@ def channels(value: Any) -> dict[str, int | None]:
 
 _HOST_READER = text(_HOST, "a host name or address")
 _COLUMN = text(re.compile(r"[a-z][a-z0-9_]{0,63}"), "a trials.csv column name")
+
+
+def _objectives(value: Any) -> tuple[str, ...]:
+    """An optimising search's objectives: one or two trials.csv columns."""
+    if not isinstance(value, list) or not 1 <= len(value) <= 2:
+        raise _Invalid(f"expected an array of one or two column names, got {describe(value)}")
+    for index, item in enumerate(value):
+        try:
+            _COLUMN(item)
+        except _Invalid as exc:
+            raise _Invalid(str(exc), f"[{index}]") from None
+    if len(set(value)) < len(value):
+        raise _Invalid("names one column twice", "[1]")
+    return tuple(value)
+
+
 # trials.csv metrics a point can settle on (the run format's names).
 STOP_METRICS = (
     "client_response_s",
@@ -505,6 +523,10 @@ SCHEMA: Schema = {
     },
     # Checked against the workload and the sweep once the layers are merged (build.py).
     "search": {
+        "kind": choice(SEARCH_KINDS),
+        "objectives": _objectives,
+        "budget": integer(2, 10_000_000),
+        "sampler": choice(SAMPLERS),
         "param": _COLUMN,
         "low": number(0, 1e15, low_open=True),
         "high": number(0, 1e15, low_open=True),

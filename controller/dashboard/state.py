@@ -87,6 +87,19 @@ class SearchProgress:
     failing: int | float | None  # the first failing probe's value above it
 
 
+@dataclass(frozen=True)
+class OptimizeProgress:
+    """An optimizing search's place: the proposal just decided, the budget, the best so far."""
+
+    proposal: int  # from 1
+    point: Point
+    status: str  # optimize.csv's: measured, known, failed, skipped
+    trials_used: int
+    budget: int
+    best: tuple[Point, ...]  # the best point (two objectives: the front)
+    best_interval: tuple[float, float, float] | None  # one objective: its mean, CI low, high
+
+
 DashboardEvent = (
     SweepStarted
     | TrialStarted
@@ -96,6 +109,7 @@ DashboardEvent = (
     | NodeStatus
     | Notice
     | SearchProgress
+    | OptimizeProgress
 )
 
 
@@ -124,7 +138,7 @@ class SweepState:
     power: deque[tuple[float, float]] = field(default_factory=deque)
     points: dict[Point, PointResults] = field(default_factory=dict)
     notice: str = ""
-    search: SearchProgress | None = None
+    search: SearchProgress | OptimizeProgress | None = None
 
     @property
     def eta_s(self) -> float | None:
@@ -158,7 +172,7 @@ def apply(state: SweepState, event: DashboardEvent) -> None:
         state.meter = event
     elif isinstance(event, NodeStatus):
         state.nodes[event.role] = event.status
-    elif isinstance(event, SearchProgress):
+    elif isinstance(event, SearchProgress | OptimizeProgress):
         state.search = event
     else:
         state.notice = event.text

@@ -11,7 +11,12 @@ from rich.table import Table
 from rich.text import Text
 
 from analysis.stats import summarize
-from controller.dashboard.state import PointResults, SearchProgress, SweepState
+from controller.dashboard.state import (
+    OptimizeProgress,
+    PointResults,
+    SearchProgress,
+    SweepState,
+)
 
 _BARS = "▁▂▃▄▅▆▇█"
 
@@ -74,8 +79,22 @@ def _results_table(state: SweepState) -> Table:
     return table
 
 
-def search_text(search: SearchProgress) -> str:
+def optimize_text(search: OptimizeProgress) -> str:
+    """Where an optimizing search is: its trials of the budget and the best point so far."""
+    used = f"proposal {search.proposal}, {search.trials_used} of {search.budget} trials"
+    if not search.best:
+        return f"{used}; nothing measured yet"
+    if search.best_interval is None:
+        return f"{used}; front of {len(search.best)} points"
+    mean, low, high = search.best_interval
+    where = ", ".join(f"{name}={value}" for name, value in search.best[0])
+    return f"{used}; best {where}: {mean:.4g} [{low:.4g}, {high:.4g}]"
+
+
+def search_text(search: SearchProgress | OptimizeProgress) -> str:
     """Where a breakdown search is: group, probe, and the bracket it has narrowed so far."""
+    if isinstance(search, OptimizeProgress):
+        return optimize_text(search)
     group = ", ".join(f"{name}={value}" for name, value in search.group)
 
     def end(value: float | None) -> str:

@@ -84,8 +84,8 @@ def search_spec(config: Config) -> SearchSpec:
 
 
 def _search(config: Config) -> SearchConfig:
-    if config.search is None:
-        raise ValueError("the config has no [search]")
+    if not isinstance(config.search, SearchConfig):
+        raise ValueError("the config has no breakdown [search]")
     return config.search
 
 

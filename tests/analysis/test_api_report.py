@@ -78,8 +78,8 @@ def test_a_run_without_the_axes_takes_them_from_its_config() -> None:
 def test_other_workloads_get_no_section(workload: str) -> None:
     sections = sections_of(_run([_trial(16, "h2", "sql", 1.0)], workload))
     assert api_blocks not in sections.values()
-    assert list(sections) == ["breakdown", "study"]
-    assert list(sections_of(_run([_trial(16, "h2", "sql", 1.0)]))) == ["breakdown", "study", "api"]
+    assert list(sections) == ["breakdown", "search", "study"]
+    assert list(sections_of(_run([_trial(16, "h2", "sql", 1.0)]))) == ["breakdown", "search", "study", "api"]
 
 
 def test_a_run_without_ok_trials_gets_no_section() -> None:

@@ -1,0 +1,114 @@
+"""The optimising search's rules: which measured point is best (or on the front), and whether
+the point just measured needs more repetitions. Pure: points and their scores in, verdicts out;
+the sampler that proposes points and the trials that measure them are the run's
+(controller.sweep.optimize_run).
+
+Every objective is minimised (energy, energy per unit of work, response time). A point's scores
+are one tuple per ok trial, one score per objective; its interval per objective is the
+Student-t confidence interval of their mean.
+
+The decision a point's measurement serves is whether it beats the points measured so far: with
+one objective, the best of the others (the lowest mean); with two, each point of the others'
+Pareto front (by means). A point is *indistinct* from another while their intervals overlap in
+every objective: neither is better in any with confidence. A point gets `repetitions` more
+trials while it is indistinct from one of those and has fewer than `max_repetitions`; at that
+cap it stands on its mean (`forced`, not significant at the confidence).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from analysis.stats import Summary, summarize
+from controller.sweep.plan import Point
+
+Scores = tuple[float, ...]  # one trial's score per objective
+
+
+@dataclass(frozen=True)
+class OptimizeSpec:
+    objectives: tuple[str, ...]  # one or two, each minimised
+    budget: int  # most trials the search runs
+    repetitions: int = 3  # trials per round at a point
+    max_repetitions: int = 12  # most trials at one point
+    confidence: float = 0.90
+
+    def __post_init__(self) -> None:
+        if len(self.objectives) not in (1, 2):
+            raise ValueError(f"one or two objectives, not {len(self.objectives)}")
+        if not 2 <= self.repetitions <= self.max_repetitions:
+            raise ValueError(
+                f"need 2 <= repetitions <= max_repetitions, not {self.repetitions}, "
+                f"{self.max_repetitions}"
+            )
+        if self.budget < self.repetitions:
+            raise ValueError(f"budget {self.budget} is below one round of {self.repetitions}")
+
+
+def summaries(scores: Sequence[Scores], spec: OptimizeSpec) -> tuple[Summary, ...]:
+    """A point's interval per objective."""
+    return tuple(
+        summarize((trial[i] for trial in scores), spec.confidence)
+        for i in range(len(spec.objectives))
+    )
+
+
+def _overlap(a: Summary, b: Summary) -> bool:
+    if not all(math.isfinite(v) for v in (a.ci_low, a.ci_high, b.ci_low, b.ci_high)):
+        return True  # an interval not yet known separates nothing
+    return a.ci_low <= b.ci_high and b.ci_low <= a.ci_high
+
+
+def indistinct(a: Sequence[Summary], b: Sequence[Summary]) -> bool:
+    """Neither point is better than the other in any objective with confidence."""
+    return all(_overlap(x, y) for x, y in zip(a, b, strict=True))
+
+
+def dominates(a: Sequence[Summary], b: Sequence[Summary]) -> bool:
+    """`a`'s means are no worse in every objective and better in one."""
+    pairs = list(zip(a, b, strict=True))
+    return all(x.mean <= y.mean for x, y in pairs) and any(x.mean < y.mean for x, y in pairs)
+
+
+def front(measured: Mapping[Point, Sequence[Summary]]) -> list[Point]:
+    """The points no other dominates by means (with one objective: those of the lowest mean),
+    in the mapping's order."""
+    return [
+        point
+        for point, own in measured.items()
+        if not any(dominates(other, own) for p, other in measured.items() if p != point)
+    ]
+
+
+def rivals(point: Point, measured: Mapping[Point, Sequence[Summary]]) -> list[Point]:
+    """What `point`'s measurement is decided against: the front of the other points."""
+    return front({p: s for p, s in measured.items() if p != point})
+
+
+def needs_more(
+    point: Point, measured: Mapping[Point, Sequence[Summary]], n: int, spec: OptimizeSpec
+) -> bool:
+    """Whether `point` (measured `n` times) gets another round before the search goes on."""
+    if n >= spec.max_repetitions:
+        return False
+    if n < spec.repetitions:
+        return True
+    own = measured[point]
+    return any(indistinct(own, measured[rival]) for rival in rivals(point, measured))
+
+
+def forced(
+    point: Point, measured: Mapping[Point, Sequence[Summary]], n: int, spec: OptimizeSpec
+) -> bool:
+    """Stopped at `max_repetitions` still indistinct from a rival: its place is its mean's."""
+    own = measured[point]
+    return n >= spec.max_repetitions and any(
+        indistinct(own, measured[rival]) for rival in rivals(point, measured)
+    )
+
+
+def tied(best: Point, measured: Mapping[Point, Sequence[Summary]]) -> list[Point]:
+    """The other points indistinct from `best`: as good as far as the intervals can tell."""
+    return [p for p, s in measured.items() if p != best and indistinct(s, measured[best])]

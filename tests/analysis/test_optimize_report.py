@@ -1,0 +1,111 @@
+"""An optimizing search's result read from its trials (analysis.optimize): the best point and the
+points tied with it, the front of two objectives, and the check against a grid run's trials."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from analysis.load import Run
+from analysis.optimize import (
+    best_points,
+    grid_check,
+    intervals,
+    point_scores,
+    search_facts,
+    tied_with,
+)
+
+AXES = ("initial_window_size", "window_update_policy")
+SWEEP = {"initial_window_size": [4095, 65535], "window_update_policy": ["half", "every-frame"]}
+# energy per point: (4095, half) is best, (65535, half) close behind, the rest far.
+ENERGY = {
+    (4095, "half"): 10.0,
+    (65535, "half"): 10.3,
+    (4095, "every-frame"): 30.0,
+    (65535, "every-frame"): 20.0,
+}
+RESPONSE = {
+    (4095, "half"): 2.0,
+    (65535, "half"): 1.0,
+    (4095, "every-frame"): 3.0,
+    (65535, "every-frame"): 0.5,
+}
+SPREAD = (-0.2, 0.0, 0.2)
+
+
+def _run(name: str, points: list[tuple[int, str]], search: dict[str, Any] | None) -> Run:
+    rows = [
+        {
+            "initial_window_size": window,
+            "window_update_policy": policy,
+            "energy_above_idle_mj": ENERGY[(window, policy)] + wobble,
+            "client_response_s": RESPONSE[(window, policy)] * (1 + wobble / 10),
+        }
+        for window, policy in points
+        for wobble in SPREAD
+    ]
+    config: dict[str, Any] = {"run": {"confidence": 0.9, "repetitions": 3}, "sweep": SWEEP}
+    if search is not None:
+        config["search"] = {"kind": "optimize", "budget": 30, "sampler": "tpe", **search}
+    manifest = {"config": config, "axes": list(AXES)}
+    return Run(Path(name), manifest, AXES, pd.DataFrame(rows), len(rows), pd.DataFrame())
+
+
+GRID = _run("grid", list(ENERGY), None)
+
+
+def _search(points: list[tuple[int, str]], objectives: list[str]) -> Run:
+    return _run("search", points, {"objectives": objectives})
+
+
+def test_the_facts_of_a_search_and_none_for_a_grid() -> None:
+    facts = search_facts(_search([(4095, "half")], ["energy_above_idle_mj"]))
+    assert facts is not None and facts.grid_points == 4 and facts.grid_repetitions == 3
+    assert search_facts(GRID) is None
+
+
+def test_the_best_point_and_the_points_the_intervals_cannot_tell_from_it() -> None:
+    run = _search(list(ENERGY), ["energy_above_idle_mj"])
+    facts = search_facts(run)
+    assert facts is not None
+    measured = intervals(point_scores(run, facts), run.confidence)
+    (best,) = best_points(measured)
+    assert best == ("4095", "half")
+    assert tied_with(best, measured) == [("65535", "half")]
+
+
+def test_two_objectives_give_the_front() -> None:
+    run = _search(list(ENERGY), ["energy_above_idle_mj", "client_response_s"])
+    facts = search_facts(run)
+    assert facts is not None
+    measured = intervals(point_scores(run, facts), run.confidence)
+    assert set(best_points(measured)) == {
+        ("4095", "half"),
+        ("65535", "half"),
+        ("65535", "every-frame"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("measured", "verdict", "same", "within"),
+    [
+        ([(4095, "half"), (65535, "every-frame")], "found the grid's best point", True, True),
+        ([(65535, "half"), (4095, "every-frame")], "cannot tell from its best", False, True),
+        ([(65535, "every-frame"), (4095, "every-frame")], "missed the grid's best", False, False),
+    ],
+)
+def test_the_search_is_checked_against_the_grid(
+    measured: list[tuple[int, str]], verdict: str, same: bool, within: bool
+) -> None:
+    search = _search(measured, ["energy_above_idle_mj"])
+    facts = search_facts(search)
+    assert facts is not None
+    check = grid_check(search, facts, GRID)
+    assert check is not None
+    assert check.grid_best == ("4095", "half")
+    assert (check.same, check.within) == (same, within)
+    assert verdict in check.verdict

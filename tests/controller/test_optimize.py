@@ -1,0 +1,119 @@
+"""The optimizing search's rules (controller.sweep.optimize): the front, the best, and when a
+point needs more repetitions, over generated points and scores."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.sweep.optimize import (
+    OptimizeSpec,
+    dominates,
+    forced,
+    front,
+    indistinct,
+    needs_more,
+    rivals,
+    summaries,
+    tied,
+)
+from controller.sweep.plan import Point
+
+ONE = OptimizeSpec(("energy_mj",), budget=100, repetitions=3, max_repetitions=9)
+TWO = OptimizeSpec(("energy_mj", "client_response_s"), budget=100)
+
+score = st.floats(min_value=0, max_value=1000, allow_nan=False)
+
+
+def _point(i: int) -> Point:
+    return (("initial_window_size", 1024 * (i + 1)),)
+
+
+def _measured(points: list[list[tuple[float, ...]]], spec: OptimizeSpec) -> dict:
+    return {_point(i): summaries(scores, spec) for i, scores in enumerate(points)}
+
+
+two_objective_points = st.lists(
+    st.lists(st.tuples(score, score), min_size=2, max_size=5), min_size=1, max_size=8
+)
+
+
+@given(two_objective_points)
+def test_the_front_is_what_no_point_dominates(points: list[list[tuple[float, float]]]) -> None:
+    measured = _measured(points, TWO)
+    on = front(measured)
+    assert on  # a finite set always has a non-dominated point
+    for point, own in measured.items():
+        beaten = any(dominates(other, own) for p, other in measured.items() if p != point)
+        assert (point in on) == (not beaten)
+
+
+@given(st.lists(st.lists(st.tuples(score), min_size=2, max_size=5), min_size=1, max_size=8))
+def test_with_one_objective_the_front_is_the_lowest_mean(points: list[list[tuple[float]]]) -> None:
+    measured = _measured(points, ONE)
+    lowest = min(s[0].mean for s in measured.values())
+    assert {p for p, s in measured.items() if s[0].mean == lowest} == set(front(measured))
+
+
+@given(two_objective_points, st.integers(0, 20))
+def test_repetitions_bound_the_rounds(points: list[list[tuple[float, float]]], n: int) -> None:
+    measured = _measured(points, TWO)
+    point = _point(0)
+    more = needs_more(point, measured, n, TWO)
+    if n < TWO.repetitions:
+        assert more
+    if n >= TWO.max_repetitions:
+        assert not more
+        assert forced(point, measured, n, TWO) == any(
+            indistinct(measured[point], measured[r]) for r in rivals(point, measured)
+        )
+
+
+def test_a_point_clearly_apart_from_the_best_needs_no_more() -> None:
+    measured = _measured([[(10.0,), (10.1,), (9.9,)], [(20.0,), (20.2,), (19.8,)]], ONE)
+    assert not needs_more(_point(1), measured, 3, ONE)  # worse, with confidence
+    assert not needs_more(_point(0), measured, 3, ONE)  # better, with confidence
+    assert tied(_point(0), measured) == []
+
+
+def test_a_point_whose_interval_holds_the_best_gets_another_round() -> None:
+    measured = _measured([[(10.0,), (11.0,), (9.0,)], [(10.5,), (12.0,), (9.5,)]], ONE)
+    assert indistinct(measured[_point(0)], measured[_point(1)])
+    assert needs_more(_point(1), measured, 3, ONE)
+    assert tied(_point(0), measured) == [_point(1)]
+    assert forced(_point(1), measured, 9, ONE) and not needs_more(_point(1), measured, 9, ONE)
+
+
+def test_two_objectives_separate_on_either() -> None:
+    # Indistinct in energy, clearly apart in response time: decided.
+    measured = _measured(
+        [[(10.0, 1.0), (11.0, 1.01), (9.0, 0.99)], [(10.5, 2.0), (12.0, 2.01), (9.5, 1.99)]], TWO
+    )
+    assert not indistinct(measured[_point(0)], measured[_point(1)])
+    assert not needs_more(_point(1), measured, 3, TWO)
+    assert front(measured) == [_point(0)]
+
+
+def test_an_interval_not_yet_known_separates_nothing() -> None:
+    measured = _measured([[(10.0,)], [(50.0,), (50.1,)]], ONE)
+    assert math.isnan(measured[_point(0)][0].ci_low)
+    assert indistinct(measured[_point(0)], measured[_point(1)])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"objectives": ()}, "one or two objectives"),
+        ({"objectives": ("a", "b", "c")}, "one or two objectives"),
+        ({"repetitions": 1}, "2 <= repetitions"),
+        ({"repetitions": 5, "max_repetitions": 4}, "repetitions <= max_repetitions"),
+        ({"budget": 2}, "below one round"),
+    ],
+)
+def test_a_spec_that_cannot_search_is_refused(kwargs: dict, message: str) -> None:
+    values = {"objectives": ("energy_mj",), "budget": 10, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        OptimizeSpec(**values)
