@@ -160,6 +160,15 @@ def shared_study(runs: Sequence[Run]) -> Study | None:
 
 
 def _merged(name: str, storage: str, benches: Sequence[tuple[str, Run]]) -> Study:
+    for bench, run in benches:
+        # Rows name their bench (trials.csv's `bench`, where the run has it): the manifest's.
+        named = run.ok.get(BENCH)
+        if named is not None and (named.astype(str) != bench).any():
+            other = named[named.astype(str) != bench].iloc[0]
+            raise RunFormatError(
+                f"{run.path / TRIALS}: column bench: {other!r} where the manifest's study.bench "
+                f"is {bench!r}"
+            )
     parts = [run.ok.assign(**{BENCH: bench}) for bench, run in benches if not run.ok.empty]
     first = benches[0][1]
     if not parts:

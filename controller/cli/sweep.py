@@ -303,11 +303,17 @@ def _recorder(sweep: _Sweep, sink: Sink) -> tuple[RunRecorder, dict[str, Any]]:
     kind = sweep.config.workload.kind
     search = sweep.config.search is not None
     quic = "h3" in sweep.config.protocols
+    bench = None if sweep.study is None else sweep.study.bench
     manifest = _manifest(sweep)
     if sweep.resumed is None:
-        recorder = RunRecorder.create(sweep.run_dir, sweep.axes, manifest, kind, search, quic=quic)
+        recorder = RunRecorder.create(
+            sweep.run_dir, sweep.axes, manifest, kind, search, quic=quic, bench=bench
+        )
         return recorder, manifest
-    recorder = RunRecorder(sweep.run_dir, sweep.axes, kind, search, quic)
+    study = sweep.resumed.get("study")
+    if bench is None and isinstance(study, dict):  # a bench's run resumed on its own
+        bench = study.get("bench")
+    recorder = RunRecorder(sweep.run_dir, sweep.axes, kind, search, quic, bench=bench)
     recorded = {key: value for key, value in sweep.resumed.items() if key != "format_version"}
     merged = {**manifest, **recorded, "config_layers": manifest["config_layers"]}
     if merged != recorded:

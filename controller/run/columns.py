@@ -122,9 +122,22 @@ SEARCH_COLUMNS: tuple[Column, ...] = (
     Column(
         "search_group",
         "",
-        "breakdown search runs only: the group searched (a point of the sweep's axes), from 1",
+        "search runs only: a breakdown search's group (a point of the sweep's axes), from 1; "
+        "an optimizing search's is 1",
     ),
-    Column("search_probe", "", "breakdown search runs only: the group's probe, from 1"),
+    Column(
+        "search_probe",
+        "",
+        "search runs only: the group's probe (an optimizing search's proposal), from 1",
+    ),
+)
+BENCH_COLUMNS: tuple[Column, ...] = (
+    Column(
+        "bench",
+        "",
+        "shared-study runs only (`h2iot sweep --study URL --bench NAME`): the bench that ran "
+        "the trial",
+    ),
 )
 QUIC_COLUMNS: tuple[Column, ...] = (
     Column("client_datagrams_received", "", "h3 runs only: UDP datagrams the client received"),
@@ -214,21 +227,36 @@ def _axis_column(name: str) -> Column:
 
 
 def trial_columns(
-    axes: tuple[str, ...], workload: str = DEFAULT_KIND, search: bool = False, quic: bool = False
+    axes: tuple[str, ...],
+    workload: str = DEFAULT_KIND,
+    search: bool = False,
+    quic: bool = False,
+    *,
+    bench: bool = False,
 ) -> tuple[Column, ...]:
-    """A breakdown search's run has SEARCH_COLUMNS after the axes (the searched parameter
-    first among them); a run with HTTP/3 trials QUIC_COLUMNS after the common metrics."""
+    """A search's run has SEARCH_COLUMNS after the axes (a breakdown search's parameter first
+    among them), a shared study's bench BENCH_COLUMNS after those; a run with HTTP/3 trials
+    QUIC_COLUMNS after the common metrics."""
     swept = tuple(_axis_column(name) for name in axes)
     probes = SEARCH_COLUMNS if search else ()
+    benches = BENCH_COLUMNS if bench else ()
     own = workload_columns(workload)
     transport = QUIC_COLUMNS if quic else ()
-    return LEADING_COLUMNS + swept + probes + METRIC_COLUMNS + transport + own + condition_columns()
+    return (
+        LEADING_COLUMNS + swept + probes + benches + METRIC_COLUMNS + transport + own
+        + condition_columns()
+    )  # fmt: skip
 
 
 def header(
-    axes: tuple[str, ...], workload: str = DEFAULT_KIND, search: bool = False, quic: bool = False
+    axes: tuple[str, ...],
+    workload: str = DEFAULT_KIND,
+    search: bool = False,
+    quic: bool = False,
+    *,
+    bench: bool = False,
 ) -> list[str]:
-    return [column.name for column in trial_columns(axes, workload, search, quic)]
+    return [column.name for column in trial_columns(axes, workload, search, quic, bench=bench)]
 
 
 def runs_h3(config: Mapping[str, Any]) -> bool:

@@ -83,11 +83,14 @@ class RunRecorder:
         workload: str = DEFAULT_KIND,
         search: bool = False,
         quic: bool = False,
+        *,
+        bench: str | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.axes = axes
         self.workload = workload
-        self.columns = header(axes, workload, search, quic)
+        self.bench = bench  # a shared study's bench: every row names it
+        self.columns = header(axes, workload, search, quic, bench=bench is not None)
         power = run_dir / POWER_DIR
         try:
             power.mkdir(parents=True, exist_ok=True)
@@ -108,6 +111,7 @@ class RunRecorder:
         search: bool = False,
         *,
         quic: bool = False,
+        bench: str | None = None,
     ) -> RunRecorder:
         if run_dir.exists() and any(run_dir.iterdir()):
             raise ConfigError(f"{run_dir}: run directory exists and is not empty (use --resume)")
@@ -116,7 +120,7 @@ class RunRecorder:
         except OSError as exc:
             raise write_error(run_dir, run_dir, exc) from None
         _write_atomically(run_dir, run_dir / MANIFEST, _manifest_bytes(manifest))
-        return cls(run_dir, axes, workload, search, quic)
+        return cls(run_dir, axes, workload, search, quic, bench=bench)
 
     def write_manifest(self, manifest: Mapping[str, Any]) -> None:
         """Replace the manifest whole, through a rename (facts learnt once the nodes, the meter
@@ -130,7 +134,9 @@ class RunRecorder:
         workload = manifest.get("workload", {}).get("kind", DEFAULT_KIND)
         search = manifest.get("config", {}).get("search") is not None
         quic = runs_h3(manifest.get("config", {}))
-        return cls(run_dir, axes, workload, search, quic), manifest
+        study = manifest.get("study")
+        bench = study.get("bench") if isinstance(study, dict) else None
+        return cls(run_dir, axes, workload, search, quic, bench=bench), manifest
 
     def _open_trials(self) -> int:
         path = self.run_dir / TRIALS

@@ -187,6 +187,7 @@ class SweepEngine:
                 power=result.power,
                 energy=result.energy,
                 workload=self.recorder.workload,
+                bench=self.recorder.bench,
             )
             if result.error is None and result.power is not None:
                 window = result.power

@@ -86,6 +86,7 @@ def trial_row(
     power: PowerWindow | None,
     energy: WindowEnergy | None,
     workload: str = DEFAULT_KIND,
+    bench: str | None = None,
 ) -> dict[str, object]:
     row: dict[str, object] = {
         "trial_id": trial.trial_id,
@@ -100,6 +101,8 @@ def trial_row(
     }
     if trial.probe is not None:
         row["search_group"], row["search_probe"] = trial.probe
+    if bench is not None:
+        row["bench"] = bench
     if client is not None:
         flow = client.get("flow_control")
         if isinstance(flow, Mapping):

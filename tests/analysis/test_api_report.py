@@ -79,7 +79,12 @@ def test_other_workloads_get_no_section(workload: str) -> None:
     sections = sections_of(_run([_trial(16, "h2", "sql", 1.0)], workload))
     assert api_blocks not in sections.values()
     assert list(sections) == ["breakdown", "search", "study"]
-    assert list(sections_of(_run([_trial(16, "h2", "sql", 1.0)]))) == ["breakdown", "search", "study", "api"]
+    assert list(sections_of(_run([_trial(16, "h2", "sql", 1.0)]))) == [
+        "breakdown",
+        "search",
+        "study",
+        "api",
+    ]
 
 
 def test_a_run_without_ok_trials_gets_no_section() -> None:

@@ -219,6 +219,22 @@ def test_a_trial_at_another_point_on_another_bench_names_its_file(tmp_path: Path
     assert str(caught.value).endswith(f"in {b / 'trials.csv'}: not one study's plan")
 
 
+def test_a_row_naming_another_bench_than_its_manifest_is_refused(tmp_path: Path) -> None:
+    a, b = _split(tmp_path)
+    with (b / "trials.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    with (b / "trials.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, [*rows[0], "bench"], lineterminator="\n")
+        writer.writeheader()
+        for row in rows:  # as its recorder writes them, but one row names the other bench
+            writer.writerow(row | {"bench": "a" if row["trial_id"] == AGAIN else "b"})
+    with pytest.raises(RunFormatError) as caught:
+        shared_study([load_run(a), load_run(b)])
+    assert str(caught.value) == (
+        f"{b / 'trials.csv'}: column bench: 'a' where the manifest's study.bench is 'b'"
+    )
+
+
 @pytest.mark.parametrize(
     ("study", "fault"),
     [("not a study", "study: expected an object"), ({"name": "x"}, "study.bench: expected")],

@@ -60,7 +60,10 @@ def test_the_search_finds_a_point_and_its_report_checks_it_against_the_grid(
     assert report.returncode == 0, report.stdout + report.stderr
     text = (run / "report" / "report.md").read_text()
     assert "## Optimizing search" in text
-    assert "over the grid of 4 points" in text and "against 20 for the full grid at run.repetitions = 5" in text
+    assert (
+        "over the grid of 4 points" in text
+        and "against 20 for the full grid at run.repetitions = 5" in text
+    )
     assert "### Against the full grid" in text
     assert any(
         verdict in text

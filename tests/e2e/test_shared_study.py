@@ -151,3 +151,5 @@ def test_a_bench_killed_mid_trial_leaves_it_to_the_other_on_postgresql(
     # trial completed on the survivor, none lost; the killed bench recorded none.
     assert sorted(_ok_trials(tmp_path / "b")) == sorted(PLANNED)
     assert _ok_trials(tmp_path / "a") == []
+    with (_run_dir(tmp_path / "b") / "trials.csv").open() as handle:
+        assert {row["bench"] for row in csv.DictReader(handle)} == {"b"}
