@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis import pareto
 from analysis.columns import OPTIMIZE
 from analysis.document import Block, Heading, Paragraph, Table
 from analysis.errors import RunFormatError
@@ -101,39 +102,6 @@ def intervals(
     }
 
 
-def _overlap(a: Summary, b: Summary) -> bool:
-    if not all(math.isfinite(v) for v in (a.ci_low, a.ci_high, b.ci_low, b.ci_high)):
-        return True
-    return a.ci_low <= b.ci_high and b.ci_low <= a.ci_high
-
-
-def _dominates(a: Sequence[Summary], b: Sequence[Summary]) -> bool:
-    pairs = list(zip(a, b, strict=True))
-    return all(x.mean <= y.mean for x, y in pairs) and any(x.mean < y.mean for x, y in pairs)
-
-
-def best_points(measured: Mapping[Point, Sequence[Summary]]) -> list[Point]:
-    """One objective: the lowest mean; two: the front by means (in the mapping's order)."""
-    if not measured:
-        return []
-    if len(next(iter(measured.values()))) == 1:
-        return [min(measured, key=lambda p: measured[p][0].mean)]
-    return [
-        p
-        for p, own in measured.items()
-        if not any(_dominates(other, own) for q, other in measured.items() if q != p)
-    ]
-
-
-def tied_with(best: Point, measured: Mapping[Point, Sequence[Summary]]) -> list[Point]:
-    """The other points whose intervals overlap `best`'s in every objective."""
-    return [
-        p
-        for p, own in measured.items()
-        if p != best and all(_overlap(x, y) for x, y in zip(own, measured[best], strict=True))
-    ]
-
-
 def _label(axes: Sequence[str], point: Point) -> str:
     return ", ".join(f"{a}={v}" for a, v in zip(axes, point, strict=True))
 
@@ -169,14 +137,14 @@ def grid_check(search: Run, facts: SearchFacts, grid: Run) -> GridCheck | None:
     """Where the search's best stands in `grid`'s trials (one objective: the lowest mean;
     two: the front, each found point checked against the nearest)."""
     measured = intervals(point_scores(search, facts), search.confidence)
-    found = best_points(measured)
+    found = pareto.best(measured)
     grid_measured = intervals(point_scores(grid, facts), grid.confidence)
-    grid_best = best_points(grid_measured)
+    grid_best = pareto.best(grid_measured)
     if not found or not grid_best:
         return None
     point, best = found[0], grid_best[0]
     in_grid = grid_measured.get(point)
-    within = in_grid is not None and point in (best, *tied_with(best, grid_measured))
+    within = in_grid is not None and point in (best, *pareto.tied(best, grid_measured))
     return GridCheck(grid.name, best, grid_measured[best], point, in_grid, point == best, within)
 
 
@@ -202,7 +170,7 @@ def optimize_blocks(run: Run, grid: Run | None = None) -> list[Block]:
         return []
     axes = run.axes
     measured = intervals(point_scores(run, facts), run.confidence)
-    best = best_points(measured)
+    best = pareto.best(measured)
     used = len(run.ok)
     grid_trials = facts.grid_points * facts.grid_repetitions
     objectives = " and ".join(
@@ -231,7 +199,7 @@ def optimize_blocks(run: Run, grid: Run | None = None) -> list[Block]:
         ]
         rows += [
             (f"tied: {_label(axes, p)}", _interval(measured[p][0]))
-            for p in tied_with(best[0], measured)
+            for p in pareto.tied(best[0], measured)
         ]
         caption = (
             f"The best point (lowest mean) and the points whose {confidence} intervals overlap "
@@ -335,7 +303,7 @@ def figure_search(run: Run, grid: Run | None = None) -> Figure | None:
 
 def _figure_front(run: Run, facts: SearchFacts) -> Figure:
     measured = intervals(point_scores(run, facts), run.confidence)
-    front = set(best_points(measured))
+    front = set(pareto.best(measured))
     figure = new_figure(6.0, 4.0)
     ax = figure.add_subplot()
     for on, color, marker in ((False, "0.6", "o"), (True, "C3", "D")):

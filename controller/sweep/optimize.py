@@ -7,7 +7,8 @@ Every objective is minimised (energy, energy per unit of work, response time). A
 are one tuple per ok trial, one score per objective; its interval per objective is the
 Student-t confidence interval of their mean.
 
-The decision a point's measurement serves is whether it beats the points measured so far: with
+Points are told apart as analysis.pareto says (indistinct, dominated, the front). The decision a
+point's measurement serves is whether it beats the points measured so far: with
 one objective, the best of the others (the lowest mean); with two, each point of the others'
 Pareto front (by means). A point is *indistinct* from another while their intervals overlap in
 every objective: neither is better in any with confidence. A point gets `repetitions` more
@@ -17,10 +18,10 @@ cap it stands on its mean (`forced`, not significant at the confidence).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from analysis.pareto import front, indistinct
 from analysis.stats import Summary, summarize
 from controller.sweep.plan import Point
 
@@ -55,33 +56,6 @@ def summaries(scores: Sequence[Scores], spec: OptimizeSpec) -> tuple[Summary, ..
     )
 
 
-def _overlap(a: Summary, b: Summary) -> bool:
-    if not all(math.isfinite(v) for v in (a.ci_low, a.ci_high, b.ci_low, b.ci_high)):
-        return True  # an interval not yet known separates nothing
-    return a.ci_low <= b.ci_high and b.ci_low <= a.ci_high
-
-
-def indistinct(a: Sequence[Summary], b: Sequence[Summary]) -> bool:
-    """Neither point is better than the other in any objective with confidence."""
-    return all(_overlap(x, y) for x, y in zip(a, b, strict=True))
-
-
-def dominates(a: Sequence[Summary], b: Sequence[Summary]) -> bool:
-    """`a`'s means are no worse in every objective and better in one."""
-    pairs = list(zip(a, b, strict=True))
-    return all(x.mean <= y.mean for x, y in pairs) and any(x.mean < y.mean for x, y in pairs)
-
-
-def front(measured: Mapping[Point, Sequence[Summary]]) -> list[Point]:
-    """The points no other dominates by means (with one objective: those of the lowest mean),
-    in the mapping's order."""
-    return [
-        point
-        for point, own in measured.items()
-        if not any(dominates(other, own) for p, other in measured.items() if p != point)
-    ]
-
-
 def rivals(point: Point, measured: Mapping[Point, Sequence[Summary]]) -> list[Point]:
     """What `point`'s measurement is decided against: the front of the other points."""
     return front({p: s for p, s in measured.items() if p != point})
@@ -107,8 +81,3 @@ def forced(
     return n >= spec.max_repetitions and any(
         indistinct(own, measured[rival]) for rival in rivals(point, measured)
     )
-
-
-def tied(best: Point, measured: Mapping[Point, Sequence[Summary]]) -> list[Point]:
-    """The other points indistinct from `best`: as good as far as the intervals can tell."""
-    return [p for p, s in measured.items() if p != best and indistinct(s, measured[best])]

@@ -29,20 +29,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from analysis import pareto
 from analysis.columns import OPTIMIZE
 from analysis.stats import Summary
 from controller.config.model import AxisValue, Config, OptimizeConfig
 from controller.dashboard.state import DashboardEvent, Notice, OptimizeProgress
 from controller.sweep.engine import SweepEngine, SweepOutcome
 from controller.sweep.errors import SweepError
-from controller.sweep.optimize import (
-    OptimizeSpec,
-    Scores,
-    forced,
-    front,
-    needs_more,
-    summaries,
-)
+from controller.sweep.optimize import OptimizeSpec, Scores, forced, needs_more, summaries
 from controller.sweep.plan import PlannedTrial, Point
 from controller.sweep.search_run import ScoreError, trial_id
 
@@ -285,12 +279,7 @@ class OptimizeRun:
 
     def _best(self) -> list[Point]:
         """With one objective the point of the lowest mean, with two the front."""
-        measured = self._measured()
-        if not measured:
-            return []
-        if len(self.spec.objectives) == 1:
-            return [min(measured, key=lambda point: measured[point][0].mean)]
-        return front(measured)
+        return pareto.best(self._measured())
 
     def _stop(self, idle: int) -> str:
         if self.book.used >= self.spec.budget:

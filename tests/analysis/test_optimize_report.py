@@ -11,13 +11,12 @@ import pytest
 
 from analysis.load import Run
 from analysis.optimize import (
-    best_points,
     grid_check,
     intervals,
     point_scores,
     search_facts,
-    tied_with,
 )
+from analysis.pareto import best, tied
 
 AXES = ("initial_window_size", "window_update_policy")
 SWEEP = {"initial_window_size": [4095, 65535], "window_update_policy": ["half", "every-frame"]}
@@ -73,9 +72,9 @@ def test_the_best_point_and_the_points_the_intervals_cannot_tell_from_it() -> No
     facts = search_facts(run)
     assert facts is not None
     measured = intervals(point_scores(run, facts), run.confidence)
-    (best,) = best_points(measured)
-    assert best == ("4095", "half")
-    assert tied_with(best, measured) == [("65535", "half")]
+    (lowest,) = best(measured)
+    assert lowest == ("4095", "half")
+    assert tied(lowest, measured) == [("65535", "half")]
 
 
 def test_two_objectives_give_the_front() -> None:
@@ -83,7 +82,7 @@ def test_two_objectives_give_the_front() -> None:
     facts = search_facts(run)
     assert facts is not None
     measured = intervals(point_scores(run, facts), run.confidence)
-    assert set(best_points(measured)) == {
+    assert set(best(measured)) == {
         ("4095", "half"),
         ("65535", "half"),
         ("65535", "every-frame"),

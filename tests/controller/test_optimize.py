@@ -1,5 +1,5 @@
-"""The optimizing search's rules (controller.sweep.optimize): the front, the best, and when a
-point needs more repetitions, over generated points and scores."""
+"""The optimizing search's rules (controller.sweep.optimize, analysis.pareto): the front, the
+best, and when a point needs more repetitions, over generated points and scores."""
 
 from __future__ import annotations
 
@@ -9,17 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.sweep.optimize import (
-    OptimizeSpec,
-    dominates,
-    forced,
-    front,
-    indistinct,
-    needs_more,
-    rivals,
-    summaries,
-    tied,
-)
+from analysis.pareto import dominates, front, indistinct, tied
+from controller.sweep.optimize import OptimizeSpec, forced, needs_more, rivals, summaries
 from controller.sweep.plan import Point
 
 ONE = OptimizeSpec(("energy_mj",), budget=100, repetitions=3, max_repetitions=9)
