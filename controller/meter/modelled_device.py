@@ -43,7 +43,8 @@ class ModelledDevice(Protocol):
 @dataclass(frozen=True)
 class DeviceOptions:
     """What a modelled device is built from; each source takes the fields it has a use for.
-    The sweep gives them all, the rig check little more than the nodes and the marker."""
+    A sweep and a rig check build them alike from the config (controller.sweep.setup's
+    device_options)."""
 
     watch: tuple[WatchSpec, ...]
     marker_fifo: Path | None = None

@@ -217,6 +217,26 @@ def zero_check(
     return Check(name, "pass", detail)
 
 
+def i2c_check(channel: str, *, samples: int, answered: int, bus_v: float) -> Check:
+    """An INA219 or INA226 answers its address: the firmware marks a sample the chip did not
+    acknowledge (or an INA226 that failed its identity check at START) with bus 0xFFFF."""
+    name = f"I2C part {channel}"
+    if samples == 0:
+        return Check(name, "unavailable", "no samples to read it in")
+    if answered == 0:
+        return Check(
+            name,
+            "fail",
+            f"no answer in {samples} samples",
+            "is the chip powered (VCC, GND), on SDA and SCL, with its address pins (A0, A1) "
+            "set for this address? is it the kind meter.channels names?",
+        )
+    detail = f"answered {answered} of {samples} samples, bus {bus_v:.2f} V"
+    if answered < samples:
+        return Check(name, "warn", detail, "a loose SDA or SCL wire, or a bus too long?")
+    return Check(name, "pass", detail)
+
+
 def idle_check(role: str, channel: str, *, mean_mw: float, sd_mw: float) -> Check:
     """The node's idle power: a Pi 3B through an ACS712 reads inside IDLE_BAND_MW."""
     name = f"idle power {role}"

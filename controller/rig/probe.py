@@ -10,6 +10,7 @@ nodes idle (their anchors, for a modelled meter), then the client node pulses it
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -28,13 +29,16 @@ from controller.config.model import (
     NodeConfig,
     channel_kind,
     channel_label,
+    i2c_address,
     i2c_mask,
     is_i2c,
 )
 from controller.errors import ConfigError, ControllerError, MeterError
 from controller.meter.calibration import Calibration, nominal
-from controller.meter.modelled_device import DeviceOptions, build_device, models_firmware
-from controller.meter.protocol import PROTOCOL_VERSION
+from controller.meter.ina226 import i2c_calibration
+from controller.meter.modelled_device import build_device, models_firmware
+from controller.meter.protocol import PROTOCOL_VERSION, Info, channels_of_mask
+from controller.meter.samples import SampleWindow
 from controller.meter.session import MeterSession, first_pulse
 from controller.nodes.errors import NodeError
 from controller.nodes.facts import inspect_node
@@ -55,7 +59,7 @@ from controller.rig.bench import (
 )
 from controller.rig.checks import Check
 from controller.rig.ppk2 import check_ppk2_meter
-from controller.sweep.setup import open_node
+from controller.sweep.setup import device_options, open_node
 
 
 def check_rig(
@@ -192,7 +196,7 @@ def _device(config: Config, nodes: Nodes, marker: str | None, emit: Emit) -> Ite
             raise MeterError(f"meter port {port}: not usable, the meter was not checked")
         yield port
         return
-    options = DeviceOptions(watch=watch(config, nodes), marker_fifo=marker_fifo(marker))
+    options = device_options(meter, watch(config, nodes), marker_fifo(marker))
     modelled = build_device(meter.source, options)
     with serving(modelled, f"the {meter.source} meter's pty", emit) as port:
         yield port
@@ -257,6 +261,8 @@ def _check_session(
         if is_i2c(channel):
             chip = channel_kind(channel).upper()
             emit(Check(f"zero offset {label}", "unavailable", f"an {chip} has no analog zero"))
+            for check in _i2c_checks(role, channel, window, info, meter.shunt_ohm):
+                emit(check)
             continue
         emit(
             checks.zero_check(
@@ -284,6 +290,32 @@ def _check_session(
         lag_s=health.elapsed_s - len(window.indices) / info.sample_rate_hz,
     )
     emit(_marker_loop(config, session, nodes, marker, stream))
+
+
+def _i2c_checks(
+    role: str, channel: int, window: SampleWindow, info: Info, shunt_ohm: float
+) -> Iterator[Check]:
+    """The chip answers its address, and the node's idle power through it."""
+    label = channel_label(channel)
+    address = i2c_address(channel)
+    if address not in info.i2c_addresses:
+        yield Check(f"I2C part {label}", "fail", "the board does not sample it")
+        return
+    column = len(channels_of_mask(info.channel_mask)) + 2 * info.i2c_addresses.index(address)
+    calibration = i2c_calibration(channel, shunt_ohm)
+    shunt, bus = window.values[:, column], window.values[:, column + 1]
+    power = calibration.power_mw(shunt, bus)
+    answered = np.isfinite(power)
+    volts = calibration.bus_v(bus[answered])
+    yield checks.i2c_check(
+        label,
+        samples=len(power),
+        answered=int(answered.sum()),
+        bus_v=float(volts.mean()) if len(volts) else math.nan,
+    )
+    if answered.any():
+        live = power[answered]
+        yield checks.idle_check(role, label, mean_mw=float(live.mean()), sd_mw=float(live.std()))
 
 
 def _built_version() -> str | None:

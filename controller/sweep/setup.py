@@ -110,19 +110,16 @@ def _i2c_sources(meter: MeterConfig, kind: Callable[[int], bool]) -> tuple[int, 
     return tuple(sorted(channel_source(c) for _role, c in meter.channels if kind(c)))
 
 
-@contextmanager
-def _device(
-    meter: MeterConfig, watch: tuple[WatchSpec, ...], run_dir: Path, marker: Path | None
-) -> Iterator[tuple[str, dict[str, Any], SourceError | None]]:
-    """The serial device to open: a board's port, or a modelled meter running meanwhile (on
-    a thread whose error, should it stop, the third item returns; None for a board: its port
-    says all there is)."""
-    if not meter.modelled:
-        if meter.port is None:
-            raise ConfigError("meter.port: required for meter.source = serial")
-        yield meter.port, {}, None
-        return
-    options = DeviceOptions(
+def device_options(
+    meter: MeterConfig,
+    watch: tuple[WatchSpec, ...],
+    marker: Path | None,
+    run_dir: Path | None = None,
+) -> DeviceOptions:
+    """What the config's modelled meter is built from: the nodes it follows, the marker's
+    FIFO, and the parts its channels name (a simavr board's INA219s and INA226s), as a sweep
+    and a rig check alike build it; `run_dir` None writes no ground truth."""
+    return DeviceOptions(
         watch=watch,
         marker_fifo=marker,
         run_dir=run_dir,
@@ -135,6 +132,21 @@ def _device(
         marker_input=meter.marker_input,
         rate_hz=meter.rate_hz,
     )
+
+
+@contextmanager
+def _device(
+    meter: MeterConfig, watch: tuple[WatchSpec, ...], run_dir: Path, marker: Path | None
+) -> Iterator[tuple[str, dict[str, Any], SourceError | None]]:
+    """The serial device to open: a board's port, or a modelled meter running meanwhile (on
+    a thread whose error, should it stop, the third item returns; None for a board: its port
+    says all there is)."""
+    if not meter.modelled:
+        if meter.port is None:
+            raise ConfigError("meter.port: required for meter.source = serial")
+        yield meter.port, {}, None
+        return
+    options = device_options(meter, watch, marker, run_dir)
     modelled = build_device(meter.source, options)
     facts = manifest_facts(meter.source, options)
     modelled.start()

@@ -245,3 +245,20 @@ def test_a_line_shows_the_fix_unless_it_passed() -> None:
         "FAIL        x                        broken  -> mend it"
     )
     assert Check("x", "pass", "fine", "mend it").line().endswith("fine")
+
+
+@pytest.mark.parametrize(
+    ("samples", "answered", "status", "detail"),
+    [
+        (2000, 2000, "pass", "answered 2000 of 2000 samples, bus 5.08 V"),
+        (2000, 1990, "warn", "answered 1990 of 2000 samples, bus 5.08 V"),
+        (2000, 0, "fail", "no answer in 2000 samples"),
+        (0, 0, "unavailable", "no samples to read it in"),
+    ],
+)
+def test_an_i2c_part_answers_its_address(
+    samples: int, answered: int, status: str, detail: str
+) -> None:
+    check = checks.i2c_check("INA226@0x40", samples=samples, answered=answered, bus_v=5.08)
+    assert (check.name, check.status, check.detail) == ("I2C part INA226@0x40", status, detail)
+    assert bool(check.fix) == (status in ("warn", "fail"))

@@ -80,6 +80,18 @@ def test_the_real_firmware_in_simavr(simavr_buildable: None) -> None:
     assert found["marker loop"][0] == "PASS", found["marker loop"]
 
 
+@pytest.mark.slow
+def test_an_ina226_on_the_simulated_board_answers_and_reads_the_idle_node(
+    simavr_buildable: None,
+) -> None:
+    # The simulator is built with the config's INA226, as a sweep builds it.
+    result = h2iot("rig", "check", str(LOCAL.parent / "local-ina226.toml"))
+    found = verdicts(result.stdout)
+    status, detail = found["I2C part INA226@0x40"]
+    assert status == "PASS" and re.fullmatch(r"answered (\d+) of \1 samples, bus 5\.\d\d V", detail)
+    assert found["idle power client"][0] == "PASS", found["idle power client"]
+
+
 def _ssh_config(
     tmp_path: Path, host: SshHost, port: str, known_hosts: Path, calibration: Path | None
 ) -> Path:
