@@ -361,6 +361,8 @@ class OptimizeConfig:
     sampler: Sampler = "tpe"
     repetitions: int = 3  # trials per round at a point
     max_repetitions: int = 12  # most trials at one point
+    # A point whose intervals are within this fraction of its means needs no more trials.
+    tolerance: float = 0.05
     kind: Literal["optimize"] = "optimize"
 
 

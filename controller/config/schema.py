@@ -527,6 +527,7 @@ SCHEMA: Schema = {
         "objectives": _objectives,
         "budget": integer(2, 10_000_000),
         "sampler": choice(SAMPLERS),
+        "tolerance": number(0, 1, high_open=True),
         "param": _COLUMN,
         "low": number(0, 1e15, low_open=True),
         "high": number(0, 1e15, low_open=True),

@@ -13,11 +13,16 @@ one objective, the best of the others (the lowest mean); with two, each point of
 Pareto front (by means). A point is *indistinct* from another while their intervals overlap in
 every objective: neither is better in any with confidence. A point gets `repetitions` more
 trials while it is indistinct from one of those and has fewer than `max_repetitions`; at that
-cap it stands on its mean (`forced`, not significant at the confidence).
+cap it stands on its mean (`forced`, not significant at the confidence). A point whose every
+interval is already within `tolerance` of its mean (relative half-width) needs no more either:
+what still overlaps it differs by less than the search was asked to tell apart, and it is tied
+with it. Without that, a flat top of the landscape (many points as good as the best, the usual
+case for settings that matter little) would take `max_repetitions` at every one of them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +40,9 @@ class OptimizeSpec:
     repetitions: int = 3  # trials per round at a point
     max_repetitions: int = 12  # most trials at one point
     confidence: float = 0.90
+    # A point measured to within this fraction of its mean (every objective's relative CI
+    # half-width) needs no more trials; 0: only max_repetitions stops a tied point.
+    tolerance: float = 0.05
 
     def __post_init__(self) -> None:
         if len(self.objectives) not in (1, 2):
@@ -44,6 +52,8 @@ class OptimizeSpec:
                 f"need 2 <= repetitions <= max_repetitions, not {self.repetitions}, "
                 f"{self.max_repetitions}"
             )
+        if not 0 <= self.tolerance < 1:
+            raise ValueError(f"tolerance {self.tolerance} must be in [0, 1)")
         if self.budget < self.repetitions:
             raise ValueError(f"budget {self.budget} is below one round of {self.repetitions}")
 
@@ -70,7 +80,16 @@ def needs_more(
     if n < spec.repetitions:
         return True
     own = measured[point]
+    if precise(own, spec):
+        return False
     return any(indistinct(own, measured[rival]) for rival in rivals(point, measured))
+
+
+def precise(own: Sequence[Summary], spec: OptimizeSpec) -> bool:
+    """Every objective's interval is within `tolerance` of its mean."""
+    return spec.tolerance > 0 and all(
+        math.isfinite(s.half_width) and s.half_width <= spec.tolerance * abs(s.mean) for s in own
+    )
 
 
 def forced(
@@ -78,6 +97,8 @@ def forced(
 ) -> bool:
     """Stopped at `max_repetitions` still indistinct from a rival: its place is its mean's."""
     own = measured[point]
-    return n >= spec.max_repetitions and any(
-        indistinct(own, measured[rival]) for rival in rivals(point, measured)
+    return (
+        n >= spec.max_repetitions
+        and not precise(own, spec)
+        and any(indistinct(own, measured[rival]) for rival in rivals(point, measured))
     )

@@ -66,6 +66,7 @@ def optimize_spec(config: Config) -> OptimizeSpec:
         repetitions=search.repetitions,
         max_repetitions=search.max_repetitions,
         confidence=config.run.confidence,
+        tolerance=search.tolerance,
     )
 
 

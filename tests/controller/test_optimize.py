@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.pareto import dominates, front, indistinct, tied
-from controller.sweep.optimize import OptimizeSpec, forced, needs_more, rivals, summaries
+from controller.sweep.optimize import (
+    OptimizeSpec,
+    forced,
+    needs_more,
+    precise,
+    rivals,
+    summaries,
+)
 from controller.sweep.plan import Point
 
 ONE = OptimizeSpec(("energy_mj",), budget=100, repetitions=3, max_repetitions=9)
@@ -58,8 +65,9 @@ def test_repetitions_bound_the_rounds(points: list[list[tuple[float, float]]], n
         assert more
     if n >= TWO.max_repetitions:
         assert not more
-        assert forced(point, measured, n, TWO) == any(
-            indistinct(measured[point], measured[r]) for r in rivals(point, measured)
+        assert forced(point, measured, n, TWO) == (
+            not precise(measured[point], TWO)
+            and any(indistinct(measured[point], measured[r]) for r in rivals(point, measured))
         )
 
 
@@ -76,6 +84,19 @@ def test_a_point_whose_interval_holds_the_best_gets_another_round() -> None:
     assert needs_more(_point(1), measured, 3, ONE)
     assert tied(_point(0), measured) == [_point(1)]
     assert forced(_point(1), measured, 9, ONE) and not needs_more(_point(1), measured, 9, ONE)
+
+
+def test_a_point_measured_within_the_tolerance_is_tied_not_measured_again() -> None:
+    # Overlapping the best, but each interval within 5 % of its mean: equally good.
+    measured = _measured([[(10.0,), (10.1,), (9.9,)], [(10.1,), (10.2,), (10.0,)]], ONE)
+    assert indistinct(measured[_point(0)], measured[_point(1)])
+    assert precise(measured[_point(1)], ONE)
+    assert not needs_more(_point(1), measured, 3, ONE)
+    assert not forced(_point(1), measured, 9, ONE)
+    # Without a tolerance only the cap stops it, and then its place is its mean's.
+    strict = OptimizeSpec(("energy_mj",), budget=100, repetitions=3, max_repetitions=9, tolerance=0)
+    assert needs_more(_point(1), measured, 3, strict)
+    assert forced(_point(1), measured, 9, strict)
 
 
 def test_two_objectives_separate_on_either() -> None:
@@ -102,6 +123,7 @@ def test_an_interval_not_yet_known_separates_nothing() -> None:
         ({"repetitions": 1}, "2 <= repetitions"),
         ({"repetitions": 5, "max_repetitions": 4}, "repetitions <= max_repetitions"),
         ({"budget": 2}, "below one round"),
+        ({"tolerance": 1.0}, "tolerance 1.0 must be in"),
     ],
 )
 def test_a_spec_that_cannot_search_is_refused(kwargs: dict, message: str) -> None:
