@@ -71,3 +71,19 @@ def write_csv(path: Path, records: Sequence[object]) -> None:
         writer = csv.DictWriter(out, fieldnames=list(dicts[0]))
         writer.writeheader()
         writer.writerows(dicts)
+
+
+# The --set options of a sweep benchmark's profiles: `local` as the config says; `rpi3b` both
+# nodes emulating a Pi 3B (configs/local-rpi3b.toml's device profile, its FastEthernet link and
+# the relay's 0.5 ms; needs root).
+PROFILES: dict[str, tuple[str, ...]] = {
+    "local": (),
+    "rpi3b": (
+        "nodes.client.device=rpi3b",
+        "nodes.server.device=rpi3b",
+        "meter.channels.server=A1",
+        "link.rate_mbit=100",
+        "link.delay_ms=0.5",
+        'link.delay_method="relay"',
+    ),
+}

@@ -73,7 +73,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_support import write_csv
+from bench_support import PROFILES, write_csv
 
 from analysis.load import Run, load_run, read_events
 from analysis.optimize import Point, SearchFacts, intervals, point_scores, search_facts
@@ -84,17 +84,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 GRID_CONFIG = REPO / "configs" / "optimize-grid.toml"
 SEARCH_CONFIG = REPO / "configs" / "optimize.toml"
-PROFILES: dict[str, tuple[str, ...]] = {
-    "local": (),
-    "rpi3b": (
-        "nodes.client.device=rpi3b",
-        "nodes.server.device=rpi3b",
-        "meter.channels.server=A1",
-        "link.rate_mbit=100",
-        "link.delay_ms=0.5",
-        'link.delay_method="relay"',
-    ),
-}
 COMMON = ("run.idle_baseline_s=1", "energy.idle_end=false")
 LoadAverage = tuple[float, float, float]
 

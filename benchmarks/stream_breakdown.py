@@ -23,20 +23,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench_support import PROFILES
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "stream-breakdown.toml"
 
-PROFILES: dict[str, tuple[str, ...]] = {
-    "local": (),
-    "rpi3b": (
-        "nodes.client.device=rpi3b",
-        "nodes.server.device=rpi3b",
-        "meter.channels.server=A1",
-        "link.rate_mbit=100",
-        "link.delay_ms=0.5",
-        'link.delay_method="relay"',
-    ),
-}
 # Fewer trials: 2 per round, at most 4 per probe, a bracket within 1.6x, 1 s subscriptions.
 QUICK = (
     "search.repetitions=2",
