@@ -57,7 +57,7 @@ from agent.fastpath import (
     window_increment,
 )
 from agent.frames import CLIENT_PREFACE
-from agent.h2setup import h2_connection
+from agent.h2setup import h2_connection, initiate_server
 from agent.server.connection_trials import ConnectionTrials
 from agent.server.guard import ResetRateGuard
 from agent.server.handler import Reply
@@ -130,7 +130,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         if peername:
             self.peer = f"{peername[0]}:{peername[1]}"
         self.lifecycle.advance(Input.MADE)
-        self.conn.initiate_connection()
+        initiate_server(self.conn)
         self._flush()
         loop = self._loop = asyncio.get_running_loop()
         self.last_progress_s = loop.time()

@@ -46,9 +46,11 @@ class RawPeer:
                 return
         raise ConnectionError("server closed before its SETTINGS were acknowledged")
 
-    def header_block(self, path: str, extra: list[tuple[str, str]] | None = None) -> bytes:
+    def header_block(
+        self, path: str, extra: list[tuple[str, str]] | None = None, method: str = "GET"
+    ) -> bytes:
         headers = [
-            (":method", "GET"),
+            (":method", method),
             (":scheme", "http"),
             (":authority", "127.0.0.1"),
             (":path", path),

@@ -9,7 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hyperframe.frame import DataFrame, HeadersFrame, SettingsFrame, WindowUpdateFrame
+from hyperframe.frame import (
+    DataFrame,
+    GoAwayFrame,
+    HeadersFrame,
+    PingFrame,
+    SettingsFrame,
+    WindowUpdateFrame,
+)
 
 from agent.site import load_manifest
 from tests.agent.rawpeer import RawPeer
@@ -105,3 +112,49 @@ def test_server_splits_data_to_the_peers_max_frame_size(server: RunningServer, s
     body, frames = _fetch_counting(server, expected.size_bytes, 1 << 24, 1 << 24)
     assert hashlib.sha256(body).hexdigest() == expected.sha256
     assert frames == -(-expected.size_bytes // 16384)
+
+
+@pytest.mark.parametrize("server_window", [0, 4096])
+def test_a_lowered_stream_window_is_in_force_from_the_clients_acknowledgement(
+    site: Path, tmp_path: Path, server_window: int
+) -> None:
+    """RFC 9113 6.9.3: a client that has not read the server's SETTINGS may send up to the
+    protocol's 65,535 on a stream (an upload sent with its request does); once it has
+    acknowledged them, the server's own window holds."""
+    setting = f"initial_window_size={server_window}"
+    with agent_server(site, tmp_path, "--setting", setting) as server:
+        early = RawPeer(server.port)
+        early.handshake()
+        early.send(
+            HeadersFrame(1, data=early.header_block("/", method="POST"), flags=["END_HEADERS"]),
+            *(DataFrame(1, data=bytes(16384)) for _ in range(3)),
+            DataFrame(1, data=bytes(65535 - 3 * 16384), flags=["END_STREAM"]),
+        )
+        answered = _frames_until_pinged(early)
+        early.close()
+        late = RawPeer(server.port)
+        late.handshake()
+        late.acknowledge_server_settings()
+        late.send(
+            HeadersFrame(1, data=late.header_block("/", method="POST"), flags=["END_HEADERS"]),
+            DataFrame(1, data=bytes(server_window + 1), flags=["END_STREAM"]),
+        )
+        refused = late.read_until_goaway()
+        late.close()
+    assert not any(isinstance(frame, GoAwayFrame) for frame in answered), answered
+    assert any(isinstance(f, HeadersFrame) and f.stream_id == 1 for f in answered)  # answered
+    assert isinstance(answered[-1], PingFrame)
+    assert refused is not None and refused.error_code == 3  # FLOW_CONTROL_ERROR
+
+
+def _frames_until_pinged(peer: RawPeer) -> list[object]:
+    """Every frame the server sends until it answers a PING sent now (it read all before it)."""
+    peer.send(PingFrame(0, opaque_data=b"all read"))
+    frames: list[object] = []
+    while (frame := peer.read_frame()) is not None:
+        frames.append(frame)
+        if isinstance(frame, GoAwayFrame) or (
+            isinstance(frame, PingFrame) and "ACK" in frame.flags
+        ):
+            break
+    return frames
