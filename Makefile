@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := controller,analysis,test,payload,stream,api,h3,study
+EXTRAS := controller,analysis,test,payload,stream,api,h3,study,uvloop
 
 .PHONY: setup constraints system-packages demo test coverage lint mutation
 

@@ -232,8 +232,9 @@ def test_the_agent_imports_only_its_core_dependencies_and_the_extras_it_declares
     # psutil publishes no armv7l wheel: a 32-bit Raspberry Pi OS node could not install it.
     assert "psutil" not in core
     optional = project["optional-dependencies"]
-    # A node gets its workload's extra, gpio for a GPIO marker, and h3 when it runs HTTP/3.
-    node_extras = {spec.extra for spec in SPECS.values() if spec.extra} | {"gpio", "h3"}
+    # A node gets its workload's extra, gpio for a GPIO marker, h3 when it runs HTTP/3, and
+    # uvloop when its run's client asks for that event loop.
+    node_extras = {spec.extra for spec in SPECS.values() if spec.extra} | {"gpio", "h3", "uvloop"}
     allowed = core | {_requirement_name(r) for extra in node_extras for r in optional[extra]}
     distributions = packages_distributions()
     third_party = {

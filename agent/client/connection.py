@@ -22,7 +22,7 @@ import hashlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, cast
 
 import h2.events as ev
 from h2.connection import ConnectionState
@@ -63,6 +63,30 @@ DEFAULT_SETTINGS: Mapping[str, int] = {
 }
 
 
+class Digest(Protocol):
+    """What a response's body is hashed with: hashlib's sha256, or SizeOnly."""
+
+    def update(self, data: bytes | bytearray | memoryview, /) -> None: ...
+
+    def hexdigest(self) -> str: ...
+
+
+class SizeOnly:
+    """The digest of a body checked by its size alone (a workload's `verify = "size"`, as
+    nghttp -nas, the study's client, checks): nothing is hashed."""
+
+    __slots__ = ()
+
+    def update(self, data: bytes | bytearray | memoryview, /) -> None:
+        pass
+
+    def hexdigest(self) -> str:
+        return ""
+
+
+SIZE_ONLY = SizeOnly()
+
+
 @dataclass
 class Response:
     """One request's response as it arrives; timestamps are monotonic ns."""
@@ -74,14 +98,20 @@ class Response:
     status: int = 0
     headers: dict[bytes, bytes] = field(default_factory=dict)
     size_bytes: int = 0
-    digest: hashlib._Hash = field(default_factory=hashlib.sha256)
+    digest: Digest = field(default_factory=hashlib.sha256)
     body: bytearray | None = None
     trailers: dict[bytes, bytes] | None = None
 
     @classmethod
-    def of_get(cls, path: str, keep_body: bool) -> Response:
-        """The response to a GET of `path` sent now; its body kept with `keep_body`."""
-        return cls(path, time.monotonic_ns(), body=bytearray() if keep_body else None)
+    def of_get(cls, path: str, keep_body: bool, hashed: bool = True) -> Response:
+        """The response to a GET of `path` sent now; its body kept with `keep_body`, hashed
+        with sha256 unless not `hashed`."""
+        return cls(
+            path,
+            time.monotonic_ns(),
+            digest=hashlib.sha256() if hashed else SIZE_ONLY,
+            body=bytearray() if keep_body else None,
+        )
 
 
 def request_headers(
@@ -151,8 +181,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     # asyncio callbacks -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport: asyncio's, or uvloop's (which does not subclass asyncio's).
+        self.transport = cast(asyncio.Transport, transport)
         self.lifecycle.advance(Input.MADE)
         self.conn.initiate_connection()
         increment = self.connection_window.opening_increment()
@@ -423,13 +453,15 @@ class ClientConnection(asyncio.BufferedProtocol):
         scheme: str,
         path: str,
         extra_headers: list[tuple[bytes, bytes]],
+        *,
         keep_body: bool = False,
+        hashed: bool = True,
     ) -> asyncio.Future[Response]:
         if self.transport is None or self.transport.is_closing():
             raise PeerProtocolError("connection is closed")
         stream_id = self.conn.get_next_available_stream_id()
         headers = request_headers(b"GET", authority, scheme, path, extra_headers)
-        response = Response.of_get(path, keep_body)
+        response = Response.of_get(path, keep_body, hashed)
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._responses[stream_id] = (response, future)
         self._stream_windows[stream_id] = ReceiveWindow(

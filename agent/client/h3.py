@@ -210,14 +210,16 @@ class H3ClientConnection:
         scheme: str,
         path: str,
         extra_headers: list[tuple[bytes, bytes]],
+        *,
         keep_body: bool = False,
+        hashed: bool = True,
     ) -> asyncio.Future[Response]:
         if self._lost is not None:
             raise PeerProtocolError(self._lost)
         stream_id = self._quic.get_next_available_stream_id()
         headers = request_headers(b"GET", authority, scheme, path, extra_headers)
         self._h3.send_headers(stream_id, headers, end_stream=True)
-        response = Response.of_get(path, keep_body)
+        response = Response.of_get(path, keep_body, hashed)
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._responses[stream_id] = (response, future)
         self._protocol.transmit()

@@ -57,6 +57,9 @@ class ClientRecord:
     tls_version: str | None = None  # as the TLS library names it ("TLSv1.3"); None without TLS
     # HTTP/3: the QUIC connection's counts (agent.client.h3); None over HTTP/2.
     transport: Mapping[str, object] | None = None
+    # The h2 engine's event loop, "asyncio" or "uvloop" (agent.event_loop); None where the
+    # trial did not run on one (the nghttp2 engine's tools, a trial that could not start).
+    event_loop: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}

@@ -25,6 +25,7 @@ from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import ClientRecord
 from agent.conditions import TrialWatch
 from agent.errors import AgentError, BodyMismatchError, FetchError
+from agent.event_loop import running_loop_name
 from agent.fastpath import H2Internals
 from agent.marker import Marker
 from agent.trial_header import TRIAL_HEADER
@@ -45,7 +46,9 @@ class TrialConnection(Protocol):
         scheme: str,
         path: str,
         extra_headers: list[tuple[bytes, bytes]],
+        *,
         keep_body: bool = False,
+        hashed: bool = True,
     ) -> asyncio.Future[Response]: ...
 
     def open_exchange(
@@ -96,12 +99,14 @@ class TrialSession:
         self.trial_id = trial_id
         self._extra = [(TRIAL_HEADER.encode(), trial_id.encode())]
 
-    def request(self, path: str, keep_body: bool = False) -> asyncio.Future[Response]:
-        """GET `path`; the future's response has its body's size and sha256 (and the body
-        itself with `keep_body`)."""
+    def request(
+        self, path: str, keep_body: bool = False, hashed: bool = True
+    ) -> asyncio.Future[Response]:
+        """GET `path`; the future's response has its body's size and sha256 (not `hashed`:
+        its size alone), and the body itself with `keep_body`."""
         target = self.target
         return self.connection.request(
-            target.authority, target.scheme, path, self._extra, keep_body=keep_body
+            target.authority, target.scheme, path, self._extra, keep_body=keep_body, hashed=hashed
         )
 
     def exchange(
@@ -160,30 +165,34 @@ class TrialSession:
         await self.connection.settings_received()
         return max(1, self.connection.peer_max_concurrent_streams)
 
-    async def request_all(self, paths: Sequence[str], check: Callable[[Response], None]) -> None:
+    async def request_all(
+        self, paths: Sequence[str], check: Callable[[Response], None], hashed: bool = True
+    ) -> None:
         """GET every path, as many at once as the server allows, in order; `check` each
-        response as it completes (its exception ends the trial)."""
+        response as it completes (its exception ends the trial); bodies hashed as `request`
+        says."""
         limit = await self.concurrency_limit()
         queue = list(reversed(paths))
         running: set[asyncio.Future[Response]] = set()
         while queue or running:
             while queue and len(running) < limit:
-                running.add(self.request(queue.pop()))
+                running.add(self.request(queue.pop(), hashed=hashed))
             done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             for future in done:
                 check(future.result())
 
 
-def check_body(response: Response, size_bytes: int, sha256: str, source: str) -> None:
-    """Status 200 and exactly the expected body, else the trial fails naming the path and what
-    the expectation came from (`source`: "manifest", "blob")."""
+def check_body(response: Response, size_bytes: int, sha256: str | None, source: str) -> None:
+    """Status 200 and exactly the expected body (its size alone where `sha256` is None), else
+    the trial fails naming the path and what the expectation came from (`source`: "manifest",
+    "blob")."""
     if response.status != 200:
         raise FetchError(f"GET {response.path} answered {response.status}")
     if response.size_bytes != size_bytes:
         raise BodyMismatchError(
             f"GET {response.path}: {response.size_bytes} bytes, {source} says {size_bytes}"
         )
-    if response.digest.hexdigest() != sha256:
+    if sha256 is not None and response.digest.hexdigest() != sha256:
         raise BodyMismatchError(f"GET {response.path}: sha256 differs from the {source}")
 
 
@@ -300,6 +309,7 @@ async def run_trial(
         connect_cpu_s=connect_cpu_s,
         tls_version=tls_version,
         transport=connection.transport_record() if connection else None,
+        event_loop=running_loop_name(),
     )
 
 

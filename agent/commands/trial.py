@@ -24,6 +24,7 @@ from agent.commands.common import (
 )
 from agent.engines import ENGINE_SPECS, SERVER_ONLY_ENGINES
 from agent.errors import UsageError
+from agent.event_loop import DEFAULT_EVENT_LOOP, EVENT_LOOPS, check_event_loop, run_on
 from agent.flow import (
     DEFAULT_WINDOW_UPDATE_POLICY,
     MAX_WINDOW,
@@ -75,6 +76,13 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON line per trial")
     parser.add_argument("--marker", default="none", help="none | gpio:CHIP:LINE | fifo:PATH")
     parser.add_argument("--cpu", type=int, help="pin the process to this core")
+    parser.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default=DEFAULT_EVENT_LOOP,
+        help="the h2 engine's event loop (default %(default)s; uvloop: the `uvloop` extra, "
+        "less client CPU per round trip); the record's event_loop says which ran",
+    )
     parser.add_argument(
         "--protocol",
         choices=("h2c", "h2", "h3"),
@@ -174,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
     if args.start_at is not None and not (math.isfinite(args.start_at) and args.start_at >= 0):
         raise UsageError(f"--start-at {args.start_at}: expected Unix seconds, 0 or more")
     peer_clock = _peer_clock(args.peer_clock_offset_ns, args.peer_clock_uncertainty_ns)
+    if args.engine == "h2":
+        check_event_loop(args.event_loop)
     http3 = _http3(args)
     if http3 and "h3" not in spec.protocols:
         raise UsageError(f"the {spec.kind} workload does not run over HTTP/3 (--protocol h3)")
@@ -216,8 +226,6 @@ def run(args: argparse.Namespace) -> int:
 
         wait_until(args.start_at)
         return cli_support.fetch(args, plan)
-    import asyncio  # noqa: PLC0415
-
     from agent.client.run import TrialBracket, run_trials  # noqa: PLC0415
     from agent.workloads.load import client_prepare  # noqa: PLC0415
 
@@ -229,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
     prepare: Prepare = client_prepare(spec.kind)
     if args.start_at is not None:
         prepare = _then_wait(prepare, args.start_at)
-    return asyncio.run(run_trials(plan, prepare, bracket))
+    return run_on(args.event_loop, lambda: run_trials(plan, prepare, bracket))
 
 
 def _http3(args: argparse.Namespace) -> bool:

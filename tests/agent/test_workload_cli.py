@@ -28,7 +28,8 @@ URL = "http://127.0.0.1:1/"
         (["trial", URL], "the following arguments are required: --workload"),
         (
             ["trial", URL, "--workload", "blob", "--param", "size=1"],
-            "--param size: blob has no such parameter (its parameters: size_bytes, requests, mode)",
+            "--param size: blob has no such parameter (its parameters: size_bytes, requests, mode, "
+            "verify)",
         ),
         (
             ["trial", URL, "--workload", "blob", "--param", "size_bytes=70000000"],
@@ -56,7 +57,7 @@ URL = "http://127.0.0.1:1/"
             # A setup param (the controller's, for the site build) given to trial.
             ["trial", URL, "--workload", "page", "--param", "total_bytes=100000"],
             "--param total_bytes: a setup parameter of page, for no command; this command takes "
-            "its client parameters (none)",
+            "its client parameters (verify)",
         ),
         (
             ["serve", "--workload", "page", "--param", "site_seed=1", "--root", "."],
@@ -102,7 +103,7 @@ def test_workloads_json_is_the_registry() -> None:
     expected = json.loads(json.dumps([asdict(spec) for spec in SPECS.values()]))
     assert listed == expected
     blob = listed[1]
-    assert [p["name"] for p in blob["params"]] == ["size_bytes", "requests", "mode"]
+    assert [p["name"] for p in blob["params"]] == ["size_bytes", "requests", "mode", "verify"]
     assert blob["params"][2]["choices"] == ["sequential", "concurrent"]
     assert [f["name"] for f in blob["fields"]] == [
         "request_count",

@@ -53,7 +53,12 @@ def test_blob_trial_record_and_server_log(
     assert status == 0 and record["ok"] is True, record["error"]
     assert record["workload"] == "blob"
     assert record["engine"] == "h2"
-    assert record["params"] == {"size_bytes": size, "requests": requests, "mode": mode}
+    assert record["params"] == {
+        "size_bytes": size,
+        "requests": requests,
+        "mode": mode,
+        "verify": "sha256",
+    }
     metrics = record["metrics"]
     assert isinstance(metrics, dict)
     assert metrics["request_count"] == requests
@@ -175,7 +180,11 @@ def test_page_trial_is_the_fetch_record(site: Path, tmp_path: Path) -> None:
     for key in ("workload", "params", "metrics", "settings", "flow_control", "body_bytes"):
         assert record[key] == by_fetch[key], key
     assert record["workload"] == "page"
-    assert record["params"] == {"site_seed": manifest.seed, "total_bytes": manifest.total_bytes}
+    assert record["params"] == {
+        "site_seed": manifest.seed,
+        "total_bytes": manifest.total_bytes,
+        "verify": "sha256",
+    }
     assert record["metrics"] == {
         "resource_count": len(manifest.files),
         "body_bytes": manifest.total_bytes,

@@ -10,13 +10,14 @@ from agent.client.options import RunPlan
 from agent.client.run import Prepared
 from agent.client.trial import TrialSession, check_body
 from agent.workloads.blob.body import PATH_PREFIX, blob_sha256
+from agent.workloads.spec import hashes_bodies
 
 
 async def prepare(plan: RunPlan, target: Target) -> Prepared:
     params = plan.params
     size = int(params["size_bytes"])
     # Hashing up to 64 MiB takes a while: once, before any trial is timed.
-    expected = blob_sha256(size)
+    expected = blob_sha256(size) if hashes_bodies(params) else None
     base = target.path.rstrip("/")
     path = f"{base}{PATH_PREFIX}{size}"
     requests = int(params["requests"])
@@ -25,10 +26,13 @@ async def prepare(plan: RunPlan, target: Target) -> Prepared:
 
 
 class BlobDriver:
-    def __init__(self, path: str, size: int, sha256: str, requests: int, concurrent: bool) -> None:
+    def __init__(
+        self, path: str, size: int, sha256: str | None, requests: int, concurrent: bool
+    ) -> None:
         self.path = path
         self.size = size
         self.sha256 = sha256
+        self.hashed = sha256 is not None
         self.requests = requests
         self.concurrent = concurrent
         self.responses: list[Response] = []
@@ -36,10 +40,10 @@ class BlobDriver:
 
     async def run(self, session: TrialSession) -> None:
         if self.concurrent:
-            await session.request_all([self.path] * self.requests, self._check)
+            await session.request_all([self.path] * self.requests, self._check, self.hashed)
             return
         for _ in range(self.requests):
-            self._check(await session.request(self.path))
+            self._check(await session.request(self.path, hashed=self.hashed))
 
     def _check(self, response: Response) -> None:
         self.responses.append(response)

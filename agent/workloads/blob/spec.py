@@ -1,6 +1,6 @@
 """The blob workload's declaration."""
 
-from agent.workloads.spec import Field, Param, WorkloadSpec
+from agent.workloads.spec import VERIFY_PARAM, Field, Param, WorkloadSpec
 
 BLOB = WorkloadSpec(
     kind="blob",
@@ -24,6 +24,7 @@ BLOB = WorkloadSpec(
             "one request after another, or all at once (up to MAX_CONCURRENT_STREAMS)",
             choices=("sequential", "concurrent"),
         ),
+        VERIFY_PARAM,
     ),
     fields=(
         Field("request_count", "requests answered completely"),

@@ -1,6 +1,7 @@
 """The page workload's client (the h2 engine): GET the page, then its subresources concurrently
 (bounded by the server's MAX_CONCURRENT_STREAMS, as a browser and `nghttp -a` do), each body
-checked against the site manifest by size and sha256. A wrong byte fails the trial."""
+checked against the site manifest by size and sha256 (`verify = "size"`: by size alone, as
+`nghttp -nas`). A wrong byte fails the trial; with "size", a wrong length."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from agent.errors import BodyMismatchError, FetchError, PeerProtocolError, SiteE
 from agent.html_links import subresource_paths
 from agent.site.manifest import MANIFEST_NAME, SiteManifest, parse_manifest
 from agent.workloads.page.record import ResourceTiming, page_extra, page_metrics, page_params
+from agent.workloads.spec import VERIFY_PARAM, hashes_bodies
 
 
 def read_manifest(path: Path) -> SiteManifest:
@@ -68,23 +70,26 @@ async def site_manifest(plan: RunPlan, target: Target) -> SiteManifest:
 
 async def prepare(plan: RunPlan, target: Target) -> Prepared:
     manifest = await site_manifest(plan, target)
-    return Prepared(page_params(manifest), lambda: PageDriver(manifest, target.path))
+    hashed = hashes_bodies(plan.params)
+    params = {**page_params(manifest), VERIFY_PARAM.name: plan.params[VERIFY_PARAM.name]}
+    return Prepared(params, lambda: PageDriver(manifest, target.path, hashed))
 
 
 class PageDriver:
-    def __init__(self, manifest: SiteManifest, page_path: str) -> None:
+    def __init__(self, manifest: SiteManifest, page_path: str, hashed: bool = True) -> None:
         self.manifest = manifest
+        self.hashed = hashed
         self.files = manifest.by_path()
         self.page_path = page_path
         self.responses: list[Response] = []
         self._verified: set[str] = set()
 
     async def run(self, session: TrialSession) -> None:
-        index = await session.request(self.page_path, keep_body=True)
+        index = await session.request(self.page_path, keep_body=True, hashed=self.hashed)
         self._check(index)
         assert index.body is not None
         html = bytes(index.body).decode("utf-8", errors="replace")
-        await session.request_all(subresource_paths(html, self.page_path), self._check)
+        await session.request_all(subresource_paths(html, self.page_path), self._check, self.hashed)
 
     def _check(self, response: Response) -> None:
         self.responses.append(response)
@@ -96,7 +101,9 @@ class PageDriver:
         expected = self.files.get(relative)
         if expected is None:
             raise BodyMismatchError(f"GET {response.path}: not in the site manifest")
-        check_body(response, expected.size_bytes, expected.sha256, "manifest")
+        check_body(
+            response, expected.size_bytes, expected.sha256 if self.hashed else None, "manifest"
+        )
         self._verified.add(response.path)
 
     def _resources(self, start_ns: int) -> tuple[ResourceTiming, ...]:
@@ -121,4 +128,4 @@ class PageDriver:
         return page_metrics(self._resources(0))
 
     def extra(self, start_ns: int) -> dict[str, object]:
-        return page_extra(self._resources(start_ns), "sha256")
+        return page_extra(self._resources(start_ns), "sha256" if self.hashed else "size")

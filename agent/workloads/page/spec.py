@@ -1,7 +1,7 @@
 """The page workload's declaration."""
 
 from agent.site.limits import DEFAULT_TOTAL_BYTES, MAX_TOTAL_BYTES, MIN_TOTAL_BYTES
-from agent.workloads.spec import Field, Param, WorkloadSpec
+from agent.workloads.spec import VERIFY_PARAM, Field, Param, WorkloadSpec
 
 PAGE = WorkloadSpec(
     kind="page",
@@ -20,6 +20,7 @@ PAGE = WorkloadSpec(
             MIN_TOTAL_BYTES,
             MAX_TOTAL_BYTES,
         ),
+        VERIFY_PARAM,
     ),
     fields=(
         Field("resource_count", "resources fetched and verified (the page and its subresources)"),
