@@ -216,9 +216,14 @@ def _wheel(given: Path | None, scratch: Path) -> Wheel:
 
 
 def node_extras(config: Config) -> tuple[str, ...]:
-    """The pip extras a node needs for the config: its workload's, and h3 for HTTP/3 trials."""
+    """The pip extras a node needs for the config: its workload's, h3 for HTTP/3 trials, and
+    uvloop for a client on that event loop."""
     workload = spec_of(config.workload.kind).extra
-    return (*((workload,) if workload else ()), *(("h3",) if "h3" in config.protocols else ()))
+    return (
+        *((workload,) if workload else ()),
+        *(("h3",) if "h3" in config.protocols else ()),
+        *(("uvloop",) if config.run.event_loop == "uvloop" else ()),
+    )
 
 
 def _deploy_target(node: NodeConfig) -> tuple[object, ...]:

@@ -332,6 +332,7 @@ def build(stack: Stack, source: str) -> Config:
     _check_engines(stack, config)
     _check_energy_window(stack, config)
     _check_agent_mode(stack, config)
+    _check_event_loop(stack, config)
     _check_protocol(stack, config)
     _check_idle_baseline(stack, config)
     check_clients(stack, config)
@@ -495,6 +496,20 @@ def _check_agent_mode(stack: Stack, config: Config) -> None:
             'energy.window = "process" (each trial process\'s whole life) would measure no '
             'process: use "fresh" with it, or energy.window = "fetch"'
         )
+
+
+def _check_event_loop(stack: Stack, config: Config) -> None:
+    """The event loop is the h2 engine's: nghttp2's client is nghttp, a C program."""
+    if config.run.event_loop == "asyncio":
+        return
+    for node in config.client_nodes:
+        if node.engine == "nghttp2":
+            key = "run.event_loop"
+            raise ConfigError(
+                f'{stack.origin(key)}: {key}: "{config.run.event_loop}" is the h2 engine\'s '
+                f"event loop; the client node {node.name or 'nodes.client'} runs nghttp2 (nghttp, "
+                "no Python loop)"
+            )
 
 
 def _check_protocol(stack: Stack, config: Config) -> None:

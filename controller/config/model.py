@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from agent.engines import ENGINES, Engine, UnrepresentablePolicy
 from agent.settings import SETTING_SPECS
-from agent.workloads import DEFAULT_KIND, ParamValue
+from agent.workloads import DEFAULT_KIND, ParamValue, spec_of
 from controller.config.meter_sources import METER_SOURCE_SPECS, MeterSource, MeterSourceSpec
 from controller.config.profile import DeviceProfile
 
@@ -34,6 +34,7 @@ IDLE_MIN_SAMPLES = 2 * IDLE_SEGMENTS
 # How the client node runs its trials: a process per trial, or one warm agent for the sweep.
 AgentMode = Literal["fresh", "warm"]
 AGENT_MODES: tuple[AgentMode, ...] = ("fresh", "warm")
+EventLoop = Literal["asyncio", "uvloop"]
 ROLES: tuple[Role, ...] = ("client", "server")
 DelayMethod = Literal["netem", "relay"]
 DELAY_METHODS: tuple[DelayMethod, ...] = ("netem", "relay")
@@ -63,6 +64,9 @@ class RunConfig:
     retries: int = 2
     trial_timeout_s: float = 120.0
     agent: AgentMode = "fresh"
+    # The client agent's event loop (agent.event_loop): uvloop is the `uvloop` extra, which
+    # `nodes deploy` installs when a config asks for it.
+    event_loop: EventLoop = "asyncio"
     # Opt-in early stop (analysis.stopping): off while stop_half_width is None.
     stop_metric: str = "client_response_s"
     stop_half_width: float | None = None
@@ -110,7 +114,9 @@ class SweepConfig:
 class WorkloadConfig:
     kind: str = DEFAULT_KIND
     # Every parameter of the kind, canonical, defaults filled in (agent.workloads declares them).
-    params: tuple[tuple[str, ParamValue], ...] = (("site_seed", 0), ("total_bytes", 7_000_000))
+    params: tuple[tuple[str, ParamValue], ...] = field(
+        default_factory=lambda: tuple(spec_of(DEFAULT_KIND).defaults().items())
+    )
     connection_window: int | None = None  # None: the same as the stream window, as the study did
     window_update_policy: str = "half"
     # nghttp2 takes windows as 2^N - 1 bytes over HTTP/2 (nghttp, nghttpd): map other values to

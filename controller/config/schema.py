@@ -19,6 +19,7 @@ from typing import Any
 
 from agent.engines import ENGINES, UNREPRESENTABLE_POLICIES
 from agent.errors import SettingsError
+from agent.event_loop import EVENT_LOOPS
 from agent.flow import WINDOW_UPDATE_POLICIES
 from agent.h3.settings import MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES
 from agent.settings import SETTING_SPECS, canonical_name, check_value
@@ -475,6 +476,7 @@ SCHEMA: Schema = {
         "retries": integer(0, 100),
         "trial_timeout_s": number(0, 86400, low_open=True),
         "agent": choice(AGENT_MODES),
+        "event_loop": choice(EVENT_LOOPS),
         "stop_metric": choice(STOP_METRICS),
         "stop_half_width": optional(number(0, 1, low_open=True)),
         "stop_min_n": integer(2, 1_000_000),

@@ -274,6 +274,7 @@ class AgentNode:
         ca_file: str | None = None,
         http3: bool = False,
         datagram_bytes: int | None = None,
+        event_loop: str | None = None,
     ) -> dict[str, Any]:
         """One trial of the workload by the client agent (`h2iot-agent trial`); its JSON record
         (agent/README.md), also when the trial failed (`ok` false: a body mismatch, a refused
@@ -283,7 +284,8 @@ class AgentNode:
         server node's wall clock minus this one's, which times across both clocks are mapped by
         (`--peer-clock-offset-ns`). `ca_file`: for an https URL, the authority (a path on the
         node) the server's certificate must chain to. `http3`: over HTTP/3 (the URL's port is
-        the server's UDP port), its datagram size `datagram_bytes` (None: the agent's)."""
+        the server's UDP port), its datagram size `datagram_bytes` (None: the agent's).
+        `event_loop`: the h2 engine's (None: the agent's default)."""
         argv = ["trial", url, "--workload", workload, "--json", "--timeout", f"{timeout_s:g}"]
         if http3:
             argv += ["--protocol", "h3"]
@@ -300,6 +302,7 @@ class AgentNode:
             ("--peer-clock-uncertainty-ns", peer_clock and peer_clock.uncertainty_ns),
             ("--ca-file", None if ca_file is None else self.node.path(ca_file)),
             ("--datagram-size", datagram_bytes),
+            ("--event-loop", event_loop),
         )
         for flag, value in options:
             if value is not None:

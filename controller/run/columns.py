@@ -53,6 +53,12 @@ METRIC_COLUMNS: tuple[Column, ...] = (
         "client agent process CPU time over that span (h2 engine)",
     ),
     Column("client_tls_version", "", "the TLS version negotiated (TLSv1.3), empty in cleartext"),
+    Column(
+        "client_event_loop",
+        "",
+        "the client agent's event loop, asyncio or uvloop (run.event_loop); empty on the "
+        "nghttp2 engine",
+    ),
     Column("client_cpu_s", "s", "client agent process CPU time (user + sys) over the fetch"),
     Column(
         "client_cpu_pct",

@@ -175,6 +175,7 @@ class AgentPair:
                 ca_file=self._ca_file(point),
                 http3=point.protocol == "h3",
                 datagram_bytes=point.datagram_bytes,
+                event_loop=self.config.run.event_loop,
             )
         except NodeUnreachableError as exc:
             raise NodeLost(str(exc), role="client") from None

@@ -117,6 +117,7 @@ def trial_row(
             client_connect_s=client.get("connect_s"),
             client_connect_cpu_s=client.get("connect_cpu_s"),
             client_tls_version=client.get("tls_version"),
+            client_event_loop=client.get("event_loop"),
             client_cpu_s=client.get("cpu_s"),
             client_cpu_pct=_cpu_pct(client),
             client_rss_peak_bytes=client.get("rss_peak_bytes"),

@@ -136,7 +136,8 @@ def test_the_trial_gets_the_points_settings_and_the_server_restarts_only_on_chan
     (options,) = client.trial_calls
     assert options["settings"] == (("initial_window_size", 4096),)
     assert options["connection_window"] == 4096  # unset in the config: the stream window
-    assert options["workload"] == "page" and options["params"] == ()
+    assert options["workload"] == "page" and options["params"] == (("verify", "sha256"),)
+    assert options["event_loop"] == "asyncio"
 
 
 def test_a_server_killed_for_lack_of_memory_fails_the_next_trial_naming_the_limit() -> None:

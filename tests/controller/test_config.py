@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.workloads import SPECS, Param
+from controller.cli.nodes import node_extras
 from controller.config import (
     DEFAULT_CONFIG_PATH,
     Config,
@@ -331,7 +332,7 @@ KEY_ERRORS = [
     (
         '[workload]\nkind = "blob"\nsite_seed = 3',
         "workload.site_seed: not a parameter of workload 'blob' "
-        "(its parameters: size_bytes, requests, mode)",
+        "(its parameters: size_bytes, requests, mode, verify)",
     ),
     (
         '[workload]\nkind = "blob"\nsize_bytes = 70000000',
@@ -349,7 +350,7 @@ KEY_ERRORS = [
     (
         "[sweep]\nsize_bytes = [1024, 2048]",
         "sweep.size_bytes: not a parameter of workload 'page' "
-        "(its parameters: site_seed, total_bytes)",
+        "(its parameters: site_seed, total_bytes, verify)",
     ),
     (
         '[sweep]\nwindow_update_policy = ["half", "sometimes"]',
@@ -372,14 +373,14 @@ KEY_ERRORS = [
     (
         "[run]\nrepetition = 1",
         "run.repetition: unknown key (known: name, seed, repetitions, "
-        "confidence, order, idle_baseline_s, retries, trial_timeout_s, agent, stop_metric, "
-        "stop_half_width, stop_min_n; did you mean repetitions?)",
+        "confidence, order, idle_baseline_s, retries, trial_timeout_s, agent, event_loop, "
+        "stop_metric, stop_half_width, stop_min_n; did you mean repetitions?)",
     ),
     (
         '[run."a\\nb"]',
         'run."a\\nb": unknown key (known: name, seed, repetitions, confidence, order, '
-        "idle_baseline_s, retries, trial_timeout_s, agent, stop_metric, stop_half_width, "
-        "stop_min_n)",
+        "idle_baseline_s, retries, trial_timeout_s, agent, event_loop, stop_metric, "
+        "stop_half_width, stop_min_n)",
     ),
     ("run = 5", "run: expected a table, got an integer (5)"),
     ("[nodes.gateway]", "nodes.gateway: unknown key (known: client, server, clients)"),
@@ -436,7 +437,7 @@ KEY_ERRORS = [
         "sweep.window: not an HTTP/2 setting, flow-control key, protocol or workload parameter "
         "(known: header_table_size, enable_push, max_concurrent_streams, initial_window_size, "
         "max_frame_size, max_header_list_size, connection_window, window_update_policy, protocol, "
-        "datagram_bytes, site_seed, total_bytes, size_bytes, requests, mode"
+        "datagram_bytes, site_seed, total_bytes, verify, size_bytes, requests, mode"
         f"{LATER_PARAMS}, server_engine)",
     ),
     (
@@ -542,7 +543,23 @@ KEY_ERRORS = [
     ("[link]\nloss_pct = 100", "link.loss_pct: 100 is outside [0, 100)"),
     ("[link]\nrate_mbit = 0", "link.rate_mbit: 0 is outside (0, 100000]"),
     ("[link]\ndelay_ms = inf", "link.delay_ms: inf is not a finite number"),
+    (
+        "[run]\nevent_loop = 'trio'",
+        'run.event_loop: expected one of "asyncio", "uvloop", got a string ("trio")',
+    ),
+    (
+        "[run]\nevent_loop = 'uvloop'\n[nodes.client]\nengine = 'nghttp2'",
+        'run.event_loop: "uvloop" is the h2 engine\'s event loop; the client node nodes.client '
+        "runs nghttp2 (nghttp, no Python loop)",
+    ),
 ]
+
+
+def test_a_client_on_uvloop_gets_its_extra_deployed() -> None:
+    assert "uvloop" not in node_extras(load_config(None))
+    config = load_config(None, ('run.event_loop="uvloop"', 'sweep.protocol=["h2", "h3"]'))
+    assert node_extras(config) == ("h3", "uvloop")
+    assert config.to_dict()["run"]["event_loop"] == "uvloop"  # in the manifest's config
 
 
 @pytest.mark.parametrize(("text", "expected"), KEY_ERRORS)
@@ -606,6 +623,7 @@ def test_a_workload_parameter_is_checked_against_the_kind_set_in_another_layer(
         ("size_bytes", 65536),
         ("requests", 4),
         ("mode", "sequential"),
+        ("verify", "sha256"),
     )
 
 
@@ -619,13 +637,14 @@ def test_another_kind_chosen_by_a_later_layer_drops_the_earlier_kinds_keys(
         "size_bytes": 65536,
         "requests": 4,
         "mode": "sequential",
+        "verify": "sha256",
     }
     assert "site_seed" not in config.to_dict()["workload"]
     # The same layer, or a later one, giving another kind's key is still refused.
     path = write(tmp_path, '[workload]\nkind = "blob"\n')
     assert error_of(path, ("workload.total_bytes=100000",)) == (
         "--set: workload.total_bytes: not a parameter of workload 'blob' "
-        "(its parameters: size_bytes, requests, mode)"
+        "(its parameters: size_bytes, requests, mode, verify)"
     )
 
 
@@ -646,7 +665,12 @@ def test_a_point_is_one_record_from_the_config_to_the_agents() -> None:
     assert point.settings == (("initial_window_size", 256), ("max_concurrent_streams", 8))
     assert point.connection_window == 256  # unset: the stream window, as the study did
     assert point.window_update_policy == "half"
-    assert point.params == (("size_bytes", 1000), ("requests", 2), ("mode", "sequential"))
+    assert point.params == (
+        ("size_bytes", 1000),
+        ("requests", 2),
+        ("mode", "sequential"),
+        ("verify", "sha256"),
+    )
     swept = load_config(
         None, ("sweep.connection_window=[1024]", 'sweep.window_update_policy=["exhausted"]')
     )

@@ -127,7 +127,12 @@ def test_a_blob_server_and_client_trial(agent: AgentNode):
     )
     assert record["ok"], record
     assert record["workload"] == "blob"
-    assert record["params"] == {"size_bytes": 5000, "requests": 2, "mode": "concurrent"}
+    assert record["params"] == {
+        "size_bytes": 5000,
+        "requests": 2,
+        "mode": "concurrent",
+        "verify": "sha256",
+    }
     assert record["metrics"]["request_count"] == 2
     assert record["metrics"]["body_bytes"] == 10_000
     trial = agent.trial_record("b-1")

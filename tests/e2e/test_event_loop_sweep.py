@@ -1,0 +1,38 @@
+"""A local sweep whose client runs on uvloop, fresh and warm, with the body check as an axis:
+every trial ran on the loop the config asked for, each row says so, and the report reads it."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import h2iot
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "configs" / "local.toml"
+
+
+@pytest.mark.parametrize("agent", ["fresh", "warm"])
+def test_a_sweep_on_uvloop_checks_bodies_as_each_point_says(tmp_path: Path, agent: str) -> None:
+    energy = ("--set", 'energy.window="fetch"') if agent == "warm" else ()
+    result = h2iot(
+        "sweep", str(CONFIG), "--no-dashboard", "--out", str(tmp_path / "runs"),
+        "--set", "workload.total_bytes=300000", "--set", "run.idle_baseline_s=1",
+        "--set", "run.repetitions=2", "--set", 'run.event_loop="uvloop"',
+        "--set", f'run.agent="{agent}"', *energy,
+        "--set", 'sweep={initial_window_size = [4096], verify = ["sha256", "size"]}',
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["config"]["run"]["event_loop"] == "uvloop"
+    with (run / "trials.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 4 and all(row["status"] == "ok" for row in rows), rows
+    assert {row["client_event_loop"] for row in rows} == {"uvloop"}
+    assert sorted(row["verify"] for row in rows) == ["sha256", "sha256", "size", "size"]
+    report = h2iot("report", str(run))
+    assert report.returncode == 0, report.stdout + report.stderr
