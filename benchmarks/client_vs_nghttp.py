@@ -2,7 +2,8 @@
 
 One process per fetch on both sides, as a sweep runs them: `h2iot-agent trial URL --workload
 page --json` (our figure is the trial record's own `cpu_s`, the fetch's window: connection,
-requests, every body checked by size and sha256 against the manifest) and `nghttp -nas
+requests, every body checked against the manifest) in each variant asked for (`--variants`:
+the event loop, asyncio or uvloop, and the body check, sha256 or size), and `nghttp -nas
 --no-push --no-dep -w N -W N URL` (its figure is the whole process's getrusage, start-up
 included, as the nghttp2 engine records it; it checks nothing). Both against the same
 `nghttpd --no-tls` on the default site, nghttpd pinned to one core and the clients to the
@@ -13,8 +14,9 @@ ratio of the medians per window, and the median of the paired ratios beside it.
 Windows are in bytes and must be 2^N - 1 (nghttp takes N): stream and connection window alike,
 as the study passed the same N to `-w` and `-W`.
 
-Run from the repository root with the project's venv:
+Run from the repository root with the project's venv (the uvloop extra for its variants):
     .venv/bin/python benchmarks/client_vs_nghttp.py [--fetches 15] [--windows 255,4095,65535]
+        [--variants asyncio/sha256,uvloop/sha256,uvloop/size]
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from bench_support import free_port, pinned, write_csv
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_WINDOWS = (255, 4095, 65535)
-OURS = "ours"
+# Our client's variants: event loop / body check (agent.event_loop, the page's `verify`).
+DEFAULT_VARIANTS = ("asyncio/sha256", "uvloop/sha256", "uvloop/size")
 NGHTTP = "nghttp"
 
 
@@ -48,7 +51,7 @@ class Fetch:
 
     round: int
     window: int
-    client: str  # OURS or NGHTTP
+    client: str  # one of our variants ("uvloop/size") or NGHTTP
     cpu_s: float  # ours: the record's cpu_s; nghttp: the process's user + sys
     cpu_user_s: float
     cpu_sys_s: float
@@ -83,7 +86,8 @@ def run_pinned(args: list[str], core: int, timeout_s: float) -> Child:
     )
 
 
-def ours_args(url: str, window: int, manifest: Path) -> list[str]:
+def ours_args(url: str, window: int, manifest: Path, variant: str) -> list[str]:
+    loop, check = variant.split("/")
     return [
         sys.executable,
         "-m",
@@ -99,6 +103,10 @@ def ours_args(url: str, window: int, manifest: Path) -> list[str]:
         str(window),
         "--manifest",
         str(manifest),
+        "--event-loop",
+        loop,
+        "--param",
+        f"verify={check}",
     ]
 
 
@@ -107,15 +115,16 @@ def nghttp_args(url: str, window: int) -> list[str]:
     return ["nghttp", "-nas", "--no-push", "--no-dep", "-w", bits, "-W", bits, url]
 
 
-def fetch_ours(round_: int, window: int, url: str, args: argparse.Namespace) -> Fetch:
-    child = run_pinned(ours_args(url, window, args.site / "manifest.json"), args.client_core, 600)
+def fetch_ours(round_: int, window: int, url: str, args: argparse.Namespace, variant: str) -> Fetch:
+    command = ours_args(url, window, args.site / "manifest.json", variant)
+    child = run_pinned(command, args.client_core, 600)
     record = json.loads(child.stdout.splitlines()[0])
     if not record["ok"]:
         raise BenchError(f"our fetch failed: {record['error']}")
     return Fetch(
         round_,
         window,
-        OURS,
+        variant,
         record["cpu_s"],
         record["cpu_user_s"],
         record["cpu_sys_s"],
@@ -148,29 +157,31 @@ def fetch_nghttp(round_: int, window: int, url: str, args: argparse.Namespace, f
     )
 
 
-def summary_table(fetches: Sequence[Fetch]) -> str:
+def summary_table(fetches: Sequence[Fetch], variants: Sequence[str]) -> str:
     lines = [
-        "| window (bytes) | fetches | ours: fetch CPU ms (user + sys) | ours: process CPU ms "
-        "| nghttp -nas: process CPU ms (user + sys) | ours / nghttp (medians) "
-        "| median of paired ratios |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| window (bytes) | ours: loop/check | fetches | ours: fetch CPU ms (user + sys) "
+        "| ours: process CPU ms | nghttp -nas: process CPU ms (user + sys) "
+        "| ours / nghttp (medians) | median of paired ratios |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def med(items: Sequence[Fetch], attr: str) -> float:
+        return 1000 * statistics.median(getattr(f, attr) for f in items)
+
     for window in sorted({f.window for f in fetches}):
-        ours = [f for f in fetches if f.window == window and f.client == OURS]
         theirs = [f for f in fetches if f.window == window and f.client == NGHTTP]
         paired = {f.round: f.cpu_s for f in theirs}
-        ratios = [f.cpu_s / paired[f.round] for f in ours if f.round in paired]
-
-        def med(items: Sequence[Fetch], attr: str) -> float:
-            return 1000 * statistics.median(getattr(f, attr) for f in items)
-
-        lines.append(
-            f"| {window} | {len(ours)} | {med(ours, 'cpu_s'):.1f} ({med(ours, 'cpu_user_s'):.1f}"
-            f" + {med(ours, 'cpu_sys_s'):.1f}) | {med(ours, 'process_cpu_s'):.1f} "
-            f"| {med(theirs, 'cpu_s'):.1f} ({med(theirs, 'cpu_user_s'):.1f} + "
-            f"{med(theirs, 'cpu_sys_s'):.1f}) | {med(ours, 'cpu_s') / med(theirs, 'cpu_s'):.2f} "
-            f"| {statistics.median(ratios):.2f} |"
-        )
+        for variant in variants:
+            ours = [f for f in fetches if f.window == window and f.client == variant]
+            ratios = [f.cpu_s / paired[f.round] for f in ours if f.round in paired]
+            lines.append(
+                f"| {window} | {variant} | {len(ours)} | {med(ours, 'cpu_s'):.1f} "
+                f"({med(ours, 'cpu_user_s'):.1f} + {med(ours, 'cpu_sys_s'):.1f}) "
+                f"| {med(ours, 'process_cpu_s'):.1f} | {med(theirs, 'cpu_s'):.1f} "
+                f"({med(theirs, 'cpu_user_s'):.1f} + {med(theirs, 'cpu_sys_s'):.1f}) "
+                f"| {med(ours, 'cpu_s') / med(theirs, 'cpu_s'):.2f} "
+                f"| {statistics.median(ratios):.2f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -178,12 +189,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fetches", type=int, default=15, help="fetches per client and window")
     parser.add_argument("--windows", default=",".join(map(str, DEFAULT_WINDOWS)))
+    parser.add_argument(
+        "--variants",
+        default=",".join(DEFAULT_VARIANTS),
+        help="our client's variants, LOOP/CHECK each: asyncio or uvloop, sha256 or size",
+    )
     parser.add_argument("--site", type=Path, default=REPO / "data" / "site")
     parser.add_argument("--out", type=Path, help="results directory (default data/bench/...)")
     parser.add_argument("--server-core", type=int, default=0)
     parser.add_argument("--client-core", type=int, default=1)
     args = parser.parse_args(argv)
     args.site = args.site.resolve()
+    args.variants = args.variants.split(",")
+    for variant in args.variants:
+        loop, _, check = variant.partition("/")
+        if loop not in ("asyncio", "uvloop") or check not in ("sha256", "size"):
+            parser.error(f"--variants: {variant!r} is not LOOP/CHECK (asyncio|uvloop/sha256|size)")
     return args
 
 
@@ -210,25 +231,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         with server(nghttpd, port, args.server_core, out / "nghttpd.log"):
             for round_ in range(args.fetches):
                 for window in windows:
-                    pair = [
-                        partial(fetch_ours, round_, window, url, args),
+                    steps = [
+                        *(partial(fetch_ours, round_, window, url, args, v) for v in args.variants),
                         partial(fetch_nghttp, round_, window, url, args, len(paths)),
                     ]
-                    if round_ % 2:
-                        pair.reverse()
-                    done = {f.client: f for f in (step() for step in pair)}
+                    # Each client takes each place in the order in turn, round by round.
+                    shift = round_ % len(steps)
+                    done = {f.client: f for f in (step() for step in steps[shift:] + steps[:shift])}
                     fetches.extend(done.values())
-                    print(
-                        f"round {round_ + 1}/{args.fetches} W={window}: ours "
-                        f"{1000 * done[OURS].cpu_s:.1f} ms, nghttp {1000 * done[NGHTTP].cpu_s:.1f}"
-                        f" ms (load {done[OURS].loadavg_1m:.2f})",
-                        flush=True,
-                    )
+                    figures = ", ".join(f"{name} {1000 * f.cpu_s:.1f}" for name, f in done.items())
+                    load = done[NGHTTP].loadavg_1m
+                    round_text = f"round {round_ + 1}/{args.fetches} W={window}"
+                    print(f"{round_text}: {figures} ms (load {load:.2f})", flush=True)
                 write_csv(out / "measurements.csv", fetches)
     except (BenchError, subprocess.TimeoutExpired) as exc:
         print(f"client_vs_nghttp: error: {exc}", file=sys.stderr)
         return 1
-    table = summary_table(fetches)
+    table = summary_table(fetches, args.variants)
     (out / "summary.md").write_text(table)
     print(table)
     return 0
