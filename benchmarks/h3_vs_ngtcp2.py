@@ -22,7 +22,7 @@ Servers run pinned to one core, clients to the other.
 
 Run from the repository root with the project's venv (the h3 extra installed):
     .venv/bin/python benchmarks/h3_vs_ngtcp2.py [--fetches 20] [--runs 3] [--windows 256,4096,65535]
-        [--baseline DIR]
+        [--baseline DIR] [--event-loop asyncio|uvloop] [--verify sha256|size]
 """
 
 from __future__ import annotations
@@ -76,6 +76,15 @@ class Setup:
     fetches: int
     server_core: int
     client_core: int
+    # Our client's `--event-loop` and the page's `verify`: every case of ours runs with them.
+    event_loop: str = "asyncio"
+    verify: str = "sha256"
+
+    def client_options(self) -> list[str]:
+        """Our client's options for them, none at the defaults (a --baseline checkout may
+        predate the options)."""
+        options = [] if self.event_loop == "asyncio" else ["--event-loop", self.event_loop]
+        return options + ([] if self.verify == "sha256" else ["--param", f"verify={self.verify}"])
 
 
 def _free_udp_port() -> int:
@@ -178,7 +187,7 @@ def _our_client(
         sys.executable, "-m", "agent.cli", "fetch", url, "--ca-file", str(setup.ca),
         "--initial-window-size", str(window), "--connection-window", str(window),
         "--manifest", str(setup.site / "manifest.json"), "--repeat", str(setup.fetches), "--json",
-        *(["--protocol", "h3"] if h3 else []),
+        *(["--protocol", "h3"] if h3 else []), *setup.client_options(),
     ]  # fmt: skip
     stdout, cpu_s, wall_s = _timed(argv, setup.client_core, cwd=tree)
     records = [json.loads(line) for line in stdout.splitlines()]
@@ -272,6 +281,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--server-core", type=int, default=0)
     parser.add_argument("--client-core", type=int, default=1)
     parser.add_argument(
+        "--event-loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="our client's event loop, every case (uvloop: the agent's uvloop extra)",
+    )
+    parser.add_argument(
+        "--verify",
+        choices=("sha256", "size"),
+        default="sha256",
+        help="how our client checks bodies, every case (gtlsclient drops them unchecked)",
+    )
+    parser.add_argument(
         "--baseline",
         type=Path,
         help="another checkout of this repository (e.g. a worktree of the previous commit): "
@@ -300,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     credentials = run_credentials(out, ["127.0.0.1", "localhost"], stamp)
     setup = Setup(
         site, urls, credentials.ca_cert, credentials.server_cert, credentials.server_key,
-        args.fetches, args.server_core, args.client_core,
+        args.fetches, args.server_core, args.client_core, args.event_loop, args.verify,
     )  # fmt: skip
     windows = [int(w) for w in args.windows.split(",")]
     measurements: list[Measurement] = []
