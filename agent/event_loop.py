@@ -1,7 +1,7 @@
 """The event loop a client's trials run on: asyncio's own, or uvloop's (libuv; the `uvloop`
 extra). The loop is most of what a Python client costs beyond the protocol at small windows:
 every round trip is a wake-up, a read, a write and the loop's bookkeeping around them, so
-uvloop takes 10-15 % off a page fetch's client CPU (benchmarks/README.md, client_vs_nghttp.py).
+uvloop takes 9-13 % off a page fetch's client CPU (benchmarks/README.md, client_vs_nghttp.py).
 asyncio stays the default: uvloop has no armv7l wheel on PyPI (piwheels has one), and a run
 keeps the loop its earlier runs had unless the config asks. The record says which loop ran.
 """
