@@ -165,9 +165,11 @@ def test_the_sweep_runs_over_ssh_on_a_fastethernet_link(
 def test_a_stream_sweep_over_tls_maps_its_latencies_through_the_measured_clock_offset(
     config: Path, netns_testbed: Testbed, tmp_path: Path
 ) -> None:
-    # The nodes get the stream workload's extra (wsproto, ...) on top of the module's deploy.
+    # The nodes get the stream workload's extra (wsproto, ...) and uvloop, the client's loop
+    # here, on top of the module's deploy.
     deployed = h2iot(
         "nodes", "deploy", str(config), "--set", "workload.kind=stream",
+        "--set", 'run.event_loop="uvloop"',
         "--wheelhouse", str(config.parent / "wheelhouse"),
     )  # fmt: skip
     assert deployed.returncode == 0, deployed.stdout + deployed.stderr
@@ -175,7 +177,7 @@ def test_a_stream_sweep_over_tls_maps_its_latencies_through_the_measured_clock_o
         config, netns_testbed, tmp_path,
         "workload.kind=stream", "workload.duration_s=0.5", "workload.rate_hz=20",
         "workload.payload_doubles=8", "sweep.initial_window_size=[65535]", "run.repetitions=1",
-        "workload.protocol=h2",
+        "workload.protocol=h2", 'run.event_loop="uvloop"',
     )  # fmt: skip
     manifest = json.loads((run / "manifest.json").read_text())
     nodes = manifest["nodes"]
@@ -192,6 +194,7 @@ def test_a_stream_sweep_over_tls_maps_its_latencies_through_the_measured_clock_o
     (row,) = _rows(run)
     assert row["status"] == "ok" and row["workload"] == "stream", row
     assert row["client_tls_version"] == "TLSv1.3"
+    assert row["client_event_loop"] == "uvloop"  # the extra deployed, the node's agent on it
     assert int(row["stream_items_received"]) == 10
     # The corrected latencies are true ones within the bound (tens of us to a few ms here).
     bound_s = nodes["peer_clock"]["uncertainty_ns"] / 1e9
