@@ -15,7 +15,7 @@ import pytest
 from agent.errors import UsageError
 from agent.event_loop import check_event_loop
 from agent.site import load_manifest
-from tests.agent.h3_peers import Credentials, make_credentials
+from tests.agent.h3_peers import Credentials
 from tests.agent.servers import RunningServer, agent_server, run_agent
 
 # What each workload's trial is asked, small enough to be quick, large enough to take many
@@ -28,11 +28,6 @@ WORKLOAD_PARAMS: dict[str, tuple[str, ...]] = {
     "stream": ("transport=websocket", "rate_hz=50", "duration_s=0.3", "payload_doubles=50"),
 }
 PROTOCOLS = ("h2c", "h2", "h3")
-
-
-@pytest.fixture(scope="module")
-def credentials(tmp_path_factory: pytest.TempPathFactory) -> Credentials:
-    return make_credentials(tmp_path_factory.mktemp("loops-tls"))
 
 
 @pytest.fixture(scope="module")

@@ -25,18 +25,12 @@ from tests.agent.h3_peers import (
     free_udp_port,
     gtlsserver,
     h3_server,
-    make_credentials,
 )
 from tests.agent.servers import AGENT, RunningServer, run_agent
 from tests.agent.windows import verify_downloads
 from tests.conftest import require_tool
 
 WINDOWS = (4096, 65535)
-
-
-@pytest.fixture(scope="module")
-def credentials(tmp_path_factory: pytest.TempPathFactory) -> Credentials:
-    return make_credentials(tmp_path_factory.mktemp("h3-tls"))
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.h3_peers import Credentials, h3_server, make_credentials
+from tests.agent.h3_peers import Credentials, h3_server
 from tests.agent.servers import RunningServer, run_agent
-
-
-@pytest.fixture(scope="module")
-def credentials(tmp_path_factory: pytest.TempPathFactory) -> Credentials:
-    return make_credentials(tmp_path_factory.mktemp("h3-tls"))
 
 
 def _serve(
