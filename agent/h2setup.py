@@ -32,19 +32,30 @@ def h2_connection(client_side: bool, settings: dict[SettingCodes, int]) -> H2Con
 
 
 PROTOCOL_INITIAL_WINDOW = 65535
+# h2's own value for "no limit" where MAX_CONCURRENT_STREAMS was never set.
+UNLIMITED_STREAMS = 2**32 + 1
 
 
 def initiate_server(connection: H2Connection) -> None:
     """`initiate_connection` for a server: its SETTINGS frame says every value it was made with,
-    and a stream window below the protocol's 65,535 is in force once the client acknowledges
-    it. Until then a client may send up to 65,535 on a stream (RFC 9113 6.9.3: it has not read
-    our SETTINGS yet; an upload sent with its request does), as nghttpd takes it. A client's
-    own window needs no such grace: no response comes before the server has read it."""
+    and the limits a client could break before it has read them are in force once it
+    acknowledges them (RFC 9113 6.5.3, 6.9.3): a stream window below the protocol's 65,535 (a
+    client may send up to 65,535 on a stream before, as an upload sent with its request does)
+    and MAX_CONCURRENT_STREAMS (the protocol's initial value is no limit: requests sent at once
+    with the preface may outnumber ours). nghttpd takes both so. Until then h2 would end the
+    connection (FLOW_CONTROL_ERROR; PROTOCOL_ERROR, before decoding the headers of the stream
+    too many). A client's own settings need no such grace: no response comes before the
+    server has read them."""
     connection.initiate_connection()
     settings = connection.local_settings
-    window = settings.initial_window_size
+    graces = (
+        (SettingCodes.INITIAL_WINDOW_SIZE, PROTOCOL_INITIAL_WINDOW),
+        (SettingCodes.MAX_CONCURRENT_STREAMS, UNLIMITED_STREAMS),
+    )
     # h2 keeps each setting as a deque, the value in force first and values sent but not
     # yet acknowledged after it (h2.settings.Settings, 3.x to 4.4 at least).
-    held = getattr(settings, "_settings", {}).get(SettingCodes.INITIAL_WINDOW_SIZE)
-    if window < PROTOCOL_INITIAL_WINDOW and isinstance(held, deque) and list(held) == [window]:
-        held.appendleft(PROTOCOL_INITIAL_WINDOW)
+    held_by_code = getattr(settings, "_settings", {})
+    for code, protocol_value in graces:
+        held = held_by_code.get(code)
+        if isinstance(held, deque) and len(held) == 1 and held[0] < protocol_value:
+            held.appendleft(protocol_value)

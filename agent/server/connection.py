@@ -95,6 +95,9 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.peer = "?"
         self.lifecycle = Lifecycle()
         self.conn = h2_connection(client_side=False, settings=dict(host.h2_settings))
+        # The stream limit our SETTINGS announce; h2 holds it from the client's ACK on
+        # (initiate_server), and streams over it opened before are refused here.
+        self._stream_limit = self.conn.local_settings.max_concurrent_streams
         self.tally_in = SplitTally(expect_preface=True)
         self._reader = FrameReader(
             self.conn.max_inbound_frame_size,
@@ -293,7 +296,12 @@ class ServerConnection(asyncio.BufferedProtocol):
         if stream is None or stream.closed:
             # Reset (or refused) later in the same read, before we could answer.
             return
-        if self.lifecycle.state is State.DRAINING:
+        if (
+            self.lifecycle.state is State.DRAINING
+            or self.conn.open_inbound_streams > self._stream_limit
+        ):
+            # Draining, or over our limit before the client has read it (RFC 9113 5.1.2: a
+            # stream error; REFUSED_STREAM says nothing was done, so it may be retried).
             self.conn.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
             return
         headers = dict(event.headers or ())

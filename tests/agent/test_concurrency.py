@@ -1,5 +1,6 @@
 """Settings the server announces reach the client, and the client honours the server's
-MAX_CONCURRENT_STREAMS when it fetches the subresources."""
+MAX_CONCURRENT_STREAMS when it fetches the subresources; a client that opens more before it
+has read them gets the extra streams refused, not its connection closed."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from hyperframe.frame import GoAwayFrame, HeadersFrame, PingFrame, RstStreamFrame
 
+from tests.agent.rawpeer import RawPeer
 from tests.agent.servers import agent_server, run_agent
 
 
@@ -47,3 +50,33 @@ def test_client_keeps_within_the_servers_stream_limit(
     if limit == 100:
         # Unconstrained, the client does fetch concurrently.
         assert overlap > 1
+
+
+def test_streams_over_the_limit_opened_before_the_settings_arrive_are_refused(
+    site: Path, tmp_path: Path
+) -> None:
+    """RFC 9113 5.1.2: the limit is the server's once the client has it; five GETs sent with the
+    preface, against a limit of three, are three answers and two REFUSED_STREAMs (7: retry),
+    and the connection serves on."""
+    with agent_server(site, tmp_path, "--setting", "max_concurrent_streams=3") as server:
+        peer = RawPeer(server.port)
+        peer.handshake()
+        for stream_id in (1, 3, 5, 7, 9):
+            peer.get(stream_id, "/index.html")
+        peer.send(PingFrame(0, opaque_data=b"all read"))
+        frames = []
+        while (frame := peer.read_frame()) is not None:
+            frames.append(frame)
+            if isinstance(frame, PingFrame) and "ACK" in frame.flags:
+                break
+        peer.get(11, "/index.html")  # after the refusals: served
+        while (frame := peer.read_frame()) is not None:
+            frames.append(frame)
+            if isinstance(frame, HeadersFrame) and frame.stream_id == 11:
+                break
+        peer.close()
+    answered = {f.stream_id for f in frames if isinstance(f, HeadersFrame)}
+    refused = {f.stream_id: f.error_code for f in frames if isinstance(f, RstStreamFrame)}
+    assert answered == {1, 3, 5, 11}
+    assert refused == {7: 7, 9: 7}
+    assert not any(isinstance(f, GoAwayFrame) for f in frames)

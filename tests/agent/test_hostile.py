@@ -93,7 +93,9 @@ def reset_storm(peer: RawPeer) -> None:
 
 
 def too_many_streams(peer: RawPeer) -> None:
+    # Knowingly: before the client has our SETTINGS, streams over the limit are only refused.
     peer.handshake()
+    peer.acknowledge_server_settings()
     for stream_id in range(1, 2 * 102, 2):
         peer.get(stream_id, "/", end_stream=False)
 
