@@ -1,7 +1,8 @@
 """The report's first screen: what ran (one sentence), the warnings that change how to read the
 results, the headline figure, then the findings (`analysis.findings`).
 
-The sentence names the workload, the swept axes with their values, where the nodes ran, the
+The sentence names the workload, the swept axes with their values, where the nodes ran, how
+the client ran where the run chose other than the defaults (uvloop, bodies checked by size), the
 meter, the ok trials per point and when the run was made (ISO 8601 in the run's zone, and
 where that zone comes from: `analysis.times`). At most MAX_CAVEATS warnings are listed; the
 count of the others follows, each section below still has them all.
@@ -66,6 +67,17 @@ def _meter_text(manifest: Mapping[str, Any]) -> str:
     return f"the {text_of(source)} meter{at}"
 
 
+def client_text(manifest: Mapping[str, Any]) -> str:
+    """How the client did its part where a run chose other than the defaults (its event loop,
+    bodies checked by size alone): both change what its CPU figures hold. Empty otherwise."""
+    parts = []
+    if config_value(manifest, "run.event_loop") == "uvloop":
+        parts.append("the client on uvloop")
+    if config_value(manifest, "workload.verify") == "size":
+        parts.append("bodies checked by size alone (no sha256)")
+    return "".join(f"; {part}" for part in parts)
+
+
 def _n_text(run: Run) -> str:
     counts = run.ok.groupby(list(run.axes)).size()
     low, high = int(counts.min()), int(counts.max())
@@ -85,8 +97,8 @@ def what_ran(run: Run, client_nodes: Sequence[Mapping[str, str]] = ()) -> str:
     )
     axes = " and ".join(_axis_text(run, axis) for axis in run.axes)
     return (
-        f"What ran: the {run.workload} workload over {axes}; {_nodes_text(run, client_nodes)}; "
-        f"{_meter_text(run.manifest)}; {_n_text(run)}; {when}."
+        f"What ran: the {run.workload} workload over {axes}; {_nodes_text(run, client_nodes)}"
+        f"{client_text(run.manifest)}; {_meter_text(run.manifest)}; {_n_text(run)}; {when}."
     )
 
 
