@@ -1,5 +1,6 @@
 """A fresh h2 connection whose local SETTINGS are in force from the first frame, and a
-server's start, whose lowered stream window is in force from the client's acknowledgement.
+server's start, whose limits a client could break unknowingly (a lowered stream window, a
+stream limit) are in force from the client's acknowledgement.
 
 h2 treats values passed as `initial_values` as already acknowledged, which is what the first
 SETTINGS frame needs, but it derives some limits once, in its constructor (the largest frame it
