@@ -61,9 +61,16 @@ def test_streams_over_the_limit_opened_before_the_settings_arrive_are_refused(
     with agent_server(site, tmp_path, "--setting", "max_concurrent_streams=3") as server:
         peer = RawPeer(server.port)
         peer.handshake()
-        for stream_id in (1, 3, 5, 7, 9):
-            peer.get(stream_id, "/index.html")
-        peer.send(PingFrame(0, opaque_data=b"all read"))
+        # In one write, so the server reads all five at once (one by one, an early answer
+        # could close a stream before the next arrives, and the fifth would fit).
+        flags = ["END_HEADERS", "END_STREAM"]
+        peer.send(
+            *(
+                HeadersFrame(stream_id, data=peer.header_block("/index.html"), flags=flags)
+                for stream_id in (1, 3, 5, 7, 9)
+            ),
+            PingFrame(0, opaque_data=b"all read"),
+        )
         frames = []
         while (frame := peer.read_frame()) is not None:
             frames.append(frame)
