@@ -4,31 +4,38 @@ the trial's window out of its sample stream by edges instead of by mapped clocks
 - ``none`` (default): no marker.
 - ``gpio:CHIP:LINE``: a GPIO line wired to the meter's marker input (libgpiod v2 bindings,
   the optional ``gpio`` extra).
-- ``fifo:PATH``: a software line for local nodes: writes ``1`` / ``0`` lines to a FIFO (or file)
-  that the virtual meter and the simavr harness read as rising and falling edges.
+- ``fifo:PATH``: a software line for local nodes: writes ``LEVEL MONO_NS`` lines to a FIFO (or
+  file), ``1`` rising and ``0`` falling, each with the CLOCK_MONOTONIC instant (ns) the line
+  changed, which the modelled meters (virtual, simavr, emulated PPK2) place on their samples.
+  The instant travels with the edge because a meter's thread on a busy machine may read the
+  FIFO late: stamped at reading, a trial's edges moved by however long the thread waited.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Protocol
 
 from agent.errors import MarkerError
 
 
 class Marker(Protocol):
-    def raise_line(self) -> None: ...
-    def lower_line(self) -> None: ...
+    """A line raised and lowered around each trial; each change returns its CLOCK_MONOTONIC
+    instant (ns), the one the meter is told where the line carries it."""
+
+    def raise_line(self) -> int: ...
+    def lower_line(self) -> int: ...
     def describe(self) -> str: ...
     def close(self) -> None: ...
 
 
 class NoMarker:
-    def raise_line(self) -> None:
-        pass
+    def raise_line(self) -> int:
+        return time.monotonic_ns()
 
-    def lower_line(self) -> None:
-        pass
+    def lower_line(self) -> int:
+        return time.monotonic_ns()
 
     def describe(self) -> str:
         return "none"
@@ -49,17 +56,19 @@ class FifoMarker:
                 f"--marker fifo:{path}: cannot open for writing: {exc.strerror}"
             ) from None
 
-    def _write(self, level: bytes) -> None:
+    def _write(self, level: int) -> int:
+        at_ns = time.monotonic_ns()
         try:
-            os.write(self._fd, level)
+            os.write(self._fd, f"{level} {at_ns}\n".encode())
         except BlockingIOError:
             raise MarkerError(f"--marker fifo:{self.path}: reader is not keeping up") from None
+        return at_ns
 
-    def raise_line(self) -> None:
-        self._write(b"1\n")
+    def raise_line(self) -> int:
+        return self._write(1)
 
-    def lower_line(self) -> None:
-        self._write(b"0\n")
+    def lower_line(self) -> int:
+        return self._write(0)
 
     def describe(self) -> str:
         return f"fifo:{self.path}"
@@ -93,11 +102,13 @@ class GpioMarker:
         except (OSError, ValueError) as exc:
             raise MarkerError(f"--marker gpio:{chip}:{line}: {exc}") from None
 
-    def raise_line(self) -> None:
+    def raise_line(self) -> int:
         self._request.set_value(self.line, self._gpiod.line.Value.ACTIVE)
+        return time.monotonic_ns()
 
-    def lower_line(self) -> None:
+    def lower_line(self) -> int:
         self._request.set_value(self.line, self._gpiod.line.Value.INACTIVE)
+        return time.monotonic_ns()
 
     def describe(self) -> str:
         return f"gpio:{self.chip}:{self.line}"

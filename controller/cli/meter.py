@@ -235,7 +235,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="pid:PID or cgroup:PATH (v1 or v2 cgroup directory), in input order with --watch-pid",
     )
-    parser.add_argument("--marker-fifo", type=Path, help="FIFO of '1'/'0' lines: marker edges")
+    parser.add_argument("--marker-fifo", type=Path, help="FIFO of marker edges: 'LEVEL MONO_NS' lines (agent --marker fifo:PATH), or bare '1'/'0'")
     parser.add_argument("--no-load", action="store_true", help="zero current (to calibrate)")
     parser.add_argument("--zero-offset-mv", type=float, default=0.0, help="sensor offset error")
     parser.add_argument("--idle-mw", type=float, default=PI_3B.idle_mw, help="model at idle")
@@ -514,7 +514,13 @@ def sweep_rules() -> SweepRules:
     from controller.sweep.rows import trial_row  # noqa: PLC0415
 
     def meter_cells(window: TrialWindow, energy: WindowEnergy) -> dict[str, object]:
-        power = PowerWindow(**{f.name: getattr(window, f.name) for f in fields(PowerWindow)})
+        power = PowerWindow(
+            **{
+                f.name: getattr(window, f.name)
+                for f in fields(PowerWindow)
+                if f.init and hasattr(window, f.name)
+            }
+        )
         planned = PlannedTrial("t", 0, 0, 1, ())
         bare = trial_row(planned, 1, error=None, client=None, server=None, power=None, energy=None)
         full = trial_row(

@@ -11,8 +11,9 @@ Ground truth: CSV rows `start,first_sample_index,end_sample_index,analog_input,p
 samples first..end-1 (end excluded) of the `start`-th START (counted from 1) were taken at
 exactly `power_mw`. `analysis.truth` reads it (and checks each trial against it).
 
-Marker FIFO (created if missing): lines `1` (rising edge) and `0` (falling edge), as the
-agent's `--marker fifo:PATH` writes them; other lines are ignored.
+Marker FIFO (created if missing): lines `LEVEL MONO_NS`, `1` a rising and `0` a falling edge at
+that CLOCK_MONOTONIC instant, as the agent's `--marker fifo:PATH` writes them; a bare `1` or `0`
+(a hand-written line) is an edge at the moment it is read; other lines are ignored.
 """
 
 from __future__ import annotations
@@ -218,6 +219,27 @@ class EdgeLog:
             self._file.close()
 
 
+@dataclass(frozen=True)
+class MarkerEdge:
+    """A marker line's change: its level (1 rising, 0 falling) and when it changed (monotonic
+    s: the node's own stamp, or when the line was read where the node gave none)."""
+
+    level: int
+    at_s: float
+
+
+def _edge(line: bytes, read_s: float) -> MarkerEdge | None:
+    words = line.split()
+    if not words or words[0] not in (b"0", b"1") or len(words) > 2:
+        return None
+    if len(words) == 1:
+        return MarkerEdge(int(words[0]), read_s)
+    if not words[1].isdigit():
+        return None
+    # Never after the read: a stamp from another clock would put the edge in the future.
+    return MarkerEdge(int(words[0]), min(int(words[1]) / 1e9, read_s))
+
+
 class MarkerFifo:
     """Reads edges from a FIFO; holds a writer of its own so the node's closing it is no EOF."""
 
@@ -237,8 +259,8 @@ class MarkerFifo:
         except OSError as exc:
             raise ConfigError(f"--marker-fifo {path}: cannot open: {exc.strerror}") from None
 
-    def edges(self) -> list[int]:
-        """Levels (1 rising, 0 falling) of the complete lines readable now."""
+    def edges(self, read_s: float) -> list[MarkerEdge]:
+        """The edges of the complete lines readable now, `read_s` (monotonic s) being now."""
         if self.fd < 0:
             return []
         try:
@@ -246,7 +268,7 @@ class MarkerFifo:
         except BlockingIOError:
             return []
         *lines, self._pending = (self._pending + data).split(b"\n")
-        return [int(line.strip()) for line in lines if line.strip() in (b"0", b"1")]
+        return [edge for line in lines if (edge := _edge(line, read_s)) is not None]
 
     def close(self) -> None:
         for fd in (self.fd, self._keepalive):

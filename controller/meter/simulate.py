@@ -23,6 +23,7 @@ are scaled by 1024 / 1023 so the simulated ADC reads what a real one would.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import queue
 import select
@@ -38,7 +39,13 @@ from controller.errors import MeterError
 from controller.meter.driver import DriverThread
 from controller.meter.ina219 import Ina219Model
 from controller.meter.ina226 import Ina226Model, model_like
-from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
+from controller.meter.node_power import (
+    MarkerEdge,
+    MarkerFifo,
+    ModelledMeterOptions,
+    NodePower,
+    TruthWriter,
+)
 from controller.paths import FIRMWARE_DIR
 
 HARNESS = Path("build-sim") / "h2iot_sim"
@@ -48,6 +55,21 @@ _BOOT_NS = 20_000_000  # the firmware has configured its pins by then
 _BOOT_WALL_S = 0.05  # wall time for the simulator to get there (it runs 3-12x real time)
 _NS = 1_000_000_000
 _HISTORY_TICKS = 500  # per-tick inputs kept for the samples taken before the clock report
+
+
+def with_edges(
+    lines: list[str], edges: list[MarkerEdge], launch_ns: int, start_ns: int, end_ns: int
+) -> list[str]:
+    """A tick's harness input `lines` (times start_ns..end_ns, in order) with a `T m LEVEL`
+    line per marker edge at the simulator's time of the instant the node changed the line.
+    The harness's times never go back, so an edge before `start_ns` (what it was already
+    given) goes at `start_ns`, the earliest it still accepts."""
+    out = list(lines)
+    for edge in edges:
+        at_ns = min(max(round(edge.at_s * _NS) - launch_ns, start_ns), end_ns)
+        times = [int(line.split(" ", 1)[0]) for line in out]
+        out.insert(bisect.bisect_right(times, at_ns), f"{at_ns} m {edge.level}\n")
+    return out
 
 
 @dataclass(frozen=True)
@@ -206,6 +228,8 @@ class SimulatedMeter:
     # --- one tick ---------------------------------------------------------------------------
 
     def _tick(self) -> None:
+        # The marker line before the clock: every edge read was then written by `now_ns`.
+        edges = self._marker.edges(time.monotonic())
         mono_ns = time.monotonic_ns()
         self._power.refresh(mono_ns / _NS)
         now_ns = mono_ns - self._launch_ns  # the simulator's time
@@ -213,7 +237,6 @@ class SimulatedMeter:
         self._clock_events()
         lines: list[str] = []
         start = self._horizon_ns
-        edges = self._marker.edges()
         if self._clock is None:
             self._history.append((start, power))
             del self._history[:-_HISTORY_TICKS]
@@ -222,8 +245,7 @@ class SimulatedMeter:
         else:
             lines += self._sample_lines(self._clock, now_ns, power)
         self._horizon_ns = max(now_ns, self._horizon_ns)
-        # Read just now: after every sample due by now (the harness's times never go back).
-        lines += [f"{self._horizon_ns} m {edge}\n" for edge in edges]
+        lines = with_edges(lines, edges, self._launch_ns, start, self._horizon_ns)
         lines.append(f"{self._horizon_ns}\n")
         self._write(lines)
         self._truth.flush()

@@ -117,13 +117,14 @@ class VirtualMeter:
             now = time.monotonic()
             if self._master in readable:
                 self._on_host_bytes(now)
-            if self._marker.fd in readable:
-                for edge in self._marker.edges():
-                    self._power.refresh(now)
-                    index = self._device.marker(edge, now)
-                    if index is not None:
-                        inputs = len(self.options.watch)
-                        self._edges.edge(self._truth.starts, index, edge, self._power, inputs)
+            # Read every pass, not only when select saw the line: an edge written after select
+            # returned is then stamped before the samples up to `now` are taken.
+            for edge in self._marker.edges(now):
+                self._power.refresh(now)
+                index = self._device.marker(edge.level, edge.at_s, now)
+                if index is not None:
+                    inputs = len(self.options.watch)
+                    self._edges.edge(self._truth.starts, index, edge.level, self._power, inputs)
             if now >= next_tick:
                 self._power.refresh(now)
                 self._device.advance(now)

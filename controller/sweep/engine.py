@@ -235,6 +235,10 @@ class SweepEngine:
         power = self.meter.window(
             span.start_wall_ns, span.end_wall_ns, before_s=span.before_s, after_s=span.after_s
         )
+        if power.clock_reason:
+            self.recorder.event(
+                "window_by_clock", trial_id=trial.trial_id, reason=power.clock_reason
+            )
         try:
             energy = energy_in_window(
                 power.t_s, power.power_mw, power.start_s, power.end_s, self.idle_mw

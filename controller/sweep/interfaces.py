@@ -28,6 +28,8 @@ class PowerWindow:
     samples_lost: int
     crc_errors: int
     frame_gaps: int
+    # Why a window with marker edges in its stream still went by the clock ("" otherwise).
+    clock_reason: str = ""
 
 
 class TrialNodes(Protocol):

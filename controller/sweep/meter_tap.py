@@ -45,6 +45,7 @@ _LATE_SAMPLES_TIMEOUT_S = 3.0
 _EDGE_PAD_SAMPLES = 2
 # How long after the controller's end of a trial its marker's falling edge may still be sampled.
 _MARKER_SLACK_S = 0.05
+_INCOMPLETE_PULSE = "the trial's marker pulse is incomplete (a rising edge, no falling one)"
 # How long a lost pty waits for its modelled meter to say why it stopped.
 _SOURCE_ERROR_WAIT_S = 2.0
 
@@ -294,17 +295,26 @@ class MeterTap(_StreamTap[int]):
         self, start_wall_ns: int, end_wall_ns: int, *, before_s: float = 0.0, after_s: float = 0.0
     ) -> PowerWindow:
         self._check()
+        clock = self._indices_of(start_wall_ns, end_wall_ns)
+        # The trial's falling edge is stamped before any sample taken after it is sent (a pin
+        # interrupt; a modelled meter reads its marker line before it samples up to now), so
+        # once the stream passes the trial's end by the clock, both edges are here, however
+        # late a busy machine ran the reader.
+        self._await(int(np.ceil(clock[1] + _MARKER_SLACK_S * self.rate_hz)))
         edges = self._trial_edges()
-        source: Literal["marker", "clock"]
-        # Edges stamped with the same sample (a trial shorter than a sample, or a modelled
-        # meter's thread woken late reading both at once) do not measure the trial: a window of
-        # no length would give it no energy. The clock's mapping of its times still does.
-        if edges is not None and edges[1] > edges[0]:
+        source: Literal["marker", "clock"] = "clock"
+        start_index, end_index = clock
+        reason = ""
+        if edges is None:
+            if len(self.session.markers()) > self._markers_seen:
+                reason = _INCOMPLETE_PULSE
+        elif edges[1] <= edges[0]:
+            # Both edges on one sample (a trial shorter than a sample period): a window of no
+            # length would give the trial no energy; the clock's mapping of its times does not.
+            reason = f"both marker edges on sample {edges[0]:.0f}: a trial shorter than a sample"
+        else:
             start_index, end_index = edges
             source = "marker"
-        else:
-            start_index, end_index = self._indices_of(start_wall_ns, end_wall_ns)
-            source = "clock"
         span = self._read(start_index, end_index, before_s, after_s, _EDGE_PAD_SAMPLES)
         counters = _Counters.of(self.session.decoder.stats)
         return PowerWindow(
@@ -313,6 +323,7 @@ class MeterTap(_StreamTap[int]):
             samples_lost=span.rest,
             crc_errors=counters.crc_failures - self._counters.crc_failures,
             frame_gaps=counters.frames_missed - self._counters.frames_missed,
+            clock_reason=reason,
         )
 
     def health(self) -> tuple[float, int, int, int]:
@@ -412,14 +423,16 @@ class Ppk2Tap(_StreamTap[Ppk2Window]):
         # with slack for the marker line's own delay) before looking for them.
         clock = self._indices_of(start_wall_ns, end_wall_ns)
         self._await(int(clock[1] + _MARKER_SLACK_S * self.rate_hz))
-        pulse = first_ppk2_pulse(self.session.store.edges()[self._edges_seen :])
-        source: Literal["marker", "clock"]
+        edges = self.session.store.edges()[self._edges_seen :]
+        pulse = first_ppk2_pulse(edges)
+        source: Literal["marker", "clock"] = "clock"
+        start_index, end_index = clock
+        reason = ""
         if pulse is not None:
             start_index, end_index = float(pulse[0]), float(pulse[1])
             source = "marker"
-        else:
-            start_index, end_index = clock
-            source = "clock"
+        elif edges:
+            reason = _INCOMPLETE_PULSE
         # Padded by two bins: the bins holding the ends, and their neighbours to interpolate.
         pad = 2 * self.session.store.bin_samples
         span = self._read(start_index, end_index, before_s, after_s, pad)
@@ -430,6 +443,7 @@ class Ppk2Tap(_StreamTap[Ppk2Window]):
             samples_lost=window.samples_lost,
             crc_errors=window.resyncs,
             frame_gaps=window.gaps,
+            clock_reason=reason,
         )
 
     def health(self) -> tuple[float, int, int, int]:

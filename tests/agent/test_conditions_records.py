@@ -137,17 +137,21 @@ def test_marker_pulse_writes_both_edges(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        began = time.monotonic()
+        began_ns = time.monotonic_ns()
         result = run_agent("marker", "pulse", "--marker", f"fifo:{fifo}", "--width-s", "0.05")
-        took_s = time.monotonic() - began
-        edges = os.read(reader, 4096).split()
+        ended_ns = time.monotonic_ns()
+        lines = os.read(reader, 4096).decode().splitlines()
     finally:
         os.close(reader)
     assert result.returncode == 0, result.stderr
-    assert edges == [b"1", b"0"]
+    (rising, rose_ns), (falling, fell_ns) = (line.split() for line in lines)
+    assert (rising, falling) == ("1", "0")
+    assert began_ns < int(rose_ns) < int(fell_ns) < ended_ns
     pulse = json.loads(result.stdout)
     assert pulse["marker"] == f"fifo:{fifo}"
-    assert 0.05 <= pulse["width_s"] < took_s  # a loaded machine sleeps longer, never shorter
+    # The width the node reports is the one its line carried to the meter; a loaded machine
+    # sleeps longer, never shorter.
+    assert pulse["width_s"] == (int(fell_ns) - int(rose_ns)) / 1e9 >= 0.05
 
 
 def test_marker_pulse_without_a_reader_is_one_line(tmp_path: Path) -> None:

@@ -3,8 +3,10 @@
 `ModelledPpk2Source` is a `Ppk2Emulator` source: at each call (the emulator's thread, every
 tick) it refreshes `NodePower` for the watched node (its first source), turns mW into uA at
 the supply voltage, and sets the marker bit from the edges the marker FIFO delivered by then,
-so the node's marker line sets D0 (or the configured input) as a wired GPIO would, to within
-one emulator tick. An edge read in a tick applies from that tick's first sample.
+so the node's marker line sets D0 (or the configured input) as a wired GPIO would: from the
+first sample at or after the instant the node stamped on the edge. An edge read after the
+samples of its instant were sent (the emulator's thread ran late) applies from the first
+sample not yet sent; one stamped after the call's last sample waits for the next call.
 
 Ground truth (`options.truth_path`, the format of `node_power`): the session averages the
 100 kS/s stream into bins of `SAMPLE_RATE_HZ // rate_hz` stream indices (`store`), so the truth
@@ -15,13 +17,20 @@ truth by the PPK2's quantisation only (and, when samples are lost, by which ones
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from controller.errors import MeterError
-from controller.meter.node_power import MarkerFifo, ModelledMeterOptions, NodePower, TruthWriter
+from controller.meter.node_power import (
+    MarkerEdge,
+    MarkerFifo,
+    ModelledMeterOptions,
+    NodePower,
+    TruthWriter,
+)
 from controller.meter.ppk2.decoder import SAMPLE_RATE_HZ
 from controller.meter.ppk2.emulator import Ppk2Emulator
 
@@ -46,6 +55,10 @@ class ModelledPpk2Source:
         self._supply_v = supply_mv / 1000
         self._bit = 1 << marker_bit
         self._level = 0
+        self._edges: list[MarkerEdge] = []  # read, not yet reached by the samples
+        # The monotonic instant of stream index 0 of the current start, bounded from above by
+        # each call (the emulator takes the samples due by its clock: the last is no later).
+        self._origin_s = math.inf
         self._bin_samples = SAMPLE_RATE_HZ // rate_hz
         self._bin = 0  # the bin being summed, its power sum (mW x samples) and samples so far
         self._bin_sum_mw = 0.0
@@ -53,14 +66,29 @@ class ModelledPpk2Source:
         self._unflushed = 0
 
     def __call__(self, t_s: NDArray[np.float64]) -> tuple[ArrayLike, ArrayLike]:
-        self._power.refresh(time.monotonic())
-        for edge in self._marker.edges():
-            self._level = edge
+        now_s = time.monotonic()
+        self._power.refresh(now_s)
+        self._edges += self._marker.edges(now_s)
         power_mw = float(self._power.power_mw((0,))[0])
         if t_s.size:
             self._record(round(float(t_s[0]) * SAMPLE_RATE_HZ), t_s.size, power_mw)
         current_ua = power_mw / self._supply_v * 1000  # mW / V = mA
-        return np.full(t_s.size, current_ua), self._bit if self._level else 0
+        return np.full(t_s.size, current_ua), self._logic(t_s, now_s)
+
+    def _logic(self, t_s: NDArray[np.float64], now_s: float) -> ArrayLike:
+        """The marker bit of each sample, from the edges' own instants."""
+        if not t_s.size:
+            return 0
+        if t_s[0] == 0:  # a start command: the stream's clock begins again
+            self._origin_s = math.inf
+        self._origin_s = min(self._origin_s, now_s - float(t_s[-1]))
+        at_s = self._origin_s + t_s
+        levels = np.full(t_s.size, self._level, dtype=np.uint8)
+        while self._edges and self._edges[0].at_s <= at_s[-1]:
+            edge = self._edges.pop(0)
+            levels[int(np.searchsorted(at_s, edge.at_s)) :] = edge.level
+            self._level = edge.level
+        return np.where(levels == 1, self._bit, 0).astype(np.uint8)
 
     def close(self) -> None:
         self._marker.close()
