@@ -1,23 +1,40 @@
 # Quick start: `make demo` runs the embedded default, `make test` runs the test suite.
 # Both set themselves up: a venv in .venv with the project and its extras, and (as root) the
 # Debian packages listed under .ci/apt/ that the real-peer tests need.
-PYTHON ?= python3
+#
+# As root the venv is Debian's /usr/bin/python3 (PYTHON overrides it): the suite runs the
+# agent's tests as `nobody`, who cannot run an interpreter under /root (pyenv's), and it is
+# the Python a Raspberry Pi OS node has. So `make test` and CI (.ci/run) run the same suite.
+ROOT_PYTHON := $(if $(filter 0,$(shell id -u)),$(wildcard /usr/bin/python3))
+PYTHON ?= $(or $(ROOT_PYTHON),python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS := controller,analysis,test,payload,stream,api,h3,study,uvloop
 
-.PHONY: setup constraints system-packages demo test coverage lint mutation
+.PHONY: setup constraints system-packages demo test test-emulated test-stress coverage lint \
+	mutation
 
 # The venv is made once: re-running `venv` over it with another interpreter (a changed
-# pyproject or constraints file, with PYTHON unset) would mix the two in one venv.
+# pyproject or constraints file, with PYTHON unset) would mix the two in one venv. pip's
+# output goes to .venv/setup.log, shown when it fails.
 $(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
-	touch $(STAMP)
+	@echo "setting up $(VENV) with $(PYTHON): the project and its extras ($(EXTRAS))"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@{ $(BIN)/pip install -q --upgrade pip \
+		&& $(BIN)/pip install -q -c constraints.txt -e '.[$(EXTRAS)]'; } >$(VENV)/setup.log 2>&1 \
+		|| { cat $(VENV)/setup.log; exit 1; }
+	@touch $(STAMP)
 
-setup: $(STAMP)
+# A venv that root's default interpreter did not make (an older checkout's, from pyenv) is
+# made anew, once, saying so.
+setup:
+	@if [ "$(PYTHON)" = "$(ROOT_PYTHON)" ] && [ -n "$(ROOT_PYTHON)" ] && [ -f $(VENV)/pyvenv.cfg ] \
+		&& ! grep -qx 'home = $(patsubst %/,%,$(dir $(ROOT_PYTHON)))' $(VENV)/pyvenv.cfg; then \
+		echo "$(VENV) was made by another interpreter than $(ROOT_PYTHON): making it anew"; \
+		rm -rf $(VENV); \
+	fi
+	@$(MAKE) --no-print-directory $(STAMP)
 
 # Re-pins constraints.txt to the newest releases pyproject allows (then run `make test`).
 constraints:
@@ -33,7 +50,11 @@ system-packages:
 	pkgs=$$(grep -hv '^\s*#' .ci/apt/*.txt | tr '\n' ' '); \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs; \
+			echo "installing Debian packages the tests use: $$(echo $$missing)"; \
+			log=$$(mktemp /tmp/h2iot-apt.XXXXXX); \
+			{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs; } \
+				>$$log 2>&1 || { cat $$log; rm -f $$log; exit 1; }; \
+			rm -f $$log; \
 		else \
 			echo "note: tests that need these Debian packages will be skipped: $$pkgs"; \
 		fi; \
@@ -58,6 +79,20 @@ test: setup system-packages
 # Python children: pyproject's [tool.coverage.run]), then a line per package.
 coverage: setup system-packages
 	@$(SUITE) --coverage $(PASS_ON)
+
+# The emulated Raspberry Pi OS nodes' tests (marked `emulated`, not in `make test`): their
+# roots are built first when missing or stale (debootstrap, 3 to 15 minutes cold, then cached
+# under /var/cache/h2iot/rootfs), then deploys and sweeps run on the nodes under qemu-user.
+# Needs root. .ci/run builds the roots beside `make test` and runs this after it.
+test-emulated: setup system-packages
+	@$(BIN)/python -m tests.emulated.rootfs
+	@$(SUITE) --emulated $(PASS_ON)
+
+# The whole suite, `make test` then `make test-emulated`, with a CPU burner on every core at
+# the suite's own priority: no test may depend on how busy the machine is (tests/stress.py).
+STRESS_TARGETS ?= test test-emulated
+test-stress: setup system-packages
+	@$(BIN)/python -m tests.stress -- $(MAKE) --no-print-directory $(STRESS_TARGETS)
 
 lint: setup
 	$(BIN)/ruff check .

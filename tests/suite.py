@@ -13,6 +13,9 @@ module's set-up, its sweeps and servers, runs once):
   still failed, through disk and kernel work that CPU priority does not share). Not under
   coverage, which distorts what they time.
 
+Tests marked `emulated` (the emulated Raspberry Pi OS nodes, whose roots take minutes to build)
+are in none of these: `--emulated` runs them alone, as one part (`make test-emulated`).
+
 The main part's output is shown as it runs; the others' when they end (a failure's details
 then follow the main part's, whose own summary may come first). Then the suite's 15
 slowest tests over every part (set-up, call and teardown together, from each part's JUnit XML)
@@ -77,6 +80,9 @@ def _user_can_run(prefix: list[str], env: dict[str, str]) -> bool:
     return subprocess.run(probe, capture_output=True, check=False).returncode == 0
 
 
+NOT_EMULATED = "not emulated"
+
+
 class Suite:
     def __init__(self, scratch: Path, coverage: bool, jobs: int, extra: list[str]) -> None:
         self.scratch = scratch
@@ -104,12 +110,16 @@ class Suite:
         """A part of the tests that time something: not under coverage, since a tracer in
         every process (and its start in every child Python, about 0.13 s of CPU) distorts what
         they measure."""
-        argv = self.pytest(name, "-m", marker, measured=False)
+        argv = self.pytest(name, "-m", f"{marker} and {NOT_EMULATED}", measured=False)
         return Part(name, argv, {**os.environ}, may_be_empty=True)
+
+    def emulated(self) -> Part:
+        """The emulated nodes' tests, one module on one worker."""
+        return Part("emulated", self.pytest("emulated", "-m", "emulated"), self.env(), live=True)
 
     def parts(self) -> list[Part]:
         """The parts, to run side by side."""
-        not_quiet = ["-m", "not quiet"]
+        not_quiet = ["-m", f"not quiet and {NOT_EMULATED}"]
         root = os.geteuid() == 0
         # As root, UNPRIVILEGED_PATHS' tests marked `root` stay in the main part (conftest.py).
         main = Part(
@@ -166,7 +176,7 @@ class Suite:
             sys.stdout.buffer.write(part.log.read_bytes())
             sys.stdout.flush()
 
-    def run(self, parts: list[Part], after: Part) -> int:
+    def run(self, parts: list[Part], after: Part | None = None) -> int:
         for part in parts:
             self.start(part)
         running = list(parts)
@@ -178,6 +188,8 @@ class Suite:
         # After the live part's output, not inside it.
         for part in parts:
             self.show(part)
+        if after is None:
+            return summary(parts, self.scratch)
         self.start(after)
         self.ended(after)
         self.show(after)
@@ -245,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
         default=int(os.environ.get("H2IOT_TEST_JOBS", default_jobs())),
         help="workers of the main part (default: %(default)s; H2IOT_TEST_JOBS)",
     )
+    parser.add_argument(
+        "--emulated",
+        action="store_true",
+        help="only the tests on emulated Raspberry Pi OS nodes (marked emulated)",
+    )
     parser.add_argument("pytest_args", nargs="*", help="after --: given to every part's pytest")
     args = parser.parse_args(argv)  # fmt: skip
     started = time.monotonic()
@@ -256,7 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     (scratch / "coverage").chmod(0o1777)
     try:
         suite = Suite(scratch, args.coverage, args.jobs, args.pytest_args)
-        status = suite.run(suite.parts(), suite.timed("quiet", "quiet"))
+        if args.emulated:
+            status = suite.run([suite.emulated()])
+        else:
+            status = suite.run(suite.parts(), suite.timed("quiet", "quiet"))
         if args.coverage:
             report_coverage(scratch)
     finally:

@@ -6,8 +6,9 @@ sshd in a network namespace (tests.emulated), reached as the ordinary user `pi`.
 psutil, which has no armv7l wheel), `h2iot nodes check` reports them, then short sweeps run with
 each node as the client and as the server, the virtual meter following the client node's sshd.
 
-Slow (marked so): the roots are built once per machine and cached (.ci/run builds them before
-the tests: `python -m tests.emulated.rootfs`, about 2.5 minutes each when cold), and everything
+Marked `emulated`, so `make test-emulated` runs them rather than `make test`: the roots are
+built once per machine and cached (`python -m tests.emulated.rootfs`, which that target runs
+first and .ci/run starts beside the rest of the suite; 3 to 15 minutes cold), and everything
 on the nodes runs under instruction-set emulation.
 """
 
@@ -36,7 +37,7 @@ pytest_plugins = ["tests.netns.fixtures"]
 # A safety net against hangs: the first test builds the roots when the cache is cold (34 min
 # for both on a loaded 2-core machine; .ci/run builds them before the tests), and emulated
 # Python is slow (deploying both nodes took 6 to 8 min there).
-pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.timeout(5400)]
+pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.emulated, pytest.mark.timeout(5400)]
 
 SITE_BYTES = 100_000
 # Which root each namespace of the testbed holds.
