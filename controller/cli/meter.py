@@ -235,7 +235,11 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="pid:PID or cgroup:PATH (v1 or v2 cgroup directory), in input order with --watch-pid",
     )
-    parser.add_argument("--marker-fifo", type=Path, help="FIFO of marker edges: 'LEVEL MONO_NS' lines (agent --marker fifo:PATH), or bare '1'/'0'")
+    parser.add_argument(
+        "--marker-fifo",
+        type=Path,
+        help="FIFO of marker edges: 'LEVEL MONO_NS' lines (agent --marker fifo:PATH) or bare 1/0",
+    )
     parser.add_argument("--no-load", action="store_true", help="zero current (to calibrate)")
     parser.add_argument("--zero-offset-mv", type=float, default=0.0, help="sensor offset error")
     parser.add_argument("--idle-mw", type=float, default=PI_3B.idle_mw, help="model at idle")
