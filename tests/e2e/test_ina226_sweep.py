@@ -8,8 +8,12 @@ at 1 W) over the trial, the chip's input noise
 averaged over the trial's samples, and the conversion's lag at the window's two edges. The lag
 is the chip's, not the test's: a sample reads the last finished result, which integrated 664 us
 (at 1000 Hz) ending up to 664 us before the read, so it shows the power of the one or two
-samples before, where the ground truth (and an ACS712 on the ADC) has the sample's own. Over
-the whole sweep the edges' errors largely cancel: the total must agree within 1 %."""
+samples before, where the ground truth (and an ACS712 on the ADC) has the sample's own. The
+lag is systematic, so the trials' errors need not cancel over a sweep: a trial whose power
+stays up after its falling edge (the agent finishing its record) loses what the lag hides at
+its start and gets nothing back at its end (two 40 ms trials here read 3 and 7 % low once
+their edges were placed at the instants the node changed the line, not when the harness read
+it). Each trial is held to its own bound."""
 
 from __future__ import annotations
 
@@ -109,7 +113,6 @@ def test_an_ina226_sweep_measures_the_modelled_energy_within_its_resolution(
     print(
         f"INA226 energy vs ground truth: {agreement}; total {measured_total / exact_total - 1:+.3%}"
     )
-    assert measured_total == pytest.approx(exact_total, rel=0.01)
 
     report = subprocess.run(
         [*H2IOT, "report", str(run)], capture_output=True, text=True, timeout=300, check=False
