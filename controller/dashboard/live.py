@@ -46,19 +46,26 @@ class LiveDashboard:
     def post(self, event: DashboardEvent) -> None:
         self._events.put(event)
 
-    def _drain(self) -> None:
+    def _drain(self, live: Live) -> None:
+        """Every waiting event into the state, with a frame after each one that moves the
+        sweep on (a trial started or finished, a notice): a thread that a busy machine runs
+        late still shows every step of the sweep, not only where it has got to. The meter's
+        frequent events wait for the next frame."""
         while True:
             try:
-                apply(self.state, self._events.get_nowait())
+                event = self._events.get_nowait()
             except queue.Empty:
                 return
+            apply(self.state, event)
+            if not isinstance(event, PowerSamples | MeterHealth):
+                live.update(render(self.state), refresh=True)
 
     def _run(self) -> None:
         with Live(render(self.state), console=self.console, auto_refresh=False) as live:
             while not self._stop.wait(_REFRESH_S):
-                self._drain()
+                self._drain(live)
                 live.update(render(self.state), refresh=True)
-            self._drain()
+            self._drain(live)
             live.update(render(self.state), refresh=True)
 
     def close(self) -> None:

@@ -57,3 +57,24 @@ def test_posted_events_are_redrawn_while_it_runs_and_the_last_ones_on_close() ->
     assert last.startswith("h2iot sweep 2/2 trials, 0 failed attempts")
     assert "50.0" not in last and "60 ± 63" in last  # both responses in the mean, 60 ms
     assert screen.getvalue().endswith("\x1b[?25h")  # the cursor is back: Live has stopped
+
+
+def test_a_late_thread_still_draws_every_step_of_the_sweep() -> None:
+    """Every event of a sweep waiting at once, as when a busy machine ran the dashboard's
+    thread late: each trial's start and end still got a frame of its own."""
+    console, screen = _terminal()
+    dashboard = LiveDashboard(console)
+    events = [
+        SweepStarted("data/runs/r", 2, 0, ("initial_window_size",), 0.9, 0.0),
+        TrialStarted("t1", POINT, repetition=1, attempt=1),
+        TrialFinished("t1", POINT, True, None, 0.05, 0.02, 40.0, t_mono_s=1.0),
+        TrialStarted("t2", POINT, repetition=2, attempt=1),
+        TrialFinished("t2", POINT, True, None, 0.07, 0.03, 60.0, t_mono_s=2.0),
+    ]
+    for event in events:
+        dashboard.post(event)
+    dashboard.close()
+    drawn = screen.getvalue()
+    for step in ("0/2 trials", "1/2 trials", "2/2 trials", "t1: initial_window_size=4096",
+                 "t2: initial_window_size=4096, repetition 2"):  # fmt: skip
+        assert step in drawn, step
