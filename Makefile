@@ -67,7 +67,7 @@ demo: setup
 # and one line per part (tests/suite.py says how it is cut; as root the agent's
 # and analysis's tests run as nobody, the way a Pi runs its agent). With CI set (.ci/run sets
 # it) the same run is under coverage: `make coverage`. TEST_JOBS workers for the main part
-# (default: twice the cores); `make test PYTEST_ARGS='-k config'` narrows every part.
+# (default: one more than the cores); `make test PYTEST_ARGS='-k config'` narrows every part.
 TEST_JOBS ?=
 PYTEST_ARGS ?=
 SUITE = $(BIN)/python -m tests.suite $(if $(TEST_JOBS),--jobs $(TEST_JOBS))
