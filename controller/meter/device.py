@@ -177,18 +177,20 @@ class DeviceCore:
         if self.running:
             self._take_until(math.floor((now_s - self._t0_s) * self.rate_hz) + 1)
 
-    def marker(self, edge: int, at_s: float, now_s: float | None = None) -> int | None:
-        """The marker pin changed at `at_s`, told at `now_s` (default: then): it is stamped with
-        the first sample at or after `at_s`, whose index is returned (None while not sampling).
-        A pin interrupt stamps an edge at once; a modelled node's edge may be told late, and
-        its index may then be of a sample already sent, as the frame allows."""
+    def marker(self, edge: int, at_s: float) -> int | None:
+        """The marker pin changed at `at_s`: it is stamped with the first sample at or after,
+        whose index is returned (None while not sampling). A pin interrupt stamps an edge at
+        once; a modelled node's edge may be told late, and its index may then be of a sample
+        already sent, as the frame allows."""
         if not self.running:
             return None
-        # The samples up to the edge go first, as from a board whose interrupt fired then.
+        # The samples up to the edge, then the edge's frame, sent as by a board whose
+        # interrupt fired at `at_s`. Sent when told, the frame would hold the modelled link
+        # until then, and the samples taken meanwhile would find its buffer full and be
+        # dropped (a marker read 40 ms late at 1 kHz).
         self.advance(at_s)
-        now_s = at_s if now_s is None else max(now_s, at_s)
         index = max(0, math.ceil((at_s - self._t0_s) * self.rate_hz))
-        self._send(Marker(self._seq(), index, self.identity.marker_pin, edge), now_s)
+        self._send(Marker(self._seq(), index, self.identity.marker_pin, edge), at_s)
         return index
 
     def output(self) -> bytes:

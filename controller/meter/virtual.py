@@ -121,7 +121,7 @@ class VirtualMeter:
             # returned is then stamped before the samples up to `now` are taken.
             for edge in self._marker.edges(now):
                 self._power.refresh(now)
-                index = self._device.marker(edge.level, edge.at_s, now)
+                index = self._device.marker(edge.level, edge.at_s)
                 if index is not None:
                     inputs = len(self.options.watch)
                     self._edges.edge(self._truth.starts, index, edge.level, self._power, inputs)

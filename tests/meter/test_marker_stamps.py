@@ -15,11 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.marker import FifoMarker
-from controller.meter.commands import Start
+from controller.meter.commands import Start, Stop
 from controller.meter.node_power import MarkerEdge, MarkerFifo, ModelledMeterOptions
 from controller.meter.ppk2.decoder import SAMPLE_RATE_HZ
 from controller.meter.ppk2.modelled import ModelledPpk2Source
-from controller.meter.protocol import Marker
+from controller.meter.protocol import Marker, Status
 from controller.meter.session import MeterSession
 from controller.meter.simulate import with_edges
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
@@ -91,13 +91,20 @@ def test_the_virtual_meter_stamps_late_read_edges_with_their_own_instants(
 
 
 def test_a_device_marker_told_late_carries_the_index_of_its_instant() -> None:
+    """Edges at 0.1234 and 0.3 s told together only when the samples up to 0.1 s were sent,
+    as a virtual meter's thread that ran late tells them, then the samples due by 0.5 s."""
     host = Host()
     host.send(Start(), now=0.0)
-    host.run(0.5)
-    assert host.device.marker(1, 0.1234, now_s=0.5) == 124
-    assert host.device.marker(0, 0.3, now_s=0.5) == 300
-    markers = [f for f in host.frames() if isinstance(f, Marker)]
+    host.run(0.1)
+    assert host.device.marker(1, 0.1234) == 124
+    assert host.device.marker(0, 0.3) == 300
+    host.device.advance(0.5)
+    frames = host.frames() + host.send(Stop(), now=0.5)
+    markers = [f for f in frames if isinstance(f, Marker)]
     assert [(m.sample_index, m.edge) for m in markers] == [(124, 1), (300, 0)]
+    # No sample lost to them: the modelled link carried each at its instant.
+    (status,) = [f for f in frames if isinstance(f, Status)]
+    assert status.samples_dropped == 0
 
 
 def _line_time(line: str) -> int:
