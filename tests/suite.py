@@ -8,7 +8,7 @@ module's set-up, its sweeps and servers, runs once):
 - `unprivileged`: UNPRIVILEGED_PATHS as UNPRIVILEGED_USER (nobody), the way a Pi runs its
   agent (tests marked `root` skip there, saying so);
 - `quiet`, after the others, alone: tests marked `quiet` (they calibrate a CPU quota, time a
-  marker pulse, the start instants of several clients, a window's effect on a fetch, or
+  marker pulse, a window's effect on a fetch, or
   measure a link's rate or loss share, which other tests' load skews: beside niced parts they
   still failed, through disk and kernel work that CPU priority does not share). Not under
   coverage, which distorts what they time.
