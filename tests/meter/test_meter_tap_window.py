@@ -11,7 +11,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +29,21 @@ from tests.meter._markers import wait_until_taken
 TRIAL_S = 0.02
 
 
+def _trial_tap(
+    session: MeterSession,
+    samples: int,
+    facts: dict[str, Any],
+    source_error: Callable[[], BaseException | None] | None = None,
+) -> MeterTap:
+    """A tap on a started run, `samples` in, at the start of a trial."""
+    session.identify()
+    session.start()
+    wait_until_taken(session, samples)
+    tap = MeterTap(session, nominal(), 0, "virtual", facts, source_error=source_error)
+    tap.begin_trial()
+    return tap
+
+
 def test_edges_stamped_in_one_sample_fall_back_to_the_clock(tmp_path: Path) -> None:
     fifo = tmp_path / "flaky-marker.fifo"
     watch = (WatchSpec("pid", str(os.getpid())),)
@@ -34,12 +51,8 @@ def test_edges_stamped_in_one_sample_fall_back_to_the_clock(tmp_path: Path) -> N
         session = MeterSession.open(port)
         marker = -1
         try:
-            session.identify()
-            session.start()
-            wait_until_taken(session, 100)
+            tap = _trial_tap(session, 100, facts, error)
             marker = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            tap = MeterTap(session, nominal(), 0, "virtual", facts, source_error=error)
-            tap.begin_trial()
             start_ns = time.time_ns()
             time.sleep(TRIAL_S)
             end_ns = time.time_ns()
@@ -78,12 +91,8 @@ def test_a_meter_reading_its_marker_late_still_cuts_the_window_by_the_edges(
     session = MeterSession.open(port)
     line = -1
     try:
-        session.identify()
-        session.start()
-        wait_until_taken(session, 500)
+        tap = _trial_tap(session, 500, {})
         line = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        tap = MeterTap(session, nominal(), 0, "virtual", {})
-        tap.begin_trial()
         meter.send_signal(signal.SIGSTOP)
         start_ns, rose_ns = time.time_ns(), time.monotonic_ns()
         time.sleep(0.3)
