@@ -1,6 +1,6 @@
 """Trial control: how a client tells the agent of an external server engine where a trial
 begins and ends. Every engine whose server the agent cannot see inside uses it: nghttpd and
-hypercorn (agent.nghttp2.server, agent.workloads.api.hypercorn_engine), so it lives beside
+hypercorn (agent.engines.nghttp2.server, agent.engines.hypercorn.server), so it lives beside
 the engines rather than in one of them.
 
 nghttpd logs nothing per request unless verbose, and verbose logging costs it CPU on every frame

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from agent.protocols import PROTOCOLS, protocol_spec, protocols_where
 from analysis.clients import brief as late_starts
 from analysis.conditions import brief as node_conditions
 from analysis.energy_report import idle_caveats, truth_caveats
@@ -78,13 +79,21 @@ def _protocol_caveats(run: Run) -> list[str]:
     """HTTP/3 is always encrypted: set beside cleartext h2c, it pays for TLS too."""
     if "protocol" not in run.ok:
         return []
-    protocols = set(run.ok["protocol"].astype(str))
-    if not {"h2c", "h3"} <= protocols:
+    protocols = set(run.ok["protocol"].astype(str)) & set(PROTOCOLS)
+    quic = [p for p in PROTOCOLS if p in protocols and protocol_spec(p).quic]
+    cleartext = [p for p in PROTOCOLS if p in protocols and not protocol_spec(p).tls]
+    if not quic or not cleartext:
         return []
-    against = "compare h3 with h2 (TLS) in this run" if "h2" in protocols else "sweep h2 (TLS)"
+    over_tls = protocols_where(quic=False, tls=True)[0]
+    against = (
+        f"compare {quic[0]} with {over_tls} (TLS) in this run"
+        if over_tls in protocols
+        else f"sweep {over_tls} (TLS)"
+    )
     return [
-        "h3 is set beside h2c: HTTP/3 is always encrypted and h2c never is, so the gap holds "
-        f"TLS's cost as well as the protocol's; {against} for the protocol's own (Figures)."
+        f"{quic[0]} is set beside {cleartext[0]}: HTTP/3 is always encrypted and "
+        f"{cleartext[0]} never is, so the gap holds TLS's cost as well as the protocol's; "
+        f"{against} for the protocol's own (Figures)."
     ]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agent.engines import ENGINE_OF_UNNAMED_RUNS
 from analysis.columns import POWER_DIR, WINDOW_AXIS
 from analysis.load import Run, read_events
 from analysis.manifest import config_value
@@ -130,7 +131,7 @@ def node_hardware(run: Run) -> list[str]:
     lines = []
     for role in ("client", "server"):
         host = config_value(run.manifest, f"nodes.{role}.host") or "local"
-        engine = config_value(run.manifest, f"nodes.{role}.engine") or "h2"
+        engine = config_value(run.manifest, f"nodes.{role}.engine") or ENGINE_OF_UNNAMED_RUNS
         found = emulated.get(role)
         if isinstance(found, Mapping):
             where = found.get("host", "local")

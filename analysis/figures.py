@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS, protocol_spec
 from analysis.bounds import Bounds
 from analysis.columns import WINDOW_AXIS, metric_of
 from analysis.frame_model import Fit as FrameFit
@@ -43,7 +44,8 @@ class Source:
     summary: pd.DataFrame
     axes: tuple[str, ...]
     label: str = ""
-    protocols: tuple[str, ...] = ("h2c",)  # the run's (Run.protocols): they name the window axis
+    # The run's (Run.protocols): they name the window axis.
+    protocols: tuple[str, ...] = (DEFAULT_PROTOCOL,)
 
     @property
     def x_axis(self) -> str:
@@ -99,10 +101,10 @@ def _powers_of_two(values: Sequence[float]) -> bool:
 def window_label(protocols: Iterable[str]) -> str:
     """The window axis by what it sets in the protocols drawn: HTTP/2's SETTINGS, QUIC's
     initial_max_stream_data (the receiver's per-stream window, agent.h3.settings), or both."""
-    drawn = set(protocols)
-    if "h3" not in drawn:
+    quic = {p: p in PROTOCOLS and protocol_spec(p).quic for p in protocols}
+    if not any(quic.values()):
         return "SETTINGS_INITIAL_WINDOW_SIZE (B, log2)"
-    if drawn == {"h3"}:
+    if all(quic.values()):
         return "initial_max_stream_data (B, log2)"
     return "stream window (B, log2): SETTINGS_INITIAL_WINDOW_SIZE / initial_max_stream_data"
 

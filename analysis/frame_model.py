@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from agent.engines import ENGINE_OF_UNNAMED_RUNS
 from analysis.load import Run, workload_columns
 from analysis.manifest import config_value
 from analysis.stats import t_quantile_df
@@ -98,7 +99,7 @@ class Fit:
 
 
 def _groups(run: Run) -> str:
-    engine = config_value(run.manifest, "nodes.client.engine") or "h2"
+    engine = config_value(run.manifest, "nodes.client.engine") or ENGINE_OF_UNNAMED_RUNS
     device = config_value(run.manifest, "nodes.client.device")
     profile = device.get("profile", "custom") if isinstance(device, dict) else "none"
     return f"engine {engine}, device {profile}"

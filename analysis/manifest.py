@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agent.protocols import DEFAULT_PROTOCOL
 from analysis.columns import FORMAT_VERSION, MANIFEST
 from analysis.errors import RunFormatError
 from analysis.stats import DEFAULT_CONFIDENCE
@@ -34,7 +35,7 @@ def protocols_of(manifest: Mapping[str, Any]) -> tuple[str, ...]:
     if isinstance(swept, list) and swept:
         return tuple(str(p) for p in swept)
     single = config_value(manifest, "workload.protocol")
-    return (single,) if isinstance(single, str) else ("h2c",)
+    return (single,) if isinstance(single, str) else (DEFAULT_PROTOCOL,)
 
 
 def confidence_of(manifest: Mapping[str, Any], path: Path) -> float:

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from agent.client.connection import ClientConnection
 from agent.client.options import TrialOptions
 from agent.errors import FetchError, UsageError
+from agent.protocols import protocol_of_scheme, protocol_spec
 
 
 @dataclass(frozen=True)
@@ -34,12 +35,16 @@ class Target:
         return cls(url, parts.scheme, parts.hostname, port, parts.path or "/")
 
 
+# HTTP/2 over TLS: what the https URL's protocol negotiates (this module connects over TCP).
+_ALPN = protocol_spec(protocol_of_scheme("https")).alpn or ""
+
+
 def client_tls_context(options: TrialOptions) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=options.ca_file)
     if options.insecure:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["h2"])
+    context.set_alpn_protocols([_ALPN])
     return context
 
 
@@ -57,8 +62,8 @@ async def open_connection(target: Target, options: TrialOptions) -> ClientConnec
         raise FetchError(f"cannot connect to {target.authority}: {exc.strerror or exc}") from None
     if (
         context is not None
-        and transport.get_extra_info("ssl_object").selected_alpn_protocol() != "h2"
+        and transport.get_extra_info("ssl_object").selected_alpn_protocol() != _ALPN
     ):
         transport.close()
-        raise FetchError(f"{target.authority} did not negotiate h2 with ALPN")
+        raise FetchError(f"{target.authority} did not negotiate {_ALPN} with ALPN")
     return connection

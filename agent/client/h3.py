@@ -33,6 +33,7 @@ from agent.client.options import TrialOptions
 from agent.errors import ExchangeClosed, FetchError, PeerProtocolError
 from agent.frames import FrameCounts
 from agent.h3.credit import CreditLedger
+from agent.h3.protocol import H3
 from agent.h3.settings import QuicWindows
 from agent.h3.stack import (
     AnnouncingH3,
@@ -316,7 +317,7 @@ class H3ClientConnection:
         core = self._quic.core
         start, now = self._rcvbuf_errors_at_start, rcvbuf_errors()
         return {
-            "protocol": "h3",
+            "protocol": H3.name,
             "datagram_bytes": self.windows.datagram_bytes,
             "connection_window_bytes": self.windows.connection_window_bytes,
             "packets_lost": None if core is None else core.loss_total,

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from agent.flow import FlowControlOptions
+from agent.protocols import DEFAULT_PROTOCOL, protocol_spec
 from agent.settings import initial_window_size
 from agent.workloads import DEFAULT_KIND
 
@@ -37,9 +38,14 @@ class TrialOptions:
     insecure: bool = False  # TLS: skip certificate checks
     ca_file: str | None = None  # TLS: trust this CA bundle
     cpu_pin: int | None = None  # the core the process is pinned to, recorded
-    http3: bool = False  # HTTP/3 over QUIC (agent.h3) instead of HTTP/2
+    protocol: str = DEFAULT_PROTOCOL  # agent.protocols: what each trial's connection runs
     datagram_bytes: int | None = None  # HTTP/3: max_udp_payload_size; None: agent.h3's default
     udp_buffer_bytes: int | None = None  # HTTP/3: socket buffers asked; None: agent.h3's default
+
+    @property
+    def quic(self) -> bool:
+        """Over QUIC (agent.h3), not HTTP/2 over TCP."""
+        return protocol_spec(self.protocol).quic
 
     @property
     def initial_window_size(self) -> int:
@@ -74,6 +80,7 @@ class RunPlan:
     url: str
     options: TrialOptions
     trial_id: str
+    engine: str  # agent.engines: what runs the trials, named in each record
     workload: str = DEFAULT_KIND
     # The workload's client params, every one, canonical (checked where they were parsed);
     # values as agent.workloads.spec.ParamValue.

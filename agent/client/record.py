@@ -21,7 +21,8 @@ class ClientRecord:
     workload: str
     engine: str
     agent_version: str
-    tls: bool
+    protocol: str  # agent.protocols: what the trial's connection ran
+    tls: bool  # the protocol's, repeated for readers of records written before it was named
     settings: Mapping[str, int]  # what the client announced
     flow_control: Mapping[str, object]
     peer_settings: Mapping[str, int]

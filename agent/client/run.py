@@ -53,7 +53,7 @@ class TrialBracket(Protocol):
     def close(self) -> None: ...
 
 
-def print_unrun(plan: RunPlan, error: str, engine: str) -> int:
+def print_unrun(plan: RunPlan, error: str) -> int:
     """A failed record for every trial of the plan, none of which could start; status 1."""
     metric_names = [field.name for field in spec_of(plan.workload).fields]
     for repetition, trial_id in enumerate(plan.trial_ids(), 1):
@@ -62,7 +62,6 @@ def print_unrun(plan: RunPlan, error: str, engine: str) -> int:
             trial_id=trial_id,
             repetition=repetition,
             error=error,
-            engine=engine,
             metric_names=metric_names,
             marker=plan.marker,
         )
@@ -78,7 +77,7 @@ async def run_trials(plan: RunPlan, prepare: Prepare, bracket: TrialBracket | No
     except UsageError:
         raise  # the user's mistake (a --manifest file): one line, status 2, no trial
     except AgentError as exc:
-        return print_unrun(plan, str(exc), "h2")
+        return print_unrun(plan, str(exc))
     marker = open_marker(plan.marker)
     failures = 0
     try:
@@ -91,6 +90,7 @@ async def run_trials(plan: RunPlan, prepare: Prepare, bracket: TrialBracket | No
                 plan.options,
                 driver,
                 workload=plan.workload,
+                engine=plan.engine,
                 params=prepared.params,
                 trial_id=trial_id,
                 repetition=repetition,

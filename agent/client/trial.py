@@ -28,6 +28,7 @@ from agent.errors import AgentError, BodyMismatchError, FetchError
 from agent.event_loop import running_loop_name
 from agent.fastpath import H2Internals
 from agent.marker import Marker
+from agent.protocols import protocol_spec
 from agent.trial_header import TRIAL_HEADER
 
 
@@ -83,7 +84,7 @@ class TrialConnection(Protocol):
 
 async def open_trial_connection(target: Target, options: TrialOptions) -> TrialConnection:
     """The trial's connection, over the protocol its options name."""
-    if not options.http3:
+    if not options.quic:
         return await open_connection(target, options)
     from agent.client.h3 import open_h3_connection  # noqa: PLC0415  (qh3: the h3 extra)
 
@@ -223,6 +224,7 @@ async def run_trial(
     driver: Driver,
     *,
     workload: str,
+    engine: str,
     params: Mapping[str, object],
     trial_id: str,
     repetition: int,
@@ -244,7 +246,7 @@ async def run_trial(
         tls_version = connection.tls_version
         await driver.run(TrialSession(connection, target, trial_id))
 
-    if not options.http3:
+    if not options.quic:
         # The fast path's one check of h2's internals (agent.fastpath), made once per process:
         # here, outside the measured window, rather than by the first trial's connection.
         H2Internals.available()
@@ -277,9 +279,10 @@ async def run_trial(
         repetition=repetition,
         url=target.url,
         workload=workload,
-        engine="h2",
+        engine=engine,
         agent_version=__version__,
-        tls=target.scheme == "https",
+        protocol=options.protocol,
+        tls=protocol_spec(options.protocol).tls,
         settings=dict(connection.local_settings) if connection else {},
         flow_control=options.flow.record(options.initial_window_size),
         peer_settings=connection.peer_settings() if connection else {},
@@ -319,7 +322,6 @@ def unrun_record(
     trial_id: str,
     repetition: int,
     error: str,
-    engine: str,
     metric_names: Sequence[str],
     marker: str,
 ) -> ClientRecord:
@@ -334,9 +336,10 @@ def unrun_record(
         repetition=repetition,
         url=plan.url,
         workload=plan.workload,
-        engine=engine,
+        engine=plan.engine,
         agent_version=__version__,
-        tls=plan.url.startswith("https:"),
+        protocol=options.protocol,
+        tls=protocol_spec(options.protocol).tls,
         settings={},
         flow_control=options.flow.record(options.initial_window_size),
         peer_settings={},

@@ -21,12 +21,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "agent.commands.api_db:configure",
         "write the api workload's deterministic database (kept if already built)",
     ),
-    "serve": ("agent.commands.serve:configure", "serve a workload over HTTP/2"),
+    "serve": ("agent.commands.serve:configure", "serve a workload over HTTP/2 or HTTP/3"),
     "fetch": (
         "agent.commands.trial:configure_fetch",
         "fetch a page and its subresources over HTTP/2",
     ),
-    "trial": ("agent.commands.trial:configure_trial", "run trials of a workload over HTTP/2"),
+    "trial": (
+        "agent.commands.trial:configure_trial",
+        "run trials of a workload over HTTP/2 or HTTP/3",
+    ),
     "warm": (
         "agent.commands.warm:configure",
         "stay up and run the trials a controller sends (one process per sweep)",
@@ -35,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "agent.commands.workloads:configure",
         "list the workloads, their params and fields",
     ),
+    "engines": ("agent.commands.engines:configure", "list the engines, what each runs"),
     "conditions": (
         "agent.commands.conditions:configure",
         "the node's CPU, thermal and memory state",

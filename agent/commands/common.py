@@ -6,20 +6,22 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
-from agent.engines import DEFAULT_ENGINE, ENGINES, UNREPRESENTABLE_POLICIES
+from agent.engines import BUILT_IN_ENGINES, DEFAULT_ENGINE, UNREPRESENTABLE_POLICIES, engines_where
 from agent.errors import UsageError
+from agent.protocols import PROTOCOLS, protocol_spec
 
 if TYPE_CHECKING:
+    from agent.engines import EngineSpec
+    from agent.protocols import ProtocolSpec
     from agent.workloads.spec import ParamSide, ParamValue, WorkloadSpec
 
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
-        choices=ENGINES,
         default=DEFAULT_ENGINE,
-        help="HTTP/2 implementation: this agent's own (h2), the study's nghttp2 tools "
-        "(nghttp / nghttpd), or hypercorn + Starlette (serve, api workload); default h2",
+        help=f"what runs the protocol: {', '.join(BUILT_IN_ENGINES)} or an installed one "
+        f"(`h2iot-agent engines` says what each is; default {DEFAULT_ENGINE})",
     )
     parser.add_argument(
         "--unrepresentable-window",
@@ -48,18 +50,40 @@ def add_quic_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_protocol_option(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        help="; ".join(f"{name}: {protocol_spec(name).doc}" for name in PROTOCOLS)
+        + f" (default: {default}; a protocol's extra must be installed)",
+    )
+
+
+def check_engine(
+    engine: EngineSpec, protocol: ProtocolSpec, workload: WorkloadSpec, *, client: bool
+) -> None:
+    """That `engine` runs this side of `workload` over `protocol`, else the one line saying
+    which engines do."""
+    if client and engine.serves_only:
+        runs = " or ".join(engines_where(client=True))
+        raise UsageError(f"--engine {engine.name} only serves; a client runs {runs}")
+    if not engine.runs_workload(workload.kind):
+        runs = " or ".join(engines_where(workload=workload.kind))
+        raise UsageError(f"--engine {engine.name}: the {workload.kind} workload runs on {runs}")
+    if not workload.runs_protocol(protocol.name):
+        raise UsageError(
+            f"the {workload.kind} workload does not run over {protocol.name} "
+            f"(--protocol {protocol.name})"
+        )
+    if not engine.runs_protocol(protocol.name):
+        runs = " or ".join(engines_where(protocol=protocol.name))
+        raise UsageError(f"--protocol {protocol.name} runs on --engine {runs}, not {engine.name}")
+
+
 def check_udp_buffer(args: argparse.Namespace) -> None:
     """--udp-buffer, when given, asks the kernel for at least one byte."""
     if args.udp_buffer is not None and args.udp_buffer < 1:
         raise UsageError(f"--udp-buffer {args.udp_buffer} must be at least 1 byte")
-
-
-def require_h3() -> None:
-    """qh3 importable, else the one line that says how to get it."""
-    import importlib.util  # noqa: PLC0415
-
-    if importlib.util.find_spec("qh3") is None:
-        raise UsageError("--protocol h3 needs the agent's h3 extra: pip install 'h2iot[h3]'")
 
 
 def add_workload_options(parser: argparse.ArgumentParser, default: str | None) -> None:
@@ -83,11 +107,7 @@ def add_workload_options(parser: argparse.ArgumentParser, default: str | None) -
 def workload_params(
     spec: WorkloadSpec, args: argparse.Namespace, side: ParamSide
 ) -> dict[str, ParamValue]:
-    """The workload's `side` params from `--param`, checked; and the engine it can run on."""
-    if args.engine not in spec.engines:
-        raise UsageError(
-            f"--engine {args.engine}: the {spec.kind} workload runs on {', '.join(spec.engines)}"
-        )
+    """The workload's `side` params from `--param`, checked."""
     from agent.workloads.params import parse_params  # noqa: PLC0415  (not for `conditions`)
 
     return parse_params(spec, args.param, side)

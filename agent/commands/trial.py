@@ -7,7 +7,6 @@ import argparse
 import math
 import os
 import socket
-import time
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -15,29 +14,31 @@ from typing import TYPE_CHECKING
 from agent.commands import add_example
 from agent.commands.common import (
     add_engine_options,
+    add_protocol_option,
     add_quic_options,
     add_workload_options,
+    check_engine,
     check_udp_buffer,
     pin,
-    require_h3,
     workload_params,
 )
-from agent.engines import ENGINE_SPECS, SERVER_ONLY_ENGINES
+from agent.engines import engine_spec, load_entry
 from agent.errors import UsageError
-from agent.event_loop import DEFAULT_EVENT_LOOP, EVENT_LOOPS, check_event_loop, run_on
+from agent.event_loop import DEFAULT_EVENT_LOOP, EVENT_LOOPS, check_event_loop
 from agent.flow import (
     DEFAULT_WINDOW_UPDATE_POLICY,
     MAX_WINDOW,
     WINDOW_UPDATE_POLICIES,
     FlowControlOptions,
 )
+from agent.protocols import PROTOCOLS, protocol_of_scheme, protocol_spec, protocols_where
 from agent.settings import check_value, parse_settings
 from agent.workloads import DEFAULT_KIND
 
 if TYPE_CHECKING:
-    from agent.client.connect import Target
-    from agent.client.options import PeerClock, RunPlan
-    from agent.client.run import Prepare, Prepared
+    from agent.client.options import PeerClock
+    from agent.engines.spec import TrialEntry
+    from agent.protocols import ProtocolSpec
 
 
 def _add_client_options(parser: argparse.ArgumentParser) -> None:
@@ -83,11 +84,10 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
         help="the h2 engine's event loop (default %(default)s; uvloop: the `uvloop` extra, "
         "less client CPU per round trip); the record's event_loop says which ran",
     )
-    parser.add_argument(
-        "--protocol",
-        choices=("h2c", "h2", "h3"),
-        help="h2c or h2 (HTTP/2; the URL's scheme says which, the default) or h3 (HTTP/3 over "
-        "QUIC to the URL's UDP port; an https URL; the `h3` extra)",
+    add_protocol_option(
+        parser,
+        "the URL's scheme says which HTTP/2; a protocol over QUIC is "
+        "reached at an https URL's UDP port",
     )
     add_quic_options(parser)
     parser.add_argument("--insecure", action="store_true", help="TLS: skip certificate checks")
@@ -169,8 +169,9 @@ def run(args: argparse.Namespace) -> int:
     from agent.workloads.page.spec import PAGE  # noqa: PLC0415
 
     spec = spec_of(args.workload)
-    if args.engine in SERVER_ONLY_ENGINES:
-        raise UsageError(f"--engine {args.engine} only serves; a client runs h2 or nghttp2")
+    engine = engine_spec(args.engine)
+    protocol = _protocol(args)
+    check_engine(engine, protocol, spec, client=True)
     params = workload_params(spec, args, "client")
     settings = client_settings(args)
     if not 0 <= args.connection_window <= MAX_WINDOW:
@@ -182,20 +183,8 @@ def run(args: argparse.Namespace) -> int:
     if args.start_at is not None and not (math.isfinite(args.start_at) and args.start_at >= 0):
         raise UsageError(f"--start-at {args.start_at}: expected Unix seconds, 0 or more")
     peer_clock = _peer_clock(args.peer_clock_offset_ns, args.peer_clock_uncertainty_ns)
-    if args.engine == "h2":
+    if engine.event_loop:
         check_event_loop(args.event_loop)
-    http3 = _http3(args)
-    if http3 and "h3" not in spec.protocols:
-        raise UsageError(f"the {spec.kind} workload does not run over HTTP/3 (--protocol h3)")
-    own_h3 = http3 and args.engine == "h2"  # qh3; the nghttp2 engine's HTTP/3 is ngtcp2's
-    if own_h3:
-        require_h3()
-        # qh3 and the agent's HTTP/3 loaded and initialised now, not in the first trial's
-        # measured window.
-        from agent.client.h3 import warm_up  # noqa: PLC0415
-
-        warm_up()
-    pin(args.cpu)
     plan = RunPlan(
         url=args.url,
         options=TrialOptions(
@@ -205,11 +194,12 @@ def run(args: argparse.Namespace) -> int:
             insecure=args.insecure,
             ca_file=args.ca_file,
             cpu_pin=args.cpu,
-            http3=http3,
+            protocol=protocol.name,
             datagram_bytes=args.datagram_size,
             udp_buffer_bytes=args.udp_buffer,
         ),
         trial_id=args.trial_id or f"{socket.gethostname()}-{os.getpid()}",
+        engine=engine.name,
         workload=spec.kind,
         params=MappingProxyType(params),
         repeat=args.repeat,
@@ -219,47 +209,39 @@ def run(args: argparse.Namespace) -> int:
         trial_control=args.trial_control,
         peer_clock=peer_clock,
     )
-    if own_h3:
-        plan.options.quic_windows()  # a setting without a counterpart fails here, before any trial
-    if args.engine == "nghttp2":
-        from agent.nghttp2 import cli_support  # noqa: PLC0415
-
-        wait_until(args.start_at)
-        return cli_support.fetch(args, plan)
-    from agent.client.run import TrialBracket, run_trials  # noqa: PLC0415
-    from agent.workloads.load import client_prepare  # noqa: PLC0415
-
-    bracket: TrialBracket | None = None
-    if plan.trial_control is not None:
-        from agent.trial_control import TrialControl  # noqa: PLC0415
-
-        bracket = TrialControl(plan.trial_control)
-    prepare: Prepare = client_prepare(spec.kind)
-    if args.start_at is not None:
-        prepare = _then_wait(prepare, args.start_at)
-    return run_on(args.event_loop, lambda: run_trials(plan, prepare, bracket))
+    assert engine.trial is not None, "a client engine names its trial entry"
+    pin(args.cpu)
+    trial: TrialEntry = load_entry(engine.trial)
+    return trial(args, plan, protocol)
 
 
-def _http3(args: argparse.Namespace) -> bool:
-    """Whether the trials run over HTTP/3, --protocol checked against the URL and engine."""
+def _protocol(args: argparse.Namespace) -> ProtocolSpec:
+    """--protocol, checked against the URL: the scheme names a TCP protocol by itself; one over
+    QUIC is reached by an https URL's host and (UDP) port."""
     scheme = args.url.split(":", 1)[0]
-    if args.protocol is None or args.protocol == {"http": "h2c", "https": "h2"}.get(scheme):
+    if scheme not in {protocol_spec(name).scheme for name in PROTOCOLS}:
+        raise UsageError(f"URL {args.url!r} must be http://HOST:PORT/PATH or https://...")
+    by_scheme = protocol_of_scheme(scheme)
+    protocol = protocol_spec(args.protocol or by_scheme)
+    if not protocol.quic:
+        if protocol.name != by_scheme:
+            raise UsageError(f"--protocol {protocol.name} contradicts the URL's scheme {scheme}")
         if args.datagram_size is not None or args.udp_buffer is not None:
-            raise UsageError("--datagram-size and --udp-buffer are for --protocol h3")
-        return False
-    if args.protocol != "h3":
-        raise UsageError(f"--protocol {args.protocol} contradicts the URL's scheme {scheme}")
-    if scheme != "https":
-        raise UsageError(f"--protocol h3 needs an https URL (QUIC is always encrypted): {args.url}")
-    if "h3" not in ENGINE_SPECS[args.engine].protocols:
-        runs = " or ".join(e for e, spec in ENGINE_SPECS.items() if "h3" in spec.protocols)
-        raise UsageError(f"--protocol h3 runs on --engine {runs}, not {args.engine}")
+            over_quic = " or ".join(protocols_where(quic=True))
+            raise UsageError(f"--datagram-size and --udp-buffer are for --protocol {over_quic}")
+        return protocol
+    if scheme != protocol.scheme:
+        raise UsageError(
+            f"--protocol {protocol.name} needs an {protocol.scheme} URL (QUIC is always "
+            f"encrypted): {args.url}"
+        )
     if args.window_update != DEFAULT_WINDOW_UPDATE_POLICY:
         raise UsageError(
-            "--window-update is HTTP/2's: over HTTP/3 the QUIC stack grants credit its own way"
+            f"--window-update is HTTP/2's: over {protocol.name} the QUIC stack grants credit "
+            "its own way"
         )
     check_udp_buffer(args)
-    return True
+    return protocol
 
 
 def _peer_clock(offset_ns: int | None, uncertainty_ns: int) -> PeerClock | None:
@@ -272,24 +254,3 @@ def _peer_clock(offset_ns: int | None, uncertainty_ns: int) -> PeerClock | None:
     from agent.client.options import PeerClock  # noqa: PLC0415
 
     return PeerClock(offset_ns, uncertainty_ns)
-
-
-def wait_until(start_at: float | None) -> None:
-    """Sleep until this node's wall clock reads `start_at` (no busy wait: a spinning client
-    would be measured); return at once when it has passed or is None."""
-    if start_at is None:
-        return
-    while (left := start_at - time.time()) > 0:
-        time.sleep(left)
-
-
-def _then_wait(prepare: Prepare, start_at: float) -> Prepare:
-    """`prepare` (the workload's set-up, untimed, e.g. hashing a blob), then the wait: so the
-    first trial, not the set-up, begins at the agreed instant."""
-
-    async def prepared_then_waited(plan: RunPlan, target: Target) -> Prepared:
-        prepared = await prepare(plan, target)
-        wait_until(start_at)
-        return prepared
-
-    return prepared_then_waited

@@ -36,7 +36,12 @@ def run(args: argparse.Namespace) -> int:
 
     # What every trial imports, before the agent says it is ready: the first trial then starts
     # as the others do, which an agreed start instant of several client nodes counts on.
-    for module in ("agent.commands.trial", "agent.client.run", "agent.workloads.load"):
+    for module in (
+        "agent.commands.trial",
+        "agent.engines.builtin.trial",
+        "agent.client.run",
+        "agent.workloads.load",
+    ):
         importlib.import_module(module)
 
     return warm.serve(args.ready_file, main, host=args.host, accept_timeout_s=args.accept_timeout)

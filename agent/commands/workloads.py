@@ -16,13 +16,17 @@ def configure(workloads: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agent.engines import engines_where  # noqa: PLC0415
     from agent.workloads import SPECS  # noqa: PLC0415
 
+    # Which engines run a workload is each engine's to say: asked here, listed with the spec.
+    engines = {kind: list(engines_where(workload=kind)) for kind in SPECS}
     if args.json:
-        print(json.dumps([asdict(spec) for spec in SPECS.values()], separators=(",", ":")))
+        specs = [{**asdict(spec), "engines": engines[spec.kind]} for spec in SPECS.values()]
+        print(json.dumps(specs, separators=(",", ":")))
         return 0
     for spec in SPECS.values():
-        print(f"{spec.kind}: {spec.doc} (engines: {', '.join(spec.engines)})")
+        print(f"{spec.kind}: {spec.doc} (engines: {', '.join(engines[spec.kind])})")
         for param in spec.params:
             unit = f" {param.unit}" if param.unit else ""
             print(

@@ -31,6 +31,7 @@ from agent.cpu_peak import CpuSampler
 from agent.errors import AgentError, UsageError
 from agent.frames import FrameCounts
 from agent.limits import ConnectionLimits
+from agent.protocols import DEFAULT_PROTOCOL, protocol_of_scheme, protocol_spec
 from agent.server.connection import ServerConnection
 from agent.server.handler import Handler, Reply, Streamed
 from agent.server.host import HostedConnection
@@ -58,6 +59,7 @@ class ServerOptions:
     workload: str = DEFAULT_KIND  # the kind whose handler is mounted, named in every trial record
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     settings_file: Path | None = None  # read on SIGHUP: new SETTINGS for new connections
+    protocol: str = DEFAULT_PROTOCOL  # agent.protocols: whose ALPN a TLS handshake offers
 
 
 class ServerApp:
@@ -225,13 +227,13 @@ def handler_settings(handler: Handler) -> dict[SettingCodes, int]:
     return codes
 
 
-def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
+def tls_context(cert: Path, key: Path, alpn: str) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as exc:
         raise UsageError(f"cannot load TLS certificate {cert} / key {key}: {exc}") from None
-    context.set_alpn_protocols(["h2"])
+    context.set_alpn_protocols([alpn])
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     return context
 
@@ -242,7 +244,12 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
     if options.tls_cert is not None or options.tls_key is not None:
         if options.tls_cert is None or options.tls_key is None:
             raise UsageError("--tls needs both --cert and --key")
-        context = tls_context(options.tls_cert, options.tls_key)
+        # A certificate means TLS: options that name no encrypted protocol mean the https one.
+        protocol = protocol_spec(options.protocol)
+        if not protocol.tls:
+            protocol = protocol_spec(protocol_of_scheme("https"))
+        assert protocol.alpn is not None, "HTTP/2 over TLS negotiates by ALPN"
+        context = tls_context(options.tls_cert, options.tls_key, protocol.alpn)
     trial_log = TrialLog(options.trial_log)
     app = ServerApp(options, trial_log, handler)
     loop = asyncio.get_running_loop()

@@ -39,6 +39,7 @@ from qh3.quic.packet import QuicPacketType
 from agent.frames import FrameCounts
 from agent.h3.amplification import AmplificationFixes, install_padding_credit
 from agent.h3.credit import CreditLedger
+from agent.h3.protocol import H3
 from agent.h3.settings import QuicWindows
 from agent.h3.stack import AnnouncingH3, TransportCounts, configuration, tap
 from agent.h3.udp import SocketBuffers, rcvbuf_errors, udp_socket
@@ -226,7 +227,7 @@ class H3ServerConnection(QuicConnectionProtocol):
         now_drops = rcvbuf_errors()
         credit = self._credit.summary()
         transport: dict[str, object] = {
-            "protocol": "h3",
+            "protocol": H3.name,
             "packets_lost": None if core is None else core.loss_total - loss,
             "pto_count": None if core is None else core.pto_total - pto,
             "udp_rcvbuf_errors": None if drops is None or now_drops is None else now_drops - drops,
@@ -486,7 +487,7 @@ async def serve_h3(options: H3ServeOptions, handler: Handler) -> int:
             {
                 "event": "listening",
                 "scheme": "https",
-                "protocol": "h3",
+                "protocol": H3.name,
                 "address": f"{address}:{port}",
                 "port": port,
                 "max_connections": options.max_connections,

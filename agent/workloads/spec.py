@@ -126,10 +126,9 @@ class WorkloadSpec:
     doc: str
     params: tuple[Param, ...]
     fields: tuple[Field, ...]
-    engines: tuple[str, ...] = ("h2",)
-    # The protocols its client and server run over: HTTP/2 always; "h3" where the agent's
-    # HTTP/3 (agent/h3) carries every request it makes.
-    protocols: tuple[str, ...] = ("h2c", "h2")
+    # The protocols (agent.protocols) its client and server run over; None: every one. Which
+    # engines run it is each engine's to say (agent.engines).
+    protocols: tuple[str, ...] | None = None
     extra: str | None = None  # the pip extra holding its libraries; None: the agent's core deps
     # The parameter divided over several client nodes (node i of K gets total // K, the first
     # total % K one more); None: the workload is one unit, each node runs the whole of it.
@@ -146,6 +145,9 @@ class WorkloadSpec:
             raise ValueError(f"{self.kind}: spread_param {self.spread_param!r} is no int parameter")
         if self.count_field is not None and self.count_field not in {f.name for f in self.fields}:
             raise ValueError(f"{self.kind}: count_field {self.count_field!r} is no field")
+
+    def runs_protocol(self, protocol: str) -> bool:
+        return self.protocols is None or protocol in self.protocols
 
     def param(self, name: str) -> Param:
         for param in self.params:

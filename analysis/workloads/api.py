@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from agent.engines import ENGINE_OF_UNNAMED_RUNS, RENAMED, engine_label, engine_names
 from analysis.document import Block, Heading, Paragraph, Table
 from analysis.figures import Source
 from analysis.load import Run
@@ -33,7 +34,6 @@ from analysis.workloads.base import (
 USERS = "users"
 STACK = "server_engine"
 LAYER = "data_layer"
-STACK_NAMES = {"h2": "agent (h2)", "hypercorn": "hypercorn + Starlette", "nghttp2": "nghttpd"}
 LAYER_NAMES = {"sql": "plain SQL", "orm": "ORM (SQLAlchemy)"}
 # (trials.csv column, how a cell shows it): the reference's four figures, then ours.
 FIGURES: tuple[tuple[str, str], ...] = (
@@ -70,11 +70,17 @@ def _frame(run: Run) -> pd.DataFrame:
         if name in frame:
             frame[name] = pd.to_numeric(frame[name], errors="coerce")
     if STACK not in frame:
-        frame[STACK] = _config_value(run, "nodes", "engine") or "h2"
+        frame[STACK] = _config_value(run, "nodes", "engine") or ENGINE_OF_UNNAMED_RUNS
     for column, section in ((LAYER, "workload"), (USERS, "workload")):
         if column not in frame:
             frame[column] = _config_value(run, section, column)
     return frame
+
+
+def _stack_names() -> dict[str, str]:
+    """Each engine's name, former names first (runs recorded with them), -> its label."""
+    names = [*RENAMED, *engine_names()]
+    return {name: engine_label(name) for name in names}
 
 
 def _rank(names: Mapping[str, str], value: str) -> tuple[int, str]:
@@ -104,7 +110,7 @@ def reference_table(run: Run) -> Table:
     frame = _frame(run)
     columns = sorted(
         {(str(s), str(d)) for s, d in zip(frame[STACK], frame[LAYER], strict=True)},
-        key=lambda pair: (_rank(STACK_NAMES, pair[0]), _rank(LAYER_NAMES, pair[1])),
+        key=lambda pair: (_rank(_stack_names(), pair[0]), _rank(LAYER_NAMES, pair[1])),
     )
     figures = [(name, template) for name, template in FIGURES if name in frame]
     rows = []
@@ -125,7 +131,7 @@ def reference_table(run: Run) -> Table:
         rows.append(tuple(row))
     header = (
         "users",
-        *(f"{STACK_NAMES.get(s, s)}, {LAYER_NAMES.get(d, d)}" for s, d in columns),
+        *(f"{_stack_names().get(s, s)}, {LAYER_NAMES.get(d, d)}" for s, d in columns),
     )
     return Table(header, tuple(rows), "mean ± CI half-width per cell")
 

@@ -40,6 +40,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent import __version__
+from agent.protocols import protocol_spec
 from agent.workloads import spec_of
 from controller.cli import COMMANDS
 from controller.cli._help import FORMATTER, example
@@ -221,7 +222,9 @@ def node_extras(config: Config) -> tuple[str, ...]:
     workload = spec_of(config.workload.kind).extra
     return (
         *((workload,) if workload else ()),
-        *(("h3",) if "h3" in config.protocols else ()),
+        *dict.fromkeys(
+            extra for p in config.protocols if (extra := protocol_spec(p).extra) is not None
+        ),
         *(("uvloop",) if config.run.event_loop == "uvloop" else ()),
     )
 

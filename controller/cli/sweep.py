@@ -25,6 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from agent import __version__
+from agent.protocols import protocol_spec
 from agent.workloads import spec_of
 from analysis.columns import BREAKDOWN
 from analysis.conditions import summarise as summarise_conditions
@@ -302,7 +303,7 @@ def _recorder(sweep: _Sweep, sink: Sink) -> tuple[RunRecorder, dict[str, Any]]:
     manifest records this session's layers (what `--resume RUN_DIR` alone continues with)."""
     kind = sweep.config.workload.kind
     search = sweep.config.search is not None
-    quic = "h3" in sweep.config.protocols
+    quic = any(protocol_spec(p).quic for p in sweep.config.protocols)
     bench = None if sweep.study is None else sweep.study.bench
     manifest = _manifest(sweep)
     if sweep.resumed is None:

@@ -7,33 +7,21 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
-from agent.engines import (
-    ENGINE_SPECS,
-    ENGINES,
-    NGTCP2_SETTINGS,
-    SERVER_ONLY_ENGINES,
-    EngineSpec,
-)
-from agent.errors import SettingsError
-from agent.flow import DEFAULT_WINDOW_UPDATE_POLICY
-from agent.h3.settings import refuse_without_counterpart
 from agent.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
 from controller.config.clients import check_clients
+from controller.config.engine_checks import check_engines, check_protocols
 from controller.config.layers import KeyPath, Stack
 from controller.config.model import (
-    DATAGRAM_AXIS,
     IDLE_MIN_SAMPLES,
     INA219_RATE_MAX_HZ,
     INA226_RATE_MAX_HZ,
     LOCAL_HOST,
     PPK2_RATE_HZ,
-    PROTOCOL_AXIS,
     ROLES,
-    SERVER_ENGINE_AXIS,
     AxisValue,
     Config,
     EnergyConfig,
@@ -329,12 +317,11 @@ def build(stack: Stack, source: str) -> Config:
             (key, layer) for key, layer in sorted(stack.origins.items()) if layer != DEFAULTS
         ),
     )
-    _check_engines(stack, config)
+    check_engines(stack, config)
     _check_energy_window(stack, config)
     _check_agent_mode(stack, config)
-    _check_event_loop(stack, config)
-    _check_protocol(stack, config)
     _check_idle_baseline(stack, config)
+    check_protocols(stack, config)
     check_clients(stack, config)
     return config
 
@@ -496,199 +483,3 @@ def _check_agent_mode(stack: Stack, config: Config) -> None:
             'energy.window = "process" (each trial process\'s whole life) would measure no '
             'process: use "fresh" with it, or energy.window = "fetch"'
         )
-
-
-def _check_event_loop(stack: Stack, config: Config) -> None:
-    """The event loop is the h2 engine's: nghttp2's client is nghttp, a C program."""
-    if config.run.event_loop == "asyncio":
-        return
-    for node in config.client_nodes:
-        if node.engine == "nghttp2":
-            key = "run.event_loop"
-            raise ConfigError(
-                f'{stack.origin(key)}: {key}: "{config.run.event_loop}" is the h2 engine\'s '
-                f"event loop; the client node {node.name or 'nodes.client'} runs nghttp2 (nghttp, "
-                "no Python loop)"
-            )
-
-
-def _check_protocol(stack: Stack, config: Config) -> None:
-    """TLS trials put the run's authority on the client node; several client nodes would each
-    need it where their own state lives, which the sweep does not yet do. HTTP/3 trials run on
-    the agent's own engine, for a workload that runs over it, announcing only settings with an
-    HTTP/3 counterpart (agent.h3.settings)."""
-    key = f"sweep.{PROTOCOL_AXIS}" if PROTOCOL_AXIS in config.sweep.names else "workload.protocol"
-    origin = stack.origin(key)
-    datagram = (
-        f"sweep.{DATAGRAM_AXIS}"
-        if DATAGRAM_AXIS in config.sweep.names
-        else "workload.datagram_bytes"
-    )
-    if (DATAGRAM_AXIS in config.sweep.names or config.workload.datagram_bytes is not None) and (
-        config.protocols != ("h3",)
-    ):
-        raise ConfigError(
-            f"{stack.origin(datagram)}: {datagram}: HTTP/3's datagram size, in a run whose "
-            f'protocols are {", ".join(config.protocols)}: use it in a run of "h3" alone'
-        )
-    if config.protocols != ("h2c",) and len(config.client_nodes) > 1:
-        encrypted = next(p for p in config.protocols if p != "h2c")
-        raise ConfigError(
-            f'{origin}: {key}: "{encrypted}" (TLS) runs with one client node; nodes.clients '
-            f"lists {len(config.client_nodes)}"
-        )
-    if "h3" not in config.protocols:
-        return
-    spec = SPECS[config.workload.kind]
-    if "h3" not in spec.protocols:
-        raise ConfigError(
-            f'{origin}: {key}: the {spec.kind} workload does not run over "h3" (it runs over '
-            f"{', '.join(spec.protocols)})"
-        )
-    servers = [server for _key, server in _servers(config)]
-    for node in (*config.client_nodes, *servers):
-        if "h3" not in ENGINE_SPECS[node.engine].protocols:
-            runs = " or ".join(f'"{e}"' for e, s in ENGINE_SPECS.items() if "h3" in s.protocols)
-            raise ConfigError(
-                f'{origin}: {key}: "h3" runs on engine {runs}, not '
-                f'nodes.{node.role}.engine = "{node.engine}"'
-            )
-    if config.client.engine == "nghttp2" and any(s.engine != "nghttp2" for s in servers):
-        # gtlsclient sends no trial header: only the engine's own server counts its trials.
-        raise ConfigError(
-            f'{origin}: {key}: "h3" on the client\'s "nghttp2" engine (ngtcp2\'s gtlsclient) '
-            'needs the server on "nghttp2" too (gtlsserver, whose agent counts its trials)'
-        )
-    policies = dict(config.sweep.axes).get(
-        "window_update_policy", (config.workload.window_update_policy,)
-    )
-    if any(policy != DEFAULT_WINDOW_UPDATE_POLICY for policy in policies):
-        raise ConfigError(
-            f'{origin}: {key}: window_update_policy is HTTP/2\'s; over "h3" the QUIC stack '
-            f'grants credit its own way: keep "{DEFAULT_WINDOW_UPDATE_POLICY}"'
-        )
-    settings = tuple(name for name in config.sweep.names if name in SETTING_SPECS)
-    try:
-        refuse_without_counterpart(settings, "agent's")
-        if any(node.engine == "nghttp2" for node in (*config.client_nodes, *servers)):
-            refuse_without_counterpart(settings, "nghttp2 engine's (ngtcp2)", NGTCP2_SETTINGS)
-    except SettingsError as exc:
-        raise ConfigError(f"{origin}: {key}: {exc}") from None
-
-
-def _servers(config: Config) -> list[tuple[str, NodeConfig]]:
-    """The server node as each trial runs it, with the key that sets its engine: one, or one
-    per value of a swept server_engine."""
-    swept = dict(config.sweep.axes).get(SERVER_ENGINE_AXIS)
-    if swept is None:
-        return [("nodes.server.engine", config.server)]
-    return [
-        (f"sweep.{SERVER_ENGINE_AXIS}[{index}]", replace(config.server, engine=engine))
-        for index, engine in enumerate(e for value in swept for e in ENGINES if e == value)
-    ]
-
-
-def _check_kind_engine(stack: Stack, config: Config) -> None:
-    spec = SPECS[config.workload.kind]
-    for node in config.client_nodes:
-        if node.engine in SERVER_ONLY_ENGINES:
-            key = f"nodes.{node.role}.engine"
-            raise ConfigError(
-                f"{stack.origin(key)}: {key}: {node.engine!r} only serves; a client runs "
-                '"h2" or "nghttp2"'
-            )
-    nodes = [(f"nodes.{node.role}.engine", node) for node in config.client_nodes]
-    for key, node in nodes + _servers(config):
-        if node.engine not in spec.engines:
-            origin = stack.origin(key.split("[", 1)[0])
-            raise ConfigError(
-                f"{origin}: {key}: workload {spec.kind!r} runs on "
-                f"{' or '.join(repr(e) for e in spec.engines)}, not {node.engine!r}"
-            )
-
-
-def _check_announced(stack: Stack, config: Config) -> None:
-    """A swept setting that a node's engine has no option to announce (agent.engines)."""
-    nodes = [(f"nodes.{node.role}.engine", node) for node in config.client_nodes]
-    for key, node in nodes + _servers(config):
-        client = node.role == "client"
-        spec = ENGINE_SPECS[node.engine]
-        supported = spec.settings(client)
-        if supported is None:
-            continue
-        for name in config.sweep.names:
-            if name in SETTING_SPECS and name not in supported:
-                axis = f"sweep.{name}"
-                raise ConfigError(
-                    f"{stack.origin(axis)}: {axis}: {spec.tool(client)} has no option to "
-                    f'announce it ({key} = "{node.engine}"; it announces '
-                    f'{", ".join(supported)}); sweep it with engine "h2"'
-                )
-
-
-def _check_engines(stack: Stack, config: Config) -> None:
-    """What nghttp, nghttpd or hypercorn cannot run is refused before the sweep starts, naming
-    the node."""
-    _check_kind_engine(stack, config)
-    _check_announced(stack, config)
-    for node in (*config.client_nodes, *(server for _key, server in _servers(config))):
-        spec = ENGINE_SPECS[node.engine]
-        engine = f'nodes.{node.role}.engine = "{node.engine}"'
-        allowed = spec.client_window_update_policies
-        policies = dict(config.sweep.axes).get(
-            "window_update_policy", (config.workload.window_update_policy,)
-        )
-        for policy in policies:
-            if node.role == "client" and allowed is not None and policy not in allowed:
-                key = (
-                    "sweep.window_update_policy"
-                    if "window_update_policy" in config.sweep.names
-                    else "workload.window_update_policy"
-                )
-                raise ConfigError(
-                    f"{stack.origin(key)}: {key}: {node.engine} updates windows by "
-                    f'{" or ".join(f"{p!r}" for p in allowed)} only, not "{policy}" ({engine})'
-                )
-        if not spec.windows_are_powers_of_two_less_one:
-            continue
-        if config.workload.unrepresentable_window == "reject":
-            _check_windows(stack, config, spec, engine, node.role == "client")
-
-
-def _check_windows(
-    stack: Stack, config: Config, spec: EngineSpec, engine: str, client: bool
-) -> None:
-    # Only nghttp and nghttpd take 2^N - 1: at h3 points the engine runs ngtcp2's tools,
-    # which take any window exactly (agent.nghttp2.gtls).
-    http2 = [p for p in config.protocols if p != "h3"]
-    if not http2:
-        return
-    where = engine
-    if len(http2) < len(config.protocols):
-        where = f"at protocol {' and '.join(http2)}, {engine}; at h3 it takes any window"
-    windows = dict(config.sweep.axes).get("initial_window_size", ())
-    for index, window in enumerate(windows):
-        _check_window(stack, f"sweep.initial_window_size[{index}]", int(window), spec, where)
-    if not client:
-        return
-    swept = dict(config.sweep.axes).get("connection_window")
-    if swept is not None:
-        for index, window in enumerate(swept):
-            if window is not None:
-                _check_window(stack, f"sweep.connection_window[{index}]", int(window), spec, where)
-    elif config.workload.connection_window is not None:
-        _check_window(
-            stack, "workload.connection_window", config.workload.connection_window, spec, where
-        )
-
-
-def _check_window(stack: Stack, key: str, window: int, spec: EngineSpec, where: str) -> None:
-    on_wire = spec.window_on_wire(window)
-    if on_wire == window:
-        return
-    setting = "workload.unrepresentable_window"
-    raise ConfigError(
-        f"{stack.origin(setting)}: {key}: {window} is not 2^N - 1 bytes, which nghttp2 needs "
-        f'({where}); the nearest is {on_wire}: use it, or set {setting} = "map" to run '
-        "the nearest in its place"
-    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agent.engines import engine_spec
 from agent.workloads import ParamValue, spec_of
 from controller.config.layers import Stack
 from controller.config.model import Config
@@ -69,7 +70,7 @@ def check_clients(stack: Stack, config: Config) -> None:
         if node.name in names:
             raise ConfigError(f"{origin}: {key}.name: {node.name!r} names an earlier node too")
         names.add(str(node.name))
-    if config.server.engine == "nghttp2":
+    if engine_spec(config.server.engine).trial_counting == "control":
         raise ConfigError(
             f"{stack.origin('nodes.server.engine')}: nodes.server.engine: nghttpd's agent counts "
             "trials by one client's trial-control messages; with several client nodes use "

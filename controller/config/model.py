@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.engines import ENGINES, Engine, UnrepresentablePolicy
+from agent.engines import DEFAULT_ENGINE, UnrepresentablePolicy
+from agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS, protocol_spec
 from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, ParamValue, spec_of
 from controller.config.meter_sources import METER_SOURCE_SPECS, MeterSource, MeterSourceSpec
@@ -24,7 +25,8 @@ from controller.config.profile import DeviceProfile
 Order = Literal["randomized-blocked", "sequential"]
 Role = Literal["client", "server"]
 Ppk2Mode = Literal["ampere", "source"]
-Protocol = Literal["h2c", "h2", "h3"]
+Protocol = str  # a protocol's name (agent.protocols declares each)
+Engine = str  # an engine's name (agent.engines declares each)
 Sensor = Literal["5A", "20A", "30A"]
 
 ORDERS: tuple[Order, ...] = ("randomized-blocked", "sequential")
@@ -76,9 +78,6 @@ class RunConfig:
 AxisValue = ParamValue
 """A swept value: an HTTP/2 setting's integer, or a workload parameter of any of its kinds."""
 
-PROTOCOLS: tuple[Protocol, ...] = ("h2c", "h2", "h3")
-"""HTTP/2 in cleartext with prior knowledge (the study's), over TLS 1.3 with ALPN h2, or HTTP/3
-over QUIC v1 (the agent's `h3` extra; always encrypted)."""
 PROTOCOL_AXIS = "protocol"
 """[workload] protocol, sweepable: the server agent restarts when it changes."""
 DATAGRAM_AXIS = "datagram_bytes"
@@ -122,7 +121,7 @@ class WorkloadConfig:
     # nghttp2 takes windows as 2^N - 1 bytes over HTTP/2 (nghttp, nghttpd): map other values to
     # the nearest, or refuse them. Its HTTP/3 tools (ngtcp2's) take any window exactly.
     unrepresentable_window: UnrepresentablePolicy = "map"
-    protocol: Protocol = "h2c"
+    protocol: Protocol = DEFAULT_PROTOCOL
     datagram_bytes: int | None = None
 
     def param(self, name: str) -> ParamValue:
@@ -139,12 +138,16 @@ class TrialPoint:
     window_update_policy: str
     params: tuple[tuple[str, ParamValue], ...]
     server_engine: Engine | None = None  # swept (server_engine); None: nodes.server.engine
-    protocol: Protocol = "h2c"
+    protocol: Protocol = DEFAULT_PROTOCOL
     datagram_bytes: int | None = None  # HTTP/3's; None: the agents' default
 
     @property
     def tls(self) -> bool:
-        return self.protocol != "h2c"
+        return protocol_spec(self.protocol).tls
+
+    @property
+    def quic(self) -> bool:
+        return protocol_spec(self.protocol).quic
 
     def param(self, name: str) -> ParamValue:
         return dict(self.params)[name]
@@ -166,9 +169,9 @@ class NodeConfig:
     address: str = "127.0.0.1"
     # The interface of the node's end of the client<->server data link, shaped by [link].
     data_interface: str | None = None
-    # The HTTP/2 implementation the node's agent runs: its own (h2), nghttp / nghttpd, or (a
-    # server of the api workload) hypercorn + Starlette.
-    engine: Engine = "h2"
+    # What runs the protocol on the node (agent.engines): the agent's own, nghttp / nghttpd, or
+    # (a server of the api workload) hypercorn + Starlette.
+    engine: Engine = DEFAULT_ENGINE
     # The client's wired trial-marker line, "gpio:CHIP:LINE" (docs/bring-up.md); None: none
     # (a local client with a modelled meter always has its software line).
     marker: str | None = None
@@ -442,7 +445,7 @@ class Config:
                 flow.get("window_update_policy", self.workload.window_update_policy)
             ),
             params=tuple(params.items()),
-            server_engine=next((e for e in ENGINES if e == axes.get(SERVER_ENGINE_AXIS)), None),
+            server_engine=_optional_str(axes.get(SERVER_ENGINE_AXIS)),
             protocol=next(
                 (p for p in PROTOCOLS if p == axes.get(PROTOCOL_AXIS)), self.workload.protocol
             ),
@@ -477,6 +480,10 @@ class Config:
             "layers": list(self.layers),
             "origins": dict(self.origins),
         }
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _optional_int(value: object) -> int | None:

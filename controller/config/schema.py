@@ -17,11 +17,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agent.engines import ENGINES, UNREPRESENTABLE_POLICIES
+from agent.engines import RENAMED, UNREPRESENTABLE_POLICIES, engine_names
 from agent.errors import SettingsError
 from agent.event_loop import EVENT_LOOPS
 from agent.flow import WINDOW_UPDATE_POLICIES
 from agent.h3.settings import MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES
+from agent.protocols import PROTOCOLS
 from agent.settings import SETTING_SPECS, canonical_name, check_value
 from agent.workloads import SPECS
 from controller.config.meter_sources import METER_SOURCES
@@ -37,7 +38,6 @@ from controller.config.model import (
     PPK2_MODES,
     PPK2_SUPPLY_MV,
     PROTOCOL_AXIS,
-    PROTOCOLS,
     ROLES,
     SAMPLERS,
     SEARCH_HOLDS,
@@ -155,6 +155,14 @@ def choice(options: tuple[Any, ...]) -> Reader:
         return value
 
     return read
+
+
+def _engine(value: Any) -> str:
+    """An engine's name (agent.engines); a former name refused naming the new one."""
+    if isinstance(value, str) and value in RENAMED:
+        raise _Invalid(f'engine "{value}" is now called "{RENAMED[value]}": use that name')
+    name: str = choice(engine_names())(value)
+    return name
 
 
 def text(pattern: re.Pattern[str], what: str) -> Reader:
@@ -405,7 +413,7 @@ _NODE: dict[str, Reader] = {
     "cpu": optional(integer(0, 4095)),
     "address": _HOST_READER,
     "data_interface": optional(text(_IFNAME, "a network interface name (at most 15 characters)")),
-    "engine": choice(ENGINES),
+    "engine": _engine,
     "marker": optional(text(_GPIO_MARKER, "gpio:CHIP:LINE, e.g. gpio:gpiochip0:17")),
     "device": optional(device),
     "remote_device": boolean,
@@ -459,7 +467,7 @@ PROTOCOL_READERS: dict[str, Reader] = {
 }
 PARAM_NAMES = tuple(dict.fromkeys(p.name for spec in SPECS.values() for p in spec.params))
 # Node keys a sweep may vary: the server's stack (model.SERVER_ENGINE_AXIS).
-NODE_AXES: dict[str, Reader] = {SERVER_ENGINE_AXIS: choice(ENGINES)}
+NODE_AXES: dict[str, Reader] = {SERVER_ENGINE_AXIS: _engine}
 SWEEPABLE_KEYS = (*FLOW_READERS, *PROTOCOL_READERS, *PARAM_NAMES, *NODE_AXES)
 # Axes that are neither a setting nor a workload parameter, with the reader of their values.
 OTHER_AXES: dict[str, Reader] = {**FLOW_READERS, **PROTOCOL_READERS, **NODE_AXES}

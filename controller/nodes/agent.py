@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from agent.engines import DEFAULT_ENGINE
+from agent.protocols import DEFAULT_PROTOCOL
 from agent.workloads import DEFAULT_KIND, ParamValue
 from controller.config.model import NodeConfig
 from controller.nodes import shell
@@ -44,8 +46,8 @@ class ServerMount:
     settings: tuple[tuple[str, int], ...] = ()
     params: tuple[tuple[str, ParamValue], ...] = ()
     root: str | None = None
-    tls: tuple[str, str] | None = None  # (certificate, key); None: cleartext h2c
-    http3: bool = False  # HTTP/3 over QUIC on the UDP port (needs `tls`'s files)
+    tls: tuple[str, str] | None = None  # (certificate, key): the protocol's, where it has TLS
+    protocol: str = DEFAULT_PROTOCOL  # agent.protocols: what the server runs
     datagram_bytes: int | None = None  # HTTP/3's max_udp_payload_size; None: the agent's
 
 
@@ -163,10 +165,10 @@ class AgentNode:
         if mount.root is not None:
             argv += ["--root", self.node.path(mount.root)]
         argv += _pairs("--setting", mount.settings) + _pairs("--param", mount.params)
+        argv += ["--protocol", mount.protocol]
         if mount.tls is not None:
             cert, key = (self.node.path(path) for path in mount.tls)
-            protocol = "h3" if mount.http3 else "h2"
-            argv += ["--protocol", protocol, "--cert", cert, "--key", key]
+            argv += ["--cert", cert, "--key", key]
         if mount.datagram_bytes is not None:
             argv += ["--datagram-size", str(mount.datagram_bytes)]
         argv += ["--trial-log", self.trial_log, *self._cpu_args()]
@@ -272,7 +274,7 @@ class AgentNode:
         start_at_s: float | None = None,
         peer_clock: PeerOffset | None = None,
         ca_file: str | None = None,
-        http3: bool = False,
+        protocol: str | None = None,
         datagram_bytes: int | None = None,
         event_loop: str | None = None,
     ) -> dict[str, Any]:
@@ -283,12 +285,13 @@ class AgentNode:
         the node's wall clock (Unix seconds) the trial begins at (`--start-at`). `peer_clock`: the
         server node's wall clock minus this one's, which times across both clocks are mapped by
         (`--peer-clock-offset-ns`). `ca_file`: for an https URL, the authority (a path on the
-        node) the server's certificate must chain to. `http3`: over HTTP/3 (the URL's port is
-        the server's UDP port), its datagram size `datagram_bytes` (None: the agent's).
+        node) the server's certificate must chain to. `protocol` (agent.protocols; None: the
+        URL's scheme says which HTTP/2): over QUIC the URL's port is the server's UDP port, and
+        `datagram_bytes` its datagram size (None: the agent's).
         `event_loop`: the h2 engine's (None: the agent's default)."""
         argv = ["trial", url, "--workload", workload, "--json", "--timeout", f"{timeout_s:g}"]
-        if http3:
-            argv += ["--protocol", "h3"]
+        if protocol is not None:
+            argv += ["--protocol", protocol]
         argv += self._cpu_args()
         options: Sequence[tuple[str, object]] = (
             ("--connection-window", connection_window),
@@ -377,9 +380,9 @@ def _pairs(flag: str, pairs: Sequence[tuple[str, object]]) -> list[str]:
 
 
 def _engine_args(engine: str | None, unrepresentable_window: str | None) -> list[str]:
-    """`--engine` and `--unrepresentable-window`, left out at their defaults (h2) so that agents
-    without the nghttp2 engine still run h2 sweeps."""
-    if engine is None or engine == "h2":
+    """`--engine` and `--unrepresentable-window`, left out at the default engine's (the agent's
+    own), whose command line is the shortest."""
+    if engine is None or engine == DEFAULT_ENGINE:
         return []
     argv = ["--engine", engine]
     if unrepresentable_window is not None:

@@ -6,8 +6,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from agent.engines import ENGINE_SPECS
-from agent.nghttp2.tools import SYSTEM_DIRS, missing_message
+from agent.engines import engine_spec
+from agent.engines.spec import SYSTEM_DIRS
+from agent.protocols import protocol_spec
 from controller.config.model import NodeConfig
 from controller.nodes.agent import agent_version, python_version
 from controller.nodes.connect import connect, node_label
@@ -98,10 +99,12 @@ def inspect_node(
 def engine_tools(node: Node, config: NodeConfig, protocols: Sequence[str]) -> str | None:
     """The distribution tools the node's engine runs over `protocols`, each's version (or path),
     or a NodeError naming the first missing one's package to install."""
-    tools = ENGINE_SPECS[config.engine].system_tools(config.role == "client", protocols)
+    spec = engine_spec(config.engine)
+    quic = (protocol_spec(protocol).quic for protocol in protocols)
+    tools = spec.system_tools(config.role == "client", quic)
     if not tools:
         return None
-    # Where the agent's lookup (agent.nghttp2.tools) finds them too: nghttpd is in /usr/sbin.
+    # Where the agent's lookup finds them too (agent.engines.spec.SYSTEM_DIRS).
     path = ":".join(["$PATH", *SYSTEM_DIRS])
     found = []
     for tool in tools:
@@ -111,7 +114,7 @@ def engine_tools(node: Node, config: NodeConfig, protocols: Sequence[str]) -> st
         result = node.shell(probe, check=False)
         if not result.ok:
             raise NodeError(
-                f"{node.label}: {missing_message(tool)} "
+                f"{node.label}: {spec.missing_message(tool)} "
                 f'(nodes.{config.role}.engine = "{config.engine}")'
             )
         found.append(result.stdout.strip().splitlines()[0])

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from agent.protocols import protocol_spec
 from controller.config.model import Config, NodeConfig
 from controller.nodes.connect import node_label
 from controller.nodes.errors import NodeError
@@ -178,7 +179,7 @@ class UdpReach:
 
 def udp_pairs(config: Config) -> tuple[tuple[NodeConfig, NodeConfig], ...]:
     """(client, server) per client node when the config has HTTP/3 trials, else none."""
-    if "h3" not in config.protocols:
+    if not any(protocol_spec(p).quic for p in config.protocols):
         return ()
     return tuple((client, config.server) for client in config.client_nodes)
 

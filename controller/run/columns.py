@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS, protocol_spec
 from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, SPECS
 from analysis.columns import unit_of
@@ -268,5 +269,5 @@ def header(
 def runs_h3(config: Mapping[str, Any]) -> bool:
     """Whether a run's config (the manifest's `config`, Config.to_dict) has HTTP/3 trials."""
     swept = config.get("sweep", {}).get("protocol")
-    protocols = swept if swept else [config.get("workload", {}).get("protocol", "h2c")]
-    return "h3" in protocols
+    protocols = swept if swept else [config.get("workload", {}).get("protocol", DEFAULT_PROTOCOL)]
+    return any(p in PROTOCOLS and protocol_spec(p).quic for p in protocols)

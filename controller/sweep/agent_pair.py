@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from agent.engines import ENGINE_SPECS
+from agent.engines import engine_spec
+from agent.protocols import protocol_spec
 from agent.workloads import ParamValue
 from agent.workloads.spec import ParamSide
 from controller.config.model import AxisValue, Config, TrialPoint
@@ -97,7 +98,7 @@ class AgentPair:
                 params=self._side(point, "server"),
                 root=served.root,
                 tls=self._server_credentials(point),
-                http3=point.protocol == "h3",
+                protocol=point.protocol,
                 datagram_bytes=point.datagram_bytes,
             )
             engine = point.server_engine or self.config.server.engine
@@ -122,7 +123,9 @@ class AgentPair:
                 # A warm sweep keeps its server across SETTINGS where the engine can (the
                 # agent's own over HTTP/2); a fresh one starts a server per setting, as the
                 # study ran nghttpd.
-                reloadable=self.config.run.agent == "warm" and engine == "h2" and not mount.http3,
+                reloadable=self.config.run.agent == "warm"
+                and engine_spec(engine).reloads_settings
+                and not protocol_spec(mount.protocol).quic,
             )
             self._engine = engine
             self._served = served
@@ -140,7 +143,7 @@ class AgentPair:
     def _ca_file(self, point: TrialPoint) -> str | None:
         """The authority the client checks the server against; none for an engine whose client
         checks no certificate (nghttp, gtlsclient: their agent refuses --ca-file)."""
-        if not point.tls or not ENGINE_SPECS[self.config.client.engine].checks_certificates:
+        if not point.tls or not engine_spec(self.config.client.engine).checks_certificates:
             return None
         assert self.tls is not None, "a run with TLS trials deploys its credentials first"
         return self.tls.ca_file
@@ -150,7 +153,7 @@ class AgentPair:
     ) -> dict[str, Any]:
         assert self._running is not None, "ensure_server first"
         point = self.config.point(axes)
-        scheme = "https" if point.tls else "http"
+        scheme = protocol_spec(point.protocol).scheme
         url = f"{scheme}://{self.config.client.address}:{self._running.port}/"
         control = self._running.control_port
         # nghttpd's agent counts trials by the client's trial-control messages, not the header.
@@ -173,7 +176,7 @@ class AgentPair:
                 trial_control=trial_control,
                 peer_clock=self.peer_clock,
                 ca_file=self._ca_file(point),
-                http3=point.protocol == "h3",
+                protocol=point.protocol,
                 datagram_bytes=point.datagram_bytes,
                 event_loop=self.config.run.event_loop,
             )

@@ -33,6 +33,7 @@ from fabric import ThreadingGroup
 from fabric.exceptions import GroupException
 
 from agent import __version__
+from agent.protocols import protocols_where
 from agent.workloads import ParamValue
 from controller.config.clients import node_params, spread_param
 from controller.config.model import Config, NodeConfig
@@ -293,7 +294,11 @@ def _open_member(
     try:
         # Several client nodes run cleartext HTTP/2 only (TLS and HTTP/3 are refused at load).
         found = inspect_node(
-            node, config, expected_version=__version__, clock_samples=100, protocols=("h2c",)
+            node,
+            config,
+            expected_version=__version__,
+            clock_samples=100,
+            protocols=protocols_where(tls=False),
         )
         if found.problems:
             raise DeviceError(found.problems[0])

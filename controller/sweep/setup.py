@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from agent import __version__
+from agent.engines import engine_spec
+from agent.protocols import protocol_spec
 from controller.config.model import (
     Config,
     MeterConfig,
@@ -277,7 +279,7 @@ def _deploy_credentials(
     """For a run with TLS trials, its credentials (controller.run.tls) on the nodes: the
     server's certificate and key (0600) in the server's state directory, the authority in the
     client's. The certificate names the address the client connects to (and the server's)."""
-    if config.protocols == ("h2c",):
+    if not any(protocol_spec(p).tls for p in config.protocols):
         return None
     wildcard = ("0.0.0.0", "::")
     addresses = (config.client.address, config.server.address)
@@ -297,7 +299,7 @@ def tls_facts(config: Config) -> dict[str, Any]:
         "certificate": f"{TLS_DIR}/server.pem",
         "authority": f"{TLS_DIR}/ca.pem",
         "key": KEY_KIND,
-        "client_checks_certificate": config.client.engine != "nghttp2",
+        "client_checks_certificate": engine_spec(config.client.engine).checks_certificates,
     }
 
 

@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("hypercorn", reason="the api extra (hypercorn) is not installed")
 
+from agent.engines.hypercorn.server import announced, hypercorn_config
 from agent.errors import UsageError
-from agent.workloads.api.hypercorn_engine import announced, hypercorn_config
 
 
 def test_the_settings_hypercorn_announces_reach_its_config() -> None:

@@ -208,7 +208,7 @@ def test_a_locked_database_is_503_counted_by_the_client(server: RunningServer) -
     assert record["errors_by_status"] == {"503": USERS * 7}
 
 
-@pytest.mark.parametrize("engine", ["h2", "hypercorn"])
+@pytest.mark.parametrize("engine", ["builtin", "hypercorn"])
 def test_a_missing_or_read_only_database_is_one_line_and_exit_2(
     tmp_path: Path, engine: str
 ) -> None:

@@ -208,16 +208,16 @@ def stacks(
     layer = request.param
     tmp = tmp_path_factory.mktemp(f"api-stacks-{layer}")
     params = ("--param", f"body_limit_bytes={LIMIT}", "--param", f"data_layer={layer}")
-    databases = {engine: tmp / f"{engine}.sqlite" for engine in ("h2", "hypercorn")}
+    databases = {engine: tmp / f"{engine}.sqlite" for engine in ("builtin", "hypercorn")}
     for path in databases.values():
         build_database(path, RECORDS)
     with (
-        agent_server(databases["h2"], tmp, "--workload", "api", *params) as ours,
+        agent_server(databases["builtin"], tmp, "--workload", "api", *params) as ours,
         agent_server(
             databases["hypercorn"], tmp, "--workload", "api", "--engine", "hypercorn", *params
         ) as theirs,
     ):
-        yield {"h2": ours, "hypercorn": theirs}
+        yield {"builtin": ours, "hypercorn": theirs}
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +236,7 @@ def _one_line_error(seen: Seen) -> str:
     return message
 
 
-@pytest.mark.parametrize("engine", ["h2", "hypercorn"])
+@pytest.mark.parametrize("engine", ["builtin", "hypercorn"])
 def test_every_bad_request_gets_its_status_and_an_error_body(
     answers: dict[str, list[Seen]], engine: str
 ) -> None:
@@ -250,12 +250,12 @@ def test_every_bad_request_gets_its_status_and_an_error_body(
 
 
 def test_both_stacks_refuse_alike(answers: dict[str, list[Seen]]) -> None:
-    pairs = zip(answers["h2"], answers["hypercorn"], strict=True)
+    pairs = zip(answers["builtin"], answers["hypercorn"], strict=True)
     for sent, (ours, theirs) in zip([*BAD, *GOOD, LAST], pairs, strict=True):
         assert ours == theirs, f"{sent.label}: h2 {ours} vs hypercorn {theirs}"
 
 
-@pytest.mark.parametrize("engine", ["h2", "hypercorn"])
+@pytest.mark.parametrize("engine", ["builtin", "hypercorn"])
 def test_the_connection_still_serves_and_every_answer_was_counted(
     answers: dict[str, list[Seen]], stacks: dict[str, RunningServer], engine: str
 ) -> None:
@@ -273,7 +273,7 @@ def test_the_connection_still_serves_and_every_answer_was_counted(
 def test_the_agents_server_never_read_the_big_bodies_whole(
     stacks: dict[str, RunningServer],
 ) -> None:
-    server = stacks["h2"]
+    server = stacks["builtin"]
     trial_id = f"stacks-{server.port}"
     received = server.wait_for_trials(trial_id)[trial_id]["received"]
     assert isinstance(received, dict)

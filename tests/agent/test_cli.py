@@ -48,7 +48,7 @@ def _one_line_usage_error(result: object, *fragments: str) -> None:
         (["serve", "--workload", "blob", "--max-connections", "0"], ["--max-connections 0"]),
         (
             ["serve", "--root", ".", "--engine", "nghttp2", "--idle-timeout", "5"],
-            ["--idle-timeout is for --engine h2"],
+            ["--idle-timeout: nghttpd keeps its own limits"],
         ),
         (
             ["fetch", "http://127.0.0.1:1/", "--initial-window-size", "-1"],

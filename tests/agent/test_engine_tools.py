@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent.engines import ENGINE_SPECS, Engine
-from agent.nghttp2.tools import PACKAGES
+from agent.engines import DEFAULT_ENGINE, engine_spec
+from agent.engines.nghttp2.tools import PACKAGES
+from agent.protocols import protocol_spec
 
 
 @pytest.mark.parametrize(
@@ -23,12 +24,13 @@ from agent.nghttp2.tools import PACKAGES
 def test_the_nghttp2_engine_needs_its_tools_per_protocol(
     client: bool, protocols: tuple[str, ...], tools: tuple[str, ...]
 ) -> None:
-    assert ENGINE_SPECS["nghttp2"].system_tools(client, protocols) == tools
+    quic = [protocol_spec(p).quic for p in protocols]
+    assert engine_spec("nghttp2").system_tools(client, quic) == tools
     assert all(tool in PACKAGES for tool in tools)  # each names its Debian package
 
 
-@pytest.mark.parametrize("engine", ["h2", "hypercorn"])
-def test_engines_the_agent_carries_need_nothing_from_the_distribution(engine: Engine) -> None:
-    spec = ENGINE_SPECS[engine]
-    assert spec.system_tools(True, ("h2c", "h2", "h3")) == ()
-    assert spec.system_tools(False, ("h2c", "h2", "h3")) == ()
+@pytest.mark.parametrize("engine", [DEFAULT_ENGINE, "hypercorn"])
+def test_engines_the_agent_carries_need_nothing_from_the_distribution(engine: str) -> None:
+    spec = engine_spec(engine)
+    assert spec.system_tools(True, (False, True)) == ()
+    assert spec.system_tools(False, (False, True)) == ()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.nghttp2.accounting import ActivityTracker, trial_record
-from agent.nghttp2.procfs import CpuSample
+from agent.engines.nghttp2.accounting import ActivityTracker, trial_record
+from agent.engines.nghttp2.procfs import CpuSample
 from agent.trial_control import End
 
 MS = 1_000_000
@@ -117,7 +117,7 @@ def test_serve_time_is_never_below_the_cpu_time() -> None:
 def test_the_poller_sees_a_busy_then_idle_counter() -> None:
     import time  # noqa: PLC0415
 
-    from agent.nghttp2.poller import ActivityPoller, wait_until_idle  # noqa: PLC0415
+    from agent.engines.nghttp2.poller import ActivityPoller, wait_until_idle  # noqa: PLC0415
 
     start = time.monotonic_ns()
     busy_until = start + 20 * MS

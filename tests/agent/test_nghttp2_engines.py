@@ -107,7 +107,7 @@ def test_nghttp2_client_against_the_h2_server(h2_server: RunningServer, site: Pa
 def test_h2_client_against_nghttpd(nghttpd_server: NghttpdAgent, site: Path) -> None:
     record = _fetch(nghttpd_server.url, site, "h2-ng", "--initial-window-size", "65535",
                     "--trial-control", nghttpd_server.control)  # fmt: skip
-    assert record["engine"] == "h2"
+    assert record["engine"] == "builtin"
     server = _trial(nghttpd_server.trials(), "h2-ng")
     assert server["ok"] and server["requests"] == len(record["resources"])
     # What nghttpd wrote to its socket, by /proc/PID/io, is what the h2 client's tally received.

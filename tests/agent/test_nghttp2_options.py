@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from agent.engines.nghttp2.options import NghttpdOptions, NghttpOptions
 from agent.errors import UsageError
-from agent.nghttp2.options import NghttpdOptions, NghttpOptions
 
 
 def test_the_study_command_with_the_trial_header_and_har() -> None:

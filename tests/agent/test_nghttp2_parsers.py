@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.nghttp2.errors import NghttpOutputError
-from agent.nghttp2.har import parse_har
-from agent.nghttp2.stats import parse_duration_us, parse_stats
-from agent.nghttp2.timing import resource_times
+from agent.engines.nghttp2.errors import NghttpOutputError
+from agent.engines.nghttp2.har import parse_har
+from agent.engines.nghttp2.stats import parse_duration_us, parse_stats
+from agent.engines.nghttp2.timing import resource_times
 
 OUTPUT = Path(__file__).parent / "nghttp2_output"
 PAGE_PATHS = {

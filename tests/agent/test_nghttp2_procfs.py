@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from agent.nghttp2.procfs import (
+from agent.engines.nghttp2.procfs import (
     ProcessProbe,
     listening_ports,
     parse_hwm_bytes,
@@ -80,7 +80,7 @@ def test_a_childs_final_io_is_read_as_its_own_user() -> None:
     an ordinary user a zombie's /proc/PID/io); as root the same runs as nobody (with Debian's
     interpreter, which nobody can reach)."""
     code = (
-        "import json; from agent.nghttp2.process import run_child; "
+        "import json; from agent.engines.nghttp2.process import run_child; "
         "c = run_child(['/bin/sh', '-c', 'head -c 70000 /dev/zero > /dev/null; echo done'], 30); "
         "print(json.dumps([c.io, c.io_unavailable, c.stdout.decode()]))"
     )

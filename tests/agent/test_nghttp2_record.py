@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agent.nghttp2.options import NghttpOptions
-from agent.nghttp2.process import ChildOutcome
-from agent.nghttp2.record import build_record, verify
-from agent.nghttp2.timing import ResourceTimes
+from agent.engines.nghttp2.options import NghttpOptions
+from agent.engines.nghttp2.process import ChildOutcome
+from agent.engines.nghttp2.record import build_record, verify
+from agent.engines.nghttp2.timing import ResourceTimes
 from agent.site.manifest import SiteFile, SiteManifest
 
 MANIFEST = SiteManifest(
@@ -35,7 +35,7 @@ def _record(
     times: tuple[ResourceTimes, ...] = PAGE, child: ChildOutcome = CHILD
 ) -> dict[str, object]:
     return build_record(
-        trial_id="t1", repetition=1, url="http://s/", options=OPTIONS,
+        trial_id="t1", repetition=1, url="http://s/", protocol="h2c", options=OPTIONS,
         child=child, times=times, failure=None, manifest=MANIFEST, page_path="/", har_bytes=90,
         command=("nghttp",), marker="none", cpu_pin=None, probe_overhead_s=0.0, timeout_s=5,
     ).to_dict()  # fmt: skip

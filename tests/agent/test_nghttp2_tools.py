@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.nghttp2.errors import ToolMissingError
-from agent.nghttp2.tools import SYSTEM_DIRS, find_tool
+from agent.engines.nghttp2.errors import ToolMissingError
+from agent.engines.nghttp2.tools import SYSTEM_DIRS, find_tool
 from tests.conftest import as_ordinary_user, require_tool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,7 +75,7 @@ def test_a_path_entry_the_user_may_not_read_is_passed_over(open_dir: Path) -> No
     closed.chmod(0o700 if os.geteuid() == 0 else 0)
     reachable = _tool(open_dir / "open", "nghttp")
     lookup = (
-        "from agent.nghttp2.tools import find_tool; "
+        "from agent.engines.nghttp2.tools import find_tool; "
         f"print(find_tool('nghttp', {f'{closed}:{reachable.parent}'!r}, ()))"
     )
     try:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent.engines.nghttp2.windows import MAX_BITS, is_representable, map_window, nearest_bits
 from agent.errors import UsageError
-from agent.nghttp2.windows import MAX_BITS, is_representable, map_window, nearest_bits
 
 STUDY = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65535]
 

@@ -8,9 +8,9 @@ import argparse
 import pytest
 
 from agent.commands.common import check_udp_buffer
+from agent.engines.nghttp2.gtls import GtlsOptions
 from agent.errors import SettingsError, UsageError
 from agent.h3.settings import DEFAULT_DATAGRAM_BYTES, QuicWindows, datagram_bytes_of
-from agent.nghttp2.gtls import GtlsOptions
 from tests.agent.servers import run_agent
 
 

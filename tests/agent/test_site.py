@@ -553,7 +553,7 @@ def test_fetch_and_serve_processes_leave_the_site_builder_unloaded():
     the fetch and serve paths (both engines) read manifests and content types only."""
     probe = (
         "import sys\n"
-        "import agent.client.run, agent.server.app, agent.nghttp2.cli_support\n"
+        "import agent.client.run, agent.server.app, agent.engines.nghttp2.cli_support\n"
         "import agent.workloads.page.client, agent.workloads.page.server\n"
         "from agent.site import MANIFEST_NAME, content_type_for, load_manifest\n"
         "print(sorted(m for m in sys.modules if m.startswith('agent.site.')))\n"

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from agent.engines.nghttp2.procfs import ProcessProbe
+from agent.engines.nghttp2.server import Supervisor
 from agent.errors import TrialControlError, UsageError
-from agent.nghttp2.procfs import ProcessProbe
-from agent.nghttp2.server import Supervisor
 from agent.trial_control import (
     Begin,
     End,

@@ -8,6 +8,7 @@ from dataclasses import asdict
 
 import pytest
 
+from agent.engines import engines_where
 from agent.workloads import SPECS
 from tests.agent.servers import run_agent
 
@@ -65,11 +66,11 @@ URL = "http://127.0.0.1:1/"
         ),
         (
             ["trial", URL, "--workload", "blob", "--engine", "nghttp2"],
-            "--engine nghttp2: the blob workload runs on h2",
+            "--engine nghttp2: the blob workload runs on builtin",
         ),
         (
             ["serve", "--workload", "blob", "--engine", "nghttp2"],
-            "--engine nghttp2: the blob workload runs on h2",
+            "--engine nghttp2: the blob workload runs on builtin",
         ),
         (
             ["trial", URL, "--workload", "blob", "--manifest", "m.json"],
@@ -100,7 +101,9 @@ def test_workloads_json_is_the_registry() -> None:
     assert len(result.stdout.splitlines()) == 1
     listed = json.loads(result.stdout)
     assert [entry["kind"] for entry in listed] == list(SPECS)
-    expected = json.loads(json.dumps([asdict(spec) for spec in SPECS.values()]))
+    # Which engines run a workload is each engine's to say, listed beside the spec.
+    specs = [{**asdict(s), "engines": list(engines_where(workload=s.kind))} for s in SPECS.values()]
+    expected = json.loads(json.dumps(specs))
     assert listed == expected
     blob = listed[1]
     assert [p["name"] for p in blob["params"]] == ["size_bytes", "requests", "mode", "verify"]

@@ -52,7 +52,7 @@ def test_blob_trial_record_and_server_log(
     )  # fmt: skip
     assert status == 0 and record["ok"] is True, record["error"]
     assert record["workload"] == "blob"
-    assert record["engine"] == "h2"
+    assert record["engine"] == "builtin"
     assert record["params"] == {
         "size_bytes": size,
         "requests": requests,

@@ -26,12 +26,12 @@ def test_the_api_config_sweeps_users_stacks_and_data_layers() -> None:
     config = load_config(CONFIGS / "api.toml")
     axes = dict(config.sweep.axes)
     assert axes["users"] == (16, 32, 64, 128)
-    assert axes["server_engine"] == ("h2", "hypercorn")
+    assert axes["server_engine"] == ("builtin", "hypercorn")
     assert axes["data_layer"] == ("sql", "orm")
     points = [config.point(axes) for axes in config.sweep.points()]
     assert {(p.server_engine, p.param("data_layer")) for p in points} == {
-        ("h2", "sql"),
-        ("h2", "orm"),
+        ("builtin", "sql"),
+        ("builtin", "orm"),
         ("hypercorn", "sql"),
         ("hypercorn", "orm"),
     }
@@ -53,16 +53,17 @@ def test_without_the_axis_a_trial_runs_the_nodes_engine(tmp_path: Path) -> None:
                 'workload.kind="page"',
                 "sweep.users=none",
                 "sweep.data_layer=none",
-                'sweep.server_engine=["h2", "hypercorn"]',
+                'sweep.server_engine=["builtin", "hypercorn"]',
             ],
-            "sweep.server_engine[1]: workload 'page' runs on 'h2' or 'nghttp2', not 'hypercorn'",
+            "sweep.server_engine[1]: workload 'page' runs on 'builtin' or 'nghttp2', "
+            "not 'hypercorn'",
         ),
         (
             ['nodes.client.engine="hypercorn"'],
-            'nodes.client.engine: \'hypercorn\' only serves; a client runs "h2" or "nghttp2"',
+            'nodes.client.engine: \'hypercorn\' only serves; a client runs "builtin" or "nghttp2"',
         ),
         (
-            ['sweep.server_engine=["h2", "tomcat"]'],
+            ['sweep.server_engine=["builtin", "tomcat"]'],
             "sweep.server_engine[1]: expected one of",
         ),
     ],
@@ -121,15 +122,15 @@ def test_a_swept_server_engine_restarts_the_server_on_that_engine() -> None:
         facts={},
     )
     base = {"users": 16, "data_layer": "sql", "max_concurrent_streams": 128}
-    for engine in ("h2", "h2", "hypercorn", "hypercorn", "h2"):
+    for engine in ("builtin", "builtin", "hypercorn", "hypercorn", "builtin"):
         pair.ensure_server({**base, "server_engine": engine})
-    assert server.engines == ["h2", "hypercorn", "h2"]
+    assert server.engines == ["builtin", "hypercorn", "builtin"]
 
 
 def test_a_setting_hypercorn_cannot_announce_is_refused_at_load() -> None:
     with pytest.raises(ConfigError, match=r"sweep.initial_window_size: hypercorn has no option"):
         load_config(CONFIGS / "api.toml", ["sweep.initial_window_size=[4096, 65535]"])
-    swept_h2_only = ['sweep.server_engine=["h2"]', "sweep.initial_window_size=[4096, 65535]"]
+    swept_h2_only = ['sweep.server_engine=["builtin"]', "sweep.initial_window_size=[4096, 65535]"]
     assert load_config(CONFIGS / "api.toml", swept_h2_only).sweep.names[-1] == (
         "initial_window_size"
     )

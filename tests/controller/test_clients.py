@@ -110,7 +110,7 @@ def test_one_client_keeps_the_old_form_and_manifest() -> None:
         ),
         (
             'nodes.server.engine="nghttp2"',
-            "--set: nodes.server.engine: workload 'blob' runs on 'h2', not 'nghttp2'",
+            "--set: nodes.server.engine: workload 'blob' runs on 'builtin', not 'nghttp2'",
         ),
     ],
 )

@@ -359,7 +359,7 @@ KEY_ERRORS = [
     ),
     (
         '[workload]\nkind = "blob"\n[nodes.server]\nengine = "nghttp2"',
-        "nodes.server.engine: workload 'blob' runs on 'h2', not 'nghttp2'",
+        "nodes.server.engine: workload 'blob' runs on 'builtin', not 'nghttp2'",
     ),
     (
         '[sweep]\nwindow_update_policy = ["half", "exhausted"]\n[nodes.client]\nengine = "nghttp2"',
@@ -549,7 +549,7 @@ KEY_ERRORS = [
     ),
     (
         "[run]\nevent_loop = 'uvloop'\n[nodes.client]\nengine = 'nghttp2'",
-        'run.event_loop: "uvloop" is the h2 engine\'s event loop; the client node nodes.client '
+        'run.event_loop: "uvloop" is the builtin engine\'s event loop; the client node nodes.client '
         "runs nghttp2 (nghttp, no Python loop)",
     ),
 ]
@@ -761,7 +761,7 @@ def test_the_datagram_size_is_http3s_own_axis() -> None:
                 'nodes.server.engine="hypercorn"',
                 "sweep={max_header_list_size = [4096]}",
             ),
-            '--set: workload.protocol: "h3" runs on engine "h2" or "nghttp2", not '
+            '--set: workload.protocol: "h3" runs on engine "builtin" or "nghttp2", not '
             'nodes.server.engine = "hypercorn"',
         ),
     ],

@@ -9,29 +9,42 @@ import argparse
 import pytest
 
 from agent.commands.common import add_engine_options
-from agent.engines import ENGINE_SPECS, ENGINES, SERVER_ONLY_ENGINES
+from agent.engines import RENAMED, engine_names, engine_spec
+from agent.engines.nghttp2.options import NghttpdOptions, NghttpOptions
 from agent.errors import UsageError
-from agent.nghttp2.options import NghttpdOptions, NghttpOptions
 from agent.settings import SETTING_SPECS
 from controller.config import load_config
 from controller.errors import ConfigError
 
 
-def test_the_agent_offers_exactly_the_engines_the_config_takes() -> None:
+def test_the_agent_and_the_config_take_every_registered_engine() -> None:
     parser = argparse.ArgumentParser()
     add_engine_options(parser)
-    (engine,) = [a for a in parser._actions if a.dest == "engine"]
-    assert tuple(engine.choices or ()) == ENGINES
-    for name in ENGINES:
+    for name in engine_names():
+        assert parser.parse_args(["--engine", name]).engine == name
+        spec = engine_spec(name)
         overrides = [f'nodes.server.engine="{name}"']
-        if name in SERVER_ONLY_ENGINES:
-            overrides += ['workload.kind="api"', "sweep={users=[4]}"]
+        if spec.workloads is not None:
+            overrides += [f'workload.kind="{spec.workloads[0]}"']
+            if spec.workloads[0] == "api":
+                overrides += ["sweep={users=[4]}"]
         assert load_config(None, overrides).server.engine == name
+
+
+@pytest.mark.parametrize("former", sorted(RENAMED))
+def test_a_former_engine_name_is_refused_in_one_line_naming_the_new(former: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_config(None, [f'nodes.client.engine="{former}"'])
+    message = str(refused.value)
+    assert "\n" not in message
+    assert f'engine "{former}" is now called "{RENAMED[former]}"' in message
+    with pytest.raises(UsageError, match=f"now called '{RENAMED[former]}'"):
+        engine_spec(former)
 
 
 @pytest.mark.parametrize("setting", sorted(SETTING_SPECS))
 def test_nghttp2_refuses_a_setting_on_both_sides_alike(setting: str) -> None:
-    spec = ENGINE_SPECS["nghttp2"]
+    spec = engine_spec("nghttp2")
     for client, create in (
         (True, lambda s: NghttpOptions.create(s, 65535, "map")),
         (False, lambda s: NghttpdOptions.create(s, "map")),

@@ -148,7 +148,7 @@ def test_the_nghttp2_study_is_the_study_on_nghttp2() -> None:
             ("nodes.server.engine=nghttp2", "sweep.max_frame_size=[16384]"),
             '--set: sweep.max_frame_size: nghttpd has no option to announce it '
             '(nodes.server.engine = "nghttp2"; it announces initial_window_size, '
-            'header_table_size, max_concurrent_streams); sweep it with engine "h2"',
+            'header_table_size, max_concurrent_streams); sweep it with engine "builtin"',
         ),
         (
             ("nodes.client.engine=nghttp2", "workload.window_update_policy=exhausted"),

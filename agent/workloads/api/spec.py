@@ -75,9 +75,7 @@ API = WorkloadSpec(
         Field("latency_p90_s", "90th percentile latency, s"),
         Field("latency_p99_s", "99th percentile latency, s"),
     ),
-    engines=("h2", "hypercorn"),
     extra="api",
-    protocols=("h2c", "h2", "h3"),
     spread_param="users",  # closed-loop virtual users
     count_field="requests",
 )

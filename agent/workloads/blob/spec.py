@@ -32,7 +32,6 @@ BLOB = WorkloadSpec(
         Field("latency_mean_s", "mean of request sent -> last byte, s"),
         Field("latency_max_s", "largest request sent -> last byte, s"),
     ),
-    protocols=("h2c", "h2", "h3"),
     spread_param="requests",
     count_field="request_count",
 )

@@ -26,6 +26,4 @@ PAGE = WorkloadSpec(
         Field("resource_count", "resources fetched and verified (the page and its subresources)"),
         Field("body_bytes", "response body bytes received, bytes"),
     ),
-    engines=("h2", "nghttp2"),
-    protocols=("h2c", "h2", "h3"),  # nghttp2's over h3: ngtcp2's gtlsclient and gtlsserver
 )

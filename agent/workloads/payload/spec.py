@@ -101,5 +101,4 @@ PAYLOAD = WorkloadSpec(
         ),
     ),
     extra="payload",
-    protocols=("h2c", "h2", "h3"),
 )

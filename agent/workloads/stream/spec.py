@@ -83,5 +83,4 @@ STREAM = WorkloadSpec(
         Field("subscription_s", "subscription request sent -> the end of its stream, s"),
     ),
     extra="stream",
-    protocols=("h2c", "h2", "h3"),
 )

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.engines import UnrepresentablePolicy
-from agent.nghttp2.errors import UnrepresentableWindowError
+from agent.engines.nghttp2.errors import UnrepresentableWindowError
+from agent.engines.spec import UnrepresentablePolicy
 
 MAX_BITS = 30
 
@@ -41,6 +41,11 @@ def nearest_bits(window: int) -> int:
     if (1 << upper) - 1 - window <= window - ((1 << lower) - 1):
         return upper
     return lower
+
+
+def on_wire(window: int) -> int:
+    """The window nghttp2 runs for `window` bytes (the engine's `window_map`)."""
+    return (1 << nearest_bits(window)) - 1
 
 
 def is_representable(window: int) -> bool:

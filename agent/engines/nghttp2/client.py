@@ -23,16 +23,16 @@ from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import ClientRecord
 from agent.client.run import print_record, print_unrun
 from agent.conditions import TrialWatch
+from agent.engines.nghttp2.errors import NghttpOutputError
+from agent.engines.nghttp2.har import parse_har
+from agent.engines.nghttp2.options import NghttpOptions
+from agent.engines.nghttp2.process import run_child
+from agent.engines.nghttp2.record import build_record
+from agent.engines.nghttp2.stats import parse_stats
+from agent.engines.nghttp2.timing import ResourceTimes, resource_times
+from agent.engines.nghttp2.tools import find_tool
 from agent.errors import AgentError, UsageError
 from agent.marker import Marker, open_marker
-from agent.nghttp2.errors import NghttpOutputError
-from agent.nghttp2.har import parse_har
-from agent.nghttp2.options import NghttpOptions
-from agent.nghttp2.process import run_child
-from agent.nghttp2.record import build_record
-from agent.nghttp2.stats import parse_stats
-from agent.nghttp2.timing import ResourceTimes, resource_times
-from agent.nghttp2.tools import find_tool
 from agent.site.manifest import SiteManifest
 from agent.trial_control import TrialControl
 from agent.workloads.page.client import download_manifest, read_manifest
@@ -91,6 +91,7 @@ class NghttpFetcher:
             trial_id=trial_id,
             repetition=repetition,
             url=self.run.url,
+            protocol=self.run.options.protocol,
             options=self.options,
             child=child,
             times=times,
@@ -136,7 +137,7 @@ def run_fetches(run: RunPlan, new_fetcher: Callable[[SiteManifest, Marker], Fetc
     except UsageError:
         raise  # a --manifest file: the user's mistake
     except AgentError as exc:
-        return print_unrun(run, str(exc), "nghttp2")
+        return print_unrun(run, str(exc))
     control = TrialControl(run.trial_control) if run.trial_control else None
     marker = open_marker(run.marker)
     failures = 0

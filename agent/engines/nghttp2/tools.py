@@ -12,24 +12,15 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from agent.nghttp2.errors import ToolMissingError
+from agent.engines.nghttp2.errors import ToolMissingError
+from agent.engines.nghttp2.spec import NGHTTP2
+from agent.engines.spec import SYSTEM_DIRS
 
-PACKAGES: dict[str, str] = {
-    "nghttp": "nghttp2-client",
-    "nghttpd": "nghttp2-server",
-    "gtlsclient": "ngtcp2-client",  # HTTP/3 (agent.nghttp2.gtls)
-    "gtlsserver": "ngtcp2-server",
-}
-# Where Debian installs administrators' tools, searched after PATH.
-SYSTEM_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+PACKAGES: dict[str, str] = dict(NGHTTP2.debian_packages)
 
 
 def missing_message(tool: str) -> str:
-    package = PACKAGES[tool]
-    return (
-        f"{tool} not found on PATH nor in {', '.join(SYSTEM_DIRS)}: "
-        f"install the Debian package {package} (apt install {package})"
-    )
+    return NGHTTP2.missing_message(tool)
 
 
 def search_dirs(path_variable: str | None, system_dirs: Sequence[str] = SYSTEM_DIRS) -> list[str]:

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from agent.engines import NGHTTP_SETTINGS, NGHTTPD_SETTINGS, UnrepresentablePolicy
-from agent.nghttp2.errors import UnsupportedSettingError
-from agent.nghttp2.windows import WindowMapping, map_window
+from agent.engines import DEFAULT_ENGINE
+from agent.engines.nghttp2.errors import UnsupportedSettingError
+from agent.engines.nghttp2.spec import NGHTTP_SETTINGS, NGHTTPD_SETTINGS
+from agent.engines.nghttp2.windows import WindowMapping, map_window
+from agent.engines.spec import UnrepresentablePolicy
 from agent.settings import initial_window_size
 from agent.trial_header import TRIAL_HEADER
 
@@ -28,8 +30,8 @@ def _check_supported(settings: Mapping[str, int], supported: tuple[str, ...], to
     for name in settings:
         if name not in supported:
             raise UnsupportedSettingError(
-                f"setting {name}: {tool} has no option to announce it; use --engine h2 for it "
-                f"(nghttp2 engine: {', '.join(supported)})"
+                f"setting {name}: {tool} has no option to announce it; use --engine "
+                f"{DEFAULT_ENGINE} for it (nghttp2 engine: {', '.join(supported)})"
             )
 
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.nghttp2.procfs import parse_io
+from agent.engines.nghttp2.procfs import parse_io
 
 WRITE_COUNTERS = ("wchar", "syscw", "write_bytes", "cancelled_write_bytes")
 _OWN_IO = "/proc/self/io"

@@ -20,20 +20,20 @@ from agent.client.connect import Target
 from agent.client.options import RunPlan
 from agent.client.record import ClientRecord
 from agent.conditions import TrialWatch
+from agent.engines.nghttp2.client import run_fetches
+from agent.engines.nghttp2.gtls import GtlsOptions
+from agent.engines.nghttp2.process import run_child
+from agent.engines.nghttp2.record import build_record
+from agent.engines.nghttp2.timing import ResourceTimes
+from agent.engines.nghttp2.tools import find_tool
 from agent.errors import BodyMismatchError
 from agent.h3.udp import rcvbuf_errors
 from agent.marker import Marker
-from agent.nghttp2.client import run_fetches
-from agent.nghttp2.gtls import GtlsOptions
-from agent.nghttp2.process import run_child
-from agent.nghttp2.record import build_record
-from agent.nghttp2.timing import ResourceTimes
-from agent.nghttp2.tools import find_tool
 from agent.site.manifest import SiteManifest
 
 
 class GtlsFlow:
-    """The record's view of the options (agent.nghttp2.record.ToolOptions)."""
+    """The record's view of the options (agent.engines.nghttp2.record.ToolOptions)."""
 
     def __init__(self, options: GtlsOptions) -> None:
         self._options = options
@@ -111,6 +111,7 @@ class GtlsFetcher:
             trial_id=trial_id,
             repetition=repetition,
             url=self.run.url,
+            protocol=self.run.options.protocol,
             options=GtlsFlow(self.options),
             child=child,
             times=times,
@@ -127,7 +128,7 @@ class GtlsFetcher:
             verification="sha256",
         )
         transport = {
-            "protocol": "h3",
+            "protocol": self.run.options.protocol,
             "datagram_bytes": self.options.datagram_bytes,
             "connection_window_bytes": self.options.connection_window_bytes,
             "udp_rcvbuf_errors": None

@@ -32,9 +32,11 @@ from hypercorn.config import Config
 from agent import probe
 from agent.conditions import Host, TrialWatch
 from agent.cpu_peak import CpuSampler
-from agent.engines import HYPERCORN_SETTINGS
+from agent.engines import DEFAULT_ENGINE
+from agent.engines.hypercorn.spec import HYPERCORN_SETTINGS
 from agent.errors import TrialControlError, UsageError
 from agent.frames import FrameCounts
+from agent.protocols import protocol_of_scheme, protocol_spec
 from agent.server.ledger import TrialRecord
 from agent.server.listener import listen
 from agent.trial_control import Begin, End, listen_control
@@ -42,6 +44,7 @@ from agent.trial_log import TrialLog
 from agent.workloads.api.asgi import Activity, starlette_app
 from agent.workloads.api.rest import Api
 from agent.workloads.api.server import open_api
+from agent.workloads.api.spec import API
 
 log = logging.getLogger("h2iot.hypercorn")
 
@@ -69,7 +72,7 @@ def hypercorn_config(settings: Mapping[str, int], tls: tuple[Path, Path] | None)
         if attribute is None:
             raise UsageError(
                 f"setting {name}: hypercorn has no option to announce it (engine hypercorn: "
-                f"{', '.join(SETTINGS)}); use --engine h2 for it"
+                f"{', '.join(SETTINGS)}); use --engine {DEFAULT_ENGINE} for it"
             )
         setattr(config, attribute, value)
     config.accesslog = None  # a log line per request would be CPU the comparison pays for
@@ -78,7 +81,8 @@ def hypercorn_config(settings: Mapping[str, int], tls: tuple[Path, Path] | None)
     config.keep_alive_max_requests = 2**62
     if tls is not None:
         config.certfile, config.keyfile = (str(path) for path in tls)
-        config.alpn_protocols = ["h2"]
+        tls_protocol = protocol_spec(protocol_of_scheme("https"))
+        config.alpn_protocols = [tls_protocol.alpn or tls_protocol.name]
     return config
 
 
@@ -133,7 +137,7 @@ class HypercornTrials:
         record = TrialRecord.over(
             span,
             trial_id=trial_id,
-            workload="api",
+            workload=API.kind,
             ok=client_ok and activity.requests > 0 and activity.responses == activity.requests,
             requests=activity.requests,
             responses_completed=activity.responses,

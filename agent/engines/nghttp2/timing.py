@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from agent.nghttp2.errors import NghttpOutputError
-from agent.nghttp2.har import FIRST_STREAM, Har
-from agent.nghttp2.stats import StatRow
+from agent.engines.nghttp2.errors import NghttpOutputError
+from agent.engines.nghttp2.har import FIRST_STREAM, Har
+from agent.engines.nghttp2.stats import StatRow
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,20 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.client.options import RunPlan
+from agent.client.start_at import wait_until
+from agent.engines import DEFAULT_ENGINE
+from agent.engines.nghttp2.client import NghttpPlan, run_nghttp_fetches
+from agent.engines.nghttp2.options import NghttpdOptions, NghttpOptions
+from agent.engines.nghttp2.server import NghttpdServeOptions, ServedProgram, serve_nghttpd
+from agent.engines.nghttp2.windows import WindowMapping, describe
 from agent.errors import UsageError
-from agent.nghttp2.client import NghttpPlan, run_nghttp_fetches
-from agent.nghttp2.options import NghttpdOptions, NghttpOptions
-from agent.nghttp2.server import NghttpdServeOptions, ServedProgram, serve_nghttpd
-from agent.nghttp2.windows import WindowMapping, describe
+
+if TYPE_CHECKING:
+    from agent.protocols import ProtocolSpec
+    from agent.workloads.spec import ParamValue, WorkloadSpec
 
 
 def _warn_mapped(name: str, mapping: WindowMapping | None) -> None:
@@ -21,11 +28,21 @@ def _warn_mapped(name: str, mapping: WindowMapping | None) -> None:
         print(f"h2iot-agent: warning: {describe(name, mapping)}", file=sys.stderr, flush=True)
 
 
-def serve(args: argparse.Namespace, settings: dict[str, int], http3: bool = False) -> int:
-    """nghttpd, or over HTTP/3 (`http3`) gtlsserver, with the agent's trial accounting."""
-    tls = (args.cert, args.key) if args.tls or http3 else None
-    if http3:
-        program = _gtlsserver(args, settings, tls)
+def serve(
+    args: argparse.Namespace,
+    protocol: ProtocolSpec,
+    workload: WorkloadSpec,
+    params: dict[str, ParamValue],
+    settings: dict[str, int],
+) -> int:
+    """nghttpd, or over QUIC gtlsserver, with the agent's trial accounting (the engine's
+    `serve`; it serves files only, the page workload's, so `workload` and `params` ask
+    nothing more of it)."""
+    if args.root is None:
+        raise UsageError(f"--root DIR (the site) is required for the {workload.kind} workload")
+    tls = (args.cert, args.key) if protocol.tls else None
+    if protocol.quic:
+        program = _gtlsserver(args, settings, tls, protocol)
     else:
         options = NghttpdOptions.create(settings, args.unrepresentable_window)
         _warn_mapped("initial_window_size", options.stream_window)
@@ -46,9 +63,12 @@ def serve(args: argparse.Namespace, settings: dict[str, int], http3: bool = Fals
 
 
 def _gtlsserver(
-    args: argparse.Namespace, settings: dict[str, int], tls: tuple[Path, Path] | None
+    args: argparse.Namespace,
+    settings: dict[str, int],
+    tls: tuple[Path, Path] | None,
+    protocol: ProtocolSpec,
 ) -> ServedProgram:
-    from agent.nghttp2.gtls import GtlsOptions  # noqa: PLC0415
+    from agent.engines.nghttp2.gtls import GtlsOptions  # noqa: PLC0415
 
     assert tls is not None
     files = (str(tls[0]), str(tls[1]))
@@ -57,22 +77,26 @@ def _gtlsserver(
         "gtlsserver",
         lambda path: gtls.server_argv(path, str(args.root), args.host, args.port, files),
         gtls.announced(),
-        "h3",
+        protocol.name,
     )
 
 
-def fetch(args: argparse.Namespace, plan: RunPlan) -> int:
+def fetch(args: argparse.Namespace, plan: RunPlan, protocol: ProtocolSpec) -> int:
+    """nghttp's fetches, or over QUIC gtlsclient's (the engine's `trial`)."""
+    wait_until(args.start_at)
     options = plan.options
     if options.flow.window_update_policy != "half":
         raise UsageError(
             f"--window-update {options.flow.window_update_policy}: nghttp2 updates windows once "
-            "half is consumed (half); other policies need --engine h2"
+            f"half is consumed (half); other policies need --engine {DEFAULT_ENGINE}"
         )
     if options.ca_file is not None:
-        raise UsageError("--ca-file: nghttp does not verify certificates; use --engine h2")
-    if options.http3:
-        from agent.nghttp2.gtls import GtlsOptions  # noqa: PLC0415
-        from agent.nghttp2.gtls_client import run_gtls_fetches  # noqa: PLC0415
+        raise UsageError(
+            f"--ca-file: nghttp does not verify certificates; use --engine {DEFAULT_ENGINE}"
+        )
+    if protocol.quic:
+        from agent.engines.nghttp2.gtls import GtlsOptions  # noqa: PLC0415
+        from agent.engines.nghttp2.gtls_client import run_gtls_fetches  # noqa: PLC0415
 
         gtls = GtlsOptions.create(
             dict(options.settings), options.flow.connection_window, options.datagram_bytes

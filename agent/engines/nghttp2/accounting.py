@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.nghttp2.procfs import CpuSample
+from agent.engines.nghttp2.procfs import CpuSample
 from agent.trial_control import End
 from agent.workloads.page.spec import PAGE
 

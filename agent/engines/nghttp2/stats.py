@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.nghttp2.errors import NghttpOutputError
+from agent.engines.nghttp2.errors import NghttpOutputError
 
 TABLE_HEADER = "id  responseEnd requestStart  process code size request path"
 _ROW = re.compile(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.engines import NGTCP2_SETTINGS
+from agent.engines.nghttp2.spec import NGTCP2_SETTINGS
 from agent.errors import UsageError
 from agent.h3.settings import datagram_bytes_of
 

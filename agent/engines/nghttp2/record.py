@@ -16,9 +16,10 @@ from typing import Protocol
 
 from agent import __version__
 from agent.client.record import ClientRecord
+from agent.engines.nghttp2.process import ChildOutcome
+from agent.engines.nghttp2.timing import ResourceTimes
 from agent.errors import AgentError
-from agent.nghttp2.process import ChildOutcome
-from agent.nghttp2.timing import ResourceTimes
+from agent.protocols import protocol_spec
 from agent.site.manifest import SiteManifest
 from agent.workloads.page.record import (
     ResourceTiming,
@@ -107,6 +108,7 @@ def build_record(
     trial_id: str,
     repetition: int,
     url: str,
+    protocol: str,
     options: ToolOptions,
     child: ChildOutcome,
     times: tuple[ResourceTimes, ...],
@@ -148,7 +150,8 @@ def build_record(
         workload=PAGE.kind,  # nghttp fetches the page workload's files only
         engine=ENGINE,
         agent_version=__version__,
-        tls=url.startswith("https:"),
+        protocol=protocol,
+        tls=protocol_spec(protocol).tls,
         settings=options.announced(),
         flow_control=options.flow_control(),
         peer_settings={},

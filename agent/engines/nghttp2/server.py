@@ -2,7 +2,7 @@
 agent's child, and its trial log.
 
 The agent starts `nghttpd` (cleartext h2c with `--no-tls`, or TLS; gtlsserver over HTTP/3:
-agent.nghttp2.gtls, the same accounting), waits until it listens (its UDP port bound),
+agent.engines.nghttp2.gtls, the same accounting), waits until it listens (its UDP port bound),
 then listens itself on a control port for the clients' trial-control messages
 (agent.trial_control). At `begin` it waits for nghttpd to be idle, samples its CPU time
 (schedstat, ns), clock ticks (user/sys split) and write(2) bytes, and resets its peak-RSS mark;
@@ -28,12 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.conditions import Host, TrialWatch, own_cpu_s
+from agent.engines.nghttp2.accounting import ActivityTracker, trial_record
+from agent.engines.nghttp2.options import NghttpdOptions
+from agent.engines.nghttp2.poller import POLL_S, ActivityPoller, wait_until_idle
+from agent.engines.nghttp2.procfs import CpuSample, ProcessProbe
+from agent.engines.nghttp2.tools import find_tool
 from agent.errors import AgentError, TrialControlError, UsageError
-from agent.nghttp2.accounting import ActivityTracker, trial_record
-from agent.nghttp2.options import NghttpdOptions
-from agent.nghttp2.poller import POLL_S, ActivityPoller, wait_until_idle
-from agent.nghttp2.procfs import CpuSample, ProcessProbe
-from agent.nghttp2.tools import find_tool
+from agent.protocols import protocol_of_scheme, protocol_spec
 from agent.trial_control import Begin, End, listen_control
 from agent.trial_log import TrialLog
 
@@ -46,7 +47,7 @@ _PR_SET_PDEATHSIG = 1
 
 @dataclass(frozen=True)
 class ServedProgram:
-    """The server program the engine runs: its name (found by agent.nghttp2.tools), its
+    """The server program the engine runs: its name (found by agent.engines.nghttp2.tools), its
     command line from its path, what it announces, and the protocol it speaks."""
 
     name: str
@@ -68,7 +69,7 @@ class ServedProgram:
             "nghttpd",
             lambda path: options.argv(path, str(root), host, port, files),
             options.announced(),
-            "h2c" if tls is None else "h2",
+            protocol_of_scheme("http" if tls is None else "https"),
         )
 
 
@@ -177,7 +178,7 @@ async def _listening_port(
             reason = tail[-1] if tail else f"{name} exited {process.returncode}"
             raise UsageError(f"cannot listen on {options.host}:{options.port}: {reason}")
         with contextlib.suppress(OSError):
-            udp = options.program.protocol == "h3"
+            udp = protocol_spec(options.program.protocol).quic
             ports = probe.udp_ports() if udp else probe.listening_ports()
             if ports and (options.port == 0 or options.port in ports):
                 return options.port or ports[0]
@@ -254,7 +255,7 @@ async def _serve_trials(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     program = options.program
-    scheme = "http" if program.protocol == "h2c" else "https"
+    scheme = protocol_spec(program.protocol).scheme
     print(
         json.dumps(
             {

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from agent.nghttp2.accounting import ActivityTracker
+from agent.engines.nghttp2.accounting import ActivityTracker
 
 POLL_S = 0.001
 SETTLE_S = 0.002  # the process counts as idle once its CPU counter stood still this long

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agent.nghttp2.errors import NghttpOutputError
+from agent.engines.nghttp2.errors import NghttpOutputError
 
 FIRST_STREAM = 1
 

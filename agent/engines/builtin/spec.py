@@ -1,0 +1,16 @@
+"""The builtin engine's declaration."""
+
+from agent.engines.spec import EngineSpec
+
+BUILTIN = EngineSpec(
+    name="builtin",
+    doc="this agent's own HTTP/2 (h2 + its fast path) and HTTP/3 (qh3), client and server",
+    label="agent (h2)",
+    client_tool="h2iot-agent",
+    server_tool="h2iot-agent",
+    serve="agent.engines.builtin.serve:serve",
+    trial="agent.engines.builtin.trial:run",
+    event_loop=True,
+    reloads_settings=True,
+    connection_limits=True,
+)

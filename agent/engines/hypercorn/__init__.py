@@ -1,0 +1,1 @@
+"""The `hypercorn` engine: hypercorn + Starlette serving the api workload's app over HTTP/2."""

@@ -1,0 +1,47 @@
+"""The nghttp2 engine's declaration: the study's tools, `nghttp` (client) and `nghttpd`
+(server), driven by the agent; the SETTINGS their options reach; windows as 2^N - 1 bytes
+(agent.engines.nghttp2.windows). Over QUIC the nghttp2 project's sibling's tools instead,
+ngtcp2's `gtlsclient` and `gtlsserver` (agent.engines.nghttp2.gtls): the C anchor for both
+protocols, exact windows there."""
+
+from agent.engines.spec import EngineSpec
+from agent.workloads.page.spec import PAGE
+
+NGHTTP_SETTINGS = (
+    "initial_window_size",
+    "header_table_size",
+    "max_concurrent_streams",
+    "enable_push",
+)
+NGHTTPD_SETTINGS = ("initial_window_size", "header_table_size", "max_concurrent_streams")
+NGTCP2_SETTINGS = ("initial_window_size",)
+"""What the engine announces over QUIC (ngtcp2's gtlsclient and gtlsserver), as the transport
+parameter initial_max_stream_data."""
+
+NGHTTP2 = EngineSpec(
+    name="nghttp2",
+    doc="the study's nghttp (client) and nghttpd (server); over QUIC ngtcp2's gtlsclient and "
+    "gtlsserver",
+    label="nghttpd",
+    client_tool="nghttp",
+    server_tool="nghttpd",
+    serve="agent.engines.nghttp2.cli_support:serve",
+    trial="agent.engines.nghttp2.cli_support:fetch",
+    client_settings=NGHTTP_SETTINGS,
+    server_settings=NGHTTPD_SETTINGS,
+    window_map="agent.engines.nghttp2.windows:on_wire",
+    client_window_update_policies=("half",),
+    workloads=(PAGE.kind,),
+    checks_certificates=False,
+    debian_packages=(
+        ("nghttp", "nghttp2-client"),
+        ("nghttpd", "nghttp2-server"),
+        ("gtlsclient", "ngtcp2-client"),
+        ("gtlsserver", "ngtcp2-server"),
+    ),
+    quic_tools=("gtlsclient", "gtlsserver"),
+    quic_settings=NGTCP2_SETTINGS,
+    quic_stack="ngtcp2",
+    trial_counting="control",
+    quic_client_needs_own_server=True,
+)

@@ -1,0 +1,138 @@
+"""What an engine is to the testbed, as data (`EngineSpec`): the sides it takes, the protocols,
+workloads and SETTINGS it runs, how it takes a window and counts trials, where its code starts.
+
+The agent's commands dispatch through it and the controller's config and sweep ask it; neither
+names an engine. Light on purpose: a declaration imports no engine (its entry points are dotted
+names, loaded only when that engine runs).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import argparse
+
+    from agent.client.options import RunPlan
+    from agent.protocols import ProtocolSpec
+    from agent.workloads.spec import ParamValue, WorkloadSpec
+
+    ServeEntry = Callable[
+        [argparse.Namespace, ProtocolSpec, WorkloadSpec, dict[str, ParamValue], dict[str, int]],
+        int,
+    ]
+    """An engine's `serve`: the parsed command line, the protocol, the workload, its server
+    params and the SETTINGS to announce, each checked; the exit status."""
+    TrialEntry = Callable[[argparse.Namespace, RunPlan, ProtocolSpec], int]
+    """An engine's `trial`: the parsed command line, the run of trials, its protocol."""
+
+UnrepresentablePolicy = Literal["map", "reject"]
+UNREPRESENTABLE_POLICIES: tuple[UnrepresentablePolicy, ...] = ("map", "reject")
+"""What an engine that takes windows as 2^N - 1 bytes does with another count: run the nearest
+(recorded, with a warning) or refuse it."""
+SYSTEM_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+"""Where Debian installs administrators' tools (nghttpd is in /usr/sbin), searched after PATH:
+an ordinary user's PATH (a Pi's agent runs as one) leaves them out."""
+TrialCounting = Literal["header", "control"]
+"""How an engine's server tells one trial from the next: by the trial header the client sends
+on its requests (agent.trial_header), or by trial-control messages beside them
+(agent.trial_control) for a server that cannot read headers per trial."""
+
+
+def load_entry(dotted: str) -> Callable[..., Any]:
+    """`module:function` imported now (an engine's code is loaded only when it runs)."""
+    module, _, name = dotted.partition(":")
+    entry: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return entry
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    name: str
+    doc: str
+    label: str  # how reports name it as a run's stack
+    client_tool: str | None  # what runs a trial's client side, None: the engine only serves
+    server_tool: str  # what serves
+    serve: str  # `module:function(ServeCall) -> exit status`: the server side
+    trial: str | None = None  # `module:function(TrialCall) -> exit status`: the client side
+    # The SETTINGS each side can announce; None: every one the agent knows.
+    client_settings: tuple[str, ...] | None = None
+    server_settings: tuple[str, ...] | None = None
+    # `module:function(bytes) -> bytes`: the window it runs for a count over TCP protocols
+    # (nghttp2's nearest 2^N - 1), imported only when asked; None: any window exactly.
+    window_map: str | None = None
+    # When its client sends WINDOW_UPDATE (agent.h2's flow policies); None: any policy.
+    client_window_update_policies: tuple[str, ...] | None = None
+    # The protocols (agent.protocols) it runs; None: every one.
+    protocols: tuple[str, ...] | None = None
+    # The workload kinds it runs; None: every one.
+    workloads: tuple[str, ...] | None = None
+    # Whether its client checks the server's certificate (against the run's authority).
+    checks_certificates: bool = True
+    # The Debian packages holding its programs, by program: a node must have them installed
+    # (nothing: the agent's wheel or an extra carries it).
+    debian_packages: tuple[tuple[str, str], ...] = ()
+    # The (client, server) programs it runs over QUIC instead of client_tool, server_tool, and
+    # the settings they announce there (None: every one with a QUIC counterpart).
+    quic_tools: tuple[str, str] | None = None
+    quic_settings: tuple[str, ...] | None = None
+    quic_stack: str | None = None  # whose programs those are, as messages name them
+    # Its client runs on the agent's Python event loop (run.event_loop chooses which).
+    event_loop: bool = False
+    # Its server takes new SETTINGS for new connections on SIGHUP, without a restart (over
+    # TCP protocols): a warm sweep keeps it across settings.
+    reloads_settings: bool = False
+    # Its server keeps the agent's connection limits (--handshake-timeout, --idle-timeout,
+    # --max-connections); one that keeps its own refuses them.
+    connection_limits: bool = False
+    trial_counting: TrialCounting = "header"
+    # Its client over QUIC sends no trial header, so only this engine's own server counts its
+    # trials there.
+    quic_client_needs_own_server: bool = False
+
+    @property
+    def serves_only(self) -> bool:
+        return self.client_tool is None
+
+    def runs_protocol(self, protocol: str) -> bool:
+        return self.protocols is None or protocol in self.protocols
+
+    def runs_workload(self, kind: str) -> bool:
+        return self.workloads is None or kind in self.workloads
+
+    def settings(self, client: bool) -> tuple[str, ...] | None:
+        return self.client_settings if client else self.server_settings
+
+    def tool(self, client: bool) -> str:
+        return (self.client_tool if client else None) or self.server_tool
+
+    def system_tools(self, client: bool, quic: Iterable[bool]) -> tuple[str, ...]:
+        """The distribution's programs this side runs in a run whose protocols are over QUIC
+        or not (`quic`, one flag per protocol): none for an engine the agent's wheel or
+        extras carry."""
+        if not self.debian_packages:
+            return ()
+        over_quic = set(quic)
+        tools = [self.tool(client)] if False in over_quic else []
+        if True in over_quic and self.quic_tools is not None:
+            tools.append(self.quic_tools[0 if client else 1])
+        return tuple(tools)
+
+    def missing_message(self, tool: str) -> str:
+        """One line: `tool` is not installed, and the Debian package that installs it."""
+        package = dict(self.debian_packages)[tool]
+        return (
+            f"{tool} not found on PATH nor in {', '.join(SYSTEM_DIRS)}: "
+            f"install the Debian package {package} (apt install {package})"
+        )
+
+    def window_on_wire(self, window: int) -> int:
+        """The window this engine announces for `window` bytes: itself, or what its
+        `window_map` makes of it (nghttp2's nearest 2^N - 1)."""
+        if self.window_map is None:
+            return window
+        on_wire: int = load_entry(self.window_map)(window)
+        return on_wire

@@ -1,0 +1,249 @@
+"""What a run's engines and protocols cannot do, refused at load with the key at fault: each
+rule a question to the engine's or the protocol's declaration (agent.engines, agent.protocols),
+never an engine's or a protocol's name."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from agent.engines import EngineSpec, engine_spec, engines_where
+from agent.errors import SettingsError
+from agent.flow import DEFAULT_WINDOW_UPDATE_POLICY
+from agent.h3.settings import refuse_without_counterpart
+from agent.protocols import protocol_spec, protocols_where
+from agent.settings import SETTING_SPECS
+from agent.workloads import SPECS
+from controller.config.layers import Stack
+from controller.config.model import (
+    DATAGRAM_AXIS,
+    PROTOCOL_AXIS,
+    SERVER_ENGINE_AXIS,
+    Config,
+    NodeConfig,
+)
+from controller.errors import ConfigError
+
+
+def check_protocols(stack: Stack, config: Config) -> None:
+    """The client's event loop and the run's protocols, against the nodes' engines."""
+    _check_event_loop(stack, config)
+    _check_protocol(stack, config)
+
+
+def _quoted_or(names: tuple[str, ...]) -> str:
+    return " or ".join(f'"{name}"' for name in names)
+
+
+def _check_event_loop(stack: Stack, config: Config) -> None:
+    """The event loop is the agent's own engine's: another engine's client runs no Python."""
+    if config.run.event_loop == "asyncio":
+        return
+    for node in config.client_nodes:
+        if not engine_spec(node.engine).event_loop:
+            key = "run.event_loop"
+            raise ConfigError(
+                f'{stack.origin(key)}: {key}: "{config.run.event_loop}" is the '
+                f"{' or '.join(_with_event_loop())} engine's event loop; the client "
+                f"node {node.name or 'nodes.client'} runs {node.engine} "
+                f"({engine_spec(node.engine).client_tool}, no Python loop)"
+            )
+
+
+def _with_event_loop() -> tuple[str, ...]:
+    return tuple(e for e in engines_where(client=True) if engine_spec(e).event_loop)
+
+
+def _check_protocol(stack: Stack, config: Config) -> None:
+    """TLS trials put the run's authority on the client node; several client nodes would each
+    need it where their own state lives, which the sweep does not yet do. QUIC trials run on
+    engines that run them, for a workload that runs over them, announcing only settings with a
+    QUIC counterpart (agent.h3.settings)."""
+    key = f"sweep.{PROTOCOL_AXIS}" if PROTOCOL_AXIS in config.sweep.names else "workload.protocol"
+    origin = stack.origin(key)
+    datagram = (
+        f"sweep.{DATAGRAM_AXIS}"
+        if DATAGRAM_AXIS in config.sweep.names
+        else "workload.datagram_bytes"
+    )
+    quic = tuple(p for p in config.protocols if protocol_spec(p).quic)
+    if (DATAGRAM_AXIS in config.sweep.names or config.workload.datagram_bytes is not None) and (
+        quic != config.protocols
+    ):
+        raise ConfigError(
+            f"{stack.origin(datagram)}: {datagram}: HTTP/3's datagram size, in a run whose "
+            f"protocols are {', '.join(config.protocols)}: use it in a run of "
+            f"{_quoted_or(protocols_where(quic=True))} alone"
+        )
+    encrypted = [p for p in config.protocols if protocol_spec(p).tls]
+    if encrypted and len(config.client_nodes) > 1:
+        raise ConfigError(
+            f'{origin}: {key}: "{encrypted[0]}" (TLS) runs with one client node; nodes.clients '
+            f"lists {len(config.client_nodes)}"
+        )
+    spec = SPECS[config.workload.kind]
+    servers = [server for _key, server in _servers(config)]
+    for protocol in config.protocols:
+        if not spec.runs_protocol(protocol):
+            raise ConfigError(
+                f'{origin}: {key}: the {spec.kind} workload does not run over "{protocol}" (it '
+                f"runs over {', '.join(spec.protocols or ())})"
+            )
+        for node in (*config.client_nodes, *servers):
+            if not engine_spec(node.engine).runs_protocol(protocol):
+                raise ConfigError(
+                    f'{origin}: {key}: "{protocol}" runs on engine '
+                    f"{_quoted_or(engines_where(protocol=protocol))}, not "
+                    f'nodes.{node.role}.engine = "{node.engine}"'
+                )
+    if not quic:
+        return
+    client = engine_spec(config.client.engine)
+    if client.quic_client_needs_own_server and any(s.engine != client.name for s in servers):
+        # Its client over QUIC sends no trial header: only its own server counts its trials.
+        tools = client.quic_tools or (client.tool(True), client.tool(False))
+        raise ConfigError(
+            f'{origin}: {key}: "{quic[0]}" on the client\'s "{client.name}" engine '
+            f'({client.quic_stack}\'s {tools[0]}) needs the server on "{client.name}" too '
+            f"({tools[1]}, whose agent counts its trials)"
+        )
+    policies = dict(config.sweep.axes).get(
+        "window_update_policy", (config.workload.window_update_policy,)
+    )
+    if any(policy != DEFAULT_WINDOW_UPDATE_POLICY for policy in policies):
+        raise ConfigError(
+            f'{origin}: {key}: window_update_policy is HTTP/2\'s; over "{quic[0]}" the QUIC '
+            f'stack grants credit its own way: keep "{DEFAULT_WINDOW_UPDATE_POLICY}"'
+        )
+    settings = tuple(name for name in config.sweep.names if name in SETTING_SPECS)
+    try:
+        refuse_without_counterpart(settings, "agent's")
+        for node in (*config.client_nodes, *servers):
+            engine = engine_spec(node.engine)
+            announced = engine.quic_settings
+            if announced is not None:
+                refuse_without_counterpart(
+                    settings, f"{engine.name} engine's ({engine.quic_stack})", announced
+                )
+    except SettingsError as exc:
+        raise ConfigError(f"{origin}: {key}: {exc}") from None
+
+
+def _servers(config: Config) -> list[tuple[str, NodeConfig]]:
+    """The server node as each trial runs it, with the key that sets its engine: one, or one
+    per value of a swept server_engine."""
+    swept = dict(config.sweep.axes).get(SERVER_ENGINE_AXIS)
+    if swept is None:
+        return [("nodes.server.engine", config.server)]
+    return [
+        (f"sweep.{SERVER_ENGINE_AXIS}[{index}]", replace(config.server, engine=str(engine)))
+        for index, engine in enumerate(swept)
+    ]
+
+
+def _check_kind_engine(stack: Stack, config: Config) -> None:
+    spec = SPECS[config.workload.kind]
+    for node in config.client_nodes:
+        if engine_spec(node.engine).serves_only:
+            key = f"nodes.{node.role}.engine"
+            raise ConfigError(
+                f"{stack.origin(key)}: {key}: {node.engine!r} only serves; a client runs "
+                f"{_quoted_or(engines_where(client=True))}"
+            )
+    nodes = [(f"nodes.{node.role}.engine", node) for node in config.client_nodes]
+    for key, node in nodes + _servers(config):
+        if not engine_spec(node.engine).runs_workload(spec.kind):
+            origin = stack.origin(key.split("[", 1)[0])
+            runs = " or ".join(repr(e) for e in engines_where(workload=spec.kind))
+            raise ConfigError(
+                f"{origin}: {key}: workload {spec.kind!r} runs on {runs}, not {node.engine!r}"
+            )
+
+
+def _check_announced(stack: Stack, config: Config) -> None:
+    """A swept setting that a node's engine has no option to announce (agent.engines)."""
+    nodes = [(f"nodes.{node.role}.engine", node) for node in config.client_nodes]
+    for key, node in nodes + _servers(config):
+        client = node.role == "client"
+        spec = engine_spec(node.engine)
+        supported = spec.settings(client)
+        if supported is None:
+            continue
+        for name in config.sweep.names:
+            if name in SETTING_SPECS and name not in supported:
+                axis = f"sweep.{name}"
+                every = _quoted_or(
+                    tuple(e for e in engines_where() if engine_spec(e).settings(client) is None)
+                )
+                raise ConfigError(
+                    f"{stack.origin(axis)}: {axis}: {spec.tool(client)} has no option to "
+                    f'announce it ({key} = "{node.engine}"; it announces '
+                    f"{', '.join(supported)}); sweep it with engine {every}"
+                )
+
+
+def check_engines(stack: Stack, config: Config) -> None:
+    """What an engine's programs cannot run is refused before the sweep starts, naming the
+    node."""
+    _check_kind_engine(stack, config)
+    _check_announced(stack, config)
+    for node in (*config.client_nodes, *(server for _key, server in _servers(config))):
+        spec = engine_spec(node.engine)
+        engine = f'nodes.{node.role}.engine = "{node.engine}"'
+        allowed = spec.client_window_update_policies
+        policies = dict(config.sweep.axes).get(
+            "window_update_policy", (config.workload.window_update_policy,)
+        )
+        for policy in policies:
+            if node.role == "client" and allowed is not None and policy not in allowed:
+                key = (
+                    "sweep.window_update_policy"
+                    if "window_update_policy" in config.sweep.names
+                    else "workload.window_update_policy"
+                )
+                raise ConfigError(
+                    f"{stack.origin(key)}: {key}: {node.engine} updates windows by "
+                    f'{" or ".join(f"{p!r}" for p in allowed)} only, not "{policy}" ({engine})'
+                )
+        if spec.window_map is None:
+            continue
+        if config.workload.unrepresentable_window == "reject":
+            _check_windows(stack, config, spec, engine, node.role == "client")
+
+
+def _check_windows(
+    stack: Stack, config: Config, spec: EngineSpec, engine: str, client: bool
+) -> None:
+    # The engine maps windows over TCP only: over QUIC its tools take any window exactly.
+    tcp = [p for p in config.protocols if not protocol_spec(p).quic]
+    if not tcp:
+        return
+    where = engine
+    if len(tcp) < len(config.protocols):
+        over_quic = " and ".join(p for p in config.protocols if p not in tcp)
+        where = f"at protocol {' and '.join(tcp)}, {engine}; at {over_quic} it takes any window"
+    windows = dict(config.sweep.axes).get("initial_window_size", ())
+    for index, window in enumerate(windows):
+        _check_window(stack, f"sweep.initial_window_size[{index}]", int(window), spec, where)
+    if not client:
+        return
+    swept = dict(config.sweep.axes).get("connection_window")
+    if swept is not None:
+        for index, window in enumerate(swept):
+            if window is not None:
+                _check_window(stack, f"sweep.connection_window[{index}]", int(window), spec, where)
+    elif config.workload.connection_window is not None:
+        _check_window(
+            stack, "workload.connection_window", config.workload.connection_window, spec, where
+        )
+
+
+def _check_window(stack: Stack, key: str, window: int, spec: EngineSpec, where: str) -> None:
+    on_wire = spec.window_on_wire(window)
+    if on_wire == window:
+        return
+    setting = "workload.unrepresentable_window"
+    raise ConfigError(
+        f"{stack.origin(setting)}: {key}: {window} is not 2^N - 1 bytes, which {spec.name} "
+        f'needs ({where}); the nearest is {on_wire}: use it, or set {setting} = "map" to run '
+        "the nearest in its place"
+    )
