@@ -5,8 +5,9 @@ The controller starts it in the background on the client node; it listens on a l
 and writes `{"port", "token", "pid"}` to its ready file (mode 0600, so only the node's user,
 whom the controller logs in as, learns the token). The controller connects (locally, or through
 its SSH session's direct-tcpip channel), sends `{"token": ...}`, then one request per trial,
-each a JSON line `{"argv": ["trial", URL, ...]}`: the very words `h2iot-agent` would get. The
-agent runs them through its own CLI and answers one JSON line (`WarmReply`): the trial's
+each a trial request's JSON line (`{"request": {...}}`, agent.trial_request). The agent runs the
+request's words, the very ones a fresh `h2iot-agent trial` would get, through its own CLI and
+answers one JSON line (`WarmReply`): the trial's
 stdout and stderr, its exit status, and its span on the node's CLOCK_MONOTONIC with the CPU
 time it used (its own and its children's, e.g. nghttp), as a local node's anchor reports for a
 fresh trial process.
@@ -39,9 +40,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agent.errors import UsageError
+from agent.trial_request import TrialRequest
 
 ACCEPT_TIMEOUT_S = 60.0
-MAX_REQUEST_BYTES = 1 << 20  # a trial's argv is a few hundred bytes
+MAX_REQUEST_BYTES = 1 << 20  # a trial request is a few hundred bytes
 
 
 class WarmProtocolError(UsageError):
@@ -64,17 +66,17 @@ class WarmReply:
 
 
 def parse_request(line: bytes) -> list[str]:
-    """The argv of one request line; WarmProtocolError names what is wrong."""
+    """The `trial` words of one request line; WarmProtocolError names what is wrong."""
     try:
-        request = json.loads(line)
+        document = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise WarmProtocolError(f"warm request: not JSON ({exc})") from None
-    argv = request.get("argv") if isinstance(request, dict) else None
-    if not isinstance(argv, list) or not argv or not all(isinstance(w, str) for w in argv):
-        raise WarmProtocolError('warm request: expected {"argv": [words...]}')
-    if argv[0] != "trial":
-        raise WarmProtocolError(f"warm request: runs trials only, not {argv[0]!r}")
-    return argv
+    if not isinstance(document, dict) or set(document) != {"request"}:
+        raise WarmProtocolError('warm request: expected {"request": {...}} (a trial request)')
+    try:
+        return TrialRequest.from_json(document["request"]).argv()
+    except UsageError as exc:
+        raise WarmProtocolError(f"warm request: {exc}") from None
 
 
 def _cpu_s() -> float:

@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING
 
 from agent.engines import BUILT_IN_ENGINES, DEFAULT_ENGINE, UNREPRESENTABLE_POLICIES, engines_where
+from agent.engines.spec import DEFAULT_UNREPRESENTABLE_POLICY
 from agent.errors import UsageError
 from agent.protocols import PROTOCOLS, protocol_spec
 
@@ -26,7 +27,7 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--unrepresentable-window",
         choices=UNREPRESENTABLE_POLICIES,
-        default="map",
+        default=DEFAULT_UNREPRESENTABLE_POLICY,
         help="nghttp2 engine: a window that is not 2^N - 1 bytes is mapped to the nearest "
         "2^N - 1 (recorded, with a warning) or rejected (exit 2); default map",
     )
@@ -80,10 +81,10 @@ def check_engine(
         raise UsageError(f"--protocol {protocol.name} runs on --engine {runs}, not {engine.name}")
 
 
-def check_udp_buffer(args: argparse.Namespace) -> None:
+def check_udp_buffer(udp_buffer_bytes: int | None) -> None:
     """--udp-buffer, when given, asks the kernel for at least one byte."""
-    if args.udp_buffer is not None and args.udp_buffer < 1:
-        raise UsageError(f"--udp-buffer {args.udp_buffer} must be at least 1 byte")
+    if udp_buffer_bytes is not None and udp_buffer_bytes < 1:
+        raise UsageError(f"--udp-buffer {udp_buffer_bytes} must be at least 1 byte")
 
 
 def add_workload_options(parser: argparse.ArgumentParser, default: str | None) -> None:

@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         if not 0 <= args.control_port <= 65535:
             raise UsageError(f"--control-port {args.control_port} is not a TCP port")
     if protocol.quic:
-        check_udp_buffer(args)
+        check_udp_buffer(args.udp_buffer)
     pin(args.cpu)
     serve: ServeEntry = load_entry(engine.serve)
     return serve(args, protocol, workload, params, settings)

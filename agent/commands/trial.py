@@ -9,7 +9,7 @@ import os
 import socket
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from agent.commands import add_example
 from agent.commands.common import (
@@ -20,7 +20,6 @@ from agent.commands.common import (
     check_engine,
     check_udp_buffer,
     pin,
-    workload_params,
 )
 from agent.engines import engine_spec, load_entry
 from agent.errors import UsageError
@@ -33,11 +32,15 @@ from agent.flow import (
 )
 from agent.protocols import PROTOCOLS, protocol_of_scheme, protocol_spec, protocols_where
 from agent.settings import check_value, parse_settings
+from agent.trial_request import DEFAULT_TIMEOUT_S, TrialRequest
 from agent.workloads import DEFAULT_KIND
+
+DEFAULT_CONNECTION_WINDOW = 65535  # the protocol's own
 
 if TYPE_CHECKING:
     from agent.client.options import PeerClock
     from agent.engines.spec import TrialEntry
+    from agent.flow import WindowUpdatePolicyName
     from agent.protocols import ProtocolSpec
 
 
@@ -53,7 +56,7 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--connection-window",
         type=int,
-        default=65535,
+        default=DEFAULT_CONNECTION_WINDOW,
         help="connection-level receive window in bytes (default 65535, the "
         "protocol's; smaller values are reached by withholding updates)",
     )
@@ -73,7 +76,9 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="page: the site manifest.json to verify bodies (default: GET it from the server)",
     )
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per trial")
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per trial"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON line per trial")
     parser.add_argument("--marker", default="none", help="none | gpio:CHIP:LINE | fifo:PATH")
     parser.add_argument("--cpu", type=int, help="pin the process to this core")
@@ -164,83 +169,116 @@ def client_settings(args: argparse.Namespace) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    request = TrialRequest.from_args(args, client_settings(args))
+    if args.repeat < 1:
+        raise UsageError(f"--repeat {args.repeat} must be at least 1")
+    return run_request(
+        request,
+        repeat=args.repeat,
+        json_lines=args.json,
+        insecure=args.insecure,
+        udp_buffer_bytes=args.udp_buffer,
+    )
+
+
+def run_request(
+    request: TrialRequest,
+    *,
+    repeat: int = 1,
+    json_lines: bool = True,
+    insecure: bool = False,
+    udp_buffer_bytes: int | None = None,
+) -> int:
+    """The request's trials (`repeat` of them, on a person's command line), each checked here
+    once and run by its engine."""
     from agent.client.options import RunPlan, TrialOptions  # noqa: PLC0415
     from agent.workloads import spec_of  # noqa: PLC0415
     from agent.workloads.page.spec import PAGE  # noqa: PLC0415
+    from agent.workloads.params import parse_params  # noqa: PLC0415
 
-    spec = spec_of(args.workload)
-    engine = engine_spec(args.engine)
-    protocol = _protocol(args)
+    spec = spec_of(request.workload)
+    engine = engine_spec(request.engine)
+    protocol = _protocol(request, udp_buffer_bytes)
     check_engine(engine, protocol, spec, client=True)
-    params = workload_params(spec, args, "client")
-    settings = client_settings(args)
-    if not 0 <= args.connection_window <= MAX_WINDOW:
-        raise UsageError(f"--connection-window {args.connection_window} is outside 0..{MAX_WINDOW}")
-    if args.repeat < 1:
-        raise UsageError(f"--repeat {args.repeat} must be at least 1")
-    if args.manifest is not None and spec.kind != PAGE.kind:
+    params = parse_params(spec, [f"{k}={v}" for k, v in request.params], "client")
+    connection_window = request.connection_window
+    if connection_window is None:
+        connection_window = DEFAULT_CONNECTION_WINDOW
+    if not 0 <= connection_window <= MAX_WINDOW:
+        raise UsageError(f"--connection-window {connection_window} is outside 0..{MAX_WINDOW}")
+    if request.manifest is not None and spec.kind != PAGE.kind:
         raise UsageError(f"--manifest is for the page workload, not {spec.kind}")
-    if args.start_at is not None and not (math.isfinite(args.start_at) and args.start_at >= 0):
-        raise UsageError(f"--start-at {args.start_at}: expected Unix seconds, 0 or more")
-    peer_clock = _peer_clock(args.peer_clock_offset_ns, args.peer_clock_uncertainty_ns)
+    start_at = request.start_at_s
+    if start_at is not None and not (math.isfinite(start_at) and start_at >= 0):
+        raise UsageError(f"--start-at {start_at}: expected Unix seconds, 0 or more")
+    peer_clock = _peer_clock(request.peer_clock_offset_ns, request.peer_clock_uncertainty_ns or 0)
     if engine.event_loop:
-        check_event_loop(args.event_loop)
+        check_event_loop(request.event_loop or DEFAULT_EVENT_LOOP)
     plan = RunPlan(
-        url=args.url,
+        url=request.url,
         options=TrialOptions(
-            settings=MappingProxyType(settings),
-            flow=FlowControlOptions(args.connection_window, args.window_update),
-            timeout_s=args.timeout,
-            insecure=args.insecure,
-            ca_file=args.ca_file,
-            cpu_pin=args.cpu,
+            settings=MappingProxyType(dict(request.settings)),
+            # The parser's choices checked the policy (a warm agent's request is parsed too).
+            flow=FlowControlOptions(
+                connection_window,
+                cast(
+                    "WindowUpdatePolicyName",
+                    request.window_update_policy or DEFAULT_WINDOW_UPDATE_POLICY,
+                ),
+            ),
+            timeout_s=request.timeout_s,
+            insecure=insecure,
+            ca_file=request.ca_file,
+            cpu_pin=request.cpu,
             protocol=protocol.name,
-            datagram_bytes=args.datagram_size,
-            udp_buffer_bytes=args.udp_buffer,
+            datagram_bytes=request.datagram_bytes,
+            udp_buffer_bytes=udp_buffer_bytes,
         ),
-        trial_id=args.trial_id or f"{socket.gethostname()}-{os.getpid()}",
+        trial_id=request.trial_id or f"{socket.gethostname()}-{os.getpid()}",
         engine=engine.name,
         workload=spec.kind,
         params=MappingProxyType(params),
-        repeat=args.repeat,
-        json_lines=args.json,
-        marker=args.marker,
-        manifest_path=args.manifest,
-        trial_control=args.trial_control,
+        repeat=repeat,
+        json_lines=json_lines,
+        marker=request.marker or "none",
+        manifest_path=None if request.manifest is None else Path(request.manifest),
+        trial_control=request.trial_control,
         peer_clock=peer_clock,
     )
     assert engine.trial is not None, "a client engine names its trial entry"
-    pin(args.cpu)
+    pin(request.cpu)
     trial: TrialEntry = load_entry(engine.trial)
-    return trial(args, plan, protocol)
+    return trial(request, plan, protocol)
 
 
-def _protocol(args: argparse.Namespace) -> ProtocolSpec:
-    """--protocol, checked against the URL: the scheme names a TCP protocol by itself; one over
-    QUIC is reached by an https URL's host and (UDP) port."""
-    scheme = args.url.split(":", 1)[0]
+def _protocol(request: TrialRequest, udp_buffer_bytes: int | None) -> ProtocolSpec:
+    """The request's protocol, checked against its URL: the scheme names a TCP protocol by
+    itself; one over QUIC is reached by an https URL's host and (UDP) port."""
+    url = request.url
+    scheme = url.split(":", 1)[0]
     if scheme not in {protocol_spec(name).scheme for name in PROTOCOLS}:
-        raise UsageError(f"URL {args.url!r} must be http://HOST:PORT/PATH or https://...")
+        raise UsageError(f"URL {url!r} must be http://HOST:PORT/PATH or https://...")
     by_scheme = protocol_of_scheme(scheme)
-    protocol = protocol_spec(args.protocol or by_scheme)
+    protocol = protocol_spec(request.protocol or by_scheme)
     if not protocol.quic:
         if protocol.name != by_scheme:
             raise UsageError(f"--protocol {protocol.name} contradicts the URL's scheme {scheme}")
-        if args.datagram_size is not None or args.udp_buffer is not None:
+        if request.datagram_bytes is not None or udp_buffer_bytes is not None:
             over_quic = " or ".join(protocols_where(quic=True))
             raise UsageError(f"--datagram-size and --udp-buffer are for --protocol {over_quic}")
         return protocol
     if scheme != protocol.scheme:
         raise UsageError(
             f"--protocol {protocol.name} needs an {protocol.scheme} URL (QUIC is always "
-            f"encrypted): {args.url}"
+            f"encrypted): {url}"
         )
-    if args.window_update != DEFAULT_WINDOW_UPDATE_POLICY:
+    policy = request.window_update_policy or DEFAULT_WINDOW_UPDATE_POLICY
+    if policy != DEFAULT_WINDOW_UPDATE_POLICY:
         raise UsageError(
             f"--window-update is HTTP/2's: over {protocol.name} the QUIC stack grants credit "
             "its own way"
         )
-    check_udp_buffer(args)
+    check_udp_buffer(udp_buffer_bytes)
     return protocol
 
 

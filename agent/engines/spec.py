@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from agent.client.options import RunPlan
     from agent.protocols import ProtocolSpec
+    from agent.trial_request import TrialRequest
     from agent.workloads.spec import ParamValue, WorkloadSpec
 
     ServeEntry = Callable[
@@ -26,11 +27,12 @@ if TYPE_CHECKING:
     ]
     """An engine's `serve`: the parsed command line, the protocol, the workload, its server
     params and the SETTINGS to announce, each checked; the exit status."""
-    TrialEntry = Callable[[argparse.Namespace, RunPlan, ProtocolSpec], int]
-    """An engine's `trial`: the parsed command line, the run of trials, its protocol."""
+    TrialEntry = Callable[[TrialRequest, RunPlan, ProtocolSpec], int]
+    """An engine's `trial`: the request, the run of trials made of it, its protocol."""
 
 UnrepresentablePolicy = Literal["map", "reject"]
 UNREPRESENTABLE_POLICIES: tuple[UnrepresentablePolicy, ...] = ("map", "reject")
+DEFAULT_UNREPRESENTABLE_POLICY: UnrepresentablePolicy = "map"
 """What an engine that takes windows as 2^N - 1 bytes does with another count: run the nearest
 (recorded, with a warning) or refuse it."""
 SYSTEM_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")

@@ -16,10 +16,10 @@ from typing import Any
 
 from agent.engines import DEFAULT_ENGINE
 from agent.protocols import DEFAULT_PROTOCOL
+from agent.trial_request import TrialRequest
 from agent.workloads import DEFAULT_KIND, ParamValue
 from controller.config.model import NodeConfig
 from controller.nodes import shell
-from controller.nodes.clock import PeerOffset
 from controller.nodes.errors import CommandFailedError, NodeError
 from controller.nodes.node import Node
 from controller.nodes.records import BackgroundProcess, StopOutcome
@@ -255,68 +255,26 @@ class AgentNode:
         """TERM the server agent (it drains its streams), KILL it after grace_s."""
         return self.node.stop_background(self.pidfile, grace_s=grace_s)
 
-    def run_trial(
-        self,
-        url: str,
-        *,
-        workload: str = DEFAULT_KIND,
-        params: Sequence[tuple[str, ParamValue]] = (),
-        settings: Sequence[tuple[str, int]] = (),
-        connection_window: int | None = None,
-        window_update_policy: str | None = None,
-        trial_id: str | None = None,
-        manifest: str | None = None,
-        marker: str | None = None,
-        timeout_s: float = 120.0,
-        engine: str | None = None,
-        unrepresentable_window: str | None = None,
-        trial_control: str | None = None,
-        start_at_s: float | None = None,
-        peer_clock: PeerOffset | None = None,
-        ca_file: str | None = None,
-        protocol: str | None = None,
-        datagram_bytes: int | None = None,
-        event_loop: str | None = None,
-    ) -> dict[str, Any]:
-        """One trial of the workload by the client agent (`h2iot-agent trial`); its JSON record
-        (agent/README.md), also when the trial failed (`ok` false: a body mismatch, a refused
-        connection, a timeout). A failure before any record (a usage error, an agent that
-        died) raises CommandFailedError with the agent's error. `start_at_s`: the instant on
-        the node's wall clock (Unix seconds) the trial begins at (`--start-at`). `peer_clock`: the
-        server node's wall clock minus this one's, which times across both clocks are mapped by
-        (`--peer-clock-offset-ns`). `ca_file`: for an https URL, the authority (a path on the
-        node) the server's certificate must chain to. `protocol` (agent.protocols; None: the
-        URL's scheme says which HTTP/2): over QUIC the URL's port is the server's UDP port, and
-        `datagram_bytes` its datagram size (None: the agent's).
-        `event_loop`: the h2 engine's (None: the agent's default)."""
-        argv = ["trial", url, "--workload", workload, "--json", "--timeout", f"{timeout_s:g}"]
-        if protocol is not None:
-            argv += ["--protocol", protocol]
-        argv += self._cpu_args()
-        options: Sequence[tuple[str, object]] = (
-            ("--connection-window", connection_window),
-            ("--window-update", window_update_policy),
-            ("--trial-id", trial_id),
-            ("--manifest", None if manifest is None else self.node.path(manifest)),
-            ("--marker", marker),
-            ("--trial-control", trial_control),
-            ("--start-at", None if start_at_s is None else f"{start_at_s:.6f}"),
-            ("--peer-clock-offset-ns", peer_clock and peer_clock.offset_ns),
-            ("--peer-clock-uncertainty-ns", peer_clock and peer_clock.uncertainty_ns),
-            ("--ca-file", None if ca_file is None else self.node.path(ca_file)),
-            ("--datagram-size", datagram_bytes),
-            ("--event-loop", event_loop),
+    def run_trial(self, request: TrialRequest) -> dict[str, Any]:
+        """One trial by the client agent (`h2iot-agent trial`, or its warm agent); its JSON
+        record (agent/README.md), also when the trial failed (`ok` false: a body mismatch, a
+        refused connection, a timeout). A failure before any record (a usage error, an agent
+        that died) raises CommandFailedError with the agent's error. The request's paths
+        (`manifest`, `ca_file`) are the controller's for a local node: mapped to the node's
+        here, with the node's core (`cpu`)."""
+        request = replace(
+            request,
+            manifest=None if request.manifest is None else self.node.path(request.manifest),
+            ca_file=None if request.ca_file is None else self.node.path(request.ca_file),
+            cpu=self.cpu,
         )
-        for flag, value in options:
-            if value is not None:
-                argv += [flag, str(value)]
-        argv += _pairs("--setting", settings) + _pairs("--param", params)
-        argv += _engine_args(engine, unrepresentable_window)
+        timeout_s = request.timeout_s
+        url = request.url
         if self.warm is not None:
-            result = self.warm.run(argv, timeout_s + FETCH_MARGIN_S)
+            result = self.warm.run(request, timeout_s + FETCH_MARGIN_S)
         else:
             result = self.node.run(
-                self.command(*argv), timeout_s=timeout_s + FETCH_MARGIN_S, check=False
+                self.command(*request.argv()), timeout_s=timeout_s + FETCH_MARGIN_S, check=False
             )
         records = [_json_or_none(line) for line in result.stdout.splitlines()]
         found = [record for record in records if record is not None]

@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from agent.trial_request import TrialRequest
 from controller.nodes.errors import CommandFailedError, CommandTimeoutError, NodeError
 from controller.nodes.node import Node
 from controller.nodes.records import CommandResult, ProcessSpan
@@ -48,14 +49,14 @@ class WarmAgent:
         self._pending = b""
         self.started = 0  # agents started so far: 1 for a sweep without a replaced one
 
-    def run(self, argv: Sequence[str], timeout_s: float) -> CommandResult:
-        """One `h2iot-agent` invocation (a trial's words) in the warm agent."""
+    def run(self, request: TrialRequest, timeout_s: float) -> CommandResult:
+        """One trial in the warm agent, as a fresh `h2iot-agent trial` would run it."""
         stream = self._connected()
-        words = shlex.join(argv)
+        words = shlex.join(request.argv())
         started = time.monotonic()
         try:
             stream.settimeout(timeout_s)
-            stream.sendall(json.dumps({"argv": list(argv)}).encode() + b"\n")
+            stream.sendall(request.json_line())
             answer = self._line(stream, started + timeout_s)
         except TimeoutError:
             self._discard()

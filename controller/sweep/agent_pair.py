@@ -16,6 +16,7 @@ from typing import Any
 
 from agent.engines import engine_spec
 from agent.protocols import protocol_spec
+from agent.trial_request import TrialRequest
 from agent.workloads import ParamValue
 from agent.workloads.spec import ParamSide
 from controller.config.model import AxisValue, Config, TrialPoint
@@ -159,26 +160,30 @@ class AgentPair:
         # nghttpd's agent counts trials by the client's trial-control messages, not the header.
         trial_control = None if control is None else f"{self.config.client.address}:{control}"
         before = self._client_traffic() if self._client_traffic else None
+        peer = self.peer_clock
         try:
             record = self.client.run_trial(
-                url,
-                workload=self.config.workload.kind,
-                params=self._side(point, "client"),
-                settings=point.settings,
-                connection_window=point.connection_window,
-                window_update_policy=point.window_update_policy,
-                trial_id=trial_id,
-                manifest=self._served.manifest,
-                marker=self.marker,
-                timeout_s=timeout_s,
-                engine=self.config.client.engine,
-                unrepresentable_window=self.config.workload.unrepresentable_window,
-                trial_control=trial_control,
-                peer_clock=self.peer_clock,
-                ca_file=self._ca_file(point),
-                protocol=point.protocol,
-                datagram_bytes=point.datagram_bytes,
-                event_loop=self.config.run.event_loop,
+                TrialRequest(
+                    url,
+                    workload=self.config.workload.kind,
+                    protocol=point.protocol,
+                    engine=self.config.client.engine,
+                    params=self._side(point, "client"),
+                    settings=point.settings,
+                    connection_window=point.connection_window,
+                    window_update_policy=point.window_update_policy,
+                    trial_id=trial_id,
+                    manifest=self._served.manifest,
+                    marker=self.marker,
+                    timeout_s=timeout_s,
+                    unrepresentable_window=self.config.workload.unrepresentable_window,
+                    trial_control=trial_control,
+                    peer_clock_offset_ns=None if peer is None else peer.offset_ns,
+                    peer_clock_uncertainty_ns=None if peer is None else peer.uncertainty_ns,
+                    ca_file=self._ca_file(point),
+                    datagram_bytes=point.datagram_bytes,
+                    event_loop=self.config.run.event_loop,
+                )
             )
         except NodeUnreachableError as exc:
             raise NodeLost(str(exc), role="client") from None

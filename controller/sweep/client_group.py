@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from fabric.exceptions import GroupException
 
 from agent import __version__
 from agent.protocols import protocols_where
-from agent.workloads import ParamValue
+from agent.trial_request import TrialRequest
 from controller.config.clients import node_params, spread_param
 from controller.config.model import Config, NodeConfig
 from controller.errors import ControllerError, DeviceError
@@ -75,13 +75,12 @@ class _NodeTrial:
     """One node's part of one trial, as a member of a fabric `ThreadingGroup` (which calls
     each member's `run` on a thread of its own)."""
 
-    def __init__(self, member: ClientMember, url: str, options: Mapping[str, Any]) -> None:
+    def __init__(self, member: ClientMember, request: TrialRequest) -> None:
         self.member = member
-        self.url = url
-        self.options = dict(options)
+        self.request = request
 
     def run(self) -> dict[str, Any]:
-        return self.member.agent.run_trial(self.url, **self.options)
+        return self.member.agent.run_trial(self.request)
 
 
 class SideTable:
@@ -146,28 +145,23 @@ class ClientGroup(AgentNode):
         for member in self.members:
             member.agent.end_warm()
 
-    def run_trial(self, url: str, **options: Any) -> dict[str, Any]:
+    def run_trial(self, request: TrialRequest) -> dict[str, Any]:
         if self._lost is not None:
             raise NodeUnreachableError(self._lost)
-        params: Sequence[tuple[str, ParamValue]] = options.pop("params", ())
-        marker = options.pop("marker", None)
-        peer_clock: PeerOffset | None = options.pop("peer_clock", None)
-        trial_id = str(options.get("trial_id"))
+        trial_id = str(request.trial_id)
         self.before_trial(trial_id)
-        shares = node_params(self.kind, params, len(self.members))
+        shares = node_params(self.kind, request.params, len(self.members))
         start_at_ns = time.time_ns() + int(self.lead_s * 1e9)
         jobs = [
             _NodeTrial(
                 member,
-                url,
-                {
-                    **options,
-                    "workload": self.kind,
-                    "params": share,
-                    "marker": marker if index == 0 else None,  # the metered node's wire only
-                    "start_at_s": (start_at_ns + member.offset_ns) / 1e9,
-                    "peer_clock": self._peer_clock(peer_clock, index, member),
-                },
+                replace(
+                    self._peer_clock(request, index, member),
+                    workload=self.kind,
+                    params=share,
+                    marker=request.marker if index == 0 else None,  # the metered node's wire only
+                    start_at_s=(start_at_ns + member.offset_ns) / 1e9,
+                ),
             )
             for index, (member, share) in enumerate(zip(self.members, shares, strict=True))
         ]
@@ -198,16 +192,20 @@ class ClientGroup(AgentNode):
         self.requests_sent[trial_id] = requests_sent(runs)
         return merge(self.kind, runs)
 
-    def _peer_clock(
-        self, first: PeerOffset | None, index: int, member: ClientMember
-    ) -> PeerOffset | None:
-        """The server's clock minus the member's: the pair's own (`first`) for the first node,
-        the others' from their offsets to the controller; None where the pair has none."""
-        if first is None or index == 0:
-            return first
-        if self.server_clock is None:
-            return None
-        return self.server_clock.minus(PeerOffset(member.offset_ns, member.uncertainty_ns))
+    def _peer_clock(self, request: TrialRequest, index: int, member: ClientMember) -> TrialRequest:
+        """The request with the server's clock minus the member's: the pair's own (the
+        request's) for the first node, the others' from their offsets to the controller; none
+        where the pair has none."""
+        if request.peer_clock_offset_ns is None or index == 0:
+            return request
+        offset = None
+        if self.server_clock is not None:
+            offset = self.server_clock.minus(PeerOffset(member.offset_ns, member.uncertainty_ns))
+        return replace(
+            request,
+            peer_clock_offset_ns=None if offset is None else offset.offset_ns,
+            peer_clock_uncertainty_ns=None if offset is None else offset.uncertainty_ns,
+        )
 
     def _node_run(self, job: _NodeTrial, result: object) -> NodeRun:
         member = job.member
@@ -226,7 +224,7 @@ class ClientGroup(AgentNode):
         return NodeRun(
             member.name,
             label,
-            tuple(job.options["params"]),
+            job.request.params,
             member.offset_ns,
             member.uncertainty_ns,
             record,

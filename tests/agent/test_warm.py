@@ -17,14 +17,17 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from agent.trial_request import TrialRequest
 from agent.warm import WarmProtocolError, WarmReply, parse_request, run_one
 
 
 @given(st.binary(max_size=200))
 @example(b"[" * 100_000)
-@example(b'{"argv": []}')
-@example(b'{"argv": ["serve", "--port", "1"]}')
-@example(b'{"argv": ["trial", 1]}')
+@example(b'{"argv": ["trial", "http://x/"]}')
+@example(b'{"request": {}}')
+@example(b'{"request": {"url": "http://x/", "engine": ["a"]}}')
+@example(b'{"request": {"url": "http://x/", "settings": [["a"]]}}')
+@example(b'{"request": {"url": "http://x/", "cores": 3}}')
 @example(b"\xff\xfe")
 def test_any_bytes_are_a_trials_argv_or_one_refusal(line: bytes) -> None:
     try:
@@ -36,12 +39,35 @@ def test_any_bytes_are_a_trials_argv_or_one_refusal(line: bytes) -> None:
         assert argv[0] == "trial" and all(isinstance(word, str) for word in argv)
 
 
-def test_a_request_names_the_trial_words() -> None:
-    assert parse_request(b'{"argv": ["trial", "http://x/", "--json"]}\n') == [
-        "trial",
-        "http://x/",
-        "--json",
-    ]
+def test_a_request_line_is_the_trial_words_a_fresh_agent_gets() -> None:
+    request = TrialRequest(
+        "https://x:1/",
+        workload="blob",
+        protocol="h3",
+        params=(("size_bytes", 4096), ("verify", True)),
+        settings=(("initial_window_size", 255),),
+        start_at_s=1765000000.123456,
+        timeout_s=30.0,
+        cpu=1,
+    )
+    assert parse_request(request.json_line()) == request.argv()
+    assert request.argv()[:3] == ["trial", "https://x:1/", "--json"]
+
+
+@given(
+    st.builds(
+        TrialRequest,
+        url=st.text(min_size=1),
+        workload=st.text(min_size=1),
+        params=st.lists(st.tuples(st.text(), st.integers() | st.booleans() | st.text())).map(tuple),
+        settings=st.lists(st.tuples(st.text(), st.integers())).map(tuple),
+        connection_window=st.none() | st.integers(),
+        start_at_s=st.none() | st.floats(allow_nan=False, allow_infinity=False),
+        trial_id=st.none() | st.text(),
+    )
+)
+def test_a_request_survives_its_json_line(request: TrialRequest) -> None:
+    assert TrialRequest.from_json(json.loads(request.json_line())["request"]) == request
 
 
 def test_one_run_captures_its_output_status_and_span() -> None:
@@ -107,7 +133,7 @@ def test_a_wrong_token_is_dropped_and_the_controller_is_served_until_it_hangs_up
     stranger.close()
     conn, reader = _connect(ready, ready["token"])
     assert json.loads(reader.readline()) == {"ok": True}  # type: ignore[attr-defined]
-    conn.sendall(b'{"argv": ["trial", "http://127.0.0.1:9/", "--workload", "nope"]}\n')
+    conn.sendall(TrialRequest("http://127.0.0.1:9/", workload="nope").json_line())
     answer = json.loads(reader.readline())  # type: ignore[attr-defined]
     assert answer["exit_status"] == 2
     assert answer["stderr"].startswith("h2iot-agent: error: unknown workload 'nope'")

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agent.trial_request import TrialRequest
 from controller.config import load_config
 from controller.config.profile import DeviceProfile
 from controller.nodes.agent import ServerMount, ServerProcess
@@ -35,7 +36,7 @@ class StandInNode:
         self.oom_on_start = False
         self.oom_on_trial = False
         self.kills = 0
-        self.trial_calls: list[dict[str, Any]] = []
+        self.trial_calls: list[TrialRequest] = []
 
     def stop_server(self, grace_s: float = 0) -> str:
         self.running = False
@@ -52,8 +53,8 @@ class StandInNode:
         self.running = True
         return ServerProcess(BackgroundProcess(4242, "server.pid", "server.log"), 8443, mount)
 
-    def run_trial(self, url: str, **options: Any) -> dict[str, Any]:
-        self.trial_calls.append(options)
+    def run_trial(self, request: TrialRequest) -> dict[str, Any]:
+        self.trial_calls.append(request)
         if self.oom_on_trial:
             self.kills += 1
         if self.trial_error is not None:
@@ -133,11 +134,12 @@ def test_the_trial_gets_the_points_settings_and_the_server_restarts_only_on_chan
     pair.ensure_server(POINT)
     assert server.server_pid() == first
     pair.run_trial("t1", POINT, 30)
-    (options,) = client.trial_calls
-    assert options["settings"] == (("initial_window_size", 4096),)
-    assert options["connection_window"] == 4096  # unset in the config: the stream window
-    assert options["workload"] == "page" and options["params"] == (("verify", "sha256"),)
-    assert options["event_loop"] == "asyncio"
+    (request,) = client.trial_calls
+    assert request.settings == (("initial_window_size", 4096),)
+    assert request.connection_window == 4096  # unset in the config: the stream window
+    assert request.workload == "page" and request.params == (("verify", "sha256"),)
+    assert request.event_loop == "asyncio"
+    assert request.protocol == "h2c"  # named, not left to the URL's scheme
 
 
 def test_a_server_killed_for_lack_of_memory_fails_the_next_trial_naming_the_limit() -> None:

@@ -549,8 +549,8 @@ KEY_ERRORS = [
     ),
     (
         "[run]\nevent_loop = 'uvloop'\n[nodes.client]\nengine = 'nghttp2'",
-        'run.event_loop: "uvloop" is the builtin engine\'s event loop; the client node nodes.client '
-        "runs nghttp2 (nghttp, no Python loop)",
+        'run.event_loop: "uvloop" is the builtin engine\'s event loop; the client node '
+        "nodes.client runs nghttp2 (nghttp, no Python loop)",
     ),
 ]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent import __version__
+from agent.trial_request import TrialRequest
 from controller.nodes.agent import AgentNode, ServerMount
 from controller.nodes.errors import CommandFailedError, NodeError
 from controller.nodes.node import Node
@@ -55,7 +56,7 @@ def test_server_fetch_and_trial_record(agent: AgentNode, site: str):
         agent.start_server(mount=_page(site), host="127.0.0.1", port=0)
     url = f"http://127.0.0.1:{server.port}/"
     record = agent.run_trial(
-        url, settings=(("initial_window_size", 4096),), trial_id="t-1", timeout_s=60
+        TrialRequest(url, settings=(("initial_window_size", 4096),), trial_id="t-1", timeout_s=60)
     )
     assert record["ok"], record
     assert record["trial_id"] == "t-1"
@@ -63,7 +64,7 @@ def test_server_fetch_and_trial_record(agent: AgentNode, site: str):
     assert record["settings"]["initial_window_size"] == 4096
     assert record["body_bytes"] == SITE_BYTES
     assert record["metrics"] == {"resource_count": 8, "body_bytes": SITE_BYTES}
-    second = agent.run_trial(url, trial_id="t-2", window_update_policy="every-frame")
+    second = agent.run_trial(TrialRequest(url, trial_id="t-2", window_update_policy="every-frame"))
     assert second["ok"]
     trial = agent.trial_record("t-1")
     assert trial["ok"]
@@ -80,7 +81,9 @@ def test_a_failed_fetch_still_returns_its_record(agent: AgentNode, site: str, tm
     other = agent.build_site(str(tmp_path / "other"), seed=4, total_bytes=SITE_BYTES)
     server = agent.start_server(mount=_page(site), host="127.0.0.1", port=0)
     record = agent.run_trial(
-        f"http://127.0.0.1:{server.port}/", manifest=f"{other}/manifest.json", timeout_s=30
+        TrialRequest(
+            f"http://127.0.0.1:{server.port}/", manifest=f"{other}/manifest.json", timeout_s=30
+        )
     )
     assert record["ok"] is False
     assert record["error"]
@@ -91,14 +94,14 @@ def test_a_trial_that_cannot_connect_is_still_a_record(agent: AgentNode):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    record = agent.run_trial(f"http://127.0.0.1:{port}/", timeout_s=5)
+    record = agent.run_trial(TrialRequest(f"http://127.0.0.1:{port}/", timeout_s=5))
     assert record["ok"] is False
     assert str(port) in record["error"] or "connect" in record["error"], record["error"]
 
 
 def test_a_usage_error_raises_one_line(agent: AgentNode):
     with pytest.raises(CommandFailedError) as raised:
-        agent.run_trial("http://127.0.0.1:1/", settings=(("no_such_setting", 1),))
+        agent.run_trial(TrialRequest("http://127.0.0.1:1/", settings=(("no_such_setting", 1),)))
     message = str(raised.value)
     assert message.startswith("server (local): trial http://127.0.0.1:1/ exited 2 without a record")
     assert "\n" not in message
@@ -119,11 +122,13 @@ def test_a_blob_server_and_client_trial(agent: AgentNode):
     """The test workload through the same calls: its parameters reach the agents as --param."""
     server = agent.start_server(mount=ServerMount("blob"), host="127.0.0.1", port=0)
     record = agent.run_trial(
-        f"http://127.0.0.1:{server.port}/",
-        workload="blob",
-        params=(("size_bytes", 5000), ("requests", 2), ("mode", "concurrent")),
-        trial_id="b-1",
-        timeout_s=30,
+        TrialRequest(
+            f"http://127.0.0.1:{server.port}/",
+            workload="blob",
+            params=(("size_bytes", 5000), ("requests", 2), ("mode", "concurrent")),
+            trial_id="b-1",
+            timeout_s=30,
+        )
     )
     assert record["ok"], record
     assert record["workload"] == "blob"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent import __version__
+from agent.trial_request import TrialRequest
 from controller.config import load_config
 from controller.nodes.agent import AgentNode, ServerMount
 from controller.nodes.connect import connect
@@ -142,10 +143,12 @@ def test_agent_fetch_across_the_data_link(deployed: Deployed, netns_testbed: Tes
             port=config.server.http_port,
         )
         record = client.run_trial(
-            f"http://{config.client.address}:{running.port}/",
-            settings=(("initial_window_size", 8192),),
-            trial_id="netns-1",
-            timeout_s=60,
+            TrialRequest(
+                f"http://{config.client.address}:{running.port}/",
+                settings=(("initial_window_size", 8192),),
+                trial_id="netns-1",
+                timeout_s=60,
+            )
         )
         assert record["ok"], record
         assert record["body_bytes"] == SITE_BYTES

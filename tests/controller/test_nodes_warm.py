@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from agent.trial_request import TrialRequest
 from controller.device.netns import create_link, destroy_link, run_inside
 from controller.nodes.agent import TRIAL_PROCESS, AgentNode, ServerMount
 from controller.nodes.anchor import AnchoredLocalTransport
@@ -82,12 +83,15 @@ def test_warm_trials_run_in_one_process_and_cost_less_cpu_than_fresh_ones(
     nodes: tuple[AgentNode, AgentNode, str],
 ) -> None:
     _server, client, url = nodes
-    fresh = [client.run_trial(url, trial_id=f"fresh-{i}", timeout_s=60) for i in range(TRIALS)]
+    fresh = [
+        client.run_trial(TrialRequest(url, trial_id=f"fresh-{i}", timeout_s=60))
+        for i in range(TRIALS)
+    ]
     warm_agent = client.keep_warm()
     warm = []
     pids = set()
     for i in range(TRIALS):
-        warm.append(client.run_trial(url, trial_id=f"warm-{i}", timeout_s=60))
+        warm.append(client.run_trial(TrialRequest(url, trial_id=f"warm-{i}", timeout_s=60)))
         pids.add(_warm_pid(client))
     assert warm_agent.started == 1 and len(pids) == 1 and None not in pids
     for record in fresh + warm:
@@ -119,7 +123,7 @@ def test_warm_trials_run_in_one_process_and_cost_less_cpu_than_fresh_ones(
 def test_a_closed_ssh_session_ends_its_warm_agent(nodes: tuple[AgentNode, AgentNode, str]) -> None:
     _server, client, url = nodes
     client.keep_warm()
-    assert client.run_trial(url, timeout_s=60)["ok"]
+    assert client.run_trial(TrialRequest(url, timeout_s=60))["ok"]
     pid = _warm_pid(client)
     assert pid is not None
     client.node.close()  # as a controller that dies does: no goodbye to the agent
@@ -133,10 +137,10 @@ def test_a_usage_error_is_one_line_and_the_agent_serves_on(
     _server, client, url = nodes
     warm_agent = client.keep_warm()
     with pytest.raises(CommandFailedError) as caught:
-        client.run_trial(url, params=(("nope", 1),), timeout_s=60)
+        client.run_trial(TrialRequest(url, params=(("nope", 1),), timeout_s=60))
     message = str(caught.value)
     assert "\n" not in message and "nope" in message, message
-    assert client.run_trial(url, timeout_s=60)["ok"]
+    assert client.run_trial(TrialRequest(url, timeout_s=60))["ok"]
     assert warm_agent.started == 1
 
 
@@ -145,13 +149,13 @@ def test_a_killed_agent_fails_its_trial_and_the_next_trial_gets_a_new_one(
 ) -> None:
     _server, client, url = nodes
     warm_agent = client.keep_warm()
-    assert client.run_trial(url, timeout_s=60)["ok"]
+    assert client.run_trial(TrialRequest(url, timeout_s=60))["ok"]
     first = _warm_pid(client)
     assert first is not None
     os.kill(first, signal.SIGKILL)
     with pytest.raises(CommandFailedError, match=r"^client \(local\): warm agent ended during"):
-        client.run_trial(url, timeout_s=60)
-    assert client.run_trial(url, timeout_s=60)["ok"]
+        client.run_trial(TrialRequest(url, timeout_s=60))
+    assert client.run_trial(TrialRequest(url, timeout_s=60))["ok"]
     assert warm_agent.started == 2 and _warm_pid(client) not in (None, first)
 
 
@@ -160,14 +164,14 @@ def test_a_hung_agent_is_killed_at_the_timeout_and_replaced(
 ) -> None:
     _server, client, url = nodes
     warm_agent = client.keep_warm()
-    assert client.run_trial(url, timeout_s=60)["ok"]
+    assert client.run_trial(TrialRequest(url, timeout_s=60))["ok"]
     hung = _warm_pid(client)
     assert hung is not None
     os.kill(hung, signal.SIGSTOP)
     with pytest.raises(CommandTimeoutError, match="still running after 1 s"):
-        warm_agent.run(["trial", url, "--json"], timeout_s=1)
+        warm_agent.run(TrialRequest(url), timeout_s=1)
     assert _gone(hung)
-    assert client.run_trial(url, timeout_s=60)["ok"]
+    assert client.run_trial(TrialRequest(url, timeout_s=60))["ok"]
     assert warm_agent.started == 2
 
 
@@ -209,7 +213,7 @@ def test_a_warm_agent_in_a_namespace_of_its_own_is_reached_on_that_namespaces_lo
             )
             url = f"http://{link.address('server')}:{running.port}/"
             client.keep_warm()
-            records = [client.run_trial(url, timeout_s=60) for _ in range(2)]
+            records = [client.run_trial(TrialRequest(url, timeout_s=60)) for _ in range(2)]
             assert all(r["ok"] for r in records), records
             assert client.warm is not None and client.warm.started == 1
         finally:

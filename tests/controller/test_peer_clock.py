@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent.trial_request import TrialRequest
 from controller.config import load_config
 from controller.nodes.agent import AgentNode, ServerMount
 from controller.nodes.clock import PeerOffset
@@ -97,7 +98,8 @@ def test_the_pair_passes_the_offset_to_every_trial() -> None:
     )
     pair.ensure_server(POINT)
     pair.run_trial("t1", POINT, 30)
-    assert client.trial_calls[-1]["peer_clock"] == PeerOffset(5_003_000, 100)
+    request = client.trial_calls[-1]
+    assert (request.peer_clock_offset_ns, request.peer_clock_uncertainty_ns) == (5_003_000, 100)
 
 
 def test_a_group_gives_each_node_its_own_offset(tmp_path: Path) -> None:
@@ -109,10 +111,12 @@ def test_a_group_gives_each_node_its_own_offset(tmp_path: Path) -> None:
         lead_s=1.0,
         server_clock=PeerOffset(5_000_000, 60),
     )
-    first = PeerOffset(5_003_000, 100)
+    first = TrialRequest("http://x/", peer_clock_offset_ns=5_003_000, peer_clock_uncertainty_ns=100)
     assert group._peer_clock(first, 0, group.members[0]) == first
-    assert group._peer_clock(first, 1, group.members[1]) == PeerOffset(4_993_000, 70)
-    assert group._peer_clock(None, 1, group.members[1]) is None
+    other = group._peer_clock(first, 1, group.members[1])
+    assert (other.peer_clock_offset_ns, other.peer_clock_uncertainty_ns) == (4_993_000, 70)
+    unmeasured = TrialRequest("http://x/")
+    assert group._peer_clock(unmeasured, 1, group.members[1]) == unmeasured
 
 
 # AgentNode.run_trial -> a real h2iot-agent trial --------------------------------------------
@@ -134,12 +138,15 @@ def test_the_agents_stream_latencies_carry_the_offset(agent: AgentNode) -> None:
     server = agent.start_server(mount=ServerMount("stream"), host="127.0.0.1", port=0)
     offset = PeerOffset(-(10**12), 1_234)  # the server 1000 s behind: latencies near -1000 s
     record = agent.run_trial(
-        f"http://127.0.0.1:{server.port}/",
-        workload="stream",
-        params=(("rate_hz", 20.0), ("duration_s", 0.3), ("payload_doubles", 4)),
-        trial_id="offset-1",
-        timeout_s=30,
-        peer_clock=offset,
+        TrialRequest(
+            f"http://127.0.0.1:{server.port}/",
+            workload="stream",
+            params=(("rate_hz", 20.0), ("duration_s", 0.3), ("payload_doubles", 4)),
+            trial_id="offset-1",
+            timeout_s=30,
+            peer_clock_offset_ns=offset.offset_ns,
+            peer_clock_uncertainty_ns=offset.uncertainty_ns,
+        )
     )
     assert record["ok"], record
     assert record["latency_clock_correction"] == "peer_clock_offset"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.trial_request import TrialRequest
 from controller.nodes.agent import AgentNode, ServerMount, ServerProcess
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.errors import NodeError
@@ -39,7 +40,7 @@ def _start(server: AgentNode, site: str, reloadable: bool) -> ServerProcess:
 
 
 def _servers_settings(client: AgentNode, running: ServerProcess, trial_id: str) -> dict[str, int]:
-    record = client.run_trial(f"http://127.0.0.1:{running.port}/", trial_id=trial_id)
+    record = client.run_trial(TrialRequest(f"http://127.0.0.1:{running.port}/", trial_id=trial_id))
     assert record["ok"], record
     settings: dict[str, int] = record["peer_settings"]
     return settings

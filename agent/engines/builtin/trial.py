@@ -3,19 +3,19 @@ loop of the run's choosing."""
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING
 
 from agent.client.start_at import then_wait
-from agent.event_loop import run_on
+from agent.event_loop import DEFAULT_EVENT_LOOP, run_on
 
 if TYPE_CHECKING:
     from agent.client.options import RunPlan
     from agent.client.run import Prepare, TrialBracket
     from agent.protocols import ProtocolSpec
+    from agent.trial_request import TrialRequest
 
 
-def run(args: argparse.Namespace, plan: RunPlan, protocol: ProtocolSpec) -> int:
+def run(request: TrialRequest, plan: RunPlan, protocol: ProtocolSpec) -> int:
     if protocol.quic:
         protocol.require_stack()
         # qh3 and the agent's HTTP/3 loaded and initialised now, not in the first trial's
@@ -33,6 +33,7 @@ def run(args: argparse.Namespace, plan: RunPlan, protocol: ProtocolSpec) -> int:
 
         bracket = TrialControl(plan.trial_control)
     prepare: Prepare = client_prepare(plan.workload)
-    if args.start_at is not None:
-        prepare = then_wait(prepare, args.start_at)
-    return run_on(args.event_loop, lambda: run_trials(plan, prepare, bracket))
+    if request.start_at_s is not None:
+        prepare = then_wait(prepare, request.start_at_s)
+    loop = request.event_loop or DEFAULT_EVENT_LOOP
+    return run_on(loop, lambda: run_trials(plan, prepare, bracket))

@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from agent.client.options import RunPlan
 from agent.client.start_at import wait_until
@@ -16,10 +16,13 @@ from agent.engines.nghttp2.client import NghttpPlan, run_nghttp_fetches
 from agent.engines.nghttp2.options import NghttpdOptions, NghttpOptions
 from agent.engines.nghttp2.server import NghttpdServeOptions, ServedProgram, serve_nghttpd
 from agent.engines.nghttp2.windows import WindowMapping, describe
+from agent.engines.spec import DEFAULT_UNREPRESENTABLE_POLICY
 from agent.errors import UsageError
 
 if TYPE_CHECKING:
+    from agent.engines.spec import UnrepresentablePolicy
     from agent.protocols import ProtocolSpec
+    from agent.trial_request import TrialRequest
     from agent.workloads.spec import ParamValue, WorkloadSpec
 
 
@@ -81,9 +84,9 @@ def _gtlsserver(
     )
 
 
-def fetch(args: argparse.Namespace, plan: RunPlan, protocol: ProtocolSpec) -> int:
+def fetch(request: TrialRequest, plan: RunPlan, protocol: ProtocolSpec) -> int:
     """nghttp's fetches, or over QUIC gtlsclient's (the engine's `trial`)."""
-    wait_until(args.start_at)
+    wait_until(request.start_at_s)
     options = plan.options
     if options.flow.window_update_policy != "half":
         raise UsageError(
@@ -103,7 +106,11 @@ def fetch(args: argparse.Namespace, plan: RunPlan, protocol: ProtocolSpec) -> in
         )
         return run_gtls_fetches(plan, gtls)
     nghttp = NghttpOptions.create(
-        options.settings, options.flow.connection_window, args.unrepresentable_window
+        options.settings,
+        options.flow.connection_window,
+        # The parser's choices checked it (a warm agent's request is parsed too).
+        cast("UnrepresentablePolicy", request.unrepresentable_window)
+        or DEFAULT_UNREPRESENTABLE_POLICY,
     )
     _warn_mapped("initial_window_size", nghttp.stream_window)
     _warn_mapped("--connection-window", nghttp.connection_window)
