@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from controller.errors import ConfigError
 
 __all__ = [
+    "BUILT_IN",
     "DEFAULT_SOURCE",
     "ENTRY_POINTS",
     "SPECS",
@@ -109,9 +110,12 @@ def _installed() -> dict[str, tuple[str, str]]:
     return found
 
 
+BUILT_IN: tuple[str, ...] = tuple(_DECLARATIONS)
+
+
 def source_names() -> tuple[str, ...]:
     """Every source a config may name: the built-in ones, then the installed ones."""
-    return (*_DECLARATIONS, *_installed())
+    return (*BUILT_IN, *_installed())
 
 
 def spec_of(name: str) -> MeterSourceSpec:
