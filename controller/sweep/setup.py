@@ -128,7 +128,8 @@ def _device(
 ) -> Iterator[tuple[str | None, dict[str, Any], SourceError | None]]:
     """The serial device to open: a board's port, or a modelled meter running meanwhile (on
     a thread whose error, should it stop, the third item returns; None for a board: its port
-    says all there is)."""
+    says all there is). A modelled source declaring no device gets its port (None, unset):
+    its tap is all of it."""
     spec = meter.spec
     if not meter.modelled or spec.device is None:
         if spec.needs_port and meter.port is None:

@@ -41,8 +41,13 @@ def register(actions: Any) -> None:
         "--device",
         choices=(ARDUINO, *emulators),
         default=ARDUINO,
-        help="what the pty is: the Arduino sketch's protocol (default) or "
-        + " or ".join(spec.load(f"{spec.emulator}:DEVICE") for spec in _emulated()),
+        help="what the pty is: "
+        + " or ".join(
+            [
+                "the Arduino sketch's protocol (default)",
+                *(spec.load(f"{spec.emulator}:DEVICE") for spec in _emulated()),
+            ]
+        ),
     )
     for add_options in emulators.values():
         add_options(virtual)
