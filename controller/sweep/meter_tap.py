@@ -32,7 +32,6 @@ __all__ = [
     "FloatArray",
     "IntArray",
     "SampleSource",
-    "Span",
     "StreamTap",
     "Tap",
     "TapRequest",
@@ -120,7 +119,7 @@ def open_tap(request: TapRequest) -> Tap:
 
 
 @dataclass(frozen=True)
-class Span(Generic[_Rest]):
+class _Span(Generic[_Rest]):
     """A window read: (t_s, power_mw, start_s, end_s), and what the tap's `_power` reports of
     the samples that did not arrive."""
 
@@ -156,7 +155,7 @@ class StreamTap(Generic[_Rest]):
 
     def _read(
         self, start_index: float, end_index: float, before_s: float, after_s: float, pad: int
-    ) -> Span[_Rest]:
+    ) -> _Span[_Rest]:
         """A trial's window between two sample indices, widened by `before_s` and `after_s`,
         read `pad` samples beyond each end once the last of those has arrived."""
         start_index -= before_s * self.rate_hz
@@ -164,7 +163,7 @@ class StreamTap(Generic[_Rest]):
         self._await(int(np.ceil(end_index)) + pad)
         first = max(0, int(np.floor(start_index)) - pad)
         t_s, power_mw, rest = self._power(first, int(np.ceil(end_index)) + pad)
-        return Span((t_s, power_mw, start_index / self.rate_hz, end_index / self.rate_hz), rest)
+        return _Span((t_s, power_mw, start_index / self.rate_hz, end_index / self.rate_hz), rest)
 
     def idle_baseline_mw(self, seconds: float) -> float:
         self._check()
