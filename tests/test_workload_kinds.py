@@ -2,18 +2,15 @@
 its own places, agent/workloads/<kind>/, controller/workloads/<kind>.py and
 analysis/workloads/<kind>.py, and in the three registries that map kinds to those places.
 Everything else asks a registry (`spec_of(kind)`, `report_of(kind)`) or uses DEFAULT_KIND, so
-adding a workload touches no core file. Read from the code with `ast`, as the dependency rule
-(tests/test_dependency_rule.py) is."""
+adding a workload touches no core file. Read from the code with `ast` (tests/_kinds.py)."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 from agent.workloads import SPECS
+from tests._kinds import REPO, kind_literals, stray_literals
 
-REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("agent", "controller", "analysis")
 REGISTRIES = frozenset(
     {
         "agent/workloads/__init__.py",
@@ -38,25 +35,11 @@ def _owner(path: str) -> str | None:
 
 
 def _kind_literals(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    return [
-        (node.lineno, node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in SPECS
-    ]
+    return kind_literals(path, SPECS)
 
 
 def test_a_kind_is_named_only_in_its_own_places_and_the_registries() -> None:
-    stray = []
-    for package in PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
-            name = path.relative_to(REPO).as_posix()
-            if name in REGISTRIES or name in NOT_KINDS:
-                continue
-            owner = _owner(name)
-            stray += [
-                f"{name}:{line}: {kind!r}" for line, kind in _kind_literals(path) if kind != owner
-            ]
+    stray = stray_literals(SPECS, _owner, REGISTRIES | NOT_KINDS.keys())
     assert not stray, "workload kinds named outside their own places:\n" + "\n".join(stray)
 
 

@@ -12,11 +12,11 @@ HTTP/3 trials (protocol "h3"): the client's 1200-byte UDP datagrams to an echo l
 the server's HTTP/3 port (`controller.nodes.udp_reach`): an echo passes; ICMP port unreachable,
 silence, a send error or a port another process holds fail.
 
-With `meter.source = "ppk2"` the meter's lines are the PPK2's (`controller.rig.ppk2`): its port (a
-real one, or the emulated PPK2's pty following the local client); its identity from the metadata
-reply (hardware id, calibrated or not, VDD, mode), parsed strictly; the 100 kS/s stream, every
-sample accounted for by its counter; the client's idle power; the marker loop on its logic
-input (D0 by default), both edges inside the sample words.
+With `meter.source = "ppk2"` the meter's lines are the PPK2's (controller/meter_sources/ppk2/):
+its port (a real one, or the emulated PPK2's pty following the local client); its identity
+from the metadata reply (hardware id, calibrated or not, VDD, mode), parsed strictly; the
+100 kS/s stream, every sample accounted for by its counter; the client's idle power; the marker
+loop on its logic input (D0 by default), both edges inside the sample words.
 
 What this platform lacks (a local node's SSH, a virtual meter's firmware, a governor without
 cpufreq) is UNAVAILABLE, never a pass. Exit status 1 when any check fails, else 0.

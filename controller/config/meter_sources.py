@@ -1,33 +1,78 @@
-"""The meter sources a sweep can read, declared once: what each one's bytes are and when the
-sweep runs the device itself. The config, the sweep's set-up, the rig check and the device
-emulation ask this table instead of naming sources (data only: the config is imported on SSH
-nodes, which have no meter code).
+"""The meter sources a sweep can read, by name: the registry of their declarations
+(`MeterSourceSpec`), as `agent.workloads` is the workloads'.
 
-- `serial`: the Arduino sketch on `meter.port` (ACS712, INA219, INA226), its frames.
-- `virtual`: the firmware's frames from the power model of the local nodes, on a pty.
-- `simavr`: the real firmware in the AVR simulator, its ADC and I2C parts fed the same way.
-- `ppk2`: a Nordic PPK2's sample words, from the one on `meter.port`, or without a port the
-  emulated PPK2 driven by the power model.
+Each source lives in its own folder, `controller/meter_sources/<name>/`: its `spec.py` declares
+it as data and points, by dotted path, at the rest of the folder (the sweep's tap, the rig
+check, its modelled device, its command-line verbs). The config, the sweep's set-up, the rig
+check and the CLI ask this registry and the spec it returns; none of them names a source.
 
-How a modelled source's device is built is declared beside its meter code, in
-`controller.meter.modelled_device` (one entry per source modelled here).
+Importing this module loads no declaration, and a declaration loads none of the modules it
+points at: the config is imported on SSH nodes, which have no meter code (no numpy), so
+`spec_of(name)` imports that source's `spec.py` alone, and `SPECS` every one on first use.
+
+A source of one's own needs no change here: a package names its declaration in the
+`h2iot.meter_sources` entry-point group, e.g. `mine = "my_meter.spec:MINE"` in its pyproject's
+[project.entry-points."h2iot.meter_sources"]. The installed packages are scanned only for a
+name not built in.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
 
-MeterSource = Literal["serial", "virtual", "simavr", "ppk2"]
-Wire = Literal["board", "ppk2"]
+from controller.errors import ConfigError
+
+__all__ = [
+    "BUILT_IN",
+    "DEFAULT_SOURCE",
+    "ENTRY_POINTS",
+    "SPECS",
+    "MeterSourceSpec",
+    "Modelled",
+    "source_names",
+    "spec_of",
+]
+
 Modelled = Literal["always", "without_port", "never"]
+
+DEFAULT_SOURCE = "virtual"
+ENTRY_POINTS = "h2iot.meter_sources"
+
+if TYPE_CHECKING:
+    SPECS: Mapping[str, MeterSourceSpec]
 
 
 @dataclass(frozen=True)
 class MeterSourceSpec:
-    name: MeterSource
-    wire: Wire  # "board": the firmware's frames (firmware/PROTOCOL.md); "ppk2": its sample words
+    """What a meter source is, as data; every `module:name` is loaded only when asked for."""
+
+    name: str
+    doc: str
     modelled: Modelled  # when the sweep runs the device from the local nodes' power model
+    # module:function opening the sweep's tap, `(TapRequest) -> PowerMeter`
+    # (controller.sweep.meter_tap); where a sweep reads its samples.
+    tap: str
+    # module:function running `h2iot rig check`'s meter lines, `(config, nodes, emit, *,
+    # marker, seconds) -> None` (controller.rig.bench); None: the check says it has none.
+    rig_check: str | None = None
+    # A module building its modelled device: `build(DeviceOptions) -> ModelledDevice` and
+    # `FACTS`, what a run's manifest says of it beside its ground truth and model
+    # (controller.meter.modelled_device); None: no device (a port, or the tap is all of it).
+    device: str | None = None
+    # It answers as the firmware would without running it (no build to compare versions with).
+    models_firmware: bool = False
+    # A module of `h2iot meter` verbs with `register(actions)`; None: it has none of its own.
+    cli: str | None = None
+    # A module serving it emulated for `h2iot meter virtual --device NAME` (NAME its name),
+    # with `add_options(parser)` and `serve(args) -> int`; None: it has no such device.
+    emulator: str | None = None
+    # What its bytes are: "board" for the firmware's frames (firmware/PROTOCOL.md), else the
+    # source's own (controller.config.build checks a PPK2's keys by it).
+    wire: str = "board"
 
     def is_modelled(self, port: str | None) -> bool:
         return self.modelled == "always" or (self.modelled == "without_port" and not port)
@@ -36,11 +81,57 @@ class MeterSourceSpec:
     def needs_port(self) -> bool:
         return self.modelled == "never"
 
+    def load(self, dotted: str) -> Any:
+        """The object a `module:name` field points at, its module imported now."""
+        module, _, name = dotted.partition(":")
+        return getattr(importlib.import_module(module), name)
 
-METER_SOURCE_SPECS: dict[MeterSource, MeterSourceSpec] = {
-    "serial": MeterSourceSpec("serial", "board", "never"),
-    "virtual": MeterSourceSpec("virtual", "board", "always"),
-    "simavr": MeterSourceSpec("simavr", "board", "always"),
-    "ppk2": MeterSourceSpec("ppk2", "ppk2", "without_port"),
-}
-METER_SOURCES: tuple[MeterSource, ...] = tuple(METER_SOURCE_SPECS)
+
+# name: the module and name of its declaration, in the order listings show them.
+_DECLARATIONS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        "serial": ("controller.meter_sources.serial.spec", "SERIAL"),
+        "virtual": ("controller.meter_sources.virtual.spec", "VIRTUAL"),
+        "simavr": ("controller.meter_sources.simavr.spec", "SIMAVR"),
+        "ppk2": ("controller.meter_sources.ppk2.spec", "PPK2"),
+    }
+)
+
+
+def _installed() -> dict[str, tuple[str, str]]:
+    """The sources installed packages declare (ENTRY_POINTS), by name; built-ins win."""
+    from importlib.metadata import entry_points  # noqa: PLC0415  (scans every installed package)
+
+    found = {}
+    for point in entry_points(group=ENTRY_POINTS):
+        module, _, name = point.value.partition(":")
+        if point.name not in _DECLARATIONS and module and name:
+            found[point.name] = (module.strip(), name.strip())
+    return found
+
+
+BUILT_IN: tuple[str, ...] = tuple(_DECLARATIONS)
+
+
+def source_names() -> tuple[str, ...]:
+    """Every source a config may name: the built-in ones, then the installed ones."""
+    return (*BUILT_IN, *_installed())
+
+
+def spec_of(name: str) -> MeterSourceSpec:
+    known = _DECLARATIONS.get(name) or _installed().get(name)
+    if known is None:
+        raise ConfigError(f"unknown meter source {name!r} (known: {', '.join(source_names())})")
+    module, attribute = known
+    spec: MeterSourceSpec = getattr(importlib.import_module(module), attribute)
+    if spec.name != name:
+        raise ConfigError(f"meter source {name!r}: {module}:{attribute} declares {spec.name!r}")
+    return spec
+
+
+def __getattr__(name: str) -> Mapping[str, MeterSourceSpec]:
+    if name != "SPECS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    specs = MappingProxyType({source: spec_of(source) for source in source_names()})
+    globals()["SPECS"] = specs
+    return specs

@@ -19,7 +19,8 @@ from agent.engines import DEFAULT_ENGINE, UnrepresentablePolicy
 from agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS, protocol_spec
 from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, ParamValue, spec_of
-from controller.config.meter_sources import METER_SOURCE_SPECS, MeterSource, MeterSourceSpec
+from controller.config.meter_sources import DEFAULT_SOURCE, MeterSourceSpec
+from controller.config.meter_sources import spec_of as meter_source
 from controller.config.profile import DeviceProfile
 
 Order = Literal["randomized-blocked", "sequential"]
@@ -190,7 +191,7 @@ class NodeConfig:
 
 @dataclass(frozen=True)
 class MeterConfig:
-    source: MeterSource = "virtual"
+    source: str = DEFAULT_SOURCE  # a name of controller.config.meter_sources
     port: str | None = None
     baud: int = 500_000
     rate_hz: int = 1000
@@ -218,7 +219,13 @@ class MeterConfig:
 
     @property
     def spec(self) -> MeterSourceSpec:
-        return METER_SOURCE_SPECS[self.source]
+        return meter_source(self.source)
+
+    @property
+    def power_v(self) -> float:
+        """The voltage the node's current is power at: `supply_mv` where set (a PPK2 powering
+        the node, or saying what its supply is), else `supply_v`."""
+        return self.supply_mv / 1000 if self.supply_mv is not None else self.supply_v
 
     def channel_of(self, role: Role) -> int | None:
         """The channel measuring this node's supply (analog input n, an INA219's I2C address

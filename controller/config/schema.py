@@ -25,7 +25,7 @@ from agent.h3.settings import MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES
 from agent.protocols import PROTOCOLS
 from agent.settings import SETTING_SPECS, canonical_name, check_value
 from agent.workloads import SPECS
-from controller.config.meter_sources import METER_SOURCES
+from controller.config.meter_sources import source_names
 from controller.config.model import (
     AGENT_MODES,
     DATAGRAM_AXIS,
@@ -504,7 +504,7 @@ SCHEMA: Schema = {
         "clients": optional(clients),
     },
     "meter": {
-        "source": choice(METER_SOURCES),
+        "source": choice(source_names()),
         "port": optional(_printable),
         "baud": choice(BAUDS),
         "rate_hz": rate_hz,

@@ -1,25 +1,26 @@
-"""How each modelled meter source's device is built, declared once (`MODELLED`): the sweep
-(`controller.sweep.setup`) and the rig check (`controller.rig.probe`) both build theirs with
-`build_device`, and the sweep's manifest says what it ran from `manifest_facts`. A new modelled
-source is its line in `controller.config.meter_sources` (which says when it is modelled) and
-its entry here (how it is built).
+"""A modelled meter source's device, whichever source: what it is (`ModelledDevice`), what it is
+built from (`DeviceOptions`), and its build and manifest facts through its declaration's
+`device` module (`build(options)`, `FACTS`; controller/meter_sources/<name>/device.py). The
+sweep (`controller.sweep.setup`) and the rig check both build theirs with `build_device`, and
+the sweep's manifest says what it ran from `manifest_facts`.
 
-Each meter's module is imported when its device is built, not with this one: a sweep or a
-rig check loads the one meter its config names (the simulated one's builds the firmware).
+A source's device module is imported when its device is built, not with this one: a sweep or
+a rig check loads the one meter its config names (the simulated one's builds the firmware).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import importlib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from analysis.truth import EDGES_FILE, TRUTH_FILE
-from controller.config.meter_sources import MeterSource
+from analysis.truth import TRUTH_FILE
+from controller.config.meter_sources import MeterSourceSpec
 from controller.errors import MeterError
 from controller.meter.ina219 import Ina219Model
-from controller.meter.node_power import ModelledMeterOptions, WatchSpec
+from controller.meter.node_power import WatchSpec
 from controller.meter.power_model import PI_3B, PowerModel
 
 
@@ -63,80 +64,19 @@ class DeviceOptions:
         return None if self.run_dir is None else self.run_dir / name
 
 
-@dataclass(frozen=True)
-class ModelledSource:
-    build: Callable[[DeviceOptions], ModelledDevice]
-    facts: Mapping[str, str]  # what a run's manifest says of it, beside its truth and its model
-    # It answers as the firmware would without running it (no build to compare versions with).
-    models_firmware: bool = False
+def _device_module(spec: MeterSourceSpec) -> Any:
+    if spec.device is None:
+        raise ValueError(f"the {spec.name} meter has no modelled device")
+    return importlib.import_module(spec.device)
 
 
-def _virtual(options: DeviceOptions) -> ModelledDevice:
-    from controller.meter.virtual import VirtualMeter, VirtualMeterOptions  # noqa: PLC0415
-
-    return VirtualMeter(
-        VirtualMeterOptions(
-            watch=options.watch,
-            truth_path=options.output(TRUTH_FILE),
-            edges_path=options.output(EDGES_FILE),
-            marker_fifo=options.marker_fifo,
-            model=options.model,
-            ina219=options.ina219,
-        )
-    )
-
-
-def _simavr(options: DeviceOptions) -> ModelledDevice:
-    from controller.meter.simulate import SimulatedMeter, SimulateOptions  # noqa: PLC0415
-
-    return SimulatedMeter(
-        SimulateOptions(
-            watch=options.watch,
-            truth_path=options.output(TRUTH_FILE),
-            marker_fifo=options.marker_fifo,
-            model=options.model,
-            ina219_sources=options.ina219_sources,
-            ina226_sources=options.ina226_sources,
-            ina219=options.ina219,
-        )
-    )
-
-
-def _ppk2(options: DeviceOptions) -> ModelledDevice:
-    from controller.meter.ppk2.modelled import ModelledPpk2, ModelledPpk2Source  # noqa: PLC0415
-
-    if options.supply_mv is None:
-        raise ValueError("the emulated PPK2 is built with a supply_mv")
-    meter = ModelledMeterOptions(
-        watch=options.watch,
-        truth_path=options.output(TRUTH_FILE),
-        marker_fifo=options.marker_fifo,
-        model=options.model,
-    )
-    return ModelledPpk2(
-        ModelledPpk2Source(meter, options.supply_mv, options.marker_input, rate_hz=options.rate_hz)
-    )
-
-
-MODELLED: dict[MeterSource, ModelledSource] = {
-    "virtual": ModelledSource(_virtual, {"edges": EDGES_FILE}, models_firmware=True),
-    "simavr": ModelledSource(_simavr, {"simulator": "simavr"}),
-    "ppk2": ModelledSource(_ppk2, {"emulated": "ppk2"}),
-}
-
-
-def models_firmware(source: MeterSource) -> bool:
-    """The source answers as the firmware would without running it (the virtual meter; simavr
-    runs the real build, a board or a PPK2 is itself)."""
-    entry = MODELLED.get(source)
-    return entry is not None and entry.models_firmware
-
-
-def build_device(source: MeterSource, options: DeviceOptions) -> ModelledDevice:
+def build_device(spec: MeterSourceSpec, options: DeviceOptions) -> ModelledDevice:
     """The source's modelled device, built (not started)."""
-    return MODELLED[source].build(options)
+    device: ModelledDevice = _device_module(spec).build(options)
+    return device
 
 
-def manifest_facts(source: MeterSource, options: DeviceOptions) -> dict[str, Any]:
+def manifest_facts(spec: MeterSourceSpec, options: DeviceOptions) -> dict[str, Any]:
     """What a run's manifest records of the modelled device `options` built."""
-    return {"ground_truth": TRUTH_FILE, **MODELLED[source].facts, "model": asdict(options.model)}
+    facts: Mapping[str, str] = _device_module(spec).FACTS
+    return {"ground_truth": TRUTH_FILE, **facts, "model": asdict(options.model)}

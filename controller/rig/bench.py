@@ -1,4 +1,4 @@
-"""What every meter's rig check shares (`probe` for the Arduino meter, `ppk2` for the PPK2): the
+"""What every meter source's rig check shares (controller/meter_sources/<name>/rig.py): the
 nodes as the node checks opened them, a serial port's check, a modelled meter's sources, the
 marker line a check uses, and the client node's marker pulse."""
 

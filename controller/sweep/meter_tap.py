@@ -1,66 +1,56 @@
-"""The meter as the sweep engine uses it (`PowerMeter`): one `MeterSession` over a serial port,
-whichever device is behind it (a board, the virtual meter's pty, the simavr harness); or
-`Ppk2Tap`, one `Ppk2Session` (a PPK2, real or emulated).
+"""The meter as the sweep engine uses it (`PowerMeter`), whichever source: what every source's
+tap is opened from (`TapRequest`, handed to the opener its declaration names,
+controller/meter_sources/<name>/), and what the taps of a stream of numbered samples share
+(`StreamTap`: the board's `MeterTap`, the PPK2's `Ppk2Tap`).
 
 A trial's window is cut by its marker edges when they arrived (a rising then a falling edge
 after `begin_trial`); otherwise the controller's clock span is mapped onto sample indices. That
-mapping uses the arrival time of each SAMPLES frame: a frame's last sample was taken no later
-than its arrival, so `arrival - last_index / rate` bounds sample 0's time from above, and the
-smallest bound over the recent frames is the best estimate (transmission delays only add).
+mapping uses the arrival time of each read or frame: its last sample was taken no later than
+its arrival, so `arrival - last_index / rate` bounds sample 0's time from above, and the
+smallest bound over the recent arrivals is the best estimate (transmission delays only add).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from controller.config.model import MeterConfig
 from controller.errors import MeterError
-from controller.meter.calibration import Calibration
-from controller.meter.decoder import DecoderStats
-from controller.meter.ina219 import Ina219Calibration
-from controller.meter.ina226 import Ina226Calibration
-from controller.meter.ppk2.decoder import SAMPLE_RATE_HZ as PPK2_SAMPLE_RATE_HZ
-from controller.meter.ppk2.decoder import ua_per_code
-from controller.meter.ppk2.session import Ppk2Session
-from controller.meter.ppk2.store import Ppk2Window
-from controller.meter.ppk2.store import first_pulse as first_ppk2_pulse
-from controller.meter.protocol import channels_of_mask
-from controller.meter.resolution import ppk2 as ppk2_resolution
-from controller.meter.resolution import tap_resolution
-from controller.meter.session import MeterSession, first_pulse
 from controller.sweep.errors import MeterLost
-from controller.sweep.interfaces import PowerWindow
+from controller.sweep.interfaces import PowerMeter
+
+__all__ = [
+    "INCOMPLETE_PULSE",
+    "MARKER_SLACK_S",
+    "FloatArray",
+    "IntArray",
+    "SampleSource",
+    "StreamTap",
+    "Tap",
+    "TapRequest",
+    "open_tap",
+]
 
 # Frames considered when mapping a clock span to sample indices: recent enough that the board's
 # crystal and the host's clock cannot drift apart noticeably, many enough to find a fast one.
 _MAPPING_HORIZON_S = 30.0
 # Samples after a trial's end may still be on the wire.
 _LATE_SAMPLES_TIMEOUT_S = 3.0
-_EDGE_PAD_SAMPLES = 2
 # How long after the controller's end of a trial its marker's falling edge may still be sampled.
-_MARKER_SLACK_S = 0.05
-_INCOMPLETE_PULSE = "the trial's marker pulse is incomplete (a rising edge, no falling one)"
+MARKER_SLACK_S = 0.05
+INCOMPLETE_PULSE = "the trial's marker pulse is incomplete (a rising edge, no falling one)"
 # How long a lost pty waits for its modelled meter to say why it stopped.
 _SOURCE_ERROR_WAIT_S = 2.0
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-
-
-@dataclass(frozen=True)
-class _Counters:
-    crc_failures: int
-    frames_missed: int
-
-    @classmethod
-    def of(cls, stats: DecoderStats) -> _Counters:
-        return cls(stats.crc_failures, stats.frames_missed)
 
 
 class _Session(Protocol):
@@ -75,7 +65,7 @@ class _Session(Protocol):
     def close(self) -> None: ...
 
 
-class _Samples(Protocol):
+class SampleSource(Protocol):
     """What both taps read of their store (`SampleStore`, `Ppk2Store`)."""
 
     @property
@@ -92,6 +82,43 @@ _Rest = TypeVar("_Rest")
 
 
 @dataclass(frozen=True)
+class TapRequest:
+    """What a source's tap is opened from: the config's meter, the serial device to read (the
+    config's port, or the modelled device's pty; None where the source has neither), what the
+    manifest records of that device, and for a modelled one why it stopped should it fail, and
+    the client's software marker line it reads."""
+
+    meter: MeterConfig
+    port: str | None
+    facts: Mapping[str, Any]
+    source_error: Callable[[], BaseException | None] | None = None
+    marker_fifo: Path | None = None
+
+    @property
+    def device_port(self) -> str:
+        """The port, for a source that reads one."""
+        if self.port is None:
+            raise MeterError(f"the {self.meter.source} meter has no port to read")
+        return self.port
+
+
+class Tap(PowerMeter, Protocol):
+    """What a source's tap is to the sweep: its `PowerMeter`, and its last seconds of power
+    for the dashboard."""
+
+    def recent_power(self, seconds: float) -> tuple[FloatArray, FloatArray]:
+        """The last `seconds` of power (meter time in s, mW)."""
+        ...
+
+
+def open_tap(request: TapRequest) -> Tap:
+    """The sweep's tap on the meter `request.meter` names, opened by its source's declaration."""
+    spec = request.meter.spec
+    tap: Tap = spec.load(spec.tap)(request)
+    return tap
+
+
+@dataclass(frozen=True)
 class _Span(Generic[_Rest]):
     """A window read: (t_s, power_mw, start_s, end_s), and what the tap's `_power` reports of
     the samples that did not arrive."""
@@ -100,10 +127,11 @@ class _Span(Generic[_Rest]):
     rest: _Rest
 
 
-class _StreamTap(Generic[_Rest]):
-    """What `MeterTap` and `Ppk2Tap` share: a stream of samples numbered from 0 at `rate_hz`
-    (sample indices, or the PPK2's stream indices), the clock's mapping onto them, the wait for
-    late samples, and how a lost session is reported. A tap says how to read its store."""
+class StreamTap(Generic[_Rest]):
+    """What the board's `MeterTap` and the PPK2's `Ppk2Tap` share: a stream of samples numbered
+    from 0 at `rate_hz` (sample indices, or the PPK2's stream indices), the clock's mapping onto
+    them, the wait for late samples, and how a lost session is reported. A tap says how to read
+    its store."""
 
     _label = "meter"  # how its lines name the device
     session: _Session
@@ -112,7 +140,7 @@ class _StreamTap(Generic[_Rest]):
     _source_error: Callable[[], BaseException | None] | None
 
     @property
-    def _samples(self) -> _Samples:
+    def _samples(self) -> SampleSource:
         """The store the session's reader fills."""
         raise NotImplementedError
 
@@ -213,307 +241,3 @@ class _StreamTap(Generic[_Rest]):
                     f"{_LATE_SAMPLES_TIMEOUT_S:g} s after the trial ended"
                 )
             time.sleep(0.005)
-
-
-class MeterTap(_StreamTap[int]):
-    session: MeterSession
-
-    def __init__(
-        self,
-        session: MeterSession,
-        calibration: Calibration,
-        analog_input: int,
-        source: str,
-        extra_facts: Mapping[str, Any],
-        *,
-        ina219: Ina219Calibration | Ina226Calibration | None = None,
-        source_error: Callable[[], BaseException | None] | None = None,
-    ) -> None:
-        """`analog_input` is the client's channel: an analog input, or with `ina219` the
-        INA219's or INA226's I2C address (its two columns give V x I)."""
-        self.session = session
-        self._source_error = source_error
-        info = session.info
-        if info is None:
-            raise self._lost("no identity (IDENTIFY never answered)")
-        self.source = source
-        self.calibration = calibration
-        self.analog_input = analog_input
-        self.rate_hz = float(info.sample_rate_hz)
-        self.ina219 = ina219
-        channels = channels_of_mask(info.channel_mask)
-        if ina219 is not None:
-            if analog_input not in info.i2c_addresses:
-                raise self._lost(f"the {ina219.kind.upper()} at {analog_input:#04x} is not sampled")
-            self.column = len(channels) + 2 * info.i2c_addresses.index(analog_input)
-        elif analog_input not in channels:
-            raise self._lost(f"analog input A{analog_input} is not sampled")
-        else:
-            self.column = channels.index(analog_input)
-        self._extra_facts = dict(extra_facts)
-        self._markers_seen = 0
-        self._counters = _Counters.of(session.decoder.stats)
-
-    # PowerMeter ------------------------------------------------------------------------------
-
-    def facts(self) -> Mapping[str, Any]:
-        info = self.session.info
-        assert info is not None
-        return {
-            "source": self.source,
-            "port": self.session.name,
-            "firmware_version": info.fw_version,
-            "protocol_version": info.protocol_version,
-            "board": info.board,
-            "sample_rate_hz": info.sample_rate_hz,
-            "channel_mask": info.channel_mask,
-            "adc_bits": info.adc_bits,
-            "adc_ref_mv": info.adc_ref_mv,
-            "client_analog_input": self.analog_input,
-            "resolution": tap_resolution(
-                self.calibration, self.analog_input, self.ina219
-            ).to_dict(),
-            "calibration": self.calibration.to_dict(),
-            **(
-                {
-                    "i2c_mask": info.i2c_mask,
-                    "client_sensor": self.ina219.kind,
-                    self.ina219.kind: self.ina219.facts(info.sample_rate_hz),
-                }
-                if self.ina219 is not None
-                else {}
-            ),
-            **self._extra_facts,
-        }
-
-    def begin_trial(self) -> None:
-        self._check()
-        self._markers_seen = len(self.session.markers())
-        self._counters = _Counters.of(self.session.decoder.stats)
-
-    def window(
-        self, start_wall_ns: int, end_wall_ns: int, *, before_s: float = 0.0, after_s: float = 0.0
-    ) -> PowerWindow:
-        self._check()
-        clock = self._indices_of(start_wall_ns, end_wall_ns)
-        # The trial's falling edge is stamped before any sample taken after it is sent (a pin
-        # interrupt; a modelled meter reads its marker line before it samples up to now), so
-        # once the stream passes the trial's end by the clock, both edges are here, however
-        # late a busy machine ran the reader.
-        self._await(int(np.ceil(clock[1] + _MARKER_SLACK_S * self.rate_hz)))
-        edges = self._trial_edges()
-        source: Literal["marker", "clock"] = "clock"
-        start_index, end_index = clock
-        reason = ""
-        if edges is None:
-            if len(self.session.markers()) > self._markers_seen:
-                reason = _INCOMPLETE_PULSE
-        elif edges[1] <= edges[0]:
-            # Both edges on one sample (a trial shorter than a sample period): a window of no
-            # length would give the trial no energy; the clock's mapping of its times does not.
-            reason = f"both marker edges on sample {edges[0]:.0f}: a trial shorter than a sample"
-        else:
-            start_index, end_index = edges
-            source = "marker"
-        span = self._read(start_index, end_index, before_s, after_s, _EDGE_PAD_SAMPLES)
-        counters = _Counters.of(self.session.decoder.stats)
-        return PowerWindow(
-            *span.trace,
-            source=source,
-            samples_lost=span.rest,
-            crc_errors=counters.crc_failures - self._counters.crc_failures,
-            frame_gaps=counters.frames_missed - self._counters.frames_missed,
-            clock_reason=reason,
-        )
-
-    def health(self) -> tuple[float, int, int, int]:
-        health = self.session.health()
-        return (
-            health.sample_rate_hz,
-            health.crc_failures,
-            health.frames_missed,
-            health.samples_dropped,
-        )
-
-    # internals ------------------------------------------------------------------------------
-
-    @property
-    def _samples(self) -> _Samples:
-        return self.session.samples
-
-    def _trial_edges(self) -> tuple[float, float] | None:
-        edges = first_pulse(self.session.markers()[self._markers_seen :])
-        if edges is None:
-            return None
-        return float(edges[0]), float(edges[1])
-
-    def _power(self, first: int, end: int) -> tuple[FloatArray, FloatArray, int]:
-        window = self.session.samples.window(first, end)
-        t_s = window.indices.astype(np.float64) / self.rate_hz
-        if self.ina219 is not None:
-            values = window.values
-            power = self.ina219.power_mw(values[:, self.column], values[:, self.column + 1])
-            answered = np.isfinite(power)  # a sample the INA219 did not answer is missing
-            missing = window.missing + int((~answered).sum())
-            return t_s[answered], power[answered], missing
-        codes = window.values[:, self.column]
-        power_mw = self.calibration.power_mw(codes, self.analog_input)
-        return t_s, np.asarray(power_mw, dtype=np.float64), window.missing
-
-
-class Ppk2Tap(_StreamTap[Ppk2Window]):
-    """The PPK2 as the sweep's `PowerMeter`: one `Ppk2Session` (a real PPK2, or the emulated one
-    of the virtual meter), trial windows from the marker input's edges inside the sample words
-    (sample-exact, no host timing), else the clock mapped through the reads' arrival times as
-    `MeterTap` does. Counter gaps inside a window are reported (`samples_lost`, `frame_gaps`;
-    framing resyncs as `crc_errors`), never repaired."""
-
-    _label = "PPK2"
-    session: Ppk2Session
-
-    def __init__(
-        self,
-        session: Ppk2Session,
-        source: str,
-        supply_v: float,
-        extra_facts: Mapping[str, Any],
-        *,
-        source_error: Callable[[], BaseException | None] | None = None,
-    ) -> None:
-        if session.metadata is None:
-            raise MeterLost(f"PPK2 {session.name}: no metadata", port=session.name)
-        self.session = session
-        self.source = source
-        self.supply_v = supply_v
-        self.rate_hz = float(PPK2_SAMPLE_RATE_HZ)  # stream indices: the tap's timebase
-        self._extra_facts = dict(extra_facts)
-        self._source_error = source_error
-        self._edges_seen = 0
-
-    def facts(self) -> Mapping[str, Any]:
-        metadata = self.session.metadata
-        assert metadata is not None
-        return {
-            "source": self.source,
-            "kind": "ppk2",
-            "port": self.session.name,
-            "mode": self.session.mode,
-            "vdd_mv": self.session.vdd_mv,  # the regulator, the conversion's VDD
-            "power_supply_v": self.supply_v,
-            "stream_rate_hz": PPK2_SAMPLE_RATE_HZ,
-            "sample_rate_hz": self.session.rate_hz,
-            "marker_input": f"D{self.session.marker_bit}",
-            "resolution_ua_per_code": [ua_per_code(c) for c in metadata.ranges],
-            "resolution": ppk2_resolution(metadata, self.supply_v).to_dict(),
-            "calibration": asdict(metadata),
-            "spike_filter": self.session.spike_filter,
-            "stale_bytes_drained": self.session.stale_bytes,
-            **self._extra_facts,
-        }
-
-    def begin_trial(self) -> None:
-        self._check()
-        self._edges_seen = len(self.session.store.edges())
-
-    def window(
-        self, start_wall_ns: int, end_wall_ns: int, *, before_s: float = 0.0, after_s: float = 0.0
-    ) -> PowerWindow:
-        self._check()
-        # The trial's edges are in the samples up to its end: wait for those (by the clock,
-        # with slack for the marker line's own delay) before looking for them.
-        clock = self._indices_of(start_wall_ns, end_wall_ns)
-        self._await(int(clock[1] + _MARKER_SLACK_S * self.rate_hz))
-        edges = self.session.store.edges()[self._edges_seen :]
-        pulse = first_ppk2_pulse(edges)
-        source: Literal["marker", "clock"] = "clock"
-        start_index, end_index = clock
-        reason = ""
-        if pulse is not None:
-            start_index, end_index = float(pulse[0]), float(pulse[1])
-            source = "marker"
-        elif edges:
-            reason = _INCOMPLETE_PULSE
-        # Padded by two bins: the bins holding the ends, and their neighbours to interpolate.
-        pad = 2 * self.session.store.bin_samples
-        span = self._read(start_index, end_index, before_s, after_s, pad)
-        window = span.rest
-        return PowerWindow(
-            *span.trace,
-            source=source,
-            samples_lost=window.samples_lost,
-            crc_errors=window.resyncs,
-            frame_gaps=window.gaps,
-            clock_reason=reason,
-        )
-
-    def health(self) -> tuple[float, int, int, int]:
-        """(received samples/s at 100 kS/s, resyncs, counter gaps, samples lost)."""
-        store = self.session.store
-        decoder = self.session.decoder
-        elapsed = max(1e-9, (time.monotonic_ns() - self.session.started_ns) / 1e9)
-        totals = decoder.totals if decoder is not None else None
-        return (
-            store.received / elapsed,
-            totals.resyncs if totals else 0,
-            totals.gaps if totals else 0,
-            store.lost,
-        )
-
-    # internals ------------------------------------------------------------------------------
-
-    def _lost(self, what: str) -> MeterLost:
-        # Samples that stopped coming and bytes that kept coming are different faults (a stalled
-        # device, a garbled line): the line says which.
-        decoder = self.session.decoder
-        skipped = decoder.totals.skipped_bytes if decoder is not None else 0
-        if skipped:
-            what += f"; {skipped} bytes read were not sample words"
-        return super()._lost(what)
-
-    @property
-    def _samples(self) -> _Samples:
-        return self.session.store
-
-    def _power(self, first: int, end: int) -> tuple[FloatArray, FloatArray, Ppk2Window]:
-        window = self.session.store.window(first, end)
-        power_mw = window.current_ua * self.supply_v / 1000  # uA x V = uW
-        return window.t_s, np.asarray(power_mw, dtype=np.float64), window
-
-
-def ppk2_supply(meter: MeterConfig) -> tuple[int | None, float]:
-    """(the mV the PPK2's regulator is set to, or None to leave it; the V its current is
-    multiplied by for power). In source mode the PPK2 powers the node at `supply_mv`; in
-    ampere mode it sits in series with the node's own supply, `supply_v`, unless `supply_mv`
-    says what that supply is (and then sets the regulator, the conversion's VDD, to it)."""
-    if meter.supply_mv is not None:
-        return meter.supply_mv, meter.supply_mv / 1000
-    return None, meter.supply_v
-
-
-def open_ppk2_tap(
-    meter: MeterConfig,
-    port: str,
-    facts: Mapping[str, Any],
-    source_error: Callable[[], BaseException | None] | None = None,
-) -> Ppk2Tap:
-    """Open, drain, read the metadata, configure and start a PPK2 as `meter` says. The
-    emulated PPK2 (no port) steps its current without the transients a real one has when
-    it changes range, so its stream is decoded without the spike filter that smooths those
-    (it would smear a modelled step, up to a few hundred mW in one averaged sample); a real
-    PPK2's is filtered as ppk2-api and nRF Connect do. The manifest says which."""
-    session = Ppk2Session.open(
-        port,
-        rate_hz=meter.rate_hz,
-        marker_bit=meter.marker_input,
-        spike_filter=not meter.modelled,
-    )
-    try:
-        session.drain()
-        session.read_metadata()
-        supply_mv, power_v = ppk2_supply(meter)
-        session.configure(meter.mode, supply_mv)
-        session.start()
-        return Ppk2Tap(session, meter.source, power_v, facts, source_error=source_error)
-    except BaseException:
-        session.close()
-        raise

@@ -1,11 +1,11 @@
 """Open what a sweep runs on, from its config: the two agent nodes and the meter.
 
 Local nodes are anchored process trees (`controller.nodes.anchor`) with their state under the
-run directory; SSH nodes keep it under their deploy directory. The virtual and simulated meters
-watch the local nodes' anchors (client on its analog input, server on its own), and read the
-client's software marker line, so trial windows are cut by edges as with a wired board. A PPK2
-(`meter.source = "ppk2"`) is the one on `meter.port`, or with no port the emulated PPK2 on a
-pty, driven by the same power model and marker line (the line sets its D0).
+run directory; SSH nodes keep it under their deploy directory. The meter is what its source's
+declaration says (controller/meter_sources/<name>/): a modelled one (the virtual meter, simavr,
+the emulated PPK2) watches the local nodes' anchors (client on its analog input, server on its
+own) and reads the client's software marker line, so trial windows are cut by edges as with a
+wired board; the source's tap then reads the device's port.
 """
 
 from __future__ import annotations
@@ -27,9 +27,6 @@ from controller.config.model import (
     NodeConfig,
     Role,
     channel_source,
-    i2c_address,
-    i2c_mask,
-    is_i2c,
     is_ina219,
     is_ina226,
 )
@@ -37,14 +34,11 @@ from controller.device.emulation import Emulation, emulated_devices
 from controller.device.transport import CgroupTransport
 from controller.errors import ConfigError, DeviceError, MeterError
 from controller.link import shaped_link
-from controller.meter.calibration import Calibration, nominal
 from controller.meter.ina219 import Ina219Calibration, Ina219Model
-from controller.meter.ina226 import i2c_calibration
 from controller.meter.modelled_device import DeviceOptions, build_device, manifest_facts
 from controller.meter.net_load import InterfaceCounters
 from controller.meter.node_power import WatchSpec
 from controller.meter.power_model import PI_3B, PowerModel
-from controller.meter.session import MeterSession
 from controller.nodes.agent import AgentNode
 from controller.nodes.anchor import AnchoredLocalTransport
 from controller.nodes.connect import connect, node_label
@@ -54,7 +48,7 @@ from controller.run.tls import KEY_KIND, TLS_DIR, run_credentials
 from controller.sweep.agent_pair import AgentPair, NodeCredentials
 from controller.sweep.client_group import client_group, grouped_server
 from controller.sweep.memory_pair import make_pair
-from controller.sweep.meter_tap import MeterTap, Ppk2Tap, open_ppk2_tap, ppk2_supply
+from controller.sweep.meter_tap import Tap, TapRequest, open_tap
 from controller.workloads import prepare_sweep, preparer
 
 MARKER_FIFO = "marker.fifo"
@@ -79,12 +73,6 @@ def _state_dir(config: NodeConfig, run_dir: Path) -> str:
     if config.is_local:
         return str((run_dir / "nodes" / config.role).resolve())
     return f"{config.deploy_dir}/state"
-
-
-def _calibration(meter: MeterConfig, inputs: tuple[int, ...]) -> Calibration:
-    if meter.calibration is not None:
-        return Calibration.load(meter.calibration)
-    return nominal(inputs or (0,), meter.sensor, meter.supply_v)
 
 
 SourceError = Callable[[], MeterError | None]
@@ -130,7 +118,7 @@ def device_options(
         ina219_sources=_i2c_sources(meter, is_ina219),
         ina226_sources=_i2c_sources(meter, is_ina226),
         # The current the model's mW make at the voltage the tap multiplies it back with.
-        supply_mv=round(ppk2_supply(meter)[1] * 1000),
+        supply_mv=round(meter.power_v * 1000),
         marker_input=meter.marker_input,
         rate_hz=meter.rate_hz,
     )
@@ -139,18 +127,20 @@ def device_options(
 @contextmanager
 def _device(
     meter: MeterConfig, watch: tuple[WatchSpec, ...], run_dir: Path, marker: Path | None
-) -> Iterator[tuple[str, dict[str, Any], SourceError | None]]:
+) -> Iterator[tuple[str | None, dict[str, Any], SourceError | None]]:
     """The serial device to open: a board's port, or a modelled meter running meanwhile (on
     a thread whose error, should it stop, the third item returns; None for a board: its port
-    says all there is)."""
-    if not meter.modelled:
-        if meter.port is None:
-            raise ConfigError("meter.port: required for meter.source = serial")
+    says all there is). A modelled source declaring no device gets its port (None, unset):
+    its tap is all of it."""
+    spec = meter.spec
+    if not meter.modelled or spec.device is None:
+        if spec.needs_port and meter.port is None:
+            raise ConfigError(f"meter.port: required for meter.source = {meter.source}")
         yield meter.port, {}, None
         return
     options = device_options(meter, watch, marker, run_dir)
-    modelled = build_device(meter.source, options)
-    facts = manifest_facts(meter.source, options)
+    modelled = build_device(spec, options)
+    facts = manifest_facts(spec, options)
     modelled.start()
     try:
         yield modelled.port, facts, lambda: modelled.error
@@ -162,7 +152,7 @@ def _device(
 @contextmanager
 def open_sweep(
     config: Config, run_dir: Path, *, accept_new_host_key: bool = False
-) -> Iterator[tuple[AgentPair, MeterTap | Ppk2Tap, dict[str, Any]]]:
+) -> Iterator[tuple[AgentPair, Tap, dict[str, Any]]]:
     """Nodes (the server prepared for every point of the workload: the page's sites) and the
     meter, closed on exit; plus the facts a run's manifest records about them."""
     _require_port(config)
@@ -239,7 +229,9 @@ def open_sweep(
         )
         if modelled:
             device_facts["accounting"] = devices.accounting_facts(_watched_roles(config))
-        tap = _open_tap(config.meter, port, device_facts, source_error)
+        tap = open_tap(
+            TapRequest(config.meter, port, device_facts, source_error, marker_fifo=marker_path)
+        )
         stack.callback(tap.close)
         offset = facts["client"]["clock"]["wall_offset_ns"] if facts["client"]["clock"] else 0
         pair = make_pair(
@@ -334,40 +326,3 @@ def _watched_roles(config: Config) -> tuple[Role, ...]:
     return tuple(
         role for role, _c in sorted(config.meter.channels, key=lambda c: channel_source(c[1]))
     )
-
-
-def _open_tap(
-    meter: MeterConfig,
-    port: str,
-    device_facts: dict[str, Any],
-    source_error: SourceError | None,
-) -> MeterTap | Ppk2Tap:
-    if meter.spec.wire == "ppk2":
-        return open_ppk2_tap(meter, port, device_facts, source_error)
-    channels = [index for _role, index in meter.channels]
-    inputs = tuple(sorted(c for c in channels if not is_i2c(c)))
-    addresses = tuple(sorted(c for c in channels if is_i2c(c)))
-    client_input = meter.channel_of("client")
-    if client_input is None:
-        raise ConfigError("meter.channels: the client node must be metered (client = A0, ...)")
-    session = MeterSession.open(port, meter.baud)
-    try:
-        session.identify()
-        session.set_rate(meter.rate_hz)
-        if addresses:  # first: the analog mask may be 0 only once an INA219 is enabled
-            session.set_i2c_channels(i2c_mask(addresses))
-        session.set_channels(sum(1 << index for index in inputs))
-        session.identify()  # INFO as configured: the tap reads the rate and columns from it
-        session.start()
-        return MeterTap(
-            session,
-            _calibration(meter, inputs),
-            i2c_address(client_input) if is_i2c(client_input) else client_input,
-            meter.source,
-            device_facts,
-            ina219=i2c_calibration(client_input, meter.shunt_ohm) if is_i2c(client_input) else None,
-            source_error=source_error,
-        )
-    except BaseException:
-        session.close()
-        raise

@@ -1,9 +1,11 @@
-"""`h2iot rig check`'s judgments, each way they can go."""
+"""`h2iot rig check`'s judgments, each way they can go: every meter's and the nodes'
+(controller.rig.checks), and the board sources' (controller.meter_sources.board.checks)."""
 
 from __future__ import annotations
 
 import pytest
 
+from controller.meter_sources.board import checks as board_checks
 from controller.rig import checks
 from controller.rig.checks import Check
 
@@ -29,7 +31,7 @@ def _identity(**changes: object) -> Check:
         "modelled": None,
     }
     found.update(changes)
-    return checks.identity_check(**found)  # type: ignore[arg-type]
+    return board_checks.identity_check(**found)  # type: ignore[arg-type]
 
 
 def test_identity() -> None:
@@ -52,7 +54,7 @@ def _stream(**changes: int | float | None) -> Check:
         "frames_missed": 0,
     }
     found.update(changes)
-    return checks.stream_check(**found)  # type: ignore[arg-type]
+    return board_checks.stream_check(**found)  # type: ignore[arg-type]
 
 
 def test_stream() -> None:
@@ -90,7 +92,7 @@ def test_the_rate_is_fitted_to_the_arrivals() -> None:
     [(None, "warn"), (511.5, "pass"), (519.0, "pass"), (521.0, "warn"), (532.0, "fail")],
 )
 def test_zero(zero: float | None, status: str) -> None:
-    check = checks.zero_check("A0", zero_code=zero, midscale=511.5, source="cal.json")
+    check = board_checks.zero_check("A0", zero_code=zero, midscale=511.5, source="cal.json")
     assert check.status == status
     if status != "pass":
         assert "h2iot meter calibrate" in check.fix
@@ -114,7 +116,7 @@ def test_marker() -> None:
 
 def test_the_marker_wait_is_two_seconds_of_a_real_time_board() -> None:
     # The pulse ended 1.5 s after START; the board kept up (a little behind: the link's delay).
-    wait = checks.marker_wait(
+    wait = board_checks.marker_wait(
         rate_hz=1000, pulse_end_s=1.5, lag_s=0.05, next_index=1480, measured_hz=995.0
     )
     assert wait.end_index == 3550  # 2 s of its clock after the pulse, by its samples
@@ -129,7 +131,7 @@ def test_a_slow_stream_waits_for_its_own_clock() -> None:
     """simavr at 30 % of real time: the stream check took 2 s for 600 samples, so its clock was
     1.4 s behind at START and falls further behind during the pulse; 2 s of its clock after the
     pulse take about 3.3 times that long on the wall, which the backstop must allow."""
-    wait = checks.marker_wait(
+    wait = board_checks.marker_wait(
         rate_hz=1000, pulse_end_s=1.5, lag_s=1.4, next_index=450, measured_hz=300.0
     )
     assert wait.end_index == 4900
@@ -143,8 +145,10 @@ def test_a_slow_stream_waits_for_its_own_clock() -> None:
     stalled = wait.why(next_index=1050, waited_s=29.7)
     assert "samples stalled at 1050 of the 4900 that end the wait" in stalled
     # A board measured slower than MARKER_SLOWEST still gets a bounded backstop.
-    crawl = checks.marker_wait(rate_hz=1000, pulse_end_s=1.0, lag_s=0, next_index=0, measured_hz=0)
-    assert crawl.backstop_s == pytest.approx(2 * 3.0 / checks.MARKER_SLOWEST)
+    crawl = board_checks.marker_wait(
+        rate_hz=1000, pulse_end_s=1.0, lag_s=0, next_index=0, measured_hz=0
+    )
+    assert crawl.backstop_s == pytest.approx(2 * 3.0 / board_checks.MARKER_SLOWEST)
 
 
 def test_ssh_and_versions_and_clock() -> None:
@@ -259,6 +263,6 @@ def test_a_line_shows_the_fix_unless_it_passed() -> None:
 def test_an_i2c_part_answers_its_address(
     samples: int, answered: int, status: str, detail: str
 ) -> None:
-    check = checks.i2c_check("INA226@0x40", samples=samples, answered=answered, bus_v=5.08)
+    check = board_checks.i2c_check("INA226@0x40", samples=samples, answered=answered, bus_v=5.08)
     assert (check.name, check.status, check.detail) == ("I2C part INA226@0x40", status, detail)
     assert bool(check.fix) == (status in ("warn", "fail"))

@@ -30,7 +30,6 @@ from controller.config import model
 from controller.energy import energy_in_window
 from controller.meter.ina226 import Ina226Calibration, Ina226Model
 from controller.meter.truth import Truth
-from controller.sweep import setup
 from tests.e2e.test_rig_check import simavr_buildable  # noqa: F401  (the fixture)
 
 H2IOT = [sys.executable, "-m", "controller.cli"]
@@ -43,19 +42,7 @@ SMALL = [
 ]  # fmt: skip
 
 
-def _setup_takes_ina226_channels() -> bool:
-    """The sweep's meter set-up (controller/sweep/setup.py, another part's) sends the INA226
-    kind bits and decodes the INA226's scales once it picks I2C channels with `is_i2c`."""
-    return hasattr(setup, "is_i2c")
-
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not _setup_takes_ina226_channels(),
-        reason="controller/sweep/setup.py does not set INA226 channels up yet (issue 24)",
-    ),
-]
+pytestmark = pytest.mark.slow
 
 
 def test_an_ina226_sweep_measures_the_modelled_energy_within_its_resolution(

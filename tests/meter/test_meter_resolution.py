@@ -1,7 +1,8 @@
-"""Each meter's `meter.resolution` in the manifest (controller/meter/resolution.py): the ACS712's
-26.4 mA / 132 mW per code the issue quotes, the INA219's and INA226's shunt LSB, the PPK2's step
-per range from its own calibration, the Joulescope's documented finest step; as the sweep's taps
-and the recording import write them, and as the report reads an imported run."""
+"""Each meter's `meter.resolution` in the manifest (controller/meter/resolution.py, each source's
+figures in its folder): the ACS712's 26.4 mA / 132 mW per code the issue quotes, the INA219's
+and INA226's shunt LSB, the PPK2's step per range from its own calibration, the Joulescope's
+documented finest step; as the sweep's taps and the recording import write them, and as the
+report reads an imported run."""
 
 from __future__ import annotations
 
@@ -17,16 +18,19 @@ from controller.config.model import MeterConfig
 from controller.meter.calibration import nominal
 from controller.meter.ina219 import Ina219Calibration
 from controller.meter.ina226 import Ina226Calibration
+from controller.meter.jls.resolution import joulescope
 from controller.meter.node_power import ModelledMeterOptions
 from controller.meter.ppk2 import EXAMPLE_METADATA, RANGE_CEILINGS_UA
 from controller.meter.ppk2.decoder import ua_per_code
 from controller.meter.ppk2.emulator import Ppk2Emulator
 from controller.meter.ppk2.modelled import ModelledPpk2Source
 from controller.meter.ppk2.session import Ppk2Session
-from controller.meter.resolution import acs712, i2c_chip, joulescope, ppk2
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
-from controller.sweep.meter_tap import Ppk2Tap
-from controller.sweep.setup import _open_tap
+from controller.meter_sources.board.resolution import acs712, i2c_chip
+from controller.meter_sources.board.tap import open_board_tap
+from controller.meter_sources.ppk2.resolution import ppk2_resolution
+from controller.meter_sources.ppk2.tap import Ppk2Tap
+from controller.sweep.meter_tap import TapRequest
 from tests.meter.test_jls_import import ATTEMPTS, make_recording, make_run
 
 
@@ -47,7 +51,7 @@ def test_the_ina_chips_step_is_their_shunt_lsb_over_the_shunt() -> None:
 
 
 def test_a_ppk2_names_a_step_per_range_from_its_calibration() -> None:
-    record = ppk2(EXAMPLE_METADATA, 3.3).to_dict()
+    record = ppk2_resolution(EXAMPLE_METADATA, 3.3).to_dict()
     steps = [ua_per_code(c) for c in EXAMPLE_METADATA.ranges]
     assert [r["current_ua"] for r in record["ranges"]] == steps
     assert [r["ceiling_ua"] for r in record["ranges"]] == [*RANGE_CEILINGS_UA, None]
@@ -74,7 +78,7 @@ def test_the_ppk2_tap_records_its_devices_steps(tmp_path: Path) -> None:
             facts = Ppk2Tap(session, "ppk2", 5.0, {}).facts()
         finally:
             session.close()
-    assert facts["resolution"] == ppk2(EXAMPLE_METADATA, 5.0).to_dict()
+    assert facts["resolution"] == ppk2_resolution(EXAMPLE_METADATA, 5.0).to_dict()
     assert facts["sample_rate_hz"] == 1000 and facts["stream_rate_hz"] == 100_000
 
 
@@ -88,7 +92,7 @@ def test_the_arduino_tap_records_its_client_channels_step(channel: int, current_
     meter.start()
     try:
         config = MeterConfig(rate_hz=500, channels=(("client", channel),), shunt_ohm=0.1)
-        tap = _open_tap(config, meter.port, {}, None)
+        tap = open_board_tap(TapRequest(config, meter.port, {}))
         try:
             facts = tap.facts()
         finally:

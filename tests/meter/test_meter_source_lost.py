@@ -20,8 +20,8 @@ from controller.meter.calibration import nominal
 from controller.meter.node_power import WatchSpec
 from controller.meter.session import MeterSession
 from controller.meter.virtual import VirtualMeter
+from controller.meter_sources.board.tap import MeterTap
 from controller.sweep.errors import MeterLost
-from controller.sweep.meter_tap import MeterTap
 from controller.sweep.setup import _device, open_sweep
 from tests.conftest import h2iot
 from tests.meter.test_simulate import harness_buildable  # noqa: F401  (a fixture)

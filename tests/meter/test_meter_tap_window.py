@@ -22,7 +22,7 @@ from controller.energy import energy_in_window
 from controller.meter.calibration import nominal
 from controller.meter.node_power import WatchSpec
 from controller.meter.session import MeterSession
-from controller.sweep.meter_tap import MeterTap
+from controller.meter_sources.board.tap import MeterTap
 from controller.sweep.setup import _device
 from tests.meter._markers import wait_until_taken
 

@@ -1,6 +1,7 @@
-"""The modelled meter sources are built in one place (`controller.meter.modelled_device`): one
-entry per source the config calls modelled, and the sweep and the rig check each get from it
-the device, options and manifest facts they built themselves before."""
+"""The modelled meter sources are built one way (`controller.meter.modelled_device`, through each
+source's declared `device` module): one per source the config calls modelled, and the sweep and
+the rig check each get from it the device, options and manifest facts they built themselves
+before."""
 
 from __future__ import annotations
 
@@ -12,16 +13,14 @@ from typing import Any
 import pytest
 
 from analysis.truth import EDGES_FILE, TRUTH_FILE
-from controller.config.meter_sources import METER_SOURCE_SPECS, MeterSource
+from controller.config.meter_sources import SPECS
 from controller.config.model import INA226_CHANNEL, Config, MeterConfig
-from controller.meter import modelled_device
 from controller.meter.ina219 import Ina219Calibration, Ina219Model
 from controller.meter.node_power import ModelledMeterOptions, WatchSpec
 from controller.meter.power_model import PI_3B
-from controller.meter.ppk2 import modelled as ppk2_modelled
 from controller.meter.simulate import SimulateOptions
 from controller.meter.virtual import VirtualMeterOptions
-from controller.rig import probe
+from controller.meter_sources.board import rig as board_rig
 from controller.rig.checks import Check
 from controller.sweep import setup
 
@@ -63,19 +62,20 @@ def built(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, _Built]]]
 
         return make
 
-    monkeypatch.setattr("controller.meter.virtual.VirtualMeter", recorder("VirtualMeter"))
-    monkeypatch.setattr("controller.meter.simulate.SimulatedMeter", recorder("SimulatedMeter"))
-    monkeypatch.setattr(ppk2_modelled, "ModelledPpk2", recorder("ModelledPpk2"))
-    monkeypatch.setattr(ppk2_modelled, "ModelledPpk2Source", recorder("ModelledPpk2Source"))
+    sources = "controller.meter_sources"
+    monkeypatch.setattr(f"{sources}.virtual.device.VirtualMeter", recorder("VirtualMeter"))
+    monkeypatch.setattr(f"{sources}.simavr.device.SimulatedMeter", recorder("SimulatedMeter"))
+    monkeypatch.setattr(f"{sources}.ppk2.device.ModelledPpk2", recorder("ModelledPpk2"))
+    monkeypatch.setattr(f"{sources}.ppk2.device.ModelledPpk2Source", recorder("ModelledPpk2Source"))
     yield made
 
 
 def test_every_modelled_source_and_no_other_has_a_builder() -> None:
-    modelled = {name for name, spec in METER_SOURCE_SPECS.items() if spec.modelled != "never"}
-    assert set(modelled_device.MODELLED) == modelled
+    modelled = {name for name, spec in SPECS.items() if spec.modelled != "never"}
+    assert {name for name, spec in SPECS.items() if spec.device is not None} == modelled
 
 
-def _sweep_meter(source: MeterSource) -> MeterConfig:
+def _sweep_meter(source: str) -> MeterConfig:
     return MeterConfig(
         source=source,
         channels=(("client", INA226), ("server", INA219)),
@@ -159,14 +159,14 @@ def test_the_sweep_builds_the_emulated_ppk2(tmp_path: Path, built: list[Any]) ->
     ],
 )
 def test_the_rig_check_builds_the_meter_with_its_defaults(
-    source: MeterSource, name: str, options: type[ModelledMeterOptions], built: list[Any]
+    source: str, name: str, options: type[ModelledMeterOptions], built: list[Any]
 ) -> None:
     """No truth, the stock model, no simulated I2C parts: only the nodes and the marker."""
     config = Config()
     config = replace(config, meter=replace(config.meter, source=source))
     nodes: Any = {"client": (None, 101)}
     emitted: list[Check] = []
-    with probe._device(config, nodes, "fifo:/tmp/m.fifo", emitted.append) as port:
+    with board_rig._device(config, nodes, "fifo:/tmp/m.fifo", emitted.append) as port:
         assert port == "/dev/pts/fake"
     [(built_name, device)] = built
     assert built_name == name

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from controller.meter.ppk2 import EXAMPLE_METADATA, SAMPLE_RATE_HZ, Ppk2Totals
-from controller.rig.ppk2 import identity_check, stream_check
+from controller.meter_sources.ppk2.rig import identity_check, stream_check
 
 
 def test_identity_names_the_device_and_an_emulated_one_is_unavailable() -> None:

@@ -16,8 +16,9 @@ from controller.meter.ppk2 import Ppk2Device, Ppk2Faults
 from controller.meter.ppk2.emulator import Ppk2Emulator
 from controller.meter.ppk2.modelled import ModelledPpk2, ModelledPpk2Source
 from controller.meter.ppk2.session import Ppk2Session
+from controller.meter_sources.ppk2.tap import Ppk2Tap, open_ppk2_tap
 from controller.sweep.interfaces import PowerMeter
-from controller.sweep.meter_tap import Ppk2Tap, open_ppk2_tap
+from controller.sweep.meter_tap import TapRequest
 
 
 def _tap(emulator: Ppk2Emulator) -> Ppk2Tap:
@@ -79,7 +80,9 @@ def test_the_modelled_ppk2_opens_through_the_config_as_the_sweep_would(tmp_path:
     modelled = ModelledPpk2(ModelledPpk2Source(ModelledMeterOptions(marker_fifo=fifo), 5000))
     modelled.start()
     try:
-        tap = open_ppk2_tap(MeterConfig(source="ppk2"), modelled.port, {"emulated": True})
+        tap = open_ppk2_tap(
+            TapRequest(MeterConfig(source="ppk2"), modelled.port, {"emulated": True})
+        )
         try:
             time.sleep(0.2)
             start, end = _trial(tap, fifo, 0.1)

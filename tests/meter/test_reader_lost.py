@@ -21,9 +21,9 @@ from controller.meter.reader import MeterReadError, SerialReader
 from controller.meter.samples import SampleStore
 from controller.meter.session import MeterSession
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
+from controller.meter_sources.board.tap import MeterTap
 from controller.run.recorder import RunRecorder
 from controller.sweep.engine import SweepEngine
-from controller.sweep.meter_tap import MeterTap
 from controller.sweep.plan import plan_trials
 
 AXES = ("initial_window_size",)

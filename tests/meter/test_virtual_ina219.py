@@ -25,7 +25,8 @@ from controller.meter.device import DeviceCore, check_config
 from controller.meter.ina219 import Ina219Calibration
 from controller.meter.protocol import Ack, AckResult, Info, Samples
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
-from controller.sweep.setup import _open_tap
+from controller.meter_sources.board.tap import open_board_tap
+from controller.sweep.meter_tap import TapRequest
 from tests.meter.test_device import ramp
 
 
@@ -128,7 +129,7 @@ def test_a_sweep_tap_on_an_ina219_channel_measures_v_times_i():
     meter.start()
     try:
         config = MeterConfig(rate_hz=800, channels=(("client", 0x40),), shunt_ohm=0.1)
-        tap = _open_tap(config, meter.port, {}, None)
+        tap = open_board_tap(TapRequest(config, meter.port, {}))
         try:
             idle = tap.idle_baseline_mw(0.3)
             facts = tap.facts()

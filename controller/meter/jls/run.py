@@ -24,10 +24,6 @@ and only to the meter's columns.
 
 from __future__ import annotations
 
-import csv
-import io
-import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,9 +49,10 @@ from controller.meter.jls.pulses import (
     scan_bits,
 )
 from controller.meter.jls.recording import CHUNK_SAMPLES, Recording, pyjls
+from controller.meter.jls.resolution import joulescope
 from controller.meter.jls.windows import EnergyFold, bin_means, fold_power, window_total
-from controller.meter.resolution import joulescope
-from controller.run.recorder import RunRecorder, read_trials
+from controller.meter.jls.write import TrialTrace, write_import
+from controller.run.recorder import read_trials
 
 F64 = npt.NDArray[np.float64]
 
@@ -202,16 +199,18 @@ def import_recording(
             if rows[row_indices[m.number - 1]]["status"] == "ok"
         ]
         meter = _meter_facts(recording, len(pulses), bin_samples, options, _supply_v(manifest))
-    _write(
+    write_import(
         run_dir,
         manifest,
         rows=rows,
-        traces=traces,
+        traces=[
+            TrialTrace(t.trial_id, t.power.t_s - t.power.start_s, t.power.power_mw) for t in traces
+        ],
+        cells={t.row_index: rules.meter_cells(t.power, t.energy) for t in traces},
         meter=meter,
         idle_mw=idle_mw,
         idle_facts=idle_facts,
         recording_path=recording_path,
-        meter_cells=rules.meter_cells,
     )
     return ImportResult(
         run_dir=run_dir,
@@ -456,70 +455,3 @@ def _meter_facts(
             for a in annotations[:_MAX_ANNOTATIONS]
         ],
     }
-
-
-def _write(
-    run_dir: Path,
-    manifest: Mapping[str, Any],
-    *,
-    rows: Sequence[Mapping[str, str]],
-    traces: Sequence[_Trace],
-    meter: Mapping[str, Any],
-    idle_mw: float,
-    idle_facts: Mapping[str, Any],
-    recording_path: Path,
-    meter_cells: Callable[[TrialWindow, WindowEnergy], Mapping[str, object]],
-) -> None:
-    recorder, _resumed = RunRecorder.resume(run_dir)
-    try:
-        for trace in traces:
-            window = trace.power
-            recorder.save_power(trace.trial_id, window.t_s - window.start_s, window.power_mw)
-        cells = {t.row_index: meter_cells(t.power, t.energy) for t in traces}
-        recorder.write_file(TRIALS, _trials_csv(recorder.columns, rows, cells))
-        earlier = manifest.get("meter_import")
-        replaced = (
-            earlier["replaced"]
-            if isinstance(earlier, Mapping) and "replaced" in earlier
-            else {
-                key: manifest[key]
-                for key in ("meter", "idle_baseline_mw", "idle_baseline", "idle_baseline_end")
-                if key in manifest
-            }
-        )
-        updated = {key: value for key, value in manifest.items() if key != "idle_baseline_end"}
-        updated.update(
-            meter=dict(meter),
-            idle_baseline_mw=idle_mw,
-            idle_baseline=dict(idle_facts),
-            meter_import={
-                "imported_wall_ns": time.time_ns(),
-                "recording": str(recording_path.resolve()),
-                "trials": len(traces),
-                "replaced": replaced,
-            },
-        )
-        recorder.write_manifest(updated)
-        recorder.event(
-            "meter_imported",
-            recording=str(recording_path.resolve()),
-            pulses=meter["pulses"],
-            trials=len(traces),
-            idle_mw=idle_mw if math.isfinite(idle_mw) else None,
-        )
-    finally:
-        recorder.close()
-
-
-def _trials_csv(
-    columns: Sequence[str],
-    rows: Sequence[Mapping[str, str]],
-    cells: Mapping[int, Mapping[str, object]],
-) -> bytes:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    for index, row in enumerate(rows):
-        merged: dict[str, object] = {**row, **cells.get(index, {})}
-        writer.writerow(["" if merged.get(c) is None else merged.get(c) for c in columns])
-    return buffer.getvalue().encode("utf-8")

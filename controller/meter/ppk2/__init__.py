@@ -17,7 +17,8 @@
   averaged to the sweep's rate; marker edges, counter gaps and resyncs kept at 100 kS/s).
 - `modelled`: `ModelledPpk2`, the emulator driven by the node power model and the marker FIFO,
   writing the ground truth per averaged sample (the sweep's PPK2 when `meter.port` is unset).
-  `controller.sweep.meter_tap.Ppk2Tap` is the sweep's view of a session.
+  The sweep's view of a session, its rig check and its CLI are the PPK2 source's
+  (controller/meter_sources/ppk2/).
 
 Drain rule for a session (a killed session leaves the PPK2 streaming, so thousands of sample
 bytes wait in the port and more keep coming): write 0x07 (stop); read and discard until the

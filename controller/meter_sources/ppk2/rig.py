@@ -1,9 +1,9 @@
 """The PPK2's lines of `h2iot rig check` (`check_ppk2_meter`, which `probe.check_rig` runs for
-`meter.source = "ppk2"` once the nodes are checked): its port (a real one, or the emulated
+this source once the nodes are checked): its port (a real one, or the emulated
 PPK2's pty following the local client); its identity from the metadata reply (hardware id,
 calibrated or not, VDD, mode), parsed strictly; the 100 kS/s stream, every sample accounted for
 by its counter; the client's idle power; the marker loop on its logic input (D0 by default),
-both edges inside the sample words. Judgments of the Arduino meter's kind are `checks`'s."""
+both edges inside the sample words. Judgments every meter shares are `controller.rig.checks`'s."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from controller.meter.ppk2.decoder import SAMPLE_RATE_HZ, Ppk2Totals
 from controller.meter.ppk2.metadata import Ppk2Metadata
 from controller.meter.ppk2.session import Ppk2Session
 from controller.meter.ppk2.store import first_pulse
+from controller.meter_sources.ppk2.tap import ppk2_supply
 from controller.rig import checks
 from controller.rig.bench import (
     Emit,
@@ -32,7 +33,8 @@ from controller.rig.bench import (
     watch,
 )
 from controller.rig.checks import Check
-from controller.sweep.meter_tap import ppk2_supply
+
+__all__ = ["check_ppk2_meter", "identity_check", "stream_check"]
 
 _BRING_UP = "docs/ppk2-bring-up.md"
 
@@ -78,11 +80,11 @@ def _port(config: Config, nodes: Nodes, marker: str | None, emit: Emit) -> Itera
     options = DeviceOptions(
         watch=watch(config, nodes),
         marker_fifo=marker_fifo(marker),
-        supply_mv=round(ppk2_supply(meter)[1] * 1000),  # as the session converts back
+        supply_mv=round(meter.power_v * 1000),  # as the session converts back
         marker_input=meter.marker_input,
         rate_hz=meter.rate_hz,
     )
-    modelled = build_device(meter.source, options)
+    modelled = build_device(meter.spec, options)
     with serving(modelled, "the emulated PPK2's pty", emit) as port:
         yield port
 
