@@ -24,19 +24,24 @@ def kind_literals(path: Path, names: Collection[str]) -> list[tuple[int, str]]:
 
 
 def stray_literals(
-    names: Collection[str], owner: Callable[[str], str | None], skip: Collection[str]
+    names: Collection[str],
+    owner: Callable[[str], str | Collection[str] | None],
+    skip: Collection[str],
 ) -> list[str]:
     """`path:line: 'name'` for each name written outside its owner's place (`owner(path)`, the
-    kind a repository path belongs to) in the project's packages, the files in `skip` aside."""
+    kind, or the kinds, a repository path belongs to) in the project's packages, the files in
+    `skip` aside."""
     stray = []
     for package in PACKAGES:
         for path in sorted((REPO / package).rglob("*.py")):
             name = path.relative_to(REPO).as_posix()
             if name in skip:
                 continue
+            owned = owner(name)
+            allowed = {owned} if isinstance(owned, str) else set(owned or ())
             stray += [
                 f"{name}:{line}: {kind!r}"
                 for line, kind in kind_literals(path, names)
-                if kind != owner(name)
+                if kind not in allowed
             ]
     return stray
