@@ -32,7 +32,8 @@ from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
 from agent.client.lifecycle import ClientLifecycle, Input, lost_reason
 from agent.errors import ExchangeClosed, PeerProtocolError
 from agent.exchange_queues import error_code_name
-from agent.fastpath import (
+from agent.h2.connection import h2_connection
+from agent.h2.fastpath import (
     FLAG_END_STREAM,
     FLAG_PADDED,
     FRAME_HEADER_BYTES,
@@ -47,9 +48,8 @@ from agent.fastpath import (
     data_frame_header,
     window_updates,
 )
-from agent.flow import FlowControlOptions, ReceiveWindow
-from agent.h2setup import h2_connection
-from agent.settings import DEFAULT_INITIAL_WINDOW_SIZE, from_h2, to_h2
+from agent.h2.flow import FlowControlOptions, ReceiveWindow
+from agent.h2.settings import DEFAULT_INITIAL_WINDOW_SIZE, from_h2, to_h2
 
 # Protocol default for the connection window (RFC 9113 section 6.9.2): the peer's first credit.
 INITIAL_CONNECTION_WINDOW = 65535

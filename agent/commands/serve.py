@@ -17,6 +17,7 @@ from agent.commands.common import (
     workload_params,
 )
 from agent.errors import UsageError
+from agent.h2.settings import parse_settings
 from agent.limits import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
     DEFAULT_IDLE_TIMEOUT_S,
@@ -24,7 +25,6 @@ from agent.limits import (
     ConnectionLimits,
     default_max_connections,
 )
-from agent.settings import parse_settings
 from agent.workloads import DEFAULT_KIND
 from agent.workloads.spec import ParamValue
 
@@ -275,8 +275,8 @@ def _server_windows(args: argparse.Namespace, settings: dict[str, int]) -> QuicW
     """The HTTP/2-named `settings` as an HTTP/3 server's (a setting without a counterpart
     refused, naming it), with --datagram-size. A server receives only requests: its connection
     window is its stream window, as an HTTP/2 server's is 65535."""
+    from agent.h2.settings import DEFAULT_INITIAL_WINDOW_SIZE  # noqa: PLC0415
     from agent.h3.settings import QuicWindows  # noqa: PLC0415
-    from agent.settings import DEFAULT_INITIAL_WINDOW_SIZE  # noqa: PLC0415
 
     check_udp_buffer(args)
     return QuicWindows.from_settings(

@@ -25,13 +25,13 @@ from agent.commands.common import (
 from agent.engines import ENGINE_SPECS, SERVER_ONLY_ENGINES
 from agent.errors import UsageError
 from agent.event_loop import DEFAULT_EVENT_LOOP, EVENT_LOOPS, check_event_loop, run_on
-from agent.flow import (
+from agent.h2.flow import (
     DEFAULT_WINDOW_UPDATE_POLICY,
     MAX_WINDOW,
     WINDOW_UPDATE_POLICIES,
     FlowControlOptions,
 )
-from agent.settings import check_value, parse_settings
+from agent.h2.settings import check_value, parse_settings
 from agent.workloads import DEFAULT_KIND
 
 if TYPE_CHECKING:

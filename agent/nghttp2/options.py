@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent.engines import NGHTTP_SETTINGS, NGHTTPD_SETTINGS, UnrepresentablePolicy
+from agent.h2.settings import initial_window_size
 from agent.nghttp2.errors import UnsupportedSettingError
 from agent.nghttp2.windows import WindowMapping, map_window
-from agent.settings import initial_window_size
 from agent.trial_header import TRIAL_HEADER
 
 NGHTTP_DEFAULT_MAX_CONCURRENT_STREAMS = 100

@@ -18,9 +18,9 @@ from agent.engines import (
     EngineSpec,
 )
 from agent.errors import SettingsError
-from agent.flow import DEFAULT_WINDOW_UPDATE_POLICY
+from agent.h2.flow import DEFAULT_WINDOW_UPDATE_POLICY
+from agent.h2.settings import SETTING_SPECS
 from agent.h3.settings import refuse_without_counterpart
-from agent.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
 from controller.config.clients import check_clients
 from controller.config.layers import KeyPath, Stack

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent.engines import ENGINES, Engine, UnrepresentablePolicy
-from agent.settings import SETTING_SPECS
+from agent.h2.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, ParamValue, spec_of
 from controller.config.meter_sources import METER_SOURCE_SPECS, MeterSource, MeterSourceSpec
 from controller.config.profile import DeviceProfile

@@ -20,9 +20,9 @@ from typing import Any
 from agent.engines import ENGINES, UNREPRESENTABLE_POLICIES
 from agent.errors import SettingsError
 from agent.event_loop import EVENT_LOOPS
-from agent.flow import WINDOW_UPDATE_POLICIES
+from agent.h2.flow import WINDOW_UPDATE_POLICIES
+from agent.h2.settings import SETTING_SPECS, canonical_name, check_value
 from agent.h3.settings import MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES
-from agent.settings import SETTING_SPECS, canonical_name, check_value
 from agent.workloads import SPECS
 from controller.config.meter_sources import METER_SOURCES
 from controller.config.model import (

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.settings import SETTING_SPECS
+from agent.h2.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, SPECS
 from analysis.columns import unit_of
 

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.errors import SettingsError, UsageError
+from agent.h2.settings import SETTING_SPECS
 from agent.h3.amplification import packet_end_with_padding
 from agent.h3.credit import CreditLedger
 from agent.h3.settings import H3_COUNTERPARTS, QH3_SETTINGS, QuicWindows
@@ -18,7 +19,6 @@ from agent.h3.udp import udp_counters
 from agent.nghttp2.gtls import GtlsOptions
 from agent.nghttp2.gtls_client import saved_bodies
 from agent.nghttp2.procfs import UDP_BOUND, listening_ports
-from agent.settings import SETTING_SPECS
 from agent.site import build_site, load_manifest
 
 

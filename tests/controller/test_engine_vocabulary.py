@@ -11,8 +11,8 @@ import pytest
 from agent.commands.common import add_engine_options
 from agent.engines import ENGINE_SPECS, ENGINES, SERVER_ONLY_ENGINES
 from agent.errors import UsageError
+from agent.h2.settings import SETTING_SPECS
 from agent.nghttp2.options import NghttpdOptions, NghttpOptions
-from agent.settings import SETTING_SPECS
 from controller.config import load_config
 from controller.errors import ConfigError
 

@@ -34,9 +34,9 @@ from agent.conditions import Host, TrialWatch
 from agent.cpu_peak import CpuSampler
 from agent.engines import HYPERCORN_SETTINGS
 from agent.errors import TrialControlError, UsageError
-from agent.frames import FrameCounts
 from agent.server.ledger import TrialRecord
 from agent.server.listener import listen
+from agent.traffic import FrameCounts
 from agent.trial_control import Begin, End, listen_control
 from agent.trial_log import TrialLog
 from agent.workloads.api.asgi import Activity, starlette_app
