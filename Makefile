@@ -103,7 +103,7 @@ lint: setup
 # module at a time against its own unit tests (pyproject's [tool.mutmut]), niced, then the table
 # (tests/mutation_report.py). Results are kept in mutants/: a rerun checks only what changed.
 MUTATE := controller.meter.decoder controller.meter.protocol controller.energy analysis.stats \
-	controller.sweep.plan agent.flow agent.settings
+	controller.sweep.plan agent.h2.flow agent.h2.settings
 mutation: setup
 	$(BIN)/pip install -q -e '.[mutation]'
 	for module in $(MUTATE); do nice -n 19 $(BIN)/mutmut run "$$module.*" >/dev/null || exit 1; done

@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import PurePath
 from typing import Any
 
-from agent.engines import DEFAULT_ENGINE
 from agent.errors import UsageError
 from agent.workloads import DEFAULT_KIND
 from agent.workloads.spec import ParamValue
@@ -66,7 +65,7 @@ class TrialRequest:
     url: str
     workload: str = DEFAULT_KIND
     protocol: str | None = None  # agent.protocols; None: the URL's scheme says which HTTP/2
-    engine: str = DEFAULT_ENGINE
+    engine: str | None = None  # agent.engines; None: the agent's default
     params: tuple[tuple[str, ParamValue], ...] = ()  # the workload's client params
     settings: tuple[tuple[str, int], ...] = ()  # the SETTINGS the client announces
     connection_window: int | None = None
@@ -90,7 +89,7 @@ class TrialRequest:
         words = ["trial", self.url, "--json"]
         for name, option in _OPTIONS.items():
             value = getattr(self, name)
-            if value is not None and not (name == "engine" and value == DEFAULT_ENGINE):
+            if value is not None:
                 words += [option, _word(value)]
         for name, option in _PAIRS.items():
             for key, value in getattr(self, name):

@@ -25,8 +25,7 @@ from analysis.optimize import FIGURE_STEM as SEARCH_STEM
 from analysis.optimize import optimize_blocks
 from analysis.points import metric_rows
 from analysis.tables import metric_table
-from analysis.workloads import report_of
-from analysis.workloads.base import DEFAULT_HEADLINE, HEADLINE_STEM, Headline, Section
+from analysis.workloads.base import DEFAULT_HEADLINE, HEADLINE_STEM, Headline, Section, report_of
 
 
 def not_compared_blocks(run: Run, _summary: pd.DataFrame) -> list[Block]:

@@ -86,8 +86,7 @@ from analysis.points import (
 )
 from analysis.stats import cochran_sample_size
 from analysis.tables import metric_table, point_text
-from analysis.workloads import report_of
-from analysis.workloads.base import HEADLINE_STEM
+from analysis.workloads.base import HEADLINE_STEM, report_of
 
 REPORT_DIR = "report"
 FIGURES_DIR = "figures"

@@ -83,19 +83,19 @@ EQUIVALENT: dict[str, str] = {
         "dtype None: numbers become int64 or float64 and every result goes through float()"
     ),
     "analysis.stats.x_summarize__mutmut_5": ("dtype left out: as dtype None"),
-    "agent.flow.xǁReceiveWindowǁ__init____mutmut_29": (
+    "agent.h2.flow.xǁReceiveWindowǁ__init____mutmut_29": (
         "exhausted threshold max(2, target): for target <= 1, allowance <= 0 < deficit "
         "holds exactly when deficit >= 1"
     ),
-    "agent.flow.xǁReceiveWindowǁconsume__mutmut_7": (
+    "agent.h2.flow.xǁReceiveWindowǁconsume__mutmut_7": (
         "allowance < 0 for <= 0: at allowance 0 the deficit is the target, already >= "
         "the threshold (or both are 0)"
     ),
-    "agent.flow.xǁReceiveWindowǁconsume__mutmut_9": (
+    "agent.h2.flow.xǁReceiveWindowǁconsume__mutmut_9": (
         "0 <= deficit: adds only deficit 0 with allowance <= 0 (target == allowance): "
         "the same allowance is restored and 0 returned"
     ),
-    "agent.flow.xǁReceiveWindowǁopening_increment__mutmut_1": (
+    "agent.h2.flow.xǁReceiveWindowǁopening_increment__mutmut_1": (
         "target >= allowance: at equality the increment is 0 and the allowance unchanged"
     ),
 }

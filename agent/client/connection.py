@@ -1,5 +1,5 @@
 """One HTTP/2 client connection: asyncio's Protocol around h2's sans-IO H2Connection, with the
-receive-side flow control done by `agent.flow.ReceiveWindow` so its policy is explicit.
+receive-side flow control done by `agent.h2.flow.ReceiveWindow` so its policy is explicit.
 
 Hot path: the kernel reads into a `FrameReader` buffer; DATA frames of response streams are
 handled here (checked against our windows, hashed, credited with WINDOW_UPDATE frames we write),
@@ -32,7 +32,8 @@ from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
 from agent.client.lifecycle import ClientLifecycle, Input, lost_reason
 from agent.errors import ExchangeClosed, PeerProtocolError
 from agent.exchange_queues import error_code_name
-from agent.fastpath import (
+from agent.h2.connection import h2_connection
+from agent.h2.fastpath import (
     FLAG_END_STREAM,
     FLAG_PADDED,
     FRAME_HEADER_BYTES,
@@ -47,9 +48,8 @@ from agent.fastpath import (
     data_frame_header,
     window_updates,
 )
-from agent.flow import FlowControlOptions, ReceiveWindow
-from agent.h2setup import h2_connection
-from agent.settings import DEFAULT_INITIAL_WINDOW_SIZE, from_h2, to_h2
+from agent.h2.flow import FlowControlOptions, ReceiveWindow
+from agent.h2.settings import DEFAULT_INITIAL_WINDOW_SIZE, from_h2, to_h2
 
 # Protocol default for the connection window (RFC 9113 section 6.9.2): the peer's first credit.
 INITIAL_CONNECTION_WINDOW = 65535
@@ -148,7 +148,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     def __init__(
         self, settings: Mapping[str, int], flow: FlowControlOptions, fast_path: bool = True
     ) -> None:
-        """`settings`: canonical names (agent.settings), checked values; announced as given,
+        """`settings`: canonical names (agent.h2.settings), checked values; announced as given,
         the defaults filling in only names absent from them."""
         self.flow = flow
         asked = to_h2({**DEFAULT_SETTINGS, **settings})

@@ -31,7 +31,6 @@ from agent.client.connection import Response, request_headers, response_status
 from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
 from agent.client.options import TrialOptions
 from agent.errors import ExchangeClosed, FetchError, PeerProtocolError
-from agent.frames import FrameCounts
 from agent.h3.credit import CreditLedger
 from agent.h3.protocol import H3
 from agent.h3.settings import QuicWindows
@@ -45,6 +44,7 @@ from agent.h3.stack import (
 )
 from agent.h3.udp import SocketBuffers, datagram_transport, rcvbuf_errors, udp_socket
 from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, h3_error_name
+from agent.traffic import FrameCounts
 
 # The peer's HTTP/3 SETTINGS under the names the records use.
 _PEER_SETTING_NAMES: dict[int, str] = {

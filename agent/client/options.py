@@ -15,9 +15,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from agent.flow import FlowControlOptions
+from agent.h2.flow import FlowControlOptions
+from agent.h2.settings import initial_window_size
 from agent.protocols import DEFAULT_PROTOCOL, protocol_spec
-from agent.settings import initial_window_size
 from agent.workloads import DEFAULT_KIND
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ DEFAULT_TIMEOUT_S = 120.0
 class TrialOptions:
     """How each trial connects and what it announces, whatever the engine and workload."""
 
-    # Canonical names (agent.settings), checked values: what the client asks to announce. Each
+    # Canonical names (agent.h2.settings), checked values: what the client asks to announce. Each
     # engine adds only its own defaults for names absent here.
     settings: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     flow: FlowControlOptions = field(default_factory=FlowControlOptions)

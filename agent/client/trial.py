@@ -26,7 +26,7 @@ from agent.client.record import ClientRecord
 from agent.conditions import TrialWatch
 from agent.errors import AgentError, BodyMismatchError, FetchError
 from agent.event_loop import running_loop_name
-from agent.fastpath import H2Internals
+from agent.h2.fastpath import H2Internals
 from agent.marker import Marker
 from agent.protocols import protocol_spec
 from agent.trial_header import TRIAL_HEADER
@@ -247,7 +247,7 @@ async def run_trial(
         await driver.run(TrialSession(connection, target, trial_id))
 
     if not options.quic:
-        # The fast path's one check of h2's internals (agent.fastpath), made once per process:
+        # The fast path's one check of h2's internals (agent.h2.fastpath), made once per process:
         # here, outside the measured window, rather than by the first trial's connection.
         H2Internals.available()
     conditions = TrialWatch()  # the node's state, read outside the measured window

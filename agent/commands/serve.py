@@ -19,9 +19,9 @@ from agent.commands.common import (
 )
 from agent.engines import engine_spec, load_entry
 from agent.errors import UsageError
+from agent.h2.settings import parse_settings
 from agent.limits import DEFAULT_HANDSHAKE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, RESERVED_DESCRIPTORS
 from agent.protocols import protocol_of_scheme, protocol_spec, protocols_where
-from agent.settings import parse_settings
 from agent.workloads import DEFAULT_KIND
 
 if TYPE_CHECKING:

@@ -21,17 +21,17 @@ from agent.commands.common import (
     check_udp_buffer,
     pin,
 )
-from agent.engines import engine_spec, load_entry
+from agent.engines import DEFAULT_ENGINE, engine_spec, load_entry
 from agent.errors import UsageError
 from agent.event_loop import DEFAULT_EVENT_LOOP, EVENT_LOOPS, check_event_loop
-from agent.flow import (
+from agent.h2.flow import (
     DEFAULT_WINDOW_UPDATE_POLICY,
     MAX_WINDOW,
     WINDOW_UPDATE_POLICIES,
     FlowControlOptions,
 )
+from agent.h2.settings import check_value, parse_settings
 from agent.protocols import PROTOCOLS, protocol_of_scheme, protocol_spec, protocols_where
-from agent.settings import check_value, parse_settings
 from agent.trial_request import DEFAULT_TIMEOUT_S, TrialRequest
 from agent.workloads import DEFAULT_KIND
 
@@ -40,7 +40,7 @@ DEFAULT_CONNECTION_WINDOW = 65535  # the protocol's own
 if TYPE_CHECKING:
     from agent.client.options import PeerClock
     from agent.engines.spec import TrialEntry
-    from agent.flow import WindowUpdatePolicyName
+    from agent.h2.flow import WindowUpdatePolicyName
     from agent.protocols import ProtocolSpec
 
 
@@ -197,7 +197,7 @@ def run_request(
     from agent.workloads.params import parse_params  # noqa: PLC0415
 
     spec = spec_of(request.workload)
-    engine = engine_spec(request.engine)
+    engine = engine_spec(request.engine or DEFAULT_ENGINE)
     protocol = _protocol(request, udp_buffer_bytes)
     check_engine(engine, protocol, spec, client=True)
     params = parse_params(spec, [f"{k}={v}" for k, v in request.params], "client")

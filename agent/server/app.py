@@ -29,7 +29,7 @@ from agent import probe
 from agent.conditions import Host, TrialWatch
 from agent.cpu_peak import CpuSampler
 from agent.errors import AgentError, UsageError
-from agent.frames import FrameCounts
+from agent.h2.settings import parse_settings, to_h2
 from agent.limits import ConnectionLimits
 from agent.protocols import DEFAULT_PROTOCOL, protocol_of_scheme, protocol_spec
 from agent.server.connection import ServerConnection
@@ -38,7 +38,7 @@ from agent.server.host import HostedConnection
 from agent.server.ledger import TrialLedger, TrialRecord
 from agent.server.listener import Listener, listen
 from agent.server.request import Request
-from agent.settings import parse_settings, to_h2
+from agent.traffic import FrameCounts
 from agent.trial_log import TrialLog
 from agent.workloads import DEFAULT_KIND
 

@@ -43,7 +43,8 @@ from h2.exceptions import ProtocolError
 from hyperframe.frame import GoAwayFrame
 
 from agent.exchange_queues import error_code_name
-from agent.fastpath import (
+from agent.h2.connection import h2_connection, initiate_server
+from agent.h2.fastpath import (
     FRAME_HEADER_BYTES,
     MAX_WINDOW,
     TYPE_DATA,
@@ -56,8 +57,7 @@ from agent.fastpath import (
     data_frame_header,
     window_increment,
 )
-from agent.frames import CLIENT_PREFACE
-from agent.h2setup import h2_connection, initiate_server
+from agent.h2.frames import CLIENT_PREFACE
 from agent.server.connection_trials import ConnectionTrials
 from agent.server.guard import ResetRateGuard
 from agent.server.handler import Reply

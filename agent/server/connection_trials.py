@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from agent.frames import FrameCounts
+from agent.traffic import FrameCounts
 
 
 class Tally(Protocol):
-    """One direction of a connection, counted so far (agent.fastpath.SplitTally for HTTP/2;
+    """One direction of a connection, counted so far (agent.h2.fastpath.SplitTally for HTTP/2;
     agent.server.h3.QuicTally for HTTP/3)."""
 
     def counts(self) -> FrameCounts: ...

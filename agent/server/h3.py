@@ -36,7 +36,6 @@ from qh3.quic.connection import QuicConnection
 from qh3.quic.events import ConnectionTerminated, ProtocolNegotiated, QuicEvent
 from qh3.quic.packet import QuicPacketType
 
-from agent.frames import FrameCounts
 from agent.h3.amplification import AmplificationFixes, install_padding_credit
 from agent.h3.credit import CreditLedger
 from agent.h3.protocol import H3
@@ -50,6 +49,7 @@ from agent.server.connection_trials import ConnectionTrials
 from agent.server.handler import SERVER_HEADER, Handler, Reply
 from agent.server.request import Request
 from agent.server.streamed import StreamedExchanges
+from agent.traffic import FrameCounts
 from agent.trial_header import TRIAL_HEADER
 from agent.trial_log import TrialLog
 from agent.workloads import DEFAULT_KIND

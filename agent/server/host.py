@@ -14,10 +14,10 @@ from typing import Protocol
 
 from h2.settings import SettingCodes
 
-from agent.frames import FrameCounts
 from agent.limits import ConnectionLimits
 from agent.server.handler import Reply, Streamed
 from agent.server.request import Request
+from agent.traffic import FrameCounts
 
 
 class HostedConnection(Protocol):

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from agent.frames import FrameCounts
 from agent.probe import ProbeSample, ProbeSpan
+from agent.traffic import FrameCounts
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,17 @@
 """What a workload contributes to its run's report, as one record (`WorkloadReport`), and the
 figures most workloads draw the same way.
 
-The report's core (analysis.report, analysis.findings) asks the registry (analysis.workloads)
-for the run's kind once and uses only this record: its headline (which figure and section lead
-the first screen), the energy-per-unit rows it adds to summary.csv, its result sections, its
-figures, and whether Figures 1-2 carry the page's flow-control bounds. A kind the registry does
-not know gets DEFAULT_REPORT: the study's Figure 1 and the client response time, the generic
-figure of its own metrics.
+The report's core (analysis.report, analysis.findings) asks `report_of` for the run's kind once
+and uses only this record: its headline (which figure and section lead the first screen), the
+energy-per-unit rows it adds to summary.csv, its result sections, its figures, and whether
+Figures 1-2 carry the page's flow-control bounds. A kind the registry (analysis.workloads) names
+no module for gets DEFAULT_REPORT: the study's Figure 1 and the client response time, the
+generic figure of its own metrics.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -22,6 +23,7 @@ from analysis.document import Block
 from analysis.figures import Source, figure_workload
 from analysis.load import Run, workload_columns
 from analysis.per_unit import PerUnitEnergy
+from analysis.workloads import REPORT_MODULES
 
 Section = Callable[[Run, pd.DataFrame], Sequence[Block]]
 FigureEntry = tuple[str, Figure, str]  # stem, figure, caption
@@ -82,3 +84,12 @@ class WorkloadReport:
 
 
 DEFAULT_REPORT = WorkloadReport()
+
+
+def report_of(kind: str) -> WorkloadReport:
+    """kind's report part (loaded on first use: a report imports only its own workload's)."""
+    module = REPORT_MODULES.get(kind)
+    if module is None:
+        return DEFAULT_REPORT
+    report: WorkloadReport = importlib.import_module(module).REPORT
+    return report

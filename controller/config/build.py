@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from agent.settings import SETTING_SPECS
+from agent.h2.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
 from controller.config.clients import check_clients
 from controller.config.engine_checks import check_engines, check_protocols

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 from agent.engines import EngineSpec, engine_spec, engines_where
 from agent.errors import SettingsError
-from agent.flow import DEFAULT_WINDOW_UPDATE_POLICY
+from agent.h2.flow import DEFAULT_WINDOW_UPDATE_POLICY
+from agent.h2.settings import SETTING_SPECS
 from agent.h3.settings import refuse_without_counterpart
 from agent.protocols import protocol_spec, protocols_where
-from agent.settings import SETTING_SPECS
 from agent.workloads import SPECS
 from controller.config.layers import Stack
 from controller.config.model import (

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent.engines import DEFAULT_ENGINE, UnrepresentablePolicy
+from agent.h2.settings import SETTING_SPECS
 from agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS, protocol_spec
-from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, ParamValue, spec_of
 from controller.config.meter_sources import DEFAULT_SOURCE, MeterSourceSpec
 from controller.config.meter_sources import spec_of as meter_source

@@ -20,10 +20,10 @@ from typing import Any
 from agent.engines import RENAMED, UNREPRESENTABLE_POLICIES, engine_names
 from agent.errors import SettingsError
 from agent.event_loop import EVENT_LOOPS
-from agent.flow import WINDOW_UPDATE_POLICIES
+from agent.h2.flow import WINDOW_UPDATE_POLICIES
+from agent.h2.settings import SETTING_SPECS, canonical_name, check_value
 from agent.h3.settings import MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES
 from agent.protocols import PROTOCOLS
-from agent.settings import SETTING_SPECS, canonical_name, check_value
 from agent.workloads import SPECS
 from controller.config.meter_sources import source_names
 from controller.config.model import (
@@ -57,7 +57,7 @@ RATE_MIN_HZ, RATE_MAX_HZ, F_CPU_HZ = 100, 10_000, 16_000_000
 ANALOG_INPUTS = 8  # A0..A7
 MAX_WINDOW = 2**31 - 1  # RFC 9113 section 6.9.1
 # Legal HTTP/2, but the client's receive window of 0 deadlocks: the server may send no DATA
-# until the client opens the window, and every WINDOW_UPDATE policy of the agent (agent/flow.py)
+# until the client opens the window, and every WINDOW_UPDATE policy of the agent (agent/h2/flow.py)
 # opens it only in answer to DATA received. Refused here rather than hung to the trial timeout.
 ZERO_WINDOW = (
     "a window of 0 lets the server send no DATA until the client opens it, and the client's "
@@ -264,7 +264,7 @@ def _axis_name(raw: str) -> str:
 
 def sweep(value: Any) -> dict[str, tuple[Any, ...] | None]:
     """[sweep]: axis name -> array of values. An axis is an HTTP/2 setting (any spelling
-    agent.settings accepts), a flow-control key of [workload], or a parameter of a workload."""
+    agent.h2.settings accepts), a flow-control key of [workload], or a parameter of a workload."""
     if not isinstance(value, dict):
         raise _Invalid(f"expected a table of axis = [values], got {describe(value)}")
     axes: dict[str, tuple[Any, ...] | None] = {}

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.h2.settings import SETTING_SPECS
 from agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS, protocol_spec
-from agent.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, SPECS
 from analysis.columns import unit_of
 

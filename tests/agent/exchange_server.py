@@ -33,11 +33,11 @@ import sys
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from agent.h2.settings import parse_settings
 from agent.server.app import ServerOptions, serve
 from agent.server.exchange import ExchangeClosed, ServerExchange
 from agent.server.handler import NOT_FOUND, Reply, Streamed
 from agent.server.request import Request
-from agent.settings import parse_settings
 
 LIMITED_BYTES = 1000
 log = logging.getLogger("h2iot.test-exchange")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from hpack import Encoder
 from hyperframe.frame import Frame, GoAwayFrame, HeadersFrame, PingFrame, SettingsFrame
 
-from agent.frames import CLIENT_PREFACE
+from agent.h2.frames import CLIENT_PREFACE
 
 
 @dataclass

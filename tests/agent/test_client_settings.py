@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hyperframe.frame import Frame, SettingsFrame
 
-from agent.frames import CLIENT_PREFACE
+from agent.h2.frames import CLIENT_PREFACE
 from tests.agent.servers import AGENT, run_agent
 
 _HEADER_BYTES = 9

@@ -27,7 +27,7 @@ from agent.client.connect import Target, open_connection
 from agent.client.options import TrialOptions
 from agent.client.trial import TrialSession
 from agent.errors import ExchangeClosed, ExchangeRefused, UsageError
-from agent.flow import FlowControlOptions
+from agent.h2.flow import FlowControlOptions
 from agent.server.app import handler_settings
 from agent.server.handler import NOT_FOUND, Reply, Streamed
 from agent.server.request import Request

@@ -15,7 +15,7 @@ import pytest
 from h2.errors import ErrorCodes
 from hyperframe.frame import DataFrame, PingFrame, SettingsFrame
 
-from agent.frames import CLIENT_PREFACE
+from agent.h2.frames import CLIENT_PREFACE
 from tests.agent.rawpeer import RawPeer
 from tests.agent.servers import RunningServer, agent_server, run_agent
 

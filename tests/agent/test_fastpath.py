@@ -35,7 +35,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.client.connection import ClientConnection
-from agent.fastpath import (
+from agent.h2.connection import h2_connection
+from agent.h2.fastpath import (
     FRAME_HEADER_BYTES,
     MIN_FREE_BYTES,
     FrameReader,
@@ -44,9 +45,8 @@ from agent.fastpath import (
     window_increment,
     window_update_frame,
 )
-from agent.flow import WINDOW_UPDATE_POLICIES, FlowControlOptions
-from agent.frames import CLIENT_PREFACE, FrameTally
-from agent.h2setup import h2_connection
+from agent.h2.flow import WINDOW_UPDATE_POLICIES, FlowControlOptions
+from agent.h2.frames import CLIENT_PREFACE, FrameTally
 from agent.server.app import ServerApp, ServerOptions
 from agent.server.connection import ServerConnection
 from agent.trial_log import TrialLog

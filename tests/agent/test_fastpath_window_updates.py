@@ -7,7 +7,7 @@ from hyperframe.frame import WindowUpdateFrame
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.fastpath import WINDOW_UPDATE_BYTES, Outgoing, SplitTally, window_updates
+from agent.h2.fastpath import WINDOW_UPDATE_BYTES, Outgoing, SplitTally, window_updates
 
 INCREMENTS = st.integers(1, 2**31 - 1)
 

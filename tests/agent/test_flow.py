@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.flow import WINDOW_UPDATE_POLICIES, ReceiveWindow
+from agent.h2.flow import WINDOW_UPDATE_POLICIES, ReceiveWindow
 
 
 @given(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from agent.errors import SettingsError
-from agent.flow import MAX_WINDOW, FlowControlOptions, ReceiveWindow
-from agent.settings import check_value
+from agent.h2.flow import MAX_WINDOW, FlowControlOptions, ReceiveWindow
+from agent.h2.settings import check_value
 
 
 @pytest.mark.parametrize("target", [0, 1, MAX_WINDOW])

@@ -13,7 +13,7 @@ from hyperframe.frame import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.frames import CLIENT_PREFACE, FrameTally
+from agent.h2.frames import CLIENT_PREFACE, FrameTally
 
 
 def _frame(kind: int, size: int) -> Frame:

@@ -13,12 +13,12 @@ from agent.engines.nghttp2.gtls import GtlsOptions
 from agent.engines.nghttp2.gtls_client import saved_bodies
 from agent.engines.nghttp2.procfs import UDP_BOUND, listening_ports
 from agent.errors import SettingsError, UsageError
+from agent.h2.settings import SETTING_SPECS
 from agent.h3.amplification import packet_end_with_padding
 from agent.h3.credit import CreditLedger
 from agent.h3.settings import H3_COUNTERPARTS, QH3_SETTINGS, QuicWindows
 from agent.h3.stack import CAPACITY_EXHAUSTED, CoreTap, TransportCounts
 from agent.h3.udp import udp_counters
-from agent.settings import SETTING_SPECS
 from agent.site import build_site, load_manifest
 
 

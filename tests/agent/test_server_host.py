@@ -13,13 +13,13 @@ from h2.connection import H2Connection
 from h2.events import ConnectionTerminated, DataReceived, ResponseReceived, StreamEnded
 from h2.settings import SettingCodes
 
-from agent.frames import FrameCounts
 from agent.limits import ConnectionLimits
 from agent.server.connection import ServerConnection
 from agent.server.handler import NOT_FOUND, Reply
 from agent.server.host import HostedConnection
 from agent.server.lifecycle import State
 from agent.server.request import Request
+from agent.traffic import FrameCounts
 from agent.trial_header import TRIAL_HEADER
 
 BODY = bytes(range(256)) * 300

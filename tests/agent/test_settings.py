@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.errors import SettingsError
-from agent.settings import SETTING_SPECS, parse_setting, parse_settings, to_h2
+from agent.h2.settings import SETTING_SPECS, parse_setting, parse_settings, to_h2
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.errors import SettingsError
-from agent.settings import parse_setting
+from agent.h2.settings import parse_setting
 
 
 def test_an_unknown_name_lists_every_known_one():

@@ -12,7 +12,7 @@ from agent.commands.common import add_engine_options
 from agent.engines import RENAMED, engine_names, engine_spec
 from agent.engines.nghttp2.options import NghttpdOptions, NghttpOptions
 from agent.errors import UsageError
-from agent.settings import SETTING_SPECS
+from agent.h2.settings import SETTING_SPECS
 from controller.config import load_config
 from controller.errors import ConfigError
 

@@ -91,8 +91,8 @@ def _server_windows(args: argparse.Namespace, settings: dict[str, int]) -> QuicW
     """The HTTP/2-named `settings` as an HTTP/3 server's (a setting without a counterpart
     refused, naming it), with --datagram-size. A server receives only requests: its connection
     window is its stream window, as an HTTP/2 server's is 65535."""
+    from agent.h2.settings import DEFAULT_INITIAL_WINDOW_SIZE  # noqa: PLC0415
     from agent.h3.settings import QuicWindows  # noqa: PLC0415
-    from agent.settings import DEFAULT_INITIAL_WINDOW_SIZE  # noqa: PLC0415
 
     return QuicWindows.from_settings(
         settings,

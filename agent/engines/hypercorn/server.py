@@ -35,10 +35,10 @@ from agent.cpu_peak import CpuSampler
 from agent.engines import DEFAULT_ENGINE
 from agent.engines.hypercorn.spec import HYPERCORN_SETTINGS
 from agent.errors import TrialControlError, UsageError
-from agent.frames import FrameCounts
 from agent.protocols import protocol_of_scheme, protocol_spec
 from agent.server.ledger import TrialRecord
 from agent.server.listener import listen
+from agent.traffic import FrameCounts
 from agent.trial_control import Begin, End, listen_control
 from agent.trial_log import TrialLog
 from agent.workloads.api.asgi import Activity, starlette_app

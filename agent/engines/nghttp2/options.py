@@ -18,7 +18,7 @@ from agent.engines.nghttp2.errors import UnsupportedSettingError
 from agent.engines.nghttp2.spec import NGHTTP_SETTINGS, NGHTTPD_SETTINGS
 from agent.engines.nghttp2.windows import WindowMapping, map_window
 from agent.engines.spec import UnrepresentablePolicy
-from agent.settings import initial_window_size
+from agent.h2.settings import initial_window_size
 from agent.trial_header import TRIAL_HEADER
 
 NGHTTP_DEFAULT_MAX_CONCURRENT_STREAMS = 100

@@ -32,7 +32,8 @@ from h2.exceptions import FrameTooLargeError, ProtocolError
 from hyperframe.exceptions import InvalidDataError
 from hyperframe.frame import FRAMES, Frame
 
-from agent.frames import FrameCounts, FrameTally, frame_type_name
+from agent.h2.frames import FrameTally, frame_type_name
+from agent.traffic import FrameCounts
 
 FRAME_HEADER_BYTES: Final = 9
 WINDOW_UPDATE_BYTES: Final = FRAME_HEADER_BYTES + 4

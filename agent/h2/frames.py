@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agent.traffic import FrameCounts
+
 CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 FRAME_HEADER_BYTES = 9
 
@@ -28,39 +30,6 @@ FRAME_TYPE_NAMES: dict[int, str] = {
 
 def frame_type_name(frame_type: int) -> str:
     return FRAME_TYPE_NAMES.get(frame_type, f"UNKNOWN_0x{frame_type:02x}")
-
-
-@dataclass(frozen=True)
-class FrameCounts:
-    """Frames and bytes on one direction of a connection. `bytes_total` includes the preface."""
-
-    frames: dict[str, int]
-    frame_bytes: dict[str, int]
-    bytes_total: int
-
-    @classmethod
-    def empty(cls) -> FrameCounts:
-        return cls({}, {}, 0)
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "bytes": self.bytes_total,
-            "frames": dict(sorted(self.frames.items())),
-            "frame_bytes": dict(sorted(self.frame_bytes.items())),
-        }
-
-    def minus(self, earlier: FrameCounts) -> FrameCounts:
-        """What was counted since `earlier` (a snapshot of the same tally)."""
-        return FrameCounts(
-            frames=_subtract(self.frames, earlier.frames),
-            frame_bytes=_subtract(self.frame_bytes, earlier.frame_bytes),
-            bytes_total=self.bytes_total - earlier.bytes_total,
-        )
-
-
-def _subtract(later: dict[str, int], earlier: dict[str, int]) -> dict[str, int]:
-    diff = {name: count - earlier.get(name, 0) for name, count in later.items()}
-    return {name: count for name, count in diff.items() if count}
 
 
 @dataclass
