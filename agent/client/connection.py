@@ -30,7 +30,7 @@ from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError
 
 from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
 from agent.client.lifecycle import ClientLifecycle, Input, lost_reason
-from agent.errors import ExchangeClosed, PeerProtocolError
+from agent.errors import ExchangeClosed, PeerProtocolError, http2_code
 from agent.exchange_queues import error_code_name
 from agent.fastpath import (
     FLAG_END_STREAM,
@@ -308,9 +308,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             elif kind is ev.StreamReset:
                 self._on_reset(event)  # type: ignore[arg-type]
             elif kind is ev.ConnectionTerminated:
-                code = event.error_code  # type: ignore[attr-defined]
+                code = http2_code(event.error_code)  # type: ignore[attr-defined]
                 self.lifecycle.advance(Input.PEER_GOAWAY)
-                self._fail_all(PeerProtocolError(f"server sent GOAWAY ({code!s})"))
+                self._fail_all(PeerProtocolError("server sent GOAWAY", code))
         self._drain_h2()
         return True
 
@@ -320,7 +320,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.lifecycle.advance(Input.FAILURE)
         if self.conn.state_machine.state is not ConnectionState.CLOSED:
             self.conn.close_connection(exc.error_code)
-        self._fail_all(PeerProtocolError(f"server broke HTTP/2: {type(exc).__name__}: {exc}"))
+        said = f"server broke HTTP/2: {type(exc).__name__}: {exc}"
+        self._fail_all(PeerProtocolError(said, http2_code(exc.error_code)))
         self._flush()
         if self.transport is not None:
             self.transport.close()
@@ -427,9 +428,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             )
         entry = self._responses.pop(event.stream_id, None)
         if entry is not None and not entry[1].done():
-            code = event.error_code
+            code = http2_code(event.error_code)
             entry[1].set_exception(
-                PeerProtocolError(f"server reset the stream for {entry[0].path} ({code!s})")
+                PeerProtocolError(f"server reset the stream for {entry[0].path}", code)
             )
 
     def _fail_all(self, error: Exception) -> None:

@@ -30,7 +30,7 @@ from agent.client.connect import Target
 from agent.client.connection import Response, request_headers, response_status
 from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
 from agent.client.options import TrialOptions
-from agent.errors import ExchangeClosed, FetchError, PeerProtocolError
+from agent.errors import ExchangeClosed, FetchError, PeerProtocolError, ProtocolCode
 from agent.frames import FrameCounts
 from agent.h3.credit import CreditLedger
 from agent.h3.settings import QuicWindows
@@ -43,7 +43,7 @@ from agent.h3.stack import (
     tap,
 )
 from agent.h3.udp import SocketBuffers, datagram_transport, rcvbuf_errors, udp_socket
-from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, h3_error_name
+from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, close_code, h3_code, h3_error_name
 
 # The peer's HTTP/3 SETTINGS under the names the records use.
 _PEER_SETTING_NAMES: dict[int, str] = {
@@ -185,7 +185,9 @@ class H3ClientConnection:
         self._settings: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # A connection lost before its SETTINGS fails the future whether or not a trial waits.
         self._settings.add_done_callback(lambda done: done.cancelled() or done.exception())
+        # Why the connection ended, and the code it ended with, once it has.
         self._lost: str | None = None
+        self._lost_code: ProtocolCode | None = None
         self._rcvbuf_errors_at_start = rcvbuf_errors()
         self.local_settings: Mapping[str, int] = windows.announced()
         protocol.on_event = self._event
@@ -195,8 +197,12 @@ class H3ClientConnection:
 
     @property
     def lost_reason(self) -> str | None:
-        """Why the connection ended, once it has."""
-        return self._lost
+        """Why the connection ended, once it has, with its code."""
+        return None if self._lost is None else str(self._lost_error())
+
+    def _lost_error(self) -> PeerProtocolError:
+        assert self._lost is not None
+        return PeerProtocolError(self._lost, self._lost_code)
 
     @property
     def window_updates_sent(self) -> int | None:
@@ -215,7 +221,7 @@ class H3ClientConnection:
         hashed: bool = True,
     ) -> asyncio.Future[Response]:
         if self._lost is not None:
-            raise PeerProtocolError(self._lost)
+            raise self._lost_error()
         stream_id = self._quic.get_next_available_stream_id()
         headers = request_headers(b"GET", authority, scheme, path, extra_headers)
         self._h3.send_headers(stream_id, headers, end_stream=True)
@@ -236,7 +242,7 @@ class H3ClientConnection:
         end_stream: bool,
     ) -> ClientExchange:
         if self._lost is not None:
-            raise PeerProtocolError(self._lost)
+            raise self._lost_error()
         block = request_headers(method, authority, scheme, path, headers)
         exchange = ClientExchange(self, method, path, time.monotonic_ns(), end_stream)
         self.exchanges.open(exchange, block, end_stream)
@@ -381,7 +387,6 @@ class H3ClientConnection:
         """The server reset a stream, or asked us to stop sending on it: with H3_NO_ERROR
         (RFC 9114 4.1) only the request body stops, the response still comes."""
         stream_id = event.stream_id
-        name = h3_error_name(event.error_code)
         exchanges = self.exchanges
         exchange = exchanges.by_stream.get(stream_id)
         if exchange is not None:
@@ -390,12 +395,14 @@ class H3ClientConnection:
                 exchange.upload_stopped()
                 exchanges.forget_if_done(exchange)
             else:
+                name = h3_error_name(event.error_code)
                 reason = f"server reset the stream of {exchange.path} ({name})"
                 exchanges.close(exchange, ExchangeClosed(reason))
         entry = self._responses.pop(stream_id, None)
         if entry is not None and not entry[1].done():
+            code = h3_code(event.error_code)
             entry[1].set_exception(
-                PeerProtocolError(f"server reset the stream for {entry[0].path} ({name})")
+                PeerProtocolError(f"server reset the stream for {entry[0].path}", code)
             )
 
     def _h3_event(self, event: HeadersReceived | DataReceived) -> None:
@@ -429,17 +436,18 @@ class H3ClientConnection:
             future.set_exception(PeerProtocolError(reason))
 
     def _lose(self, event: ConnectionTerminated) -> None:
-        reason = event.reason_phrase or "no reason given"
-        self._lost = f"the QUIC connection closed (error 0x{event.error_code:x}: {reason})"
+        self._lost = f"the QUIC connection closed: {event.reason_phrase or 'no reason given'}"
+        self._lost_code = close_code(event.error_code, event.frame_type)
+        said = str(self._lost_error())
         for _response, future in self._responses.values():
             if not future.done():
-                future.set_exception(PeerProtocolError(self._lost))
+                future.set_exception(self._lost_error())
         self._responses.clear()
-        self.exchanges.waiting_failed(self._lost)
+        self.exchanges.waiting_failed(said)
         for exchange in list(self.exchanges.by_stream.values()):
-            self.exchanges.close(exchange, ExchangeClosed(f"{exchange.path}: {self._lost}"))
+            self.exchanges.close(exchange, ExchangeClosed(f"{exchange.path}: {said}"))
         if not self._settings.done():
-            self._settings.set_exception(PeerProtocolError(self._lost))
+            self._settings.set_exception(self._lost_error())
 
 
 def _take_body(response: Response, data: bytes) -> None:
