@@ -36,16 +36,18 @@ from qh3.quic.connection import QuicConnection
 from qh3.quic.events import ConnectionTerminated, ProtocolNegotiated, QuicEvent
 from qh3.quic.packet import QuicPacketType
 
+from agent.errors import ProtocolCode
 from agent.frames import FrameCounts
 from agent.h3.amplification import AmplificationFixes, install_padding_credit
 from agent.h3.credit import CreditLedger
 from agent.h3.settings import QuicWindows
 from agent.h3.stack import AnnouncingH3, TransportCounts, configuration, tap
 from agent.h3.udp import SocketBuffers, rcvbuf_errors, udp_socket
-from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, h3_error_name
+from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, close_code, h3_error_name
 from agent.limits import DEFAULT_IDLE_TIMEOUT_S, default_max_connections
 from agent.server.app import ServerApp, ServerOptions
 from agent.server.connection_trials import ConnectionTrials
+from agent.server.h3_lifecycle import ENDED, H3Lifecycle, Input, ended_reason
 from agent.server.handler import SERVER_HEADER, Handler, Reply
 from agent.server.request import Request
 from agent.server.streamed import StreamedExchanges
@@ -204,8 +206,7 @@ class H3ServerConnection(QuicConnectionProtocol):
         self.streamed = StreamedExchanges(self)
         self._kicked = False
         self._marks = (0, 0, rcvbuf_errors())
-        self._trials_begun = False
-        self._ended = False
+        self.lifecycle = H3Lifecycle()
         self._opened_s = time.monotonic()
         server.app.connection_opened(self)
 
@@ -216,9 +217,8 @@ class H3ServerConnection(QuicConnectionProtocol):
         count for the connection's first trial: its marks were taken when it opened)."""
         core = self._tapped.core
         self._credit.reset()
-        if self._trials_begun:
+        if not self.lifecycle.advance(Input.TRIAL):
             self._marks = (core.loss_total, core.pto_total, rcvbuf_errors())
-        self._trials_begun = True
 
     def trial_transport(self) -> dict[str, object]:
         core = self._tapped.core
@@ -245,13 +245,13 @@ class H3ServerConnection(QuicConnectionProtocol):
 
     def kick(self) -> None:
         """Send what the exchanges queued, once per event-loop turn."""
-        if not self._kicked and not self._ended:
+        if not self._kicked and self.lifecycle.state not in ENDED:
             self._kicked = True
             asyncio.get_running_loop().call_soon(self._kicked_transmit)
 
     def _kicked_transmit(self) -> None:
         self._kicked = False
-        if not self._ended:
+        if self.lifecycle.state not in ENDED:
             self.transmit()
 
     def progressed(self) -> None:
@@ -272,14 +272,18 @@ class H3ServerConnection(QuicConnectionProtocol):
         super().datagrams_received(data, addr)
 
     def quic_event_received(self, event: QuicEvent) -> None:
+        if self.lifecycle.state in ENDED:
+            return  # what qh3 still reports for a connection we are done with: nobody reads it
         if isinstance(event, ProtocolNegotiated):
+            self.lifecycle.advance(Input.NEGOTIATED)
             options = self._server.options
             self._h3 = AnnouncingH3(
                 self._quic, options.windows, connect_protocol=self._server.connect_protocol
             )
             self._wire = H3Wire(self._h3, self._quic)
         elif isinstance(event, ConnectionTerminated):
-            self._terminated()
+            code = close_code(event.error_code, event.frame_type)
+            self._end(Input.TERMINATED, (code, event.reason_phrase))
             return
         if self._h3 is not None:
             for h3_event in self._h3.handle_event(event):
@@ -379,10 +383,13 @@ class H3ServerConnection(QuicConnectionProtocol):
             else:
                 del self._unsent[stream_id]
 
-    def _terminated(self) -> None:
-        if self._ended:
+    def _end(self, ending: Input, close: tuple[ProtocolCode, str] | None) -> None:
+        """The connection is over (`close`: how qh3 ended it; None: we did): its trials are
+        recorded and why it ended is one debug line."""
+        state = self.lifecycle.state
+        if not self.lifecycle.advance(ending):
             return
-        self._ended = True
+        log.debug("peer %s: connection ended: %s", self.peer, ended_reason(state, close))
         self._unsent.clear()
         self.streamed.close_all("the connection went away")
         self.trials.finish()
@@ -401,7 +408,7 @@ class H3ServerConnection(QuicConnectionProtocol):
 
     def drain(self) -> None:
         self.close()
-        self._terminated()
+        self._end(Input.DRAIN, None)
 
     def shed(self) -> None:
         self.drain()
