@@ -42,6 +42,7 @@ from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 from hyperframe.frame import GoAwayFrame
 
+from agent.errors import ProtocolCode, http2_code
 from agent.exchange_queues import error_code_name
 from agent.fastpath import (
     FRAME_HEADER_BYTES,
@@ -62,7 +63,7 @@ from agent.server.connection_trials import ConnectionTrials
 from agent.server.guard import ResetRateGuard
 from agent.server.handler import Reply
 from agent.server.host import ConnectionHost
-from agent.server.lifecycle import ENDED, Input, Lifecycle, State
+from agent.server.lifecycle import ENDED, Input, Lifecycle, State, ended_reason
 from agent.server.request import Request
 from agent.server.streamed import StreamedExchanges
 from agent.trial_header import TRIAL_HEADER
@@ -94,6 +95,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.lifecycle = Lifecycle()
+        self._goaway: ProtocolCode | None = None  # the last GOAWAY's code, either side's
         self.conn = h2_connection(client_side=False, settings=dict(host.h2_settings))
         # The stream limit our SETTINGS announce; h2 holds it from the client's ACK on
         # (initiate_server), and streams over it opened before are refused here.
@@ -251,6 +253,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             elif kind is ev.StreamEnded and self.streamed.by_stream:
                 self.streamed.on_body_end(event.stream_id)  # type: ignore[attr-defined]
             elif kind is ev.ConnectionTerminated:
+                self._goaway = http2_code(event.error_code)  # type: ignore[attr-defined]
                 self._advance(Input.PEER_GOAWAY)
                 self._flush()
                 self._close_transport()
@@ -276,7 +279,17 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        failed = self.lifecycle.state is State.FAILED
+        """Says in one line why the connection ended (ended_reason: the state it ended in, the
+        transport's `exc`, the last GOAWAY's code): a debug line, unless the network broke it."""
+        state = self.lifecycle.state
+        level = logging.DEBUG if exc is None else logging.INFO
+        log.log(
+            level,
+            "peer %s: connection ended: %s",
+            self.peer,
+            ended_reason(state, exc, self._goaway),
+        )
+        failed = state is State.FAILED
         self._advance(Input.LOST)
         for timer in (self._last_byte_timer, self._idle_timer):
             if timer is not None:
@@ -349,7 +362,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         if event.remote_reset and self.guard.reset_received(time.monotonic_ns()):
             self.conn.close_connection(ErrorCodes.ENHANCE_YOUR_CALM)
             limit, window_s = self.guard.limit, self.guard.window_ns / 1e9
-            self._fail(f"stream reset storm (more than {limit} resets in {window_s:.1f} s)")
+            reason = f"stream reset storm (more than {limit} resets in {window_s:.1f} s)"
+            self._fail(reason, ErrorCodes.ENHANCE_YOUR_CALM)
 
     # sending -----------------------------------------------------------------------------------
 
@@ -493,7 +507,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         # Even a stream stalled for want of flow-control credit ends here: no progress is no
         # progress, and a peer must not hold a connection by granting no window.
         self._advance(Input.IDLE_TIMEOUT)
-        log.debug("peer %s: idle for %g s; sent GOAWAY and closed", self.peer, idle_timeout_s)
+        self._goaway = http2_code(ErrorCodes.NO_ERROR)
         self.conn.close_connection(ErrorCodes.NO_ERROR)
         self._write_out()
         self._close_transport()
@@ -505,6 +519,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         goaway = GoAwayFrame(0)
         goaway.last_stream_id = self.conn.highest_inbound_stream_id
         goaway.error_code = ErrorCodes.NO_ERROR
+        self._goaway = http2_code(ErrorCodes.NO_ERROR)
         frame = goaway.serialize()
         if self.transport is not None and not self.transport.is_closing():
             self.tally_out.feed(frame)
@@ -527,18 +542,26 @@ class ServerConnection(asyncio.BufferedProtocol):
         before its state machine runs; errors found before h2 saw the frame are queued here."""
         if self.conn.state_machine.state is not ConnectionState.CLOSED:
             self.conn.close_connection(exc.error_code)
-        self._fail(f"{type(exc).__name__}: {exc}")
+        self._fail(f"{type(exc).__name__}: {exc}", exc.error_code)
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str, code: int) -> None:
+        """The peer failed; `code` is the one our GOAWAY carries (queued by the caller)."""
         self._advance(Input.FAILURE)
-        log.warning("peer %s: %s; sent GOAWAY and closed the connection", self.peer, reason)
+        self._goaway = http2_code(code)
+        log.warning(
+            "peer %s: %s; sent GOAWAY (%s) and closed the connection",
+            self.peer,
+            reason,
+            self._goaway,
+        )
         self._write_out()
         self._close_transport()
 
     def _handshake_expired(self) -> None:
         self._handshake_timer = None
         self.conn.close_connection(ErrorCodes.SETTINGS_TIMEOUT)
-        self._fail(f"no preface and SETTINGS within {self.host.limits.handshake_timeout_s:g} s")
+        timeout_s = self.host.limits.handshake_timeout_s
+        self._fail(f"no preface and SETTINGS within {timeout_s:g} s", ErrorCodes.SETTINGS_TIMEOUT)
 
     def _close_transport(self) -> None:
         self.pending.clear()
