@@ -17,18 +17,17 @@ import asyncio
 import ipaddress
 import socket
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
-from qh3.asyncio.protocol import QuicConnectionProtocol
 from qh3.h3.connection import ErrorCode, Setting
 from qh3.h3.events import DataReceived, HeadersReceived, StopSending, StreamReset
 from qh3.quic.connection import QuicConnection
-from qh3.quic.events import ConnectionTerminated, QuicEvent, StreamDataReceived
+from qh3.quic.events import ConnectionTerminated, QuicEvent
 
 from agent.client.connect import Target
 from agent.client.connection import Response, request_headers, response_status
 from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
+from agent.client.h3_protocol import QuicClientProtocol
 from agent.client.options import TrialOptions
 from agent.errors import ExchangeClosed, FetchError, PeerProtocolError, ProtocolCode
 from agent.frames import FrameCounts
@@ -36,7 +35,6 @@ from agent.h3.credit import CreditLedger
 from agent.h3.settings import QuicWindows
 from agent.h3.stack import (
     AnnouncingH3,
-    TappedQuicConnection,
     TransportCounts,
     configuration,
     inside_data_frame,
@@ -56,118 +54,13 @@ _PEER_SETTING_NAMES: dict[int, str] = {
 _IDLE_TIMEOUT_S = 30.0
 
 
-class _QuicClientProtocol(QuicConnectionProtocol):
-    """qh3's datagram protocol for one connection, counting datagrams, events to `on_event`.
-    Under a small window each round trip is a datagram or two in and one out, and qh3's Python
-    around its native core was most of the client's CPU: the receive, the events and the
-    transmit here take the tap's shorter paths (agent.h3.stack) and touch the loop's timer
-    only when the core's deadline comes sooner."""
-
-    def __init__(self, quic: TappedQuicConnection, counts: TransportCounts) -> None:
-        super().__init__(quic)
-        self.tapped = quic
-        self.counts = counts
-        self.on_event: Callable[[QuicEvent], None] = lambda event: None
-        # Called before each transmit while `uploads` has exchanges with bytes to send.
-        self.before_transmit: Callable[[], None] = lambda: None
-        self.uploads: Mapping[int, object] = {}
-        # The socket's first error (ICMP port unreachable: nothing listens on the UDP port).
-        self.refused: asyncio.Future[OSError] = asyncio.get_running_loop().create_future()
-
-    @property
-    def handshake_done(self) -> bool:
-        return bool(self._connected)
-
-    def datagram_received(self, data: bytes | str, addr: Any) -> None:
-        self.counts.datagrams_received += 1
-        self.counts.bytes_received += len(data)
-        super().datagram_received(data, addr)
-
-    def datagrams_received(self, data: list[bytes], addr: Any) -> None:
-        self.counts.datagrams_received += len(data)
-        self.counts.bytes_received += sum(map(len, data))
-        now = self._loop_time()
-        self.tapped.receive_many_datagrams(data, addr, now=now)
-        if self.tapped._events:
-            self._process_events()
-        self._transmit(now)
-
-    def quic_event_received(self, event: QuicEvent) -> None:
-        self.on_event(event)
-
-    def _process_events(self) -> None:
-        # Stream data, nearly every event of a transfer, needs none of qh3's handling of a
-        # connection's own events (handshake, connection IDs, pings, the end): it goes
-        # straight to on_event, and from the first other event on, qh3's loop takes the rest.
-        events = self.tapped._events
-        on_event = self.on_event
-        while events:
-            if type(events[0]) is not StreamDataReceived:
-                super()._process_events()
-                return
-            on_event(events.popleft())
-
-    def transmit(self) -> None:
-        self._transmit(self._loop_time())
-
-    def _transmit(self, now: float) -> None:
-        """qh3's transmit, except that the loop's timer is re-armed only when the core's
-        deadline comes sooner. Every round trip moves the deadline later (each packet sent or
-        acknowledged does), and qh3 cancels and schedules a timer handle for each; one left
-        armed that fires before the deadline looks again (_handle_timer)."""
-        if self.uploads:
-            self.before_transmit()
-        self._transmit_task = None
-        quic = self.tapped
-        batches = quic.batches_to_send(now)
-        if batches:
-            self._send(batches)
-        deadline = quic.deadline()
-        timer = self._timer
-        armed_at = self._timer_at
-        if timer is not None and (deadline is None or armed_at is None or deadline < armed_at):
-            timer.cancel()
-            timer = self._timer = None
-        if timer is None and deadline is not None:
-            self._timer = self._loop.call_at(deadline, self._handle_timer)
-            self._timer_at = deadline
-
-    def _send(self, batches: list[tuple[Any, list[bytes]]]) -> None:
-        send_many = self._sendto_many
-        if send_many is not None:
-            for addr, datagrams in batches:
-                send_many(datagrams, addr)
-            return
-        assert self._transport is not None  # a transport without batches (not Linux)
-        for addr, datagrams in batches:
-            for data in datagrams:
-                self._transport.sendto(data, addr)
-
-    def _handle_timer(self) -> None:
-        deadline = self.tapped.deadline()
-        if deadline is None or self._timer_at is None or deadline > self._timer_at:
-            self._timer = None  # not due: the deadline went, or moved on since armed
-            if deadline is not None:
-                self._timer = self._loop.call_at(deadline, self._handle_timer)
-                self._timer_at = deadline
-            return
-        super()._handle_timer()
-
-    def error_received(self, exc: Exception) -> None:
-        """The socket is connected to the server's address, so a host with nothing on that
-        UDP port answers with ICMP and the kernel says so here: the handshake fails now, not
-        at the trial's timeout."""
-        if isinstance(exc, OSError) and not self.refused.done():
-            self.refused.set_result(exc)
-
-
 class H3ClientConnection:
     """GETs over one QUIC connection, each response's body hashed as it arrives, and
     exchanges."""
 
     def __init__(
         self,
-        protocol: _QuicClientProtocol,
+        protocol: QuicClientProtocol,
         transport: asyncio.BaseTransport,
         windows: QuicWindows,
         buffers: SocketBuffers,
@@ -508,8 +401,8 @@ async def open_h3_connection(
         ) from None
     counts = TransportCounts()
     quic = tap(QuicConnection(configuration=config), CreditLedger(), counts, False)
-    transport, protocol = await datagram_transport(lambda: _QuicClientProtocol(quic, counts), sock)
-    assert isinstance(protocol, _QuicClientProtocol)
+    transport, protocol = await datagram_transport(lambda: QuicClientProtocol(quic, counts), sock)
+    assert isinstance(protocol, QuicClientProtocol)
     connection = H3ClientConnection(protocol, transport, windows, buffers)
     protocol.connect(address[:2])
     handshake = asyncio.ensure_future(protocol.wait_connected())
