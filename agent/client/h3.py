@@ -25,10 +25,10 @@ from qh3.quic.connection import QuicConnection
 from qh3.quic.events import ConnectionTerminated, QuicEvent
 
 from agent.client.connect import Target
-from agent.client.connection import Response, request_headers, response_status
 from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
 from agent.client.h3_protocol import QuicClientProtocol
 from agent.client.options import TrialOptions
+from agent.client.response import Awaited, Response, request_headers, response_status
 from agent.errors import ExchangeClosed, FetchError, PeerProtocolError, ProtocolCode
 from agent.frames import FrameCounts
 from agent.h3.credit import CreditLedger
@@ -72,7 +72,7 @@ class H3ClientConnection:
         self._quic = protocol.tapped
         self._h3 = AnnouncingH3(self._quic, windows)
         self._wire = H3Wire(self._h3, self._quic)
-        self._responses: dict[int, tuple[Response, asyncio.Future[Response]]] = {}
+        self._awaited = Awaited()
         self.exchanges = ClientExchanges(self)
         self._kicked = False
         self._settings: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -118,9 +118,7 @@ class H3ClientConnection:
         stream_id = self._quic.get_next_available_stream_id()
         headers = request_headers(b"GET", authority, scheme, path, extra_headers)
         self._h3.send_headers(stream_id, headers, end_stream=True)
-        response = Response.of_get(path, keep_body, hashed)
-        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        self._responses[stream_id] = (response, future)
+        future = self._awaited.expect(stream_id, Response.of_get(path, keep_body, hashed))
         self._protocol.transmit()
         return future
 
@@ -254,10 +252,10 @@ class H3ClientConnection:
         """A GET response's chunk inside the DATA frame being received, hashed without qh3's
         per-chunk event objects and calls (agent.h3.stack.inside_data_frame); whether it
         was. An exchange's, and every other chunk, go through qh3's layer."""
-        entry = self._responses.get(stream_id)
-        if entry is None or not inside_data_frame(self._h3, stream_id, len(data), end_stream):
+        response = self._awaited.get(stream_id)
+        if response is None or not inside_data_frame(self._h3, stream_id, len(data), end_stream):
             return False
-        _take_body(entry[0], data)
+        response.take(data)
         return True
 
     def _exchange_event(
@@ -291,18 +289,15 @@ class H3ClientConnection:
                 name = h3_error_name(event.error_code)
                 reason = f"server reset the stream of {exchange.path} ({name})"
                 exchanges.close(exchange, ExchangeClosed(reason))
-        entry = self._responses.pop(stream_id, None)
-        if entry is not None and not entry[1].done():
-            code = h3_code(event.error_code)
-            entry[1].set_exception(
-                PeerProtocolError(f"server reset the stream for {entry[0].path}", code)
-            )
+        response = self._awaited.get(stream_id)
+        if response is not None:
+            said = f"server reset the stream for {response.path}"
+            self._awaited.fail(stream_id, PeerProtocolError(said, h3_code(event.error_code)))
 
     def _h3_event(self, event: HeadersReceived | DataReceived) -> None:
-        entry = self._responses.get(event.stream_id)
-        if entry is None:
+        response = self._awaited.get(event.stream_id)
+        if response is None:
             return
-        response, future = entry
         if isinstance(event, HeadersReceived):
             if response.t_headers_ns:
                 response.trailers = dict(event.headers)
@@ -313,41 +308,24 @@ class H3ClientConnection:
                 try:
                     response.status = int(headers.get(b":status", b"0"))
                 except ValueError:
-                    self._fail(event.stream_id, f"GET {response.path}: a :status that is no number")
+                    said = f"GET {response.path}: a :status that is no number"
+                    self._awaited.fail(event.stream_id, PeerProtocolError(said))
                     return
         else:
-            _take_body(response, event.data)
+            response.take(event.data)
         if event.stream_ended:
-            response.t_end_ns = time.monotonic_ns()
-            del self._responses[event.stream_id]
-            if not future.done():
-                future.set_result(response)
-
-    def _fail(self, stream_id: int, reason: str) -> None:
-        _response, future = self._responses.pop(stream_id)
-        if not future.done():
-            future.set_exception(PeerProtocolError(reason))
+            self._awaited.end(event.stream_id, time.monotonic_ns())
 
     def _lose(self, event: ConnectionTerminated) -> None:
         self._lost = f"the QUIC connection closed: {event.reason_phrase or 'no reason given'}"
         self._lost_code = close_code(event.error_code, event.frame_type)
         said = str(self._lost_error())
-        for _response, future in self._responses.values():
-            if not future.done():
-                future.set_exception(self._lost_error())
-        self._responses.clear()
+        self._awaited.fail_all(self._lost_error())
         self.exchanges.waiting_failed(said)
         for exchange in list(self.exchanges.by_stream.values()):
             self.exchanges.close(exchange, ExchangeClosed(f"{exchange.path}: {said}"))
         if not self._settings.done():
             self._settings.set_exception(self._lost_error())
-
-
-def _take_body(response: Response, data: bytes) -> None:
-    response.size_bytes += len(data)
-    response.digest.update(data)
-    if response.body is not None:
-        response.body += data
 
 
 def warm_up() -> None:

@@ -19,10 +19,10 @@ from h2.exceptions import H2Error
 
 from agent import __version__, probe
 from agent.client.connect import Target, open_connection
-from agent.client.connection import Response
 from agent.client.exchange import ClientExchange
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import ClientRecord
+from agent.client.response import Response
 from agent.conditions import TrialWatch
 from agent.errors import AgentError, BodyMismatchError, FetchError, PeerProtocolError
 from agent.event_loop import running_loop_name
