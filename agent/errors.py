@@ -10,8 +10,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from h2.errors import ErrorCodes
-
 
 class AgentError(Exception):
     """Root of every error the agent raises on purpose."""
@@ -63,11 +61,6 @@ class ProtocolCode:
 
     def to_dict(self) -> dict[str, object]:
         return {"protocol": self.protocol, "value": self.value, "name": self.name}
-
-
-def http2_code(value: int) -> ProtocolCode:
-    """An HTTP/2 error code (HTTP/3's and QUIC's: agent.h3.wire, where their names are)."""
-    return ProtocolCode.among("HTTP/2", value, ErrorCodes)
 
 
 class PeerProtocolError(AgentError):

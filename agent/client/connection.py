@@ -33,8 +33,8 @@ from agent.client.credit import ReceiveCredit
 from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
 from agent.client.lifecycle import ClientLifecycle, Input, lost_reason
 from agent.client.response import Awaited, Response, request_headers, response_status
-from agent.errors import ExchangeClosed, PeerProtocolError, http2_code
-from agent.exchange_queues import error_code_name
+from agent.errors import ExchangeClosed, PeerProtocolError
+from agent.exchange_queues import error_code_name, http2_code
 from agent.fastpath import (
     FLAG_END_STREAM,
     FLAG_PADDED,

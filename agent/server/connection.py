@@ -41,8 +41,8 @@ from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 from hyperframe.frame import GoAwayFrame
 
-from agent.errors import ProtocolCode, http2_code
-from agent.exchange_queues import error_code_name
+from agent.errors import ProtocolCode
+from agent.exchange_queues import error_code_name, http2_code
 from agent.fastpath import (
     TYPE_WINDOW_UPDATE,
     WINDOW_UPDATE_BYTES,

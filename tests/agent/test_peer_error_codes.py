@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.errors import PeerProtocolError, ProtocolCode, http2_code
+from agent.errors import PeerProtocolError, ProtocolCode
+from agent.exchange_queues import error_code_name, http2_code
 from agent.h3.wire import close_code, h3_code, h3_error_name
 
 
@@ -16,6 +17,7 @@ def test_an_http2_code_is_named_as_rfc_9113_names_it_or_left_unnamed() -> None:
     assert str(http2_code(11)) == "HTTP/2 ENHANCE_YOUR_CALM 0xb"
     assert http2_code(0x4242) == ProtocolCode("HTTP/2", 0x4242, None)
     assert str(http2_code(0x4242)) == "HTTP/2 0x4242"
+    assert (error_code_name(8), error_code_name(0x4242)) == ("CANCEL", "error code 16962")
 
 
 def test_an_http3_code_is_named_as_rfc_9114_names_it() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.errors import http2_code
+from agent.exchange_queues import http2_code
 from agent.server.lifecycle import ENDED, TRANSITIONS, Input, Lifecycle, State, ended_reason
 from tests.agent.lifecycle_checks import check_pair
 
