@@ -1,12 +1,13 @@
 """A server connection ends with one line saying why (agent.server.lifecycle.ended_reason, and
 agent.server.h3_lifecycle's over HTTP/3), read from a real server's stderr as real peers end
-their connections each way: raw peers, and our own client over HTTP/2 and HTTP/3."""
+their connections each way: raw peers, nghttp, and our own client over HTTP/2 and HTTP/3."""
 
 from __future__ import annotations
 
 import re
 import socket
 import struct
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from agent.frames import CLIENT_PREFACE
 from tests.agent.h3_peers import Credentials, h3_server
 from tests.agent.rawpeer import RawPeer
 from tests.agent.servers import START_TIMEOUT_S, RunningServer, agent_server, run_agent
+from tests.conftest import require_tool
 
 IDLE_TIMEOUT_S = 1.0
 
@@ -128,6 +130,21 @@ def test_our_clients_close_after_its_trial(server: RunningServer, site: Path) ->
     manifest = ["--manifest", str(site / "manifest.json")]  # the trial's connection alone
     result = run_agent("fetch", server.url, *manifest, "--json")
     assert result.returncode == 0, result.stdout + result.stderr
+    said = _ended_lines(server, ANY_PEER, before + 1)[before:]
+    assert said == ["the peer's GOAWAY (HTTP/2 NO_ERROR 0x0) ended it, and we closed it"]
+
+
+def test_nghttps_close_after_its_fetch(server: RunningServer) -> None:
+    require_tool("nghttp")
+    before = len(_ended_lines(server, ANY_PEER, 0))
+    fetched = subprocess.run(
+        ["nghttp", "-n", server.url + "index.html"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert fetched.returncode == 0, fetched.stderr
     said = _ended_lines(server, ANY_PEER, before + 1)[before:]
     assert said == ["the peer's GOAWAY (HTTP/2 NO_ERROR 0x0) ended it, and we closed it"]
 
