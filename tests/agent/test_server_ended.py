@@ -67,17 +67,24 @@ def _read_to_close(peer: RawPeer) -> None:
     peer.close()
 
 
+def _hang_up(peer: RawPeer) -> None:
+    """An orderly close: FIN, then what the server still sends read to its end (closing with
+    bytes unread would send RST, a reset the server would rightly report as one)."""
+    peer.sock.shutdown(socket.SHUT_WR)
+    _read_to_close(peer)
+
+
 def test_a_peer_that_hangs_up_in_the_handshake(server: RunningServer) -> None:
     peer, address = _raw_peer(server)
     peer.send(CLIENT_PREFACE[:10])
-    peer.close()
+    _hang_up(peer)
     said = _ended(server, address)
     assert said == "the peer closed the connection before its preface and first SETTINGS frame"
 
 
 def test_a_peer_that_hangs_up_without_goaway(server: RunningServer) -> None:
     peer, address = _open(server)
-    peer.close()
+    _hang_up(peer)
     assert _ended(server, address) == "the peer closed the connection while open"
 
 
