@@ -7,6 +7,9 @@ body that does not match the manifest). Every message is one line that names wha
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
+
 
 class AgentError(Exception):
     """Root of every error the agent raises on purpose."""
@@ -32,8 +35,43 @@ class MarkerError(UsageError):
     """The requested trial marker (e.g. a GPIO line) cannot be used on this node."""
 
 
+@dataclass(frozen=True)
+class ProtocolCode:
+    """An error code on the wire (a GOAWAY, RST_STREAM, RESET_STREAM, CONNECTION_CLOSE), in the
+    code space of the `protocol` that defines it: "HTTP/2" (RFC 9113 section 7), "HTTP/3" (RFC
+    9114 section 8.1) or "QUIC" (RFC 9000 section 20.1). `name` as the RFC names it; None for
+    a code it does not define (a peer may send any)."""
+
+    protocol: str
+    value: int
+    name: str | None
+
+    @classmethod
+    def among(cls, protocol: str, value: int, names: type[enum.IntEnum]) -> ProtocolCode:
+        """`value` with the name its member of `names` (the protocol's codes) gives it, if any."""
+        try:
+            name: str | None = names(value).name
+        except ValueError:
+            name = None
+        return cls(protocol, int(value), name)
+
+    def __str__(self) -> str:
+        named = "" if self.name is None else f"{self.name} "
+        return f"{self.protocol} {named}0x{self.value:x}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"protocol": self.protocol, "value": self.value, "name": self.name}
+
+
 class PeerProtocolError(AgentError):
-    """The remote peer broke HTTP/2 or closed the connection unexpectedly."""
+    """The remote peer broke HTTP/2 or HTTP/3, or closed the connection unexpectedly.
+    `error_code` is the code the peer sent, or we answered it with (as h2's exceptions carry
+    theirs), named at the end of the message; None where the failure has none (a close
+    without one, a body or header a workload refuses)."""
+
+    def __init__(self, message: str, error_code: ProtocolCode | None = None) -> None:
+        super().__init__(message if error_code is None else f"{message} ({error_code})")
+        self.error_code = error_code
 
 
 class FetchError(AgentError):

@@ -2,7 +2,7 @@
 queues of a stream driven piece by piece, bytes received and not yet taken by the workload,
 with their flow-controlled lengths (their credit goes back when taken), and bytes queued for
 DATA frames, with the tasks waiting for the queue to shrink; the workload's calls over them
-(`QueuedExchange`); and how a reset's code reads."""
+(`QueuedExchange`); and how an HTTP/2 error code reads."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Protocol
 
 from h2.errors import ErrorCodes
 
-from agent.errors import AgentError
+from agent.errors import AgentError, ProtocolCode
 
 
 class ReceiveQueue:
@@ -199,10 +199,12 @@ def send_queued_frame(
     return len(chunk), end
 
 
+def http2_code(value: int) -> ProtocolCode:
+    """An HTTP/2 error code, as a peer error carries it (HTTP/3's and QUIC's: agent.h3.wire)."""
+    return ProtocolCode.among("HTTP/2", value, ErrorCodes)
+
+
 def error_code_name(code: int) -> str:
     """An RST_STREAM or GOAWAY error code as messages name it: INTERNAL_ERROR, or its number
     if RFC 9113 does not define it."""
-    try:
-        return ErrorCodes(code).name
-    except ValueError:
-        return f"error code {code}"
+    return http2_code(code).name or f"error code {code}"

@@ -1,5 +1,7 @@
 """One HTTP/2 client connection: asyncio's Protocol around h2's sans-IO H2Connection, with the
-receive-side flow control done by `agent.h2.flow.ReceiveWindow` so its policy is explicit.
+receive-side flow control done by `agent.h2.flow.ReceiveWindow`s (held by agent.client.credit) so
+its policy is explicit. The responses it awaits and their request headers are
+agent.client.response's, shared with HTTP/3's connection.
 
 Hot path: the kernel reads into a `FrameReader` buffer; DATA frames of response streams are
 handled here (checked against our windows, hashed, credited with WINDOW_UPDATE frames we write),
@@ -18,20 +20,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from dataclasses import dataclass
+from typing import Any, cast
 
 import h2.events as ev
 from h2.connection import ConnectionState
-from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError
+from h2.exceptions import FlowControlError, ProtocolError
 
+from agent.client.credit import ReceiveCredit
 from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
 from agent.client.lifecycle import ClientLifecycle, Input, lost_reason
+from agent.client.response import Awaited, Response, request_headers, response_status
 from agent.errors import ExchangeClosed, PeerProtocolError
-from agent.exchange_queues import error_code_name
+from agent.exchange_queues import error_code_name, http2_code
 from agent.h2.connection import h2_connection
 from agent.h2.fastpath import (
     FLAG_END_STREAM,
@@ -51,8 +54,6 @@ from agent.h2.fastpath import (
 from agent.h2.flow import FlowControlOptions, ReceiveWindow
 from agent.h2.settings import DEFAULT_INITIAL_WINDOW_SIZE, from_h2, to_h2
 
-# Protocol default for the connection window (RFC 9113 section 6.9.2): the peer's first credit.
-INITIAL_CONNECTION_WINDOW = 65535
 # What this client announces for names it is not given: no push (it never accepts one), h2's own
 # client defaults made explicit so the record shows them, and the protocol's stream window.
 DEFAULT_SETTINGS: Mapping[str, int] = {
@@ -61,75 +62,6 @@ DEFAULT_SETTINGS: Mapping[str, int] = {
     "max_header_list_size": 65536,
     "initial_window_size": DEFAULT_INITIAL_WINDOW_SIZE,
 }
-
-
-class Digest(Protocol):
-    """What a response's body is hashed with: hashlib's sha256, or SizeOnly."""
-
-    def update(self, data: bytes | bytearray | memoryview, /) -> None: ...
-
-    def hexdigest(self) -> str: ...
-
-
-class SizeOnly:
-    """The digest of a body checked by its size alone (a workload's `verify = "size"`, as
-    nghttp -nas, the study's client, checks): nothing is hashed."""
-
-    __slots__ = ()
-
-    def update(self, data: bytes | bytearray | memoryview, /) -> None:
-        pass
-
-    def hexdigest(self) -> str:
-        return ""
-
-
-SIZE_ONLY = SizeOnly()
-
-
-@dataclass
-class Response:
-    """One request's response as it arrives; timestamps are monotonic ns."""
-
-    path: str
-    t_request_ns: int
-    t_headers_ns: int = 0
-    t_end_ns: int = 0
-    status: int = 0
-    headers: dict[bytes, bytes] = field(default_factory=dict)
-    size_bytes: int = 0
-    digest: Digest = field(default_factory=hashlib.sha256)
-    body: bytearray | None = None
-    trailers: dict[bytes, bytes] | None = None
-
-    @classmethod
-    def of_get(cls, path: str, keep_body: bool, hashed: bool = True) -> Response:
-        """The response to a GET of `path` sent now; its body kept with `keep_body`, hashed
-        with sha256 unless not `hashed`."""
-        return cls(
-            path,
-            time.monotonic_ns(),
-            digest=hashlib.sha256() if hashed else SIZE_ONLY,
-            body=bytearray() if keep_body else None,
-        )
-
-
-def request_headers(
-    method: bytes, authority: str, scheme: str, path: str, headers: list[tuple[bytes, bytes]]
-) -> list[tuple[bytes, bytes]]:
-    """A request's header block, over HTTP/2 or HTTP/3: pseudo-headers in `headers`
-    (`:protocol`) go with the request's own, the rest after them."""
-    pseudo = [(name, value) for name, value in headers if name.startswith(b":")]
-    regular = [(name, value) for name, value in headers if not name.startswith(b":")]
-    return [
-        (b":method", method),
-        (b":scheme", scheme.encode()),
-        (b":authority", authority.encode()),
-        (b":path", path.encode()),
-        *pseudo,
-        (b"user-agent", b"h2iot-agent"),
-        *regular,
-    ]
 
 
 @dataclass(eq=False)
@@ -150,7 +82,6 @@ class ClientConnection(asyncio.BufferedProtocol):
     ) -> None:
         """`settings`: canonical names (agent.h2.settings), checked values; announced as given,
         the defaults filling in only names absent from them."""
-        self.flow = flow
         asked = to_h2({**DEFAULT_SETTINGS, **settings})
         self.conn = h2_connection(client_side=True, settings=asked)
         # The first SETTINGS frame exactly: the above and h2's values for the names it sends
@@ -160,18 +91,14 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.tally_in = SplitTally()
         self.tally_out = SplitTally(expect_preface=True)
         self.transport: asyncio.Transport | None = None
-        self.connection_window = ReceiveWindow(
-            flow.connection_window, INITIAL_CONNECTION_WINDOW, flow.window_update_policy
-        )
-        self._stream_windows: dict[int, ReceiveWindow] = {}
-        self._responses: dict[int, tuple[Response, asyncio.Future[Response]]] = {}
+        self.credit = ReceiveCredit(self.conn, flow, self.initial_window_size)
+        self._awaited = Awaited()
         self._reader = FrameReader(self.conn.max_inbound_frame_size)
         self._fast_enabled = fast_path and H2Internals.available()
         self._fast: dict[int, _FastStream] = {}
         self._out = Outgoing(TYPE_WINDOW_UPDATE)
         self._settings_received = asyncio.get_running_loop().create_future()
         self._closed = asyncio.get_running_loop().create_future()
-        self.window_updates_sent = 0
         # Exchanges by stream; those with bytes or an end to send; extended CONNECTs waiting
         # for the server's SETTINGS (with their headers and end flag).
         self.exchanges = ClientExchanges(self)
@@ -185,10 +112,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)
         self.lifecycle.advance(Input.MADE)
         self.conn.initiate_connection()
-        increment = self.connection_window.opening_increment()
-        if increment:
-            self.conn.increment_flow_control_window(increment)
-            self.window_updates_sent += 1
+        self.credit.open()
         self._flush()
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -243,7 +167,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             data = view[start + 1 : start + length - pad]
         else:
             data = view[start : start + length]
-        connection_window = self.connection_window
+        credit = self.credit
+        connection_window = credit.connection
         window = stream.window
         if length > connection_window.allowance or length > window.allowance:
             self._protocol_failure(FlowControlError("Flow control window shrunk below 0"))
@@ -268,7 +193,8 @@ class ClientConnection(asyncio.BufferedProtocol):
                 WINDOW_UPDATE_BYTES * count,
                 count,
             )
-            self.window_updates_sent += count
+            credit.updates_sent += count
+        # Response.take, inline: this runs once per DATA frame, the client's hottest path.
         response = stream.response
         response.size_bytes += len(data)
         response.digest.update(data)
@@ -308,9 +234,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             elif kind is ev.StreamReset:
                 self._on_reset(event)  # type: ignore[arg-type]
             elif kind is ev.ConnectionTerminated:
-                code = event.error_code  # type: ignore[attr-defined]
+                code = http2_code(event.error_code)  # type: ignore[attr-defined]
                 self.lifecycle.advance(Input.PEER_GOAWAY)
-                self._fail_all(PeerProtocolError(f"server sent GOAWAY ({code!s})"))
+                self._fail_all(PeerProtocolError("server sent GOAWAY", code))
         self._drain_h2()
         return True
 
@@ -320,7 +246,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.lifecycle.advance(Input.FAILURE)
         if self.conn.state_machine.state is not ConnectionState.CLOSED:
             self.conn.close_connection(exc.error_code)
-        self._fail_all(PeerProtocolError(f"server broke HTTP/2: {type(exc).__name__}: {exc}"))
+        said = f"server broke HTTP/2: {type(exc).__name__}: {exc}"
+        self._fail_all(PeerProtocolError(said, http2_code(exc.error_code)))
         self._flush()
         if self.transport is not None:
             self.transport.close()
@@ -338,18 +265,17 @@ class ClientConnection(asyncio.BufferedProtocol):
     # events ------------------------------------------------------------------------------------
 
     def _on_response(self, event: ev.ResponseReceived, now: int) -> None:
-        entry = self._responses.get(event.stream_id)
-        if entry is None:
+        response = self._awaited.get(event.stream_id)
+        if response is None:
             exchange = self.exchanges.by_stream.get(event.stream_id)
             if exchange is not None:
                 headers = dict(event.headers or ())
                 exchange.deliver_head(response_status(headers), headers, now)
             return
-        response = entry[0]
         response.t_headers_ns = now
         response.headers = dict(event.headers or ())
         response.status = response_status(response.headers)
-        window = self._stream_windows.get(event.stream_id)
+        window = self.credit.streams.get(event.stream_id)
         if self._fast_enabled and window is not None and event.stream_ended is None:
             h2_stream = self.conn.streams.get(event.stream_id)
             if h2_stream is not None:
@@ -365,71 +291,42 @@ class ClientConnection(asyncio.BufferedProtocol):
         if by_stream and (exchange := by_stream.get(stream_id)) is not None:
             exchange.deliver(event.data, size)
             return
-        self._credit(stream_id, size, event.stream_ended is None)
-        entry = self._responses.get(stream_id)
-        if entry is not None:
-            response = entry[0]
-            data = event.data
-            response.size_bytes += len(data)
-            response.digest.update(data)
-            if response.body is not None:
-                response.body += data
-
-    def _credit(self, stream_id: int, size: int, stream_open: bool) -> None:
-        """Account `size` received bytes to the connection's and the stream's windows, with
-        WINDOW_UPDATEs through h2 as their policy decides."""
-        increment = self.connection_window.consume(size)
-        if increment:
-            self.conn.increment_flow_control_window(increment)
-            self.window_updates_sent += 1
-        window = self._stream_windows.get(stream_id)
-        if window is not None and stream_open:
-            increment = window.consume(size)
-            if increment:
-                try:
-                    self.conn.increment_flow_control_window(increment, stream_id=stream_id)
-                    self.window_updates_sent += 1
-                except StreamClosedError:
-                    # END_STREAM arrived later in the same read: no credit is needed any more.
-                    pass
+        self.credit.credit(stream_id, size, event.stream_ended is None)
+        response = self._awaited.get(stream_id)
+        if response is not None:
+            response.take(event.data)
 
     def _on_end(self, stream_id: int, now: int) -> None:
         self._fast.pop(stream_id, None)
-        self._stream_windows.pop(stream_id, None)
-        entry = self._responses.pop(stream_id, None)
-        if entry is None:
+        self.credit.forget(stream_id)
+        if not self._awaited.end(stream_id, now):
             exchange = self.exchanges.by_stream.get(stream_id)
             if exchange is not None:
                 exchange.deliver_end(now)
                 self.exchanges.forget_if_done(exchange)
-            return
-        response, future = entry
-        response.t_end_ns = now
-        if not future.done():
-            future.set_result(response)
 
     def _on_trailers(self, event: ev.TrailersReceived) -> None:
         trailers = dict(event.headers or ())
-        entry = self._responses.get(event.stream_id)
-        if entry is not None:
-            entry[0].trailers = trailers
+        response = self._awaited.get(event.stream_id)
+        if response is not None:
+            response.trailers = trailers
         elif (exchange := self.exchanges.by_stream.get(event.stream_id)) is not None:
             exchange.deliver_trailers(trailers)
 
     def _on_reset(self, event: ev.StreamReset) -> None:
         self._fast.pop(event.stream_id, None)
-        self._stream_windows.pop(event.stream_id, None)
+        self.credit.forget(event.stream_id)
         exchange = self.exchanges.by_stream.get(event.stream_id)
         if exchange is not None:
             reason = f"server reset the stream of {exchange.path}"
             self._close_exchange(
                 exchange, ExchangeClosed(f"{reason} ({error_code_name(event.error_code)})")
             )
-        entry = self._responses.pop(event.stream_id, None)
-        if entry is not None and not entry[1].done():
-            code = event.error_code
-            entry[1].set_exception(
-                PeerProtocolError(f"server reset the stream for {entry[0].path} ({code!s})")
+        response = self._awaited.get(event.stream_id)
+        if response is not None:
+            said = f"server reset the stream for {response.path}"
+            self._awaited.fail(
+                event.stream_id, PeerProtocolError(said, http2_code(event.error_code))
             )
 
     def _fail_all(self, error: Exception) -> None:
@@ -437,10 +334,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.exchanges.waiting_failed(str(error))
         for exchange in list(self.exchanges.by_stream.values()):
             self._close_exchange(exchange, ExchangeClosed(f"{exchange.path}: {error}"))
-        for _response, future in self._responses.values():
-            if not future.done():
-                future.set_exception(error)
-        self._responses.clear()
+        self._awaited.fail_all(error)
         if not self._settings_received.done():
             self._settings_received.set_exception(error)
             self._settings_received.exception()  # mark retrieved: nobody may be waiting
@@ -462,11 +356,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         stream_id = self.conn.get_next_available_stream_id()
         headers = request_headers(b"GET", authority, scheme, path, extra_headers)
         response = Response.of_get(path, keep_body, hashed)
-        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        self._responses[stream_id] = (response, future)
-        self._stream_windows[stream_id] = ReceiveWindow(
-            self.initial_window_size, self.initial_window_size, self.flow.window_update_policy
-        )
+        future = self._awaited.expect(stream_id, response)
+        self.credit.stream_opened(stream_id)
         self.conn.send_headers(stream_id, headers, end_stream=True)
         self._flush()
         return future
@@ -503,9 +394,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def open_stream(self, headers: list[tuple[bytes, bytes]], end_stream: bool) -> int:
         stream_id = self.conn.get_next_available_stream_id()
-        self._stream_windows[stream_id] = ReceiveWindow(
-            self.initial_window_size, self.initial_window_size, self.flow.window_update_policy
-        )
+        self.credit.stream_opened(stream_id)
         self.conn.send_headers(stream_id, headers, end_stream=end_stream)
         return stream_id
 
@@ -518,11 +407,11 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _close_exchange(self, exchange: ClientExchange, error: ExchangeClosed) -> None:
         stream_id = exchange.stream_id
-        self._stream_windows.pop(stream_id, None)
+        self.credit.forget(stream_id)
         unread = self.exchanges.close(exchange, error)
         if unread:
             # The stream is over; the connection's credit for what nobody will read is not.
-            self._credit(stream_id, unread, stream_open=False)
+            self.credit.credit(stream_id, unread, stream_open=False)
 
     def kick(self) -> None:
         """Send what exchanges queued or credited, once per event-loop turn."""
@@ -544,7 +433,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def exchange_consumed(self, exchange: ClientExchange, flow_controlled_bytes: int) -> None:
         # The stream's window is gone once its response ended: then only the connection's counts.
-        self._credit(exchange.stream_id, flow_controlled_bytes, stream_open=True)
+        self.credit.credit(exchange.stream_id, flow_controlled_bytes, stream_open=True)
         self.kick()
 
     def exchange_reset(self, exchange: ClientExchange, error_code: int) -> None:
@@ -556,6 +445,10 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     async def settings_received(self) -> None:
         await self._settings_received
+
+    @property
+    def window_updates_sent(self) -> int:
+        return self.credit.updates_sent
 
     @property
     def peer_max_concurrent_streams(self) -> int:
@@ -595,11 +488,3 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _flush(self) -> None:
         self._drain_h2()
         self._out.write(self.transport, self.tally_out)
-
-
-def response_status(headers: Mapping[bytes, bytes]) -> int:
-    """The :status of a response's headers; 0 if it is missing or no number."""
-    try:
-        return int(headers.get(b":status", b"0"))
-    except ValueError:
-        return 0

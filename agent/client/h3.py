@@ -17,33 +17,31 @@ import asyncio
 import ipaddress
 import socket
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
-from qh3.asyncio.protocol import QuicConnectionProtocol
 from qh3.h3.connection import ErrorCode, Setting
 from qh3.h3.events import DataReceived, HeadersReceived, StopSending, StreamReset
 from qh3.quic.connection import QuicConnection
-from qh3.quic.events import ConnectionTerminated, QuicEvent, StreamDataReceived
+from qh3.quic.events import ConnectionTerminated, QuicEvent
 
 from agent.client.connect import Target
-from agent.client.connection import Response, request_headers, response_status
 from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
+from agent.client.h3_protocol import QuicClientProtocol
 from agent.client.options import TrialOptions
-from agent.errors import ExchangeClosed, FetchError, PeerProtocolError
+from agent.client.response import Awaited, Response, request_headers, response_status
+from agent.errors import ExchangeClosed, FetchError, PeerProtocolError, ProtocolCode
 from agent.h3.credit import CreditLedger
 from agent.h3.protocol import H3
 from agent.h3.settings import QuicWindows
 from agent.h3.stack import (
     AnnouncingH3,
-    TappedQuicConnection,
     TransportCounts,
     configuration,
     inside_data_frame,
     tap,
 )
 from agent.h3.udp import SocketBuffers, datagram_transport, rcvbuf_errors, udp_socket
-from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, h3_error_name
+from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, close_code, h3_code, h3_error_name
 from agent.traffic import FrameCounts
 
 # The peer's HTTP/3 SETTINGS under the names the records use.
@@ -57,118 +55,13 @@ _PEER_SETTING_NAMES: dict[int, str] = {
 _IDLE_TIMEOUT_S = 30.0
 
 
-class _QuicClientProtocol(QuicConnectionProtocol):
-    """qh3's datagram protocol for one connection, counting datagrams, events to `on_event`.
-    Under a small window each round trip is a datagram or two in and one out, and qh3's Python
-    around its native core was most of the client's CPU: the receive, the events and the
-    transmit here take the tap's shorter paths (agent.h3.stack) and touch the loop's timer
-    only when the core's deadline comes sooner."""
-
-    def __init__(self, quic: TappedQuicConnection, counts: TransportCounts) -> None:
-        super().__init__(quic)
-        self.tapped = quic
-        self.counts = counts
-        self.on_event: Callable[[QuicEvent], None] = lambda event: None
-        # Called before each transmit while `uploads` has exchanges with bytes to send.
-        self.before_transmit: Callable[[], None] = lambda: None
-        self.uploads: Mapping[int, object] = {}
-        # The socket's first error (ICMP port unreachable: nothing listens on the UDP port).
-        self.refused: asyncio.Future[OSError] = asyncio.get_running_loop().create_future()
-
-    @property
-    def handshake_done(self) -> bool:
-        return bool(self._connected)
-
-    def datagram_received(self, data: bytes | str, addr: Any) -> None:
-        self.counts.datagrams_received += 1
-        self.counts.bytes_received += len(data)
-        super().datagram_received(data, addr)
-
-    def datagrams_received(self, data: list[bytes], addr: Any) -> None:
-        self.counts.datagrams_received += len(data)
-        self.counts.bytes_received += sum(map(len, data))
-        now = self._loop_time()
-        self.tapped.receive_many_datagrams(data, addr, now=now)
-        if self.tapped._events:
-            self._process_events()
-        self._transmit(now)
-
-    def quic_event_received(self, event: QuicEvent) -> None:
-        self.on_event(event)
-
-    def _process_events(self) -> None:
-        # Stream data, nearly every event of a transfer, needs none of qh3's handling of a
-        # connection's own events (handshake, connection IDs, pings, the end): it goes
-        # straight to on_event, and from the first other event on, qh3's loop takes the rest.
-        events = self.tapped._events
-        on_event = self.on_event
-        while events:
-            if type(events[0]) is not StreamDataReceived:
-                super()._process_events()
-                return
-            on_event(events.popleft())
-
-    def transmit(self) -> None:
-        self._transmit(self._loop_time())
-
-    def _transmit(self, now: float) -> None:
-        """qh3's transmit, except that the loop's timer is re-armed only when the core's
-        deadline comes sooner. Every round trip moves the deadline later (each packet sent or
-        acknowledged does), and qh3 cancels and schedules a timer handle for each; one left
-        armed that fires before the deadline looks again (_handle_timer)."""
-        if self.uploads:
-            self.before_transmit()
-        self._transmit_task = None
-        quic = self.tapped
-        batches = quic.batches_to_send(now)
-        if batches:
-            self._send(batches)
-        deadline = quic.deadline()
-        timer = self._timer
-        armed_at = self._timer_at
-        if timer is not None and (deadline is None or armed_at is None or deadline < armed_at):
-            timer.cancel()
-            timer = self._timer = None
-        if timer is None and deadline is not None:
-            self._timer = self._loop.call_at(deadline, self._handle_timer)
-            self._timer_at = deadline
-
-    def _send(self, batches: list[tuple[Any, list[bytes]]]) -> None:
-        send_many = self._sendto_many
-        if send_many is not None:
-            for addr, datagrams in batches:
-                send_many(datagrams, addr)
-            return
-        assert self._transport is not None  # a transport without batches (not Linux)
-        for addr, datagrams in batches:
-            for data in datagrams:
-                self._transport.sendto(data, addr)
-
-    def _handle_timer(self) -> None:
-        deadline = self.tapped.deadline()
-        if deadline is None or self._timer_at is None or deadline > self._timer_at:
-            self._timer = None  # not due: the deadline went, or moved on since armed
-            if deadline is not None:
-                self._timer = self._loop.call_at(deadline, self._handle_timer)
-                self._timer_at = deadline
-            return
-        super()._handle_timer()
-
-    def error_received(self, exc: Exception) -> None:
-        """The socket is connected to the server's address, so a host with nothing on that
-        UDP port answers with ICMP and the kernel says so here: the handshake fails now, not
-        at the trial's timeout."""
-        if isinstance(exc, OSError) and not self.refused.done():
-            self.refused.set_result(exc)
-
-
 class H3ClientConnection:
     """GETs over one QUIC connection, each response's body hashed as it arrives, and
     exchanges."""
 
     def __init__(
         self,
-        protocol: _QuicClientProtocol,
+        protocol: QuicClientProtocol,
         transport: asyncio.BaseTransport,
         windows: QuicWindows,
         buffers: SocketBuffers,
@@ -180,13 +73,15 @@ class H3ClientConnection:
         self._quic = protocol.tapped
         self._h3 = AnnouncingH3(self._quic, windows)
         self._wire = H3Wire(self._h3, self._quic)
-        self._responses: dict[int, tuple[Response, asyncio.Future[Response]]] = {}
+        self._awaited = Awaited()
         self.exchanges = ClientExchanges(self)
         self._kicked = False
         self._settings: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # A connection lost before its SETTINGS fails the future whether or not a trial waits.
         self._settings.add_done_callback(lambda done: done.cancelled() or done.exception())
+        # Why the connection ended, and the code it ended with, once it has.
         self._lost: str | None = None
+        self._lost_code: ProtocolCode | None = None
         self._rcvbuf_errors_at_start = rcvbuf_errors()
         self.local_settings: Mapping[str, int] = windows.announced()
         protocol.on_event = self._event
@@ -196,8 +91,12 @@ class H3ClientConnection:
 
     @property
     def lost_reason(self) -> str | None:
-        """Why the connection ended, once it has."""
-        return self._lost
+        """Why the connection ended, once it has, with its code."""
+        return None if self._lost is None else str(self._lost_error())
+
+    def _lost_error(self) -> PeerProtocolError:
+        assert self._lost is not None
+        return PeerProtocolError(self._lost, self._lost_code)
 
     @property
     def window_updates_sent(self) -> int | None:
@@ -216,13 +115,11 @@ class H3ClientConnection:
         hashed: bool = True,
     ) -> asyncio.Future[Response]:
         if self._lost is not None:
-            raise PeerProtocolError(self._lost)
+            raise self._lost_error()
         stream_id = self._quic.get_next_available_stream_id()
         headers = request_headers(b"GET", authority, scheme, path, extra_headers)
         self._h3.send_headers(stream_id, headers, end_stream=True)
-        response = Response.of_get(path, keep_body, hashed)
-        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        self._responses[stream_id] = (response, future)
+        future = self._awaited.expect(stream_id, Response.of_get(path, keep_body, hashed))
         self._protocol.transmit()
         return future
 
@@ -237,7 +134,7 @@ class H3ClientConnection:
         end_stream: bool,
     ) -> ClientExchange:
         if self._lost is not None:
-            raise PeerProtocolError(self._lost)
+            raise self._lost_error()
         block = request_headers(method, authority, scheme, path, headers)
         exchange = ClientExchange(self, method, path, time.monotonic_ns(), end_stream)
         self.exchanges.open(exchange, block, end_stream)
@@ -356,10 +253,10 @@ class H3ClientConnection:
         """A GET response's chunk inside the DATA frame being received, hashed without qh3's
         per-chunk event objects and calls (agent.h3.stack.inside_data_frame); whether it
         was. An exchange's, and every other chunk, go through qh3's layer."""
-        entry = self._responses.get(stream_id)
-        if entry is None or not inside_data_frame(self._h3, stream_id, len(data), end_stream):
+        response = self._awaited.get(stream_id)
+        if response is None or not inside_data_frame(self._h3, stream_id, len(data), end_stream):
             return False
-        _take_body(entry[0], data)
+        response.take(data)
         return True
 
     def _exchange_event(
@@ -382,7 +279,6 @@ class H3ClientConnection:
         """The server reset a stream, or asked us to stop sending on it: with H3_NO_ERROR
         (RFC 9114 4.1) only the request body stops, the response still comes."""
         stream_id = event.stream_id
-        name = h3_error_name(event.error_code)
         exchanges = self.exchanges
         exchange = exchanges.by_stream.get(stream_id)
         if exchange is not None:
@@ -391,19 +287,18 @@ class H3ClientConnection:
                 exchange.upload_stopped()
                 exchanges.forget_if_done(exchange)
             else:
+                name = h3_error_name(event.error_code)
                 reason = f"server reset the stream of {exchange.path} ({name})"
                 exchanges.close(exchange, ExchangeClosed(reason))
-        entry = self._responses.pop(stream_id, None)
-        if entry is not None and not entry[1].done():
-            entry[1].set_exception(
-                PeerProtocolError(f"server reset the stream for {entry[0].path} ({name})")
-            )
+        response = self._awaited.get(stream_id)
+        if response is not None:
+            said = f"server reset the stream for {response.path}"
+            self._awaited.fail(stream_id, PeerProtocolError(said, h3_code(event.error_code)))
 
     def _h3_event(self, event: HeadersReceived | DataReceived) -> None:
-        entry = self._responses.get(event.stream_id)
-        if entry is None:
+        response = self._awaited.get(event.stream_id)
+        if response is None:
             return
-        response, future = entry
         if isinstance(event, HeadersReceived):
             if response.t_headers_ns:
                 response.trailers = dict(event.headers)
@@ -414,40 +309,24 @@ class H3ClientConnection:
                 try:
                     response.status = int(headers.get(b":status", b"0"))
                 except ValueError:
-                    self._fail(event.stream_id, f"GET {response.path}: a :status that is no number")
+                    said = f"GET {response.path}: a :status that is no number"
+                    self._awaited.fail(event.stream_id, PeerProtocolError(said))
                     return
         else:
-            _take_body(response, event.data)
+            response.take(event.data)
         if event.stream_ended:
-            response.t_end_ns = time.monotonic_ns()
-            del self._responses[event.stream_id]
-            if not future.done():
-                future.set_result(response)
-
-    def _fail(self, stream_id: int, reason: str) -> None:
-        _response, future = self._responses.pop(stream_id)
-        if not future.done():
-            future.set_exception(PeerProtocolError(reason))
+            self._awaited.end(event.stream_id, time.monotonic_ns())
 
     def _lose(self, event: ConnectionTerminated) -> None:
-        reason = event.reason_phrase or "no reason given"
-        self._lost = f"the QUIC connection closed (error 0x{event.error_code:x}: {reason})"
-        for _response, future in self._responses.values():
-            if not future.done():
-                future.set_exception(PeerProtocolError(self._lost))
-        self._responses.clear()
-        self.exchanges.waiting_failed(self._lost)
+        self._lost = f"the QUIC connection closed: {event.reason_phrase or 'no reason given'}"
+        self._lost_code = close_code(event.error_code, event.frame_type)
+        said = str(self._lost_error())
+        self._awaited.fail_all(self._lost_error())
+        self.exchanges.waiting_failed(said)
         for exchange in list(self.exchanges.by_stream.values()):
-            self.exchanges.close(exchange, ExchangeClosed(f"{exchange.path}: {self._lost}"))
+            self.exchanges.close(exchange, ExchangeClosed(f"{exchange.path}: {said}"))
         if not self._settings.done():
-            self._settings.set_exception(PeerProtocolError(self._lost))
-
-
-def _take_body(response: Response, data: bytes) -> None:
-    response.size_bytes += len(data)
-    response.digest.update(data)
-    if response.body is not None:
-        response.body += data
+            self._settings.set_exception(self._lost_error())
 
 
 def warm_up() -> None:
@@ -501,8 +380,8 @@ async def open_h3_connection(
         ) from None
     counts = TransportCounts()
     quic = tap(QuicConnection(configuration=config), CreditLedger(), counts, False)
-    transport, protocol = await datagram_transport(lambda: _QuicClientProtocol(quic, counts), sock)
-    assert isinstance(protocol, _QuicClientProtocol)
+    transport, protocol = await datagram_transport(lambda: QuicClientProtocol(quic, counts), sock)
+    assert isinstance(protocol, QuicClientProtocol)
     connection = H3ClientConnection(protocol, transport, windows, buffers)
     protocol.connect(address[:2])
     handshake = asyncio.ensure_future(protocol.wait_connected())

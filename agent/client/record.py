@@ -61,15 +61,20 @@ class ClientRecord:
     # The h2 engine's event loop, "asyncio" or "uvloop" (agent.event_loop); None where the
     # trial did not run on one (the nghttp2 engine's tools, a trial that could not start).
     event_loop: str | None = None
+    # The protocol's error code of the peer error that failed the trial (PeerProtocolError's
+    # `error_code`: a GOAWAY's, a reset's, a QUIC close's); None, and left out, otherwise.
+    error_code: Mapping[str, object] | None = None
 
     def to_dict(self) -> dict[str, object]:
         record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         for name in ("settings", "flow_control", "peer_settings", "params", "metrics"):
             record[name] = dict(record[name])
-        if self.transport is None:
-            del record["transport"]
-        else:
-            record["transport"] = dict(self.transport)
+        for name in ("transport", "error_code"):
+            value = getattr(self, name)
+            if value is None:
+                del record[name]
+            else:
+                record[name] = dict(value)
         for name in ("sent", "received"):
             if record[name] is not None:
                 record[name] = dict(record[name])

@@ -19,12 +19,12 @@ from h2.exceptions import H2Error
 
 from agent import __version__, probe
 from agent.client.connect import Target, open_connection
-from agent.client.connection import Response
 from agent.client.exchange import ClientExchange
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import ClientRecord
+from agent.client.response import Response
 from agent.conditions import TrialWatch
-from agent.errors import AgentError, BodyMismatchError, FetchError
+from agent.errors import AgentError, BodyMismatchError, FetchError, PeerProtocolError
 from agent.event_loop import running_loop_name
 from agent.h2.fastpath import H2Internals
 from agent.marker import Marker
@@ -233,6 +233,7 @@ async def run_trial(
     """The trial's record, failed or not."""
     connection: TrialConnection | None = None
     error: str | None = None
+    error_code: Mapping[str, object] | None = None
     connect_s: float | None = None
     connect_cpu_s: float | None = None
     tls_version: str | None = None
@@ -260,6 +261,8 @@ async def run_trial(
         error = f"timeout: the {workload} {stage} took longer than {options.timeout_s:g} s"
     except AgentError as exc:
         error = str(exc)
+        if isinstance(exc, PeerProtocolError) and exc.error_code is not None:
+            error_code = exc.error_code.to_dict()
     except H2Error as exc:  # h2 refused what we asked of it, e.g. a stream the peer forbids
         error = f"HTTP/2: {type(exc).__name__}: {exc}"
     span = window.close()
@@ -313,6 +316,7 @@ async def run_trial(
         tls_version=tls_version,
         transport=connection.transport_record() if connection else None,
         event_loop=running_loop_name(),
+        error_code=error_code,
     )
 
 

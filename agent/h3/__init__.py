@@ -8,6 +8,6 @@ its drop counters (`udp`), the server's fixes for qh3's anti-amplification accou
 (`amplification`), qh3's configuration with a tap on its core (`stack`) and request streams
 under HTTP/2's names, for exchanges sent piece by piece (`wire`). The thin I/O
 wrappers that give the workloads the same requests and records HTTP/2 gives them live beside
-HTTP/2's: agent/client/h3.py and agent/server/h3.py, above this package, which knows neither.
+HTTP/2's: agent/client/h3*.py and agent/server/h3*.py, above this package, which knows neither.
 Nothing here is imported unless a trial runs over h3.
 """

@@ -22,6 +22,9 @@ from typing import Any
 from h2.errors import ErrorCodes
 from qh3.h3.connection import ErrorCode, H3Connection
 from qh3.quic.connection import QuicConnectionError
+from qh3.quic.packet import QuicErrorCode
+
+from agent.errors import ProtocolCode
 
 # What qh3 may hold unsent of one stream before it is handed more (qh3 copies what it is handed).
 STREAM_BUFFER_BYTES = 256 * 1024
@@ -42,12 +45,24 @@ def h3_error_code(h2_code: int) -> int:
     return H3_CODES.get(h2_code, ErrorCode.H3_GENERAL_PROTOCOL_ERROR)
 
 
+def h3_code(value: int) -> ProtocolCode:
+    """An HTTP/3 error code (a stream's reset, an application's CONNECTION_CLOSE)."""
+    return ProtocolCode.among("HTTP/3", value, ErrorCode)
+
+
 def h3_error_name(code: int) -> str:
     """An HTTP/3 error code as messages name it (H3_REQUEST_CANCELLED), or its number."""
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error code 0x{code:x}"
+    return h3_code(code).name or f"error code 0x{code:x}"
+
+
+def close_code(value: int, frame_type: int | None) -> ProtocolCode:
+    """The code of a QUIC connection's close as qh3's ConnectionTerminated gives it: QUIC's own
+    (a transport close names the frame at fault, if only as 0) or HTTP/3's (an application
+    close names none). qh3's own ends (idle timeout, a local close) say 0 with no frame: QUIC's
+    NO_ERROR, which HTTP/3 never sends (its NO_ERROR is 0x100)."""
+    if frame_type is None and value:
+        return h3_code(value)
+    return ProtocolCode.among("QUIC", value, QuicErrorCode)
 
 
 class H3Wire:

@@ -2,18 +2,19 @@
 
 The hot path (a WINDOW_UPDATE arrives, DATA goes out) is kept short: the kernel reads into a
 `FrameReader` buffer; WINDOW_UPDATE frames for the connection and for streams being sent are
-applied here, straight to h2's window counters, and DATA frames other than a body's last are
-built here, their size taken off the same counters, so h2's flow-control view stays exact while
-its per-frame machinery is skipped. Everything else (and any WINDOW_UPDATE h2 must judge: zero
-increment or reserved bit set, overflow, odd length, unknown stream) goes to h2 unchanged, in
-order, and a body's
-last frame goes through h2 so it closes the stream. Every stream with credit gets one frame per
-round (fair, like nghttp2), and all frames produced by one read leave in one transport.write.
+applied straight to h2's window counters, and DATA frames other than a body's last are built
+by the connection's `ReplySender` (agent.server.sender), their size taken off the same
+counters, so h2's flow-control view stays exact while its per-frame machinery is skipped.
+Everything else (and any WINDOW_UPDATE h2 must judge: zero increment or reserved bit set,
+overflow, odd length, unknown stream) goes to h2 unchanged, in order, and a body's last frame
+goes through h2 so it closes the stream. Every stream with credit gets one frame per round
+(fair, like nghttp2), and all frames produced by one read leave in one transport.write.
 
 The connection knows its server only as a `ConnectionHost` (agent.server.host): what to
 announce, who answers requests, where trial accounting goes, the limits it holds to
 (agent.limits). Its lifecycle is one state (agent.server.lifecycle); the one flag beside
-it, `_paused`, is the transport's write back-pressure, which comes and goes in any state.
+it, the sender's `paused`, is the transport's write back-pressure, which comes and goes in any
+state.
 
 A handler answering `Streamed` gets a `ServerExchange` for its stream (agent.server.streamed
 holds them and their handlers): the stream's DATA goes to the exchange (credited when the
@@ -33,8 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
-from typing import Any
 
 import h2.events as ev
 from h2.connection import ConnectionState
@@ -42,19 +41,15 @@ from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 from hyperframe.frame import GoAwayFrame
 
-from agent.exchange_queues import error_code_name
+from agent.errors import ProtocolCode
+from agent.exchange_queues import error_code_name, http2_code
 from agent.h2.connection import h2_connection, initiate_server
 from agent.h2.fastpath import (
-    FRAME_HEADER_BYTES,
-    MAX_WINDOW,
-    TYPE_DATA,
     TYPE_WINDOW_UPDATE,
     WINDOW_UPDATE_BYTES,
     FrameReader,
     H2Internals,
-    Outgoing,
     SplitTally,
-    data_frame_header,
     window_increment,
 )
 from agent.h2.frames import CLIENT_PREFACE
@@ -62,8 +57,9 @@ from agent.server.connection_trials import ConnectionTrials
 from agent.server.guard import ResetRateGuard
 from agent.server.handler import Reply
 from agent.server.host import ConnectionHost
-from agent.server.lifecycle import ENDED, Input, Lifecycle, State
+from agent.server.lifecycle import ENDED, Input, Lifecycle, State, ended_reason
 from agent.server.request import Request
+from agent.server.sender import ReplySender
 from agent.server.streamed import StreamedExchanges
 from agent.trial_header import TRIAL_HEADER
 
@@ -80,13 +76,6 @@ _READ_MIN_FREE = 16 * 1024
 _SHEDDABLE = frozenset({State.HANDSHAKE, State.OPEN})
 
 
-@dataclass(eq=False)
-class _OutStream:
-    body: memoryview
-    offset: int
-    h2_stream: Any  # h2's stream, whose window the fast path keeps; None with the fast path off
-
-
 class ServerConnection(asyncio.BufferedProtocol):
     def __init__(self, host: ConnectionHost, connection_id: int, fast_path: bool = True) -> None:
         self.host = host
@@ -94,6 +83,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.lifecycle = Lifecycle()
+        self._goaway: ProtocolCode | None = None  # the last GOAWAY's code, either side's
         self.conn = h2_connection(client_side=False, settings=dict(host.h2_settings))
         # The stream limit our SETTINGS announce; h2 holds it from the client's ACK on
         # (initiate_server), and streams over it opened before are refused here.
@@ -106,22 +96,25 @@ class ServerConnection(asyncio.BufferedProtocol):
             min_free=_READ_MIN_FREE,
         )
         self._fast_enabled = fast_path and H2Internals.available()
-        self._out = Outgoing(TYPE_DATA)
         self.tally_out = SplitTally()
         self.guard = ResetRateGuard()
-        self.pending: dict[int, _OutStream] = {}
         self.trials = ConnectionTrials(host, connection_id, self.tally_out, self.tally_in)
-        self._paused = False
+        self.streamed = StreamedExchanges(self)
+        self.sender = ReplySender(
+            self.conn,
+            self.streamed,
+            self.trials,
+            fast_enabled=self._fast_enabled,
+            tally=self.tally_out,
+            flush=self._flush,
+        )
         self._last_byte_timer: asyncio.TimerHandle | None = None
         self._handshake_timer: asyncio.TimerHandle | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # Event-loop time of the last progress: connection made, handshake done, a request
-        # received, response bytes written. `_sent_response` marks response frames queued
-        # since the last write (one clock read per write, not per frame).
+        # received, response bytes written.
         self.last_progress_s = 0.0
-        self._sent_response = False
-        self.streamed = StreamedExchanges(self)
         self._kicked = False
 
     # asyncio callbacks -------------------------------------------------------------------------
@@ -173,6 +166,7 @@ class ServerConnection(asyncio.BufferedProtocol):
                 tally.feed(reader.take_all())
                 return
         conn = self.conn
+        sender = self.sender
         fast = self._fast_enabled and H2Internals.is_open(conn)
         while True:
             try:
@@ -190,7 +184,7 @@ class ServerConnection(asyncio.BufferedProtocol):
                 and frame_type == TYPE_WINDOW_UPDATE
                 and length == 4
                 and not reader.header_block
-                and self._fast_window_update(stream_id, window_increment(reader.buffer, start))
+                and sender.window_update(stream_id, window_increment(reader.buffer, start))
             ):
                 tally.frames[TYPE_WINDOW_UPDATE] += 1
                 tally.frame_bytes[TYPE_WINDOW_UPDATE] += WINDOW_UPDATE_BYTES
@@ -201,29 +195,8 @@ class ServerConnection(asyncio.BufferedProtocol):
                 tally.feed(reader.take_all())
                 return
             fast = self._fast_enabled and H2Internals.is_open(conn)
-        self._pump()
+        sender.pump()
         self._flush()
-
-    def _fast_window_update(self, stream_id: int, increment: int) -> bool:
-        """Apply a WINDOW_UPDATE to h2's counters; False leaves it to h2 (an increment of zero
-        or with the reserved bit set, an overflow, a stream not being sent: errors or no-ops
-        h2 judges)."""
-        if not 0 < increment <= MAX_WINDOW:
-            return False
-        if stream_id == 0:
-            window = self.conn.outbound_flow_control_window + increment
-            if window > MAX_WINDOW:
-                return False
-            self.conn.outbound_flow_control_window = window
-            return True
-        out = self.pending.get(stream_id)
-        if out is None:
-            return False
-        window = out.h2_stream.outbound_flow_control_window + increment
-        if window > MAX_WINDOW:
-            return False
-        out.h2_stream.outbound_flow_control_window = window
-        return True
 
     def _receive_h2(self, data: bytes) -> bool:
         """Bytes for h2 and the events they cause; False once the connection is finished."""
@@ -251,13 +224,14 @@ class ServerConnection(asyncio.BufferedProtocol):
             elif kind is ev.StreamEnded and self.streamed.by_stream:
                 self.streamed.on_body_end(event.stream_id)  # type: ignore[attr-defined]
             elif kind is ev.ConnectionTerminated:
+                self._goaway = http2_code(event.error_code)  # type: ignore[attr-defined]
                 self._advance(Input.PEER_GOAWAY)
                 self._flush()
                 self._close_transport()
                 return False
         if self.transport is None or self.transport.is_closing():
             return False
-        self._drain_h2()
+        self.sender.drain_h2()
         return True
 
     def _handshake_done(self) -> None:
@@ -268,15 +242,25 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._idle_timer = self._loop.call_later(self.host.limits.idle_timeout_s, self._idle_check)
 
     def pause_writing(self) -> None:
-        self._paused = True
+        self.sender.paused = True
 
     def resume_writing(self) -> None:
-        self._paused = False
-        self._pump()
+        self.sender.paused = False
+        self.sender.pump()
         self._flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        failed = self.lifecycle.state is State.FAILED
+        """Says in one line why the connection ended (ended_reason: the state it ended in, the
+        transport's `exc`, the last GOAWAY's code): a debug line, unless the network broke it."""
+        state = self.lifecycle.state
+        level = logging.DEBUG if exc is None else logging.INFO
+        log.log(
+            level,
+            "peer %s: connection ended: %s",
+            self.peer,
+            ended_reason(state, exc, self._goaway),
+        )
+        failed = state is State.FAILED
         self._advance(Input.LOST)
         for timer in (self._last_byte_timer, self._idle_timer):
             if timer is not None:
@@ -329,8 +313,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             self.trials.response_done(stream_id)
             return
         self.conn.send_headers(stream_id, headers)
-        h2_stream = self.conn.streams[stream_id] if self._fast_enabled else None
-        self.pending[stream_id] = _OutStream(body, 0, h2_stream)
+        self.sender.start(stream_id, body)
 
     def _on_data(self, event: ev.DataReceived) -> None:
         size = event.flow_controlled_length
@@ -342,97 +325,29 @@ class ServerConnection(asyncio.BufferedProtocol):
             self.conn.acknowledge_received_data(size, event.stream_id)
 
     def _on_reset(self, event: ev.StreamReset) -> None:
-        self.pending.pop(event.stream_id, None)
+        self.sender.pending.pop(event.stream_id, None)
         if self.streamed.by_stream:
             self.streamed.on_reset(event.stream_id, error_code_name(event.error_code))
         self.trials.stream_reset(event.stream_id)
         if event.remote_reset and self.guard.reset_received(time.monotonic_ns()):
             self.conn.close_connection(ErrorCodes.ENHANCE_YOUR_CALM)
             limit, window_s = self.guard.limit, self.guard.window_ns / 1e9
-            self._fail(f"stream reset storm (more than {limit} resets in {window_s:.1f} s)")
+            reason = f"stream reset storm (more than {limit} resets in {window_s:.1f} s)"
+            self._fail(reason, ErrorCodes.ENHANCE_YOUR_CALM)
 
     # sending -----------------------------------------------------------------------------------
 
-    def _pump(self) -> None:
-        """Send DATA while any stream has credit: one frame per stream per round."""
-        sending = self.streamed.sending
-        if self._paused or not (self.pending or sending):
-            return
-        conn = self.conn
-        pending = self.pending
-        # Our frames go after whatever h2 has queued (a stream's HEADERS before its DATA).
-        self._drain_h2()
-        fast = self._fast_enabled and H2Internals.is_open(conn)
-        queued = 0
-        while (pending or sending) and not self._paused:
-            if conn.outbound_flow_control_window <= 0:
-                return  # no stream can send until the connection window opens
-            max_frame = conn.max_outbound_frame_size
-            progressed = False
-            for stream_id, stream in list(pending.items()):
-                if fast:
-                    credit = stream.h2_stream.outbound_flow_control_window
-                    if credit <= 0:
-                        continue  # most streams wait for their own window: skip them cheaply
-                    credit = min(credit, conn.outbound_flow_control_window)
-                else:
-                    credit = conn.local_flow_control_window(stream_id)
-                if credit <= 0:
-                    continue
-                size = min(credit, max_frame, len(stream.body) - stream.offset)
-                self._send_frame(stream_id, stream, size, fast)
-                queued += size
-                progressed = True
-                if conn.outbound_flow_control_window <= 0:
-                    break
-            if sending and (round_sent := self.streamed.send_round(max_frame)) is not None:
-                sent, data_sent = round_sent
-                self._sent_response |= data_sent
-                queued += sent
-                progressed = True
-            if not progressed:
-                return
-            if queued >= _FLUSH_BYTES:
-                # Hand large bursts to the transport so its back-pressure (pause_writing) works.
-                self._flush()
-                queued = 0
-
-    def _send_frame(self, stream_id: int, stream: _OutStream, size: int, fast: bool) -> None:
-        self._sent_response = True
-        offset = stream.offset
-        end = offset + size
-        last = end == len(stream.body)
-        if fast and not last:
-            self._out.add_own(data_frame_header(stream_id, size, False), FRAME_HEADER_BYTES + size)
-            self._out.chunks.append(stream.body[offset:end])
-            self.conn.outbound_flow_control_window -= size
-            stream.h2_stream.outbound_flow_control_window -= size
-        else:
-            # h2 sends a body's last frame itself: it closes the stream.
-            self.conn.send_data(stream_id, stream.body[offset:end], end_stream=last)
-            self._drain_h2()
-        stream.offset = end
-        if last:
-            del self.pending[stream_id]
-            self.trials.response_done(stream_id)
-
-    def _drain_h2(self) -> None:
-        self._out.add_h2(self.conn.data_to_send())
-
     def _write_out(self) -> None:
         """Everything queued (ours and h2's, in order) in one write."""
-        self._drain_h2()
-        if self._sent_response and self._loop is not None:
-            self._sent_response = False
+        if self.sender.write(self.transport) and self._loop is not None:
             self.last_progress_s = self._loop.time()
-        self._out.write(self.transport, self.tally_out)
 
     def _flush(self) -> None:
         self._write_out()
         if self.trials.done and self._last_byte_timer is None:
             self._note_last_bytes()
         draining = self.lifecycle.state is State.DRAINING
-        if draining and not (self.pending or self.streamed.by_stream):
+        if draining and not (self.sender.pending or self.streamed.by_stream):
             self._close_gracefully()
 
     def _note_last_bytes(self) -> None:
@@ -461,7 +376,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._kicked = False
         if self.lifecycle.state in ENDED:
             return
-        self._pump()
+        self.sender.pump()
         self._flush()
 
     # limits, shutdown and failures --------------------------------------------------------------
@@ -469,7 +384,7 @@ class ServerConnection(asyncio.BufferedProtocol):
     @property
     def sheddable(self) -> bool:
         """The host may close it to make room: still in its handshake, or serving nothing."""
-        serving = self.pending or self.streamed.by_stream
+        serving = self.sender.pending or self.streamed.by_stream
         return self.lifecycle.state in _SHEDDABLE and not serving
 
     def shed(self) -> None:
@@ -493,7 +408,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         # Even a stream stalled for want of flow-control credit ends here: no progress is no
         # progress, and a peer must not hold a connection by granting no window.
         self._advance(Input.IDLE_TIMEOUT)
-        log.debug("peer %s: idle for %g s; sent GOAWAY and closed", self.peer, idle_timeout_s)
+        self._goaway = http2_code(ErrorCodes.NO_ERROR)
         self.conn.close_connection(ErrorCodes.NO_ERROR)
         self._write_out()
         self._close_transport()
@@ -505,6 +420,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         goaway = GoAwayFrame(0)
         goaway.last_stream_id = self.conn.highest_inbound_stream_id
         goaway.error_code = ErrorCodes.NO_ERROR
+        self._goaway = http2_code(ErrorCodes.NO_ERROR)
         frame = goaway.serialize()
         if self.transport is not None and not self.transport.is_closing():
             self.tally_out.feed(frame)
@@ -527,21 +443,29 @@ class ServerConnection(asyncio.BufferedProtocol):
         before its state machine runs; errors found before h2 saw the frame are queued here."""
         if self.conn.state_machine.state is not ConnectionState.CLOSED:
             self.conn.close_connection(exc.error_code)
-        self._fail(f"{type(exc).__name__}: {exc}")
+        self._fail(f"{type(exc).__name__}: {exc}", exc.error_code)
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str, code: int) -> None:
+        """The peer failed; `code` is the one our GOAWAY carries (queued by the caller)."""
         self._advance(Input.FAILURE)
-        log.warning("peer %s: %s; sent GOAWAY and closed the connection", self.peer, reason)
+        self._goaway = http2_code(code)
+        log.warning(
+            "peer %s: %s; sent GOAWAY (%s) and closed the connection",
+            self.peer,
+            reason,
+            self._goaway,
+        )
         self._write_out()
         self._close_transport()
 
     def _handshake_expired(self) -> None:
         self._handshake_timer = None
         self.conn.close_connection(ErrorCodes.SETTINGS_TIMEOUT)
-        self._fail(f"no preface and SETTINGS within {self.host.limits.handshake_timeout_s:g} s")
+        timeout_s = self.host.limits.handshake_timeout_s
+        self._fail(f"no preface and SETTINGS within {timeout_s:g} s", ErrorCodes.SETTINGS_TIMEOUT)
 
     def _close_transport(self) -> None:
-        self.pending.clear()
+        self.sender.pending.clear()
         self.streamed.close_all("the connection was closed")
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()

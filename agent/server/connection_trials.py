@@ -18,7 +18,7 @@ from agent.traffic import FrameCounts
 
 class Tally(Protocol):
     """One direction of a connection, counted so far (agent.h2.fastpath.SplitTally for HTTP/2;
-    agent.server.h3.QuicTally for HTTP/3)."""
+    agent.server.h3_connection.QuicTally for HTTP/3)."""
 
     def counts(self) -> FrameCounts: ...
 

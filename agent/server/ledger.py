@@ -42,7 +42,8 @@ class TrialRecord:
     overlapping_trials: tuple[str, ...]
     # Highest CPU % over the trial's 100 ms intervals (agent.cpu_peak); None where unmeasured.
     cpu_peak_pct: float | None = None
-    # HTTP/3: the QUIC connection's counts over the trial (agent.server.h3); None over HTTP/2.
+    # HTTP/3: the QUIC connection's counts over the trial (agent.server.h3_connection); None
+    # over HTTP/2.
     transport: Mapping[str, object] | None = None
 
     @classmethod

@@ -75,7 +75,7 @@ def make_credentials(directory: Path) -> Credentials:
 
 @contextmanager
 def h3_server(
-    site: Path, tmp: Path, credentials: Credentials, *extra: str
+    site: Path, tmp: Path, credentials: Credentials, *extra: str, verbose: bool = False
 ) -> Iterator[RunningServer]:
     with agent_server(
         site,
@@ -87,6 +87,7 @@ def h3_server(
         "--key",
         str(credentials.key),
         *extra,
+        verbose=verbose,
     ) as server:
         yield server
 

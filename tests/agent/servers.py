@@ -94,8 +94,10 @@ def agent_server(
     *extra: str,
     tls: bool = False,
     open_files_limit: int | None = None,
+    verbose: bool = False,
 ) -> Iterator[RunningServer]:
-    """`serve` on a free port; `root` None: no --root (a workload other than the page).
+    """`serve` on a free port; `root` None: no --root (a workload other than the page);
+    `verbose`: its debug lines on stderr too.
     `open_files_limit`: the server process's RLIMIT_NOFILE (set by a shell that then execs
     the server, so the process and its pid are the server's)."""
     # Port 0: the server binds a free port and names it. A port picked here and bound by the
@@ -103,7 +105,16 @@ def agent_server(
     name = f"server-{next(_SERVERS)}"
     stderr_path = tmp / f"{name}.err"
     trial_log = tmp / f"{name}-trials.jsonl"
-    args = [*AGENT, "serve", "--port", "0", "--trial-log", str(trial_log), *extra]
+    args = [
+        *AGENT,
+        *(["--verbose"] if verbose else []),
+        "serve",
+        "--port",
+        "0",
+        "--trial-log",
+        str(trial_log),
+        *extra,
+    ]
     if root is not None:
         args += ["--root", str(root)]
     if open_files_limit is not None:

@@ -99,17 +99,27 @@ def raw_server(behave: Callable[[socket.socket], None]) -> Iterator[int]:
         thread.join(timeout=30)
 
 
+_CALM = {"protocol": "HTTP/2", "value": 11, "name": "ENHANCE_YOUR_CALM"}
+
+
 @pytest.mark.parametrize(
-    ("behave", "error"),
+    ("behave", "error", "code"),
     [
-        (_close_at_once, "server closed the connection before its first SETTINGS frame"),
-        (_close_with_streams_open, "server closed the connection with the trial's streams open"),
-        (_go_away, "server sent GOAWAY (11)"),
-        (_reset, "connection lost with the trial's streams open: ConnectionResetError"),
+        (_close_at_once, "server closed the connection before its first SETTINGS frame", None),
+        (
+            _close_with_streams_open,
+            "server closed the connection with the trial's streams open",
+            None,
+        ),
+        (_go_away, "server sent GOAWAY (HTTP/2 ENHANCE_YOUR_CALM 0xb)", _CALM),
+        (_reset, "connection lost with the trial's streams open: ConnectionResetError", None),
     ],
 )
 def test_a_trials_record_says_why_its_connection_ended(
-    behave: Callable[[socket.socket], None], error: str, site: Path
+    behave: Callable[[socket.socket], None],
+    error: str,
+    code: dict[str, object] | None,
+    site: Path,
 ) -> None:
     manifest = site / "manifest.json"
     with raw_server(behave) as port:
@@ -120,3 +130,4 @@ def test_a_trials_record_says_why_its_connection_ended(
     record = json.loads(result.stdout)
     assert result.returncode == 1 and not record["ok"]
     assert error in record["error"], record["error"]
+    assert record.get("error_code") == code

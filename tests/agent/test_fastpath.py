@@ -547,8 +547,9 @@ def test_client_refuses_data_beyond_its_window() -> None:
     case = ClientCase(256, 65535, "half", b"".join(f.serialize() for f in frames), [])
     written, closed, _updates, outcomes, _tallies = run_client(case, fast=True)
     assert closed
-    assert (
-        outcomes[0] == "server broke HTTP/2: FlowControlError: Flow control window shrunk below 0"
+    assert outcomes[0] == (
+        "server broke HTTP/2: FlowControlError: Flow control window shrunk below 0 "
+        "(HTTP/2 FLOW_CONTROL_ERROR 0x3)"
     )
     # GOAWAY with FLOW_CONTROL_ERROR (0x3) closes what the client wrote.
     assert written[-17:-8] == b"\0\0\x08\x07\0\0\0\0\0" and written[-4:] == b"\0\0\0\x03"

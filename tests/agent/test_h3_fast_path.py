@@ -20,7 +20,7 @@ from qh3.quic.configuration import QuicConfiguration
 from qh3.quic.connection import QuicConnection, QuicConnectionError
 from qh3.quic.events import StreamDataReceived
 
-from agent.client.h3 import _QuicClientProtocol
+from agent.client.h3_protocol import QuicClientProtocol
 from agent.h3.credit import CreditLedger
 from agent.h3.stack import (
     CAPACITY_EXHAUSTED,
@@ -289,7 +289,7 @@ def test_the_loop_timer_moves_only_sooner_and_a_timer_fired_early_looks_again() 
 
     async def run() -> None:
         core = _TimerCore()
-        protocol = _QuicClientProtocol(_connected(core, CreditLedger()), TransportCounts())
+        protocol = QuicClientProtocol(_connected(core, CreditLedger()), TransportCounts())
         protocol.connection_made(_Transport())  # type: ignore[arg-type]
         now = asyncio.get_running_loop().time()
         core.deadline = now + 10

@@ -26,6 +26,10 @@ def loaded_by(module: str) -> set[str]:
         # The client shares nothing with the server but leaves (the trial header's name).
         ("agent.client.run", ("agent.server",)),
         ("agent.client.connection", ("agent.server",)),
+        # What both clients share about a response loads neither protocol's stack.
+        ("agent.client.response", ("agent.server", "h2", "qh3")),
+        # The error tree is the root every part imports: no protocol library under it.
+        ("agent.errors", ("h2", "qh3", "asyncio")),
         ("agent.trial_header", ("agent.server", "agent.client", "h2", "asyncio")),
         # The registry is declarations only: the controller imports it at config load.
         (

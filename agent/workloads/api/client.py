@@ -17,8 +17,9 @@ from array import array
 from collections import Counter
 
 from agent.client.connect import Target, open_connection
-from agent.client.connection import ClientConnection, Response
+from agent.client.connection import ClientConnection
 from agent.client.options import RunPlan, TrialOptions
+from agent.client.response import Response
 from agent.client.run import Prepared
 from agent.client.trial import TrialSession
 from agent.workloads.api.parse import PREFIX

@@ -5,8 +5,8 @@ body checked by size and sha256 against the deterministic content (agent.workloa
 from __future__ import annotations
 
 from agent.client.connect import Target
-from agent.client.connection import Response
 from agent.client.options import RunPlan
+from agent.client.response import Response
 from agent.client.run import Prepared
 from agent.client.trial import TrialSession, check_body
 from agent.workloads.blob.body import PATH_PREFIX, blob_sha256

@@ -9,8 +9,8 @@ import asyncio
 from pathlib import Path
 
 from agent.client.connect import Target
-from agent.client.connection import Response
 from agent.client.options import RunPlan, TrialOptions
+from agent.client.response import Response
 from agent.client.run import Prepared
 from agent.client.trial import TrialConnection, TrialSession, check_body, open_trial_connection
 from agent.errors import BodyMismatchError, FetchError, PeerProtocolError, SiteError

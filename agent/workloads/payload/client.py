@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from functools import partial
 
 from agent.client.connect import Target
-from agent.client.connection import Response
 from agent.client.options import RunPlan
+from agent.client.response import Response
 from agent.client.run import Prepared
 from agent.client.trial import TrialSession
 from agent.errors import FetchError

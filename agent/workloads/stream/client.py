@@ -17,9 +17,9 @@ from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
 from wsproto.frame_protocol import CloseReason
 
 from agent.client.connect import Target
-from agent.client.connection import Response
 from agent.client.exchange import ClientExchange
 from agent.client.options import PeerClock, RunPlan
+from agent.client.response import Response
 from agent.client.run import Prepared
 from agent.client.trial import TrialSession
 from agent.workloads.stream import grpcwire, proto
