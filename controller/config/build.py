@@ -20,7 +20,6 @@ from controller.config.model import (
     INA219_RATE_MAX_HZ,
     INA226_RATE_MAX_HZ,
     LOCAL_HOST,
-    PPK2_RATE_HZ,
     ROLES,
     AxisValue,
     Config,
@@ -204,31 +203,9 @@ def _meter(stack: Stack) -> MeterConfig:
             f"{_blame(stack, 'meter.port', 'meter.source')}: meter.port: required when "
             f'meter.source is "{meter.source}": the board\'s serial device, e.g. "/dev/ttyACM0"'
         )
-    if meter.spec.wire == "ppk2":
-        _check_ppk2(stack, meter)
+    if meter.spec.config_check is not None:
+        meter.spec.load(meter.spec.config_check)(stack, meter)
     return meter
-
-
-def _check_ppk2(stack: Stack, meter: MeterConfig) -> None:
-    """A PPK2 measures one supply (the client's) at 100 kS/s, averaged to meter.rate_hz."""
-    later = max(stack.origin("meter.source"), stack.origin("meter.rate_hz"), key=stack.layers.index)
-    if PPK2_RATE_HZ % meter.rate_hz:
-        raise ConfigError(
-            f"{later}: meter.rate_hz: {meter.rate_hz} Hz does not divide the PPK2's "
-            f'{PPK2_RATE_HZ} samples/s (meter.source = "ppk2"), e.g. 1000 or 10000'
-        )
-    roles = [role for role, _c in meter.channels]
-    if roles != ["client"]:
-        key = "meter.channels.server"
-        raise ConfigError(
-            f"{stack.origin(key)}: {key}: a PPK2 measures one supply, the client's "
-            '(meter.source = "ppk2"); unset it: server = "none"'
-        )
-    if meter.mode == "source" and meter.supply_mv is None:
-        raise ConfigError(
-            f"{_blame(stack, 'meter.supply_mv', 'meter.mode')}: meter.supply_mv: required when "
-            'meter.mode is "source": the voltage the PPK2 powers the node at, 800..5000 mV'
-        )
 
 
 def _earlier(stack: Stack, key: str, than: str) -> bool:

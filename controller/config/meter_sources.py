@@ -70,9 +70,9 @@ class MeterSourceSpec:
     # A module serving it emulated for `h2iot meter virtual --device NAME` (NAME its name),
     # with `add_options(parser)` and `serve(args) -> int`; None: it has no such device.
     emulator: str | None = None
-    # What its bytes are: "board" for the firmware's frames (firmware/PROTOCOL.md), else the
-    # source's own (controller.config.build checks a PPK2's keys by it).
-    wire: str = "board"
+    # module:function `(Stack, MeterConfig) -> None` refusing what a config cannot ask of it,
+    # naming the key (a light module: the config loads it); None: nothing beyond the schema.
+    config_check: str | None = None
 
     def is_modelled(self, port: str | None) -> bool:
         return self.modelled == "always" or (self.modelled == "without_port" and not port)

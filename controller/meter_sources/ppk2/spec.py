@@ -10,5 +10,5 @@ PPK2 = MeterSourceSpec(
     rig_check="controller.meter_sources.ppk2.rig:check_ppk2_meter",
     device="controller.meter_sources.ppk2.device",
     emulator="controller.meter_sources.ppk2.cli",
-    wire="ppk2",
+    config_check="controller.meter_sources.ppk2.config:check",
 )
