@@ -177,7 +177,7 @@ def _check_announced(stack: Stack, config: Config) -> None:
                 raise ConfigError(
                     f"{stack.origin(axis)}: {axis}: {spec.tool(client)} has no option to "
                     f'announce it ({key} = "{node.engine}"; it announces '
-                    f"{', '.join(supported)}); sweep it with engine {every}"
+                    f"{', '.join(supported) or 'none'}); sweep it with engine {every}"
                 )
 
 
