@@ -97,7 +97,7 @@ def trial_row(
         "block": trial.block,
         "repetition": trial.repetition,
         "workload": workload,
-        **trial.values,
+        **dict(trial.point.axes),
     }
     if trial.probe is not None:
         row["search_group"], row["search_probe"] = trial.probe

@@ -34,8 +34,8 @@ def params_for(
 def prepare_sweep(config: Config, prepare: Prepare) -> None:
     """Prepare the server node for every point of the sweep before anything is measured (the
     page's sites), so no trial waits for a set-up step or is disturbed by one."""
-    for axes in config.sweep.points():
-        prepare(dict(params_for(config.workload.kind, config.point(axes).params, "setup")))
+    for point in config.trial_points():
+        prepare(dict(params_for(config.workload.kind, point.params, "setup")))
 
 
 def preparer(kind: str, server: AgentNode, state_dir: str, *, client_shares_host: bool) -> Prepare:
