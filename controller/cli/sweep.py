@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from agent.workloads import spec_of
 from analysis.columns import BREAKDOWN
 from analysis.conditions import summarise as summarise_conditions
 from analysis.manifest import read_manifest
+from analysis.trial_columns import workload_columns
 from controller.cli import COMMANDS
 from controller.cli._help import FORMATTER, example
 from controller.config import DEFAULT_CONFIG_PATH, Config
@@ -37,7 +38,6 @@ from controller.config.model import OptimizeConfig, TrialPoint
 from controller.dashboard.live import LiveDashboard, MeterWatch, PlainLines, Sink
 from controller.dashboard.state import Notice, SweepStarted
 from controller.errors import ConfigError, ControllerError
-from controller.run.columns import workload_columns
 from controller.run.recorder import RunRecorder, manifest_to_resume, read_trials
 from controller.sweep import baseline
 from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
@@ -406,7 +406,7 @@ def _workload_facts(config: Config) -> dict[str, Any]:
     spec = spec_of(config.workload.kind)
     return {
         "kind": config.workload.kind,
-        "columns": [asdict(column) for column in workload_columns(config.workload.kind)],
+        "columns": [column.described() for column in workload_columns(config.workload.kind)],
         "spread_param": spec.spread_param,
         "count_field": spec.count_field,
     }

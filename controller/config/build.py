@@ -22,6 +22,7 @@ from agent.flow import DEFAULT_WINDOW_UPDATE_POLICY
 from agent.h3.settings import refuse_without_counterpart
 from agent.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
+from analysis.trial_columns import METRIC_COLUMNS, workload_columns
 from controller.config.clients import check_clients
 from controller.config.layers import KeyPath, Stack
 from controller.config.model import (
@@ -54,7 +55,6 @@ from controller.config.model import (
 from controller.config.profile import DeviceProfile, not_applied_message, resolve
 from controller.config.schema import OTHER_AXES, PARAM_NAMES
 from controller.errors import ConfigError
-from controller.run.columns import METRIC_COLUMNS, workload_columns
 
 DEFAULTS = "<defaults>"
 

@@ -1,7 +1,7 @@
 """The controller's side of each workload: how a server node is made ready to serve it.
 
 What a workload *is* (its parameters, its record's fields) is declared once, by the agent
-(`agent.workloads`); its trials.csv columns follow from that (`controller.run.columns`). Here
+(`agent.workloads`); its trials.csv columns follow from that (`analysis.trial_columns`). Here
 lives only what the controller does for a workload beyond passing its parameters on: the page
 workload's site, built on the server node for each distinct `site_seed` and `total_bytes`.
 """

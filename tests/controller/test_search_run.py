@@ -14,6 +14,7 @@ import pytest
 from rich.console import Console
 
 from analysis.columns import BREAKDOWN
+from analysis.trial_columns import header
 from controller.config import load_config
 from controller.config.model import Config, TrialPoint
 from controller.dashboard.state import (
@@ -25,7 +26,6 @@ from controller.dashboard.state import (
 )
 from controller.dashboard.view import render
 from controller.errors import ConfigError
-from controller.run.columns import header
 from controller.run.recorder import RunRecorder, read_trials
 from controller.sweep.search_run import (
     BREAKDOWN_COLUMNS,
