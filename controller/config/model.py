@@ -77,8 +77,7 @@ class RunConfig:
 AxisValue = ParamValue
 """A swept value: an HTTP/2 setting's integer, or a workload parameter of any of its kinds."""
 Point = tuple[tuple[str, AxisValue], ...]
-"""A grid point as swept: (axis name, value) in axis order, settings, flow-control keys and
-workload parameters alike; one value of a hashable type, so it can key the searches' tallies."""
+"""A grid point as swept, hashable: (axis name, value) in axis order, of every kind of axis."""
 
 PROTOCOLS: tuple[Protocol, ...] = ("h2c", "h2", "h3")
 """HTTP/2 in cleartext with prior knowledge (the study's), over TLS 1.3 with ALPN h2, or HTTP/3
@@ -142,8 +141,7 @@ class WorkloadConfig:
 class TrialPoint:
     """Everything one grid point decides, each value in the one form it keeps up to the wire:
     the SETTINGS both agents announce, the client's flow control, the workload's parameters.
-    Built once per grid point (`Config.point`), by the planner or a search, and carried by the
-    planned trial to the nodes, the row and the searches' tallies."""
+    Built once per grid point (`Config.point`) by the planner or a search; a trial carries it."""
 
     axes: Point  # as swept: the row's axis columns, what the dashboard and the searches show
     settings: tuple[tuple[str, int], ...]
