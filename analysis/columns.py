@@ -1,15 +1,15 @@
-"""The run format's version and file names, and the trials.csv columns the analysis reads (run
-format version 1, data/README.md).
+"""The run format's version and file names, and the metrics the analysis reads from trials.csv
+(run format version 2, data/README.md; the columns themselves: analysis.trial_columns).
 
 The version and file names are defined here only: the controller's recorder writes a run with
-them (the controller may import analysis, never the reverse). The columns are kept here rather
-than imported from the controller, since analysis depends only on the files of a run; a test
-checks these names against the recorder's header so the two cannot drift apart.
+them (the controller may import analysis, never the reverse).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from analysis.trial_columns import unit_of
 
 FORMAT_VERSION = 2
 
@@ -82,61 +82,7 @@ BYTES_RECEIVED = "client_bytes_received"
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("trial_id", "status", *(m.name for m in METRICS))
 
-NUMERIC_COLUMNS: tuple[str, ...] = (
-    "attempt",
-    "order_index",
-    "repetition",
-    "t_wall_start_ns",
-    "t_wall_end_ns",
-    "client_response_s",
-    "client_ttfb_s",
-    "client_connect_s",
-    "client_connect_cpu_s",
-    "client_cpu_s",
-    "client_cpu_pct",
-    "client_process_s",
-    "client_process_cpu_s",
-    "client_rss_peak_bytes",
-    "client_bytes_received",
-    "client_bytes_sent",
-    "client_interface_bytes",
-    "client_interface_packets",
-    "client_data_frames",
-    "client_window_update_frames",
-    "server_serve_s",
-    "server_cpu_s",
-    "server_cpu_pct",
-    "server_rss_peak_bytes",
-    "server_bytes_sent",
-    "server_data_frames",
-    "energy_mj",
-    "energy_above_idle_mj",
-    "mean_power_mw",
-    "window_s",
-    "samples",
-    "samples_lost",
-    "meter_crc_errors",
-    "meter_frame_gaps",
-)
-"""Columns converted to numbers in ok rows when present (empty cells become NaN)."""
-
 METRIC_BY_NAME = {m.name: m for m in (*METRICS, *FRAME_METRICS, *PROCESS_METRICS, *CONNECT_METRICS)}
-
-# A column's unit, read from its name's ending (units in names: `latency_max_s`, `body_bytes`).
-_UNIT_SUFFIXES = (
-    ("_bytes", "B"),
-    ("_mj", "mJ"),
-    ("_mw", "mW"),
-    ("_ms", "ms"),
-    ("_s", "s"),
-    ("_pct", "%"),
-    ("_hz", "Hz"),
-    ("_rps", "1/s"),
-)
-
-
-def unit_of(name: str) -> str:
-    return next((unit for suffix, unit in _UNIT_SUFFIXES if name.endswith(suffix)), "")
 
 
 def metric_of(name: str) -> Metric:

@@ -24,15 +24,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from analysis.document import Block, Bullets, Heading, Paragraph, Table
+from analysis.trial_columns import CONDITION_FIELDS, CONDITION_ROLES
 
-ROLES = ("client", "server")
 HOT_C = 80.0
 BUSY_PCT = 10.0
 CLOCK_CHANGE_FRACTION = 0.05
 THROTTLED_NOW = 0xF
 THROTTLED_SINCE_BOOT = 0xF0000
-FIELDS = ("cpu_freq_mhz", "governor", "temp_c", "throttled_flags", "other_cpu_pct")
-"""Each node's condition columns are `<role>_<field>`, and `<role>_conditions_missing`."""
 
 REASONS = ("throttled", "hot", "governor changed", "clock changed", "busy")
 
@@ -100,7 +98,7 @@ class NodeConditions:
 
 def node_conditions(rows: Sequence[Row], role: str) -> NodeConditions:
     """The node `role`'s conditions over `rows` (ok trials)."""
-    columns = {name: f"{role}_{name}" for name in FIELDS}
+    columns = {field.name: f"{role}_{field.name}" for field in CONDITION_FIELDS}
     read = [row for row in rows if any(_text(row.get(c)) is not None for c in columns.values())]
     governors = Counter(g for row in read if (g := _text(row.get(columns["governor"]))) is not None)
     clocks = [c for row in read if (c := cell_number(row.get(columns["cpu_freq_mhz"]))) is not None]
@@ -171,7 +169,7 @@ def summarise(rows: Sequence[Row]) -> dict[str, object]:
             "busy_other_cpu_pct": BUSY_PCT,
             "clock_change_fraction": CLOCK_CHANGE_FRACTION,
         },
-        **{role: node_conditions(rows, role).to_dict() for role in ROLES},
+        **{role: node_conditions(rows, role).to_dict() for role in CONDITION_ROLES},
     }
 
 
@@ -195,7 +193,7 @@ _BRIEF_TEXT = {
 def warnings(rows: Sequence[Row]) -> list[str]:
     """One line per node and reason: how many trials, and the first few ids."""
     lines = []
-    for role in ROLES:
+    for role in CONDITION_ROLES:
         node = node_conditions(rows, role)
         for reason, ids in node.flagged.items():
             shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
@@ -209,7 +207,7 @@ def warnings(rows: Sequence[Row]) -> list[str]:
 def brief(rows: Sequence[Row]) -> list[str]:
     """The warnings without trial ids, one line per node and reason, naming the section."""
     lines = []
-    for role in ROLES:
+    for role in CONDITION_ROLES:
         node = node_conditions(rows, role)
         for reason, ids in node.flagged.items():
             lines.append(
@@ -221,7 +219,7 @@ def brief(rows: Sequence[Row]) -> list[str]:
 
 def report_blocks(rows: Sequence[Row]) -> list[Block]:
     """The report's "Node conditions" section; nothing for a run that did not record them."""
-    nodes = [node_conditions(rows, role) for role in ROLES]
+    nodes = [node_conditions(rows, role) for role in CONDITION_ROLES]
     if not any(node.read for node in nodes):
         return []
     found = warnings(rows)

@@ -21,16 +21,10 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from analysis.columns import (
-    EVENTS,
-    MANIFEST,
-    NUMERIC_COLUMNS,
-    POWER_DIR,
-    REQUIRED_COLUMNS,
-    TRIALS,
-)
+from analysis.columns import EVENTS, MANIFEST, POWER_DIR, REQUIRED_COLUMNS, TRIALS
 from analysis.errors import RunFormatError
 from analysis.manifest import confidence_of, config_value, protocols_of, read_manifest
+from analysis.trial_columns import NUMERIC_COLUMNS
 from analysis.workloads import DEFAULT_KIND
 
 STATUSES = ("ok", "failed")

@@ -139,6 +139,7 @@ def sweep_rules() -> SweepRules:
     """The sweep's own rules for an import (controller.meter.jls.run.SweepRules): the idle
     baseline's judgement, and the meter's cells of a row exactly as the sweep engine fills them
     (`trial_row` with the window and energy, less what it fills without them)."""
+    from controller.config.model import Config  # noqa: PLC0415
     from controller.meter.jls.run import SweepRules  # noqa: PLC0415
     from controller.sweep.baseline import judge  # noqa: PLC0415
     from controller.sweep.interfaces import PowerWindow  # noqa: PLC0415
@@ -153,7 +154,7 @@ def sweep_rules() -> SweepRules:
                 if f.init and hasattr(window, f.name)
             }
         )
-        planned = PlannedTrial("t", 0, 0, 1, ())
+        planned = PlannedTrial("t", 0, 0, 1, Config().point(()))
         bare = trial_row(planned, 1, error=None, client=None, server=None, power=None, energy=None)
         full = trial_row(
             planned, 1, error=None, client=None, server=None, power=power, energy=energy

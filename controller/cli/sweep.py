@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,21 +30,21 @@ from agent.workloads import spec_of
 from analysis.columns import BREAKDOWN
 from analysis.conditions import summarise as summarise_conditions
 from analysis.manifest import read_manifest
+from analysis.trial_columns import workload_columns
 from controller.cli import COMMANDS
 from controller.cli._help import FORMATTER, example
 from controller.config import DEFAULT_CONFIG_PATH, Config
 from controller.config.load import Layer, config_of, read_layers, with_overrides
-from controller.config.model import AxisValue, OptimizeConfig
+from controller.config.model import OptimizeConfig, TrialPoint
 from controller.dashboard.live import LiveDashboard, MeterWatch, PlainLines, Sink
 from controller.dashboard.state import Notice, SweepStarted
 from controller.errors import ConfigError, ControllerError
-from controller.run.columns import workload_columns
 from controller.run.recorder import RunRecorder, manifest_to_resume, read_trials
 from controller.sweep import baseline
 from controller.sweep.engine import StopRule, SweepEngine, SweepOutcome
 from controller.sweep.errors import MeterLost, NodeLost
 from controller.sweep.optimize_run import OptimizeRun
-from controller.sweep.plan import PlannedTrial, plan_trials
+from controller.sweep.plan import PlannedTrial, plan_sweep
 from controller.sweep.search_run import (
     BreakdownRun,
     first_point,
@@ -168,9 +168,7 @@ def _prepare(args: argparse.Namespace) -> _Sweep:
         layers = with_overrides(_recorded_layers(manifest, args.resume), args.set)
     config = config_of(layers)
     if config.search is None:
-        plan = plan_trials(
-            config.sweep.points(), config.run.repetitions, config.run.order, config.run.seed
-        )
+        plan = plan_sweep(config)
         axes = tuple(config.sweep.names)
     elif isinstance(config.search, OptimizeConfig):  # it plans as it goes, over the grid's axes
         plan, axes = [], tuple(config.sweep.names)
@@ -291,10 +289,10 @@ def _planned(sweep: _Sweep) -> int:
     return search.budget if isinstance(search, OptimizeConfig) else trials_bound(sweep.config)
 
 
-def _first_point(config: Config) -> dict[str, AxisValue]:
+def _first_point(config: Config) -> TrialPoint:
     """Where a search's server starts (the idle baseline's)."""
     if isinstance(config.search, OptimizeConfig):
-        return config.sweep.points()[0]
+        return config.point(config.sweep.points()[0])
     return first_point(config)
 
 
@@ -342,7 +340,7 @@ def _measure(
             nodes, meter, facts = opened
             if "idle_baseline_mw" not in manifest:
                 # A new run, or one stopped before its baseline: nothing measured yet.
-                nodes.ensure_server(plan[0].values if plan else _first_point(config))
+                nodes.ensure_server(plan[0].point if plan else _first_point(config))
                 rtt_s = nodes.measure_rtt_s()
                 idle = baseline.before_sweep(meter, config, sink.post, recorder)
                 idle_mw = idle.baseline.mean_mw
@@ -409,7 +407,7 @@ def _workload_facts(config: Config) -> dict[str, Any]:
     spec = spec_of(config.workload.kind)
     return {
         "kind": config.workload.kind,
-        "columns": [asdict(column) for column in workload_columns(config.workload.kind)],
+        "columns": [column.described() for column in workload_columns(config.workload.kind)],
         "spread_param": spec.spread_param,
         "count_field": spec.count_field,
     }

@@ -12,6 +12,7 @@ from typing import Any
 
 from agent.h2.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
+from analysis.trial_columns import METRIC_COLUMNS, workload_columns
 from controller.config.clients import check_clients
 from controller.config.engine_checks import check_engines, check_protocols
 from controller.config.layers import KeyPath, Stack
@@ -41,7 +42,6 @@ from controller.config.model import (
 from controller.config.profile import DeviceProfile, not_applied_message, resolve
 from controller.config.schema import OTHER_AXES, PARAM_NAMES
 from controller.errors import ConfigError
-from controller.run.columns import METRIC_COLUMNS, workload_columns
 
 DEFAULTS = "<defaults>"
 

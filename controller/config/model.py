@@ -9,8 +9,9 @@ TOML file (`nodes.client`, `nodes.server`), so the same dotted keys name the sam
 from __future__ import annotations
 
 import itertools
+import math
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -78,6 +79,8 @@ class RunConfig:
 
 AxisValue = ParamValue
 """A swept value: an HTTP/2 setting's integer, or a workload parameter of any of its kinds."""
+Point = tuple[tuple[str, AxisValue], ...]
+"""A grid point as swept, hashable: (axis name, value) in axis order, of every kind of axis."""
 
 PROTOCOL_AXIS = "protocol"
 """[workload] protocol, sweepable: the server agent restarts when it changes."""
@@ -101,11 +104,16 @@ class SweepConfig:
     def names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.axes)
 
-    def points(self) -> list[dict[str, AxisValue]]:
-        """Every grid point as {axis: value}, the last axis varying fastest."""
+    @property
+    def size(self) -> int:
+        """How many grid points the axes span."""
+        return math.prod(len(values) for _, values in self.axes)
+
+    def points(self) -> list[Point]:
+        """Every grid point, the last axis varying fastest."""
         names = self.names
         return [
-            dict(zip(names, values, strict=True))
+            tuple(zip(names, values, strict=True))
             for values in itertools.product(*(values for _, values in self.axes))
         ]
 
@@ -132,8 +140,10 @@ class WorkloadConfig:
 @dataclass(frozen=True)
 class TrialPoint:
     """Everything one grid point decides, each value in the one form it keeps up to the wire:
-    the SETTINGS both agents announce, the client's flow control, the workload's parameters."""
+    the SETTINGS both agents announce, the client's flow control, the workload's parameters.
+    Built once per grid point (`Config.point`) by the planner or a search; a trial carries it."""
 
+    axes: Point  # as swept: the row's axis columns, what the dashboard and the searches show
     settings: tuple[tuple[str, int], ...]
     connection_window: int | None  # None: the agent's default (65535)
     window_update_policy: str
@@ -435,8 +445,9 @@ class Config:
         swept = dict(self.sweep.axes).get(PROTOCOL_AXIS) or (self.workload.protocol,)
         return tuple(p for p in PROTOCOLS if p in swept)
 
-    def point(self, axes: Mapping[str, AxisValue]) -> TrialPoint:
-        """The grid point `axes` (axis name -> value) over this config's other values."""
+    def point(self, point: Point) -> TrialPoint:
+        """The grid point `point` over this config's other values."""
+        axes = dict(point)
         settings = {name: int(value) for name, value in axes.items() if name in SETTING_SPECS}
         flow = {name: axes[name] for name in FLOW_KEYS if name in axes}
         params = dict(self.workload.params)
@@ -446,6 +457,7 @@ class Config:
             # As the study passed the same N to nghttp's -w and -W.
             connection_window = settings.get("initial_window_size")
         return TrialPoint(
+            axes=point,
             settings=tuple(settings.items()),
             connection_window=None if connection_window is None else int(connection_window),
             window_update_policy=str(
@@ -458,6 +470,10 @@ class Config:
             ),
             datagram_bytes=_optional_int(axes.get(DATAGRAM_AXIS, self.workload.datagram_bytes)),
         )
+
+    def trial_points(self) -> list[TrialPoint]:
+        """Every grid point of the sweep as a TrialPoint, in grid order."""
+        return [self.point(point) for point in self.sweep.points()]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, nested like the TOML file; None stands for an unset optional key."""

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-Point = tuple[tuple[str, int | float | str | bool], ...]
-"""A grid point: (axis, value) per swept setting or workload parameter, in axis order."""
+from controller.config.model import Point
 
 POWER_WINDOW_S = 10.0
 

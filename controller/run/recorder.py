@@ -27,12 +27,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from agent.protocols import PROTOCOLS, protocol_spec
 from agent.workloads import DEFAULT_KIND
 from analysis.columns import EVENTS, FORMAT_VERSION, MANIFEST, POWER_DIR, TRIALS
 from analysis.errors import RunFormatError
-from analysis.manifest import read_manifest
+from analysis.manifest import protocols_of, read_manifest
+from analysis.trial_columns import header
 from controller.errors import ConfigError
-from controller.run.columns import header, runs_h3
 from controller.run.errors import disk_full, write_error
 
 PARTIAL = ".partial"
@@ -133,7 +134,7 @@ class RunRecorder:
         axes = tuple(manifest.get("axes", ()))
         workload = manifest.get("workload", {}).get("kind", DEFAULT_KIND)
         search = manifest.get("config", {}).get("search") is not None
-        quic = runs_h3(manifest.get("config", {}))
+        quic = any(p in PROTOCOLS and protocol_spec(p).quic for p in protocols_of(manifest))
         study = manifest.get("study")
         bench = study.get("bench") if isinstance(study, dict) else None
         return cls(run_dir, axes, workload, search, quic, bench=bench), manifest

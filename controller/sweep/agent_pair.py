@@ -1,11 +1,11 @@
 """The client and server agents of one sweep as the engine uses them (`TrialNodes`).
 
-Each trial's grid point becomes one `TrialPoint` (`Config.point`): its SETTINGS are announced by
-both agents (the client's govern what the server may send, the study's
-SETTINGS_INITIAL_WINDOW_SIZE; the server's what the client may send), its workload parameters go
-where their declaration says (client, server, or the server node's set-up). The server is
-restarted only when what it serves changes; in a warm sweep a server on the agent's own engine
-over HTTP/2 takes a new point's SETTINGS without a restart (AgentNode.reload_settings).
+Each trial carries its grid point as one `TrialPoint` (`Config.point`, built by the planner or a
+search): its SETTINGS are announced by both agents (the client's govern what the server may send,
+the study's SETTINGS_INITIAL_WINDOW_SIZE; the server's what the client may send), its workload
+parameters go where their declaration says (client, server, or the server node's set-up). The
+server is restarted only when what it serves changes; in a warm sweep a server on the agent's own
+engine over HTTP/2 takes a new point's SETTINGS without a restart (AgentNode.reload_settings).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from agent.protocols import protocol_spec
 from agent.trial_request import TrialRequest
 from agent.workloads import ParamValue
 from agent.workloads.spec import ParamSide
-from controller.config.model import AxisValue, Config, TrialPoint
+from controller.config.model import Config, TrialPoint
 from controller.meter.net_load import Counters
 from controller.nodes.agent import AgentNode, ServerMount, ServerProcess
 from controller.nodes.clock import PeerOffset
@@ -89,8 +89,7 @@ class AgentPair:
     def _side(self, point: TrialPoint, side: ParamSide) -> tuple[tuple[str, ParamValue], ...]:
         return params_for(self.config.workload.kind, point.params, side)
 
-    def ensure_server(self, axes: Mapping[str, AxisValue]) -> None:
-        point = self.config.point(axes)
+    def ensure_server(self, point: TrialPoint) -> None:
         try:
             served = self.prepare(dict(self._side(point, "setup")))
             mount = ServerMount(
@@ -149,11 +148,8 @@ class AgentPair:
         assert self.tls is not None, "a run with TLS trials deploys its credentials first"
         return self.tls.ca_file
 
-    def run_trial(
-        self, trial_id: str, axes: Mapping[str, AxisValue], timeout_s: float
-    ) -> dict[str, Any]:
+    def run_trial(self, trial_id: str, point: TrialPoint, timeout_s: float) -> dict[str, Any]:
         assert self._running is not None, "ensure_server first"
-        point = self.config.point(axes)
         scheme = protocol_spec(point.protocol).scheme
         url = f"{scheme}://{self.config.client.address}:{self._running.port}/"
         control = self._running.control_port

@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from analysis.stopping import should_stop
+from controller.config.model import TrialPoint
 from controller.dashboard.state import DashboardEvent, Notice, TrialFinished, TrialStarted
 from controller.energy import WindowEnergy, energy_in_window
 from controller.run.recorder import RunRecorder
 from controller.sweep.errors import SweepError, SweepPaused
 from controller.sweep.interfaces import PowerMeter, PowerWindow, SharedTrials, TrialNodes
-from controller.sweep.plan import PlannedTrial, Point
+from controller.sweep.plan import PlannedTrial
 from controller.sweep.rows import trial_row
 from controller.sweep.window import WindowError, trial_span
 
@@ -95,13 +96,13 @@ class SweepEngine:
         done = {row["trial_id"] for row in rows if row["status"] == "ok"}
         attempts = Counter(row["trial_id"] for row in rows)
         metric = self.stop_rule.metric if self.stop_rule else None
-        values: dict[Point, list[float]] = {}
+        values: dict[TrialPoint, list[float]] = {}
         point_of = {trial.trial_id: trial.point for trial in plan}
         for row in rows:
             if metric and row["status"] == "ok" and row.get(metric) and row["trial_id"] in point_of:
                 values.setdefault(point_of[row["trial_id"]], []).append(float(row[metric]))
         failed: list[str] = []
-        settled: set[Point] = set()
+        settled: set[TrialPoint] = set()
         skipped = 0
         paused: str | None = None
         taken: PlannedTrial | None = None  # a shared trial this bench holds
@@ -139,7 +140,7 @@ class SweepEngine:
         self,
         trial: PlannedTrial,
         values: list[float],
-        settled: set[Point],
+        settled: set[TrialPoint],
     ) -> bool:
         rule = self.stop_rule
         if rule is None:
@@ -149,8 +150,8 @@ class SweepEngine:
         if not should_stop(values, rule.confidence, rule.relative_half_width, rule.min_n):
             return False
         settled.add(trial.point)
-        settings = ", ".join(f"{name}={value}" for name, value in trial.point)
-        self.recorder.event("point_stopped", point=dict(trial.point), n=len(values),
+        settings = ", ".join(f"{name}={value}" for name, value in trial.point.axes)
+        self.recorder.event("point_stopped", point=dict(trial.point.axes), n=len(values),
                             metric=rule.metric)  # fmt: skip
         self.post(Notice(f"{settings}: {rule.metric} settled after {len(values)} trials"))
         return True
@@ -171,7 +172,7 @@ class SweepEngine:
             raise SweepPaused("stopped on request")
         for attempt in range(previous_attempts + 1, previous_attempts + self.retries + 2):
             self.recorder.check_space()
-            self.post(TrialStarted(trial.trial_id, trial.point, trial.repetition, attempt))
+            self.post(TrialStarted(trial.trial_id, trial.point.axes, trial.repetition, attempt))
             self.recorder.event("trial_started", trial_id=trial.trial_id, attempt=attempt)
             result = self._attempt(trial)
             if result.error is not None:
@@ -199,7 +200,7 @@ class SweepEngine:
             self.post(
                 TrialFinished(
                     trial.trial_id,
-                    trial.point,
+                    trial.point.axes,
                     result.error is None,
                     result.error,
                     client.get("response_s"),
@@ -216,10 +217,9 @@ class SweepEngine:
         return None
 
     def _attempt(self, trial: PlannedTrial) -> _Attempt:
-        point = trial.values
-        self.nodes.ensure_server(point)
+        self.nodes.ensure_server(trial.point)
         self.meter.begin_trial()
-        client = self.nodes.run_trial(trial.trial_id, point, self.trial_timeout_s)
+        client = self.nodes.run_trial(trial.trial_id, trial.point, self.trial_timeout_s)
         if not client.get("ok"):
             error = str(client.get("error") or "client agent reported a failure")
             return _Attempt(error, client, None, None, None)

@@ -13,7 +13,8 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from controller.sweep.plan import AxisValue, PlannedTrial
+from controller.config.model import TrialPoint
+from controller.sweep.plan import PlannedTrial
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,11 @@ class TrialNodes(Protocol):
         """Per node: host, Python, agent version, CPU model, pinning, clock offset."""
         ...
 
-    def ensure_server(self, point: Mapping[str, AxisValue]) -> None:
+    def ensure_server(self, point: TrialPoint) -> None:
         """Make sure the server agent serves this grid point (restart only on change)."""
         ...
 
-    def run_trial(
-        self, trial_id: str, point: Mapping[str, AxisValue], timeout_s: float
-    ) -> dict[str, Any]:
+    def run_trial(self, trial_id: str, point: TrialPoint, timeout_s: float) -> dict[str, Any]:
         """Run one trial of the workload on the client; its JSON record (`ok` false on
         failure)."""
         ...

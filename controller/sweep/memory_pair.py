@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.config.model import AxisValue, Role
+from controller.config.model import Role, TrialPoint
 from controller.device.emulation import Emulation
 from controller.device.oom import LimitedNode, oom_kills, oom_reason
 from controller.sweep.agent_pair import AgentPair
@@ -43,7 +43,7 @@ class MemoryWatchedPair(AgentPair):
     def _reason(self, before: Mapping[Role, int]) -> str | None:
         return oom_reason(self._cgroups, before)
 
-    def ensure_server(self, point: Mapping[str, AxisValue]) -> None:
+    def ensure_server(self, point: TrialPoint) -> None:
         before = self._kills()
         try:
             super().ensure_server(point)
@@ -53,9 +53,7 @@ class MemoryWatchedPair(AgentPair):
                 raise
             self._pending = f"{reason} (server agent: {exc})"
 
-    def run_trial(
-        self, trial_id: str, point: Mapping[str, AxisValue], timeout_s: float
-    ) -> dict[str, Any]:
+    def run_trial(self, trial_id: str, point: TrialPoint, timeout_s: float) -> dict[str, Any]:
         pending = self._pending
         if pending is not None:
             self._pending = None

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from analysis.pareto import front, indistinct
 from analysis.stats import Summary, summarize
-from controller.sweep.plan import Point
+from controller.config.model import Point
 
 Scores = tuple[float, ...]  # one trial's score per objective
 

@@ -32,12 +32,12 @@ from typing import Any
 from analysis import pareto
 from analysis.columns import OPTIMIZE
 from analysis.stats import Summary
-from controller.config.model import AxisValue, Config, OptimizeConfig
+from controller.config.model import AxisValue, Config, OptimizeConfig, Point
 from controller.dashboard.state import DashboardEvent, Notice, OptimizeProgress
 from controller.sweep.engine import SweepEngine, SweepOutcome
 from controller.sweep.errors import SweepError
 from controller.sweep.optimize import OptimizeSpec, Scores, forced, needs_more, summaries
-from controller.sweep.plan import PlannedTrial, Point
+from controller.sweep.plan import PlannedTrial
 from controller.sweep.search_run import ScoreError, trial_id
 
 OPTIMIZE_COLUMNS = (
@@ -78,7 +78,7 @@ def _search(config: Config) -> OptimizeConfig:
 
 def grid_trials(config: Config) -> int:
     """What the full grid of the same space costs at run.repetitions."""
-    return len(config.sweep.points()) * config.run.repetitions
+    return config.sweep.size * config.run.repetitions
 
 
 def point_text(point: Point) -> str:
@@ -149,8 +149,9 @@ class OptimizeRun:
         self.engine = engine
         self.search = _search(config)
         self.spec = optimize_spec(config)
+        self.config = config
         self.axes: tuple[tuple[str, tuple[AxisValue, ...]], ...] = config.sweep.axes
-        self.grid = len(config.sweep.points())
+        self.grid = config.sweep.size
         self.seed = config.run.seed
         self.post = post
         self.book = _Book({}, set(), [])
@@ -215,6 +216,7 @@ class OptimizeRun:
         if point in book.failed:
             return "skipped"
         scores = book.scores.setdefault(point, [])
+        trial_point = self.config.point(point)
         ran = False
         while book.used < self.spec.budget and needs_more(
             point, self._measured(), len(scores), self.spec
@@ -228,7 +230,7 @@ class OptimizeRun:
                 ran = True
                 repetition = len(scores) + 1
                 trial = PlannedTrial(
-                    trial_id(1, proposal, repetition), self._index, 0, repetition, point,
+                    trial_id(1, proposal, repetition), self._index, 0, repetition, trial_point,
                     probe=(1, proposal),
                 )  # fmt: skip
                 self._index += 1
@@ -257,7 +259,7 @@ class OptimizeRun:
         its recorded attempts are used up, else the row of running it now."""
         recorded = ok.get(trial.trial_id)
         if recorded is not None:
-            for name, value in trial.point:
+            for name, value in trial.point.axes:
                 if recorded.get(name) != str(value) and _number(recorded.get(name)) != value:
                     raise SweepError(
                         f"trials.csv: {trial.trial_id} does not replay: it ran at "

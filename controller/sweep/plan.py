@@ -9,13 +9,10 @@ the setting; `sequential` runs each point's repetitions back to back, as the stu
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-Order = Literal["randomized-blocked", "sequential"]
-AxisValue = int | float | str | bool
-Point = tuple[tuple[str, AxisValue], ...]
+from controller.config.model import Config, Order, TrialPoint
 
 
 @dataclass(frozen=True)
@@ -24,30 +21,31 @@ class PlannedTrial:
     index: int  # position in the run, from 0
     block: int  # randomized-blocked: the repetition's block; sequential: the point's index
     repetition: int  # from 1
-    point: Point  # (axis name, value) in axis order: settings and workload parameters alike
+    point: TrialPoint  # its repetitions share it: built once per grid point
     # A breakdown search's trial: (group, probe), each from 1 (controller.sweep.search_run).
     probe: tuple[int, int] | None = None
 
-    @property
-    def values(self) -> dict[str, AxisValue]:
-        return dict(self.point)
+
+def plan_sweep(config: Config) -> list[PlannedTrial]:
+    """A grid sweep's trials: every point of the config's grid, as its run section orders."""
+    run = config.run
+    return plan_trials(config.trial_points(), run.repetitions, run.order, run.seed)
 
 
 def plan_trials(
-    points: Sequence[Mapping[str, AxisValue]], repetitions: int, order: Order, seed: int
+    points: Sequence[TrialPoint], repetitions: int, order: Order, seed: int
 ) -> list[PlannedTrial]:
     if repetitions < 1:
         raise ValueError(f"repetitions must be at least 1, not {repetitions}")
-    frozen = [tuple(point.items()) for point in points]
-    width = len(str(len(frozen) * repetitions))
-    sequence: list[tuple[int, int, Point]] = []
+    width = len(str(len(points) * repetitions))
+    sequence: list[tuple[int, int, TrialPoint]] = []
     if order == "sequential":
-        for point_index, point in enumerate(frozen):
+        for point_index, point in enumerate(points):
             sequence.extend((point_index, rep, point) for rep in range(1, repetitions + 1))
     else:
         rng = random.Random(seed)
         for rep in range(1, repetitions + 1):
-            block = list(frozen)
+            block = list(points)
             rng.shuffle(block)
             sequence.extend((rep - 1, rep, point) for point in block)
     return [

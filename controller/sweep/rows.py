@@ -1,4 +1,8 @@
-"""Build one trials.csv row from what a trial produced. Pure."""
+"""Build one trials.csv row from what a trial produced. Pure.
+
+The columns are analysis.trial_columns'; a cell its column's `source` names is copied from that
+part of the trial as it is, the others are derived here.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.workloads import DEFAULT_KIND, SPECS
+from analysis.trial_columns import CONDITION_FIELDS, LEADING_COLUMNS, METRIC_COLUMNS
 from controller.energy import WindowEnergy
 from controller.nodes.agent import TRIAL_PROCESS
-from controller.run.columns import CONDITION_FIELDS
 from controller.sweep.agent_pair import TRIAL_INTERFACE
 from controller.sweep.interfaces import PowerWindow
 from controller.sweep.plan import PlannedTrial
+
+# (column, part, name) for each column that copies a part of the trial as it is.
+_COPIED = tuple(
+    (column.name, *column.source.split("."))
+    for column in LEADING_COLUMNS + METRIC_COLUMNS
+    if column.source
+)
 
 
 def _frames(record: Mapping[str, Any], direction: str, frame_type: str) -> int | None:
@@ -76,6 +87,18 @@ def _quic_cells(role: str, record: Mapping[str, Any]) -> dict[str, object]:
     return cells
 
 
+def _copied(parts: Mapping[str, object | None]) -> dict[str, object]:
+    """The cells copied from the trial's parts that it has (a record's missing key: None)."""
+    cells: dict[str, object] = {}
+    for column, part, name in _COPIED:
+        source = parts[part]
+        if isinstance(source, Mapping):
+            cells[column] = source.get(name)
+        elif source is not None:
+            cells[column] = getattr(source, name)
+    return cells
+
+
 def trial_row(
     trial: PlannedTrial,
     attempt: int,
@@ -88,16 +111,15 @@ def trial_row(
     workload: str = DEFAULT_KIND,
     bench: str | None = None,
 ) -> dict[str, object]:
+    parts = {"trial": trial, "point": trial.point, "client": client, "server": server,
+             "power": power, "energy": energy}  # fmt: skip
     row: dict[str, object] = {
-        "trial_id": trial.trial_id,
         "attempt": attempt,
         "status": "ok" if error is None else "failed",
         "error": error or "",
-        "order_index": trial.index,
-        "block": trial.block,
-        "repetition": trial.repetition,
         "workload": workload,
-        **trial.values,
+        **dict(trial.point.axes),
+        **_copied(parts),
     }
     if trial.probe is not None:
         row["search_group"], row["search_probe"] = trial.probe
@@ -110,17 +132,7 @@ def trial_row(
                 "initial_window_size_on_wire", flow.get("initial_window_size")
             )
         row.update(
-            t_wall_start_ns=client.get("t_wall_start_ns"),
-            t_wall_end_ns=client.get("t_wall_end_ns"),
-            client_response_s=client.get("response_s"),
-            client_ttfb_s=client.get("ttfb_s"),
-            client_connect_s=client.get("connect_s"),
-            client_connect_cpu_s=client.get("connect_cpu_s"),
-            client_tls_version=client.get("tls_version"),
-            client_event_loop=client.get("event_loop"),
-            client_cpu_s=client.get("cpu_s"),
             client_cpu_pct=_cpu_pct(client),
-            client_rss_peak_bytes=client.get("rss_peak_bytes"),
             client_bytes_received=_bytes(client, "received"),
             client_bytes_sent=_bytes(client, "sent"),
             client_data_frames=_frames(client, "received", "DATA"),
@@ -145,30 +157,15 @@ def trial_row(
         row.update(_quic_cells("client", client))
     if server is not None:
         row.update(
-            server_serve_s=server.get("serve_s"),
-            server_cpu_s=server.get("cpu_s"),
-            server_cpu_pct=server.get("cpu_pct"),
-            server_cpu_peak_pct=server.get("cpu_peak_pct"),
-            server_rss_peak_bytes=server.get("rss_peak_bytes"),
             server_bytes_sent=_bytes(server, "sent"),
             server_data_frames=_frames(server, "sent", "DATA"),
         )
         row.update(condition_cells("server", server))
         row.update(_quic_cells("server", server))
-    if power is not None:
-        row.update(
-            window_source=power.source,
-            window_start_s=power.start_s,
-            samples_lost=power.samples_lost,
-            meter_crc_errors=power.crc_errors,
-            meter_frame_gaps=power.frame_gaps,
-        )
     if energy is not None:
         row.update(
             energy_mj=round(energy.energy_mj, 6),
             energy_above_idle_mj=round(energy.energy_above_idle_mj, 6),
             mean_power_mw=round(energy.mean_power_mw, 6),
-            window_s=energy.duration_s,
-            samples=energy.samples,
         )
     return row

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from agent.workloads import SPECS
 from analysis.columns import BREAKDOWN
-from controller.config.model import AxisValue, Config, SearchConfig
+from controller.config.model import Config, Point, SearchConfig, TrialPoint
 from controller.dashboard.state import DashboardEvent, Notice, SearchProgress
 from controller.sweep.breakdown import (
     Breakdown,
@@ -35,7 +35,7 @@ from controller.sweep.breakdown import (
 )
 from controller.sweep.engine import SweepEngine, SweepOutcome
 from controller.sweep.errors import SweepError
-from controller.sweep.plan import PlannedTrial, Point
+from controller.sweep.plan import PlannedTrial
 
 BREAKDOWN_COLUMNS = (
     "param",  # the searched parameter's name
@@ -99,16 +99,21 @@ def _probe_value(spec: SearchSpec, value: float) -> int | float:
     return int(value) if spec.integer else value
 
 
-def first_point(config: Config) -> dict[str, AxisValue]:
+def probe_point(config: Config, spec: SearchSpec, group: Point, value: float) -> TrialPoint:
+    """A probe's trial point: the searched parameter at `value`, then the group's axes."""
+    return config.point(((_search(config).param, _probe_value(spec, value)), *group))
+
+
+def first_point(config: Config) -> TrialPoint:
     """The search's first trial's point: where the server starts (the idle baseline's)."""
     spec = search_spec(config)
-    return {_search(config).param: _probe_value(spec, spec.low), **config.sweep.points()[0]}
+    return probe_point(config, spec, config.sweep.points()[0], spec.low)
 
 
 def trials_bound(config: Config) -> int:
     """Most trials the search can run: the dashboard's total (the ETA's upper bound)."""
     spec = search_spec(config)
-    return len(config.sweep.points()) * spec.max_probes() * spec.max_repetitions
+    return config.sweep.size * spec.max_probes() * spec.max_repetitions
 
 
 def _number(value: object) -> float:
@@ -228,7 +233,8 @@ class BreakdownRun:
         self.engine = engine
         self.search = _search(config)
         self.spec = search_spec(config)
-        self.groups: list[Point] = [tuple(point.items()) for point in config.sweep.points()]
+        self.config = config
+        self.groups = config.sweep.points()
         self.axes = config.sweep.names
         self.post = post
         self.results: list[GroupResult] = []
@@ -282,7 +288,7 @@ class BreakdownRun:
                     self._index,
                     index - 1,
                     repetition,
-                    ((self.search.param, _probe_value(self.spec, ask.value)), *group),
+                    probe_point(self.config, self.spec, group, ask.value),
                     probe=(index, ask.probe),
                 )
                 self._index += 1

@@ -84,7 +84,7 @@ def study_facts(options: StudyOptions, name: str) -> dict[str, object]:
 
 def plan_digest(plan: Sequence[PlannedTrial]) -> str:
     """What every bench of a study must plan alike: each trial's id and point, in order."""
-    text = json.dumps([[t.trial_id, [list(pair) for pair in t.point]] for t in plan])
+    text = json.dumps([[t.trial_id, [list(pair) for pair in t.point.axes]] for t in plan])
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -1,7 +1,7 @@
 """The controller's side of each workload: how a server node is made ready to serve it.
 
 What a workload *is* (its parameters, its record's fields) is declared once, by the agent
-(`agent.workloads`); its trials.csv columns follow from that (`controller.run.columns`). Here
+(`agent.workloads`); its trials.csv columns follow from that (`analysis.trial_columns`). Here
 lives only what the controller does for a workload beyond passing its parameters on: the page
 workload's site, built on the server node for each distinct `site_seed` and `total_bytes`.
 """
@@ -34,8 +34,8 @@ def params_for(
 def prepare_sweep(config: Config, prepare: Prepare) -> None:
     """Prepare the server node for every point of the sweep before anything is measured (the
     page's sites), so no trial waits for a set-up step or is disturbed by one."""
-    for axes in config.sweep.points():
-        prepare(dict(params_for(config.workload.kind, config.point(axes).params, "setup")))
+    for point in config.trial_points():
+        prepare(dict(params_for(config.workload.kind, point.params, "setup")))
 
 
 def preparer(kind: str, server: AgentNode, state_dir: str, *, client_shares_host: bool) -> Prepare:

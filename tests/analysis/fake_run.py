@@ -5,20 +5,20 @@ shape (response time a + b / window, +300 % at 4096 vs 65535; client CPU % flat 
 to 4096 and 60 % at 65535, hence CPU time +42 %; client energy above idle settling near 120 mJ),
 multiplicative noise, one outlier, a failed attempt that was retried, power traces and frame
 counts. Deterministic for a seed. Another workload's run (`workload="api"`, ...) has the page's
-shape in the common columns and that workload's own columns (controller.run.columns) filled
+shape in the common columns and that workload's own columns (analysis.trial_columns) filled
 from them by unit: times a tenth of the response, rates per response second, counts 100.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from controller.run.columns import workload_columns
+from analysis.trial_columns import workload_columns
 from controller.run.recorder import RunRecorder
 
 STUDY_WINDOWS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65535)
@@ -137,7 +137,7 @@ def record_run(
         manifest["device"] = device
     own = workload_columns(workload) if workload != "page" else ()
     if own:
-        manifest["workload"] = {"kind": workload, "columns": [asdict(c) for c in own]}
+        manifest["workload"] = {"kind": workload, "columns": [c.described() for c in own]}
         manifest["config"]["workload"] = {"kind": workload, **(workload_params or {})}
     recorder = RunRecorder.create(run_dir, names, manifest, workload)
     recorder.event("sweep_started", points=len(windows), repetitions=repetitions)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from analysis import conditions
 from analysis.conditions import node_conditions, report_blocks, summarise, warnings
 from analysis.document import Bullets, Table, to_markdown
-from controller.run.columns import CONDITION_FIELDS, CONDITION_ROLES, condition_columns
+from analysis.trial_columns import condition_columns
 from controller.sweep.rows import condition_cells
 
 
@@ -121,8 +121,3 @@ def test_record_to_cells_to_findings() -> None:
     flagged = node_conditions([row], "server").flagged
     assert set(flagged) == {"throttled", "hot"}
     assert condition_cells("client", {"ok": False}) == {}
-
-
-def test_analysis_and_controller_agree_on_the_columns() -> None:
-    assert CONDITION_ROLES == conditions.ROLES
-    assert tuple(f.name for f in CONDITION_FIELDS) == (*conditions.FIELDS, "conditions_missing")

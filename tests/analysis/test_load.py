@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.columns import METRICS, NUMERIC_COLUMNS, REQUIRED_COLUMNS
+from analysis.columns import METRICS, REQUIRED_COLUMNS
 from analysis.errors import RunFormatError
 from analysis.load import axis_kinds, load_power, load_run, read_events, require_results
-from controller.run.columns import header
+from analysis.trial_columns import NUMERIC_COLUMNS, header
 
 
 def test_loads_ok_rows_and_counts_failed_attempts(run_copy: Path) -> None:

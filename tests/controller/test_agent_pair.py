@@ -22,7 +22,7 @@ from controller.sweep.errors import NodeLost
 from controller.sweep.memory_pair import MemoryWatchedPair
 from controller.workloads import Served
 
-POINT = {"initial_window_size": 4096}
+POINT = load_config(None).point((("initial_window_size", 4096),))
 
 
 class StandInNode:

@@ -123,7 +123,7 @@ def test_a_swept_server_engine_restarts_the_server_on_that_engine() -> None:
     )
     base = {"users": 16, "data_layer": "sql", "max_concurrent_streams": 128}
     for engine in ("builtin", "builtin", "hypercorn", "hypercorn", "builtin"):
-        pair.ensure_server({**base, "server_engine": engine})
+        pair.ensure_server(config.point((*base.items(), ("server_engine", engine))))
     assert server.engines == ["builtin", "hypercorn", "builtin"]
 
 

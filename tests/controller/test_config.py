@@ -80,7 +80,7 @@ def test_the_local_default_is_the_built_in_default() -> None:
 
 def test_the_study_config_is_the_study_grid() -> None:
     study = load_config(CONFIGS / "study.toml")
-    assert study.sweep.points() == [{"initial_window_size": w} for w in STUDY_WINDOWS]
+    assert study.sweep.points() == [(("initial_window_size", w),) for w in STUDY_WINDOWS]
     assert study.run.repetitions == 68
     assert study.run.confidence == 0.90
     assert study.workload.param("total_bytes") == 7_000_000
@@ -159,11 +159,11 @@ def test_points_are_the_grid_product_in_axis_order() -> None:
         axes=(("max_concurrent_streams", (1, 100)), ("initial_window_size", (1, 2, 3)))
     )
     points = sweep.points()
-    assert len(points) == 6
+    assert len(points) == sweep.size == 6
     assert points[:3] == [
-        {"max_concurrent_streams": 1, "initial_window_size": 1},
-        {"max_concurrent_streams": 1, "initial_window_size": 2},
-        {"max_concurrent_streams": 1, "initial_window_size": 3},
+        (("max_concurrent_streams", 1), ("initial_window_size", 1)),
+        (("max_concurrent_streams", 1), ("initial_window_size", 2)),
+        (("max_concurrent_streams", 1), ("initial_window_size", 3)),
     ]
     assert sweep.names == ("max_concurrent_streams", "initial_window_size")
 
@@ -607,7 +607,7 @@ def test_a_window_of_one_byte_and_other_settings_at_zero_still_load() -> None:
             "workload.connection_window=1",
         ),
     )
-    assert config.sweep.points() == [{"initial_window_size": 1, "header_table_size": 0}]
+    assert config.sweep.points() == [(("initial_window_size", 1), ("header_table_size", 0))]
 
 
 def test_a_workload_parameter_is_checked_against_the_kind_set_in_another_layer(
@@ -618,7 +618,7 @@ def test_a_workload_parameter_is_checked_against_the_kind_set_in_another_layer(
         "--set: sweep.requests[0]: 0 is outside 1..1000"
     )
     config = load_config(path, ('sweep.mode=["sequential", "concurrent"]',))
-    assert config.sweep.points()[-1] == {"initial_window_size": 65535, "mode": "concurrent"}
+    assert config.sweep.points()[-1] == (("initial_window_size", 65535), ("mode", "concurrent"))
     assert config.workload.params == (
         ("size_bytes", 65536),
         ("requests", 4),

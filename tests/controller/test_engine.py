@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from controller.config.model import Config, TrialPoint
 from controller.dashboard.state import DashboardEvent
 from controller.run.recorder import RunRecorder, read_trials
 from controller.sweep.engine import StopRule, SweepEngine
@@ -23,6 +24,11 @@ POWER_MW = 2000.0
 IDLE_MW = 1200.0
 
 
+def windows(*sizes: int) -> list[TrialPoint]:
+    """Grid points of the default config sweeping the stream window alone."""
+    return [Config().point((("initial_window_size", size),)) for size in sizes]
+
+
 class StandInNodes:
     def __init__(self, fail_first: set[str], lose_at: str | None = None) -> None:
         self.fail_first = set(fail_first)
@@ -33,12 +39,10 @@ class StandInNodes:
     def facts(self) -> Mapping[str, Any]:
         return {}
 
-    def ensure_server(self, settings: Mapping[str, int]) -> None:
-        self.server_settings.append(dict(settings))
+    def ensure_server(self, point: TrialPoint) -> None:
+        self.server_settings.append(dict(point.settings))
 
-    def run_trial(
-        self, trial_id: str, settings: Mapping[str, Any], timeout_s: float
-    ) -> dict[str, Any]:
+    def run_trial(self, trial_id: str, point: TrialPoint, timeout_s: float) -> dict[str, Any]:
         if trial_id == self.lose_at:
             raise NodeLost("client: ssh connection reset", role="client")
         start = self.clock_ns
@@ -128,12 +132,7 @@ def _engine(run: Path, nodes: StandInNodes) -> SweepEngine:
 
 
 def test_failed_attempt_is_recorded_and_retried_then_energy_is_integrated(tmp_path: Path) -> None:
-    plan = plan_trials(
-        [{"initial_window_size": 256}, {"initial_window_size": 65535}],
-        2,
-        "randomized-blocked",
-        seed=3,
-    )
+    plan = plan_trials(windows(256, 65535), 2, "randomized-blocked", seed=3)
     first = plan[0].trial_id
     outcome = _engine(tmp_path / "run", StandInNodes({first})).run(plan)
     assert (outcome.completed, outcome.remaining, outcome.paused) == (4, 0, None)
@@ -153,9 +152,7 @@ def test_failed_attempt_is_recorded_and_retried_then_energy_is_integrated(tmp_pa
 
 
 def test_lost_node_pauses_and_resume_finishes_without_duplicates(tmp_path: Path) -> None:
-    plan = plan_trials(
-        [{"initial_window_size": w} for w in (256, 1024, 65535)], 2, "sequential", seed=1
-    )
+    plan = plan_trials(windows(256, 1024, 65535), 2, "sequential", seed=1)
     outcome = _engine(tmp_path / "run", StandInNodes(set(), lose_at=plan[3].trial_id)).run(plan)
     assert outcome.paused is not None and "ssh connection reset" in outcome.paused
     assert (outcome.completed, outcome.remaining) == (3, 3)
@@ -166,14 +163,14 @@ def test_lost_node_pauses_and_resume_finishes_without_duplicates(tmp_path: Path)
 
 
 def test_a_trial_that_always_fails_uses_its_attempts_and_the_sweep_goes_on(tmp_path: Path) -> None:
-    plan = plan_trials([{"initial_window_size": 256}], 2, "sequential", seed=1)
+    plan = plan_trials(windows(256), 2, "sequential", seed=1)
     nodes = StandInNodes(set())
     original = nodes.run_trial
 
-    def always_fail_first(trial_id: str, settings: Mapping[str, int], timeout_s: float):
+    def always_fail_first(trial_id: str, point: TrialPoint, timeout_s: float):
         if trial_id == plan[0].trial_id:
             return {"ok": False, "error": "timeout"}
-        return original(trial_id, settings, timeout_s)
+        return original(trial_id, point, timeout_s)
 
     nodes.run_trial = always_fail_first  # type: ignore[method-assign]
     outcome = _engine(tmp_path / "run", nodes).run(plan)
@@ -184,9 +181,7 @@ def test_a_trial_that_always_fails_uses_its_attempts_and_the_sweep_goes_on(tmp_p
 
 
 def test_stop_rule_ends_a_settled_point_early_and_says_so(tmp_path: Path) -> None:
-    plan = plan_trials(
-        [{"initial_window_size": 256}, {"initial_window_size": 65535}], 10, "sequential", seed=1
-    )
+    plan = plan_trials(windows(256, 65535), 10, "sequential", seed=1)
     engine = _engine(tmp_path / "run", StandInNodes(set()))
     engine.stop_rule = StopRule("client_response_s", 0.05, 3, 0.90)
     outcome = engine.run(plan)

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.pareto import dominates, front, indistinct, tied
+from controller.config.model import Point
 from controller.sweep.optimize import (
     OptimizeSpec,
     forced,
@@ -18,7 +19,6 @@ from controller.sweep.optimize import (
     rivals,
     summaries,
 )
-from controller.sweep.plan import Point
 
 ONE = OptimizeSpec(("energy_mj",), budget=100, repetitions=3, max_repetitions=9)
 TWO = OptimizeSpec(("energy_mj", "client_response_s"), budget=100)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from rich.console import Console
 
 from analysis.columns import OPTIMIZE
 from controller.config import load_config
-from controller.config.model import Config
+from controller.config.model import Config, TrialPoint
 from controller.dashboard.state import DashboardEvent, OptimizeProgress, SweepState, apply
 from controller.dashboard.view import render
 from controller.errors import ConfigError
@@ -50,10 +49,9 @@ class Landscape(StandInNodes):
         self.fail_at = fail_at  # windows whose trials fail every attempt
         self.trials: list[str] = []
 
-    def run_trial(
-        self, trial_id: str, settings: Mapping[str, Any], timeout_s: float
-    ) -> dict[str, Any]:
-        record = super().run_trial(trial_id, settings, timeout_s)
+    def run_trial(self, trial_id: str, point: TrialPoint, timeout_s: float) -> dict[str, Any]:
+        record = super().run_trial(trial_id, point, timeout_s)
+        settings = dict(point.axes)
         self.trials.append(trial_id)
         window, policy = int(settings["initial_window_size"]), str(settings["window_update_policy"])
         if window in self.fail_at:

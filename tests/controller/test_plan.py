@@ -6,9 +6,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.sweep.plan import plan_trials
+from tests.controller.test_engine import windows
 
 points_st = st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=9, unique=True).map(
-    lambda windows: [{"initial_window_size": w} for w in windows]
+    lambda sizes: windows(*sizes)
 )
 
 
@@ -40,14 +41,14 @@ def test_randomized_blocks_hold_each_point_once_and_are_reproducible(
     for block in range(repetitions):
         members = plan[block * size : (block + 1) * size]
         assert {t.block for t in members} == {block}
-        assert sorted(t.point for t in members) == sorted(tuple(p.items()) for p in points)
+        assert sorted(t.point.axes for t in members) == sorted(p.axes for p in points)
 
 
 def test_seed_changes_the_order_and_sequential_keeps_points_together() -> None:
-    points = [{"initial_window_size": 2**k} for k in range(8, 17)]
+    points = windows(*(2**k for k in range(8, 17)))
     a = plan_trials(points, 3, "randomized-blocked", 1)
     b = plan_trials(points, 3, "randomized-blocked", 2)
     assert [t.point for t in a] != [t.point for t in b]
     sequential = plan_trials(points, 3, "sequential", 1)
-    assert [t.values["initial_window_size"] for t in sequential[:3]] == [256] * 3
+    assert [t.point.settings for t in sequential[:3]] == [(("initial_window_size", 256),)] * 3
     assert sequential[0].trial_id == "t01"

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from analysis.columns import FORMAT_VERSION
+from analysis.trial_columns import header
 from controller.errors import ConfigError
-from controller.run.columns import header
 from controller.run.recorder import RunRecorder, read_trials
 
 AXES = ("initial_window_size",)

@@ -23,10 +23,10 @@ from controller.run.recorder import RunRecorder, read_trials
 from controller.sweep.engine import SweepEngine
 from controller.sweep.plan import plan_trials
 from tests._disk import fill, tmpfs
-from tests.controller.test_engine import IDLE_MW, ConstantMeter, StandInNodes
+from tests.controller.test_engine import IDLE_MW, ConstantMeter, StandInNodes, windows
 
 AXES = ("initial_window_size",)
-PLAN = plan_trials([{"initial_window_size": w} for w in (256, 65535)], 2, "sequential", seed=1)
+PLAN = plan_trials(windows(256, 65535), 2, "sequential", seed=1)
 
 
 class Killed(BaseException):

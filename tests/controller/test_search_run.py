@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,9 @@ import pytest
 from rich.console import Console
 
 from analysis.columns import BREAKDOWN
+from analysis.trial_columns import header
 from controller.config import load_config
-from controller.config.model import Config
+from controller.config.model import Config, TrialPoint
 from controller.dashboard.state import (
     DashboardEvent,
     Notice,
@@ -26,7 +26,6 @@ from controller.dashboard.state import (
 )
 from controller.dashboard.view import render
 from controller.errors import ConfigError
-from controller.run.columns import header
 from controller.run.recorder import RunRecorder, read_trials
 from controller.sweep.search_run import (
     BREAKDOWN_COLUMNS,
@@ -54,10 +53,9 @@ class BlobNodes(StandInNodes):
         self.fail = fail
         self.trials: list[str] = []
 
-    def run_trial(
-        self, trial_id: str, settings: Mapping[str, Any], timeout_s: float
-    ) -> dict[str, Any]:
-        record = super().run_trial(trial_id, settings, timeout_s)
+    def run_trial(self, trial_id: str, point: TrialPoint, timeout_s: float) -> dict[str, Any]:
+        record = super().run_trial(trial_id, point, timeout_s)
+        settings = dict(point.axes)
         self.trials.append(trial_id)
         if trial_id in self.fail:
             return {"ok": False, "error": "connection refused"}
@@ -191,7 +189,7 @@ def test_unit_bytes_gives_the_offered_load_at_the_breakdown(tmp_path: Path) -> N
 
 def test_the_first_point_is_the_first_groups_low_end() -> None:
     config = search_config()
-    assert first_point(config) == {"size_bytes": 1024, "mode": "sequential"}
+    assert first_point(config).axes == (("size_bytes", 1024), ("mode", "sequential"))
     assert search_axes(config) == ("size_bytes", "mode")
 
 

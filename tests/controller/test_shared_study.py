@@ -10,10 +10,9 @@ import optuna
 
 from controller.sweep.plan import plan_trials
 from controller.sweep.shared import INDEX, SharedStudy, StudyOptions
+from tests.controller.test_engine import windows
 
-PLAN = plan_trials(
-    [{"initial_window_size": 4095}, {"initial_window_size": 65535}], 1, "sequential", 1
-)
+PLAN = plan_trials(windows(4095, 65535), 1, "sequential", 1)
 
 
 def _options(tmp_path: Path) -> StudyOptions:

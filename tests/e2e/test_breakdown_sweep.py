@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from analysis.columns import BREAKDOWN
-from controller.run.columns import header
+from analysis.trial_columns import header
 from tests.conftest import h2iot
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from analysis.columns import FORMAT_VERSION
+from analysis.trial_columns import header
 from controller.energy import energy_in_window
 from controller.meter.truth import Truth
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
-from controller.run.columns import header
 
 H2IOT = [sys.executable, "-m", "controller.cli"]
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "local.toml"

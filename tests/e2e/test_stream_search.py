@@ -28,7 +28,11 @@ def test_the_stream_configs_load_as_documented() -> None:
     search = load_config(CONFIGS / "stream-breakdown.toml")
     assert search.search is not None and search.search.param == "payload_doubles"
     assert search.sweep.names == ("transport", "rate_hz")
-    assert first_point(search) == {"payload_doubles": 100, "transport": "grpc", "rate_hz": 25.0}
+    assert first_point(search).axes == (
+        ("payload_doubles", 100),
+        ("transport", "grpc"),
+        ("rate_hz", 25.0),
+    )
 
 
 def test_a_stream_search_writes_its_table_figure_and_notebook(tmp_path: Path, monkeypatch) -> None:

@@ -11,7 +11,7 @@ import nbformat
 import pandas as pd
 from nbclient import NotebookClient
 
-from controller.run.columns import header
+from analysis.trial_columns import header
 from tests.conftest import h2iot
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis.trial_columns import header
 from controller.cli import main
 from controller.cli.meter import sweep_rules
 from controller.meter.jls.run import ImportOptions, import_recording
 from controller.meter.jls.synthetic import Layout, write_recording
-from controller.run.columns import header
 from controller.run.recorder import RunRecorder
 
 RATE = 1_000_000

@@ -14,6 +14,7 @@ from typing import Any
 
 import serial
 
+from controller.config.model import Config
 from controller.meter.calibration import nominal
 from controller.meter.decoder import FrameDecoder
 from controller.meter.protocol import Ack, FrameType, Samples, encode_device_frame
@@ -122,7 +123,8 @@ def test_the_sweep_pauses_naming_what_stopped_the_meter_reader(tmp_path: Path) -
             trial_timeout_s=10,
             post=lambda event: None,
         )
-        outcome = engine.run(plan_trials([{"initial_window_size": 256}], 1, "sequential", 1))
+        point = Config().point((("initial_window_size", 256),))
+        outcome = engine.run(plan_trials([point], 1, "sequential", 1))
         recorder.close()
     finally:
         session.close()

@@ -1,21 +1,29 @@
-"""The columns of trials.csv: the one table the run format's documentation is checked against.
+"""trials.csv's columns, declared here once (run format version 2, data/README.md).
 
-After the leading columns comes `workload` (its kind), then one column per sweep axis, named as
-in the config (settings and workload parameters alike), then the common metrics, then the
-workload's own: `<kind>_<field>` for each field its declaration lists (agent.workloads), then
-each node's conditions over the trial: `<role>_<field>` (agent.conditions).
+The controller writes a run by them: its recorder the files and the header (`header`), its row
+builder (controller.sweep.rows) every cell, copying what a column's `source` names and deriving
+the rest; the analysis reads a run by them. The controller may import analysis, never the
+reverse, so the declaration lives here. Adding a column is a line in one of the tuples below
+(and its row in data/README.md, which a test holds to these).
+
+After the leading columns come one column per sweep axis, named as in the config (settings and
+workload parameters alike), then the common metrics, then the workload's own: `<kind>_<field>`
+for each field its declaration lists (agent.workloads), then each node's conditions over the
+trial: `<role>_<field>` (agent.conditions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from agent.h2.settings import SETTING_SPECS
-from agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS, protocol_spec
 from agent.workloads import DEFAULT_KIND, SPECS
-from analysis.columns import unit_of
+
+SOURCES = ("trial", "point", "client", "server", "power", "energy")
+"""What a trial's cells come from, as a column's `source` names them: the planned trial, its
+grid point (the controller's TrialPoint), the client's and the server's trial records (JSON
+lines, agent/README.md), the trial's power window and its energy (the controller's
+PowerWindow and WindowEnergy)."""
 
 
 @dataclass(frozen=True)
@@ -23,106 +31,267 @@ class Column:
     name: str
     unit: str  # "" for identifiers and counts without a physical unit
     meaning: str
+    numeric: bool = False  # read as a number in ok rows (an empty cell becomes NaN)
+    # "<part>.<name>": the cell is that value of a part of the trial (SOURCES) as it is, empty
+    # when the part is missing (a failed trial's); "": the row builder derives the cell. Only
+    # LEADING_COLUMNS and METRIC_COLUMNS, which every row has, copy a source.
+    source: str = ""
+
+    def described(self) -> dict[str, str]:
+        """What a run's manifest records of a column (a workload's): name, unit and meaning."""
+        return {"name": self.name, "unit": self.unit, "meaning": self.meaning}
 
 
 LEADING_COLUMNS: tuple[Column, ...] = (
-    Column("trial_id", "", "planned trial, e.g. t001; a retried trial keeps its id"),
-    Column("attempt", "", "1 for the first try of the trial, 2 for its first retry, ..."),
+    Column(
+        "trial_id",
+        "",
+        "planned trial, e.g. t001; a retried trial keeps its id",
+        source="trial.trial_id",
+    ),
+    Column(
+        "attempt", "", "1 for the first try of the trial, 2 for its first retry, ...", numeric=True
+    ),
     Column("status", "", "ok, or failed (then `error` says why); only ok rows are results"),
     Column("error", "", "one-line reason for a failed attempt, empty when ok"),
-    Column("order_index", "", "position of the trial in the planned order, from 0"),
-    Column("block", "", "randomization block (randomized-blocked) or grid point (sequential)"),
-    Column("repetition", "", "repetition of this grid point, from 1"),
+    Column(
+        "order_index",
+        "",
+        "position of the trial in the planned order, from 0",
+        numeric=True,
+        source="trial.index",
+    ),
+    Column(
+        "block",
+        "",
+        "randomization block (randomized-blocked) or grid point (sequential)",
+        source="trial.block",
+    ),
+    Column(
+        "repetition",
+        "",
+        "repetition of this grid point, from 1",
+        numeric=True,
+        source="trial.repetition",
+    ),
     Column("workload", "", f"the workload's kind ([workload] kind): {', '.join(SPECS)}"),
 )
 
 METRIC_COLUMNS: tuple[Column, ...] = (
     Column("client_window_on_wire", "B", "stream window the client announced (nghttp2: 2^N - 1)"),
-    Column("t_wall_start_ns", "ns", "client's wall clock at the fetch start (Unix epoch)"),
-    Column("t_wall_end_ns", "ns", "client's wall clock at the fetch end"),
-    Column("client_response_s", "s", "connect start -> last byte of the last resource"),
-    Column("client_ttfb_s", "s", "connect start -> the page's response headers"),
+    Column(
+        "t_wall_start_ns",
+        "ns",
+        "client's wall clock at the fetch start (Unix epoch)",
+        numeric=True,
+        source="client.t_wall_start_ns",
+    ),
+    Column(
+        "t_wall_end_ns",
+        "ns",
+        "client's wall clock at the fetch end",
+        numeric=True,
+        source="client.t_wall_end_ns",
+    ),
+    Column(
+        "client_response_s",
+        "s",
+        "connect start -> last byte of the last resource",
+        numeric=True,
+        source="client.response_s",
+    ),
+    Column(
+        "client_ttfb_s",
+        "s",
+        "connect start -> the page's response headers",
+        numeric=True,
+        source="client.ttfb_s",
+    ),
     Column(
         "client_connect_s",
         "s",
         "connect start -> connection ready: TCP, and for protocol h2 the TLS handshake "
         "(empty on the nghttp2 engine)",
+        numeric=True,
+        source="client.connect_s",
     ),
     Column(
         "client_connect_cpu_s",
         "s",
         "client agent process CPU time over that span (h2 engine)",
+        numeric=True,
+        source="client.connect_cpu_s",
     ),
-    Column("client_tls_version", "", "the TLS version negotiated (TLSv1.3), empty in cleartext"),
+    Column(
+        "client_tls_version",
+        "",
+        "the TLS version negotiated (TLSv1.3), empty in cleartext",
+        source="client.tls_version",
+    ),
     Column(
         "client_event_loop",
         "",
         "the client agent's event loop, asyncio or uvloop (run.event_loop); empty on the "
         "nghttp2 engine",
+        source="client.event_loop",
     ),
-    Column("client_cpu_s", "s", "client agent process CPU time (user + sys) over the fetch"),
+    Column(
+        "client_cpu_s",
+        "s",
+        "client agent process CPU time (user + sys) over the fetch",
+        numeric=True,
+        source="client.cpu_s",
+    ),
     Column(
         "client_cpu_pct",
         "%",
         "100 x client_cpu_s / client_response_s: percent of one core over the response time",
+        numeric=True,
     ),
     Column(
         "client_process_s",
         "s",
         "the client's trial process, from its start to its reaping, start-up included "
         '(local nodes; empty for SSH nodes); the energy window "process" spans it',
+        numeric=True,
     ),
     Column(
         "client_process_cpu_s",
         "s",
         "CPU time (user + sys) of that whole process and the children it waited for",
+        numeric=True,
     ),
-    Column("client_rss_peak_bytes", "B", "client agent peak resident set size over the fetch"),
-    Column("client_bytes_received", "B", "bytes the client received, frame headers included"),
-    Column("client_bytes_sent", "B", "bytes the client sent, frame headers included"),
+    Column(
+        "client_rss_peak_bytes",
+        "B",
+        "client agent peak resident set size over the fetch",
+        numeric=True,
+        source="client.rss_peak_bytes",
+    ),
+    Column(
+        "client_bytes_received",
+        "B",
+        "bytes the client received, frame headers included",
+        numeric=True,
+    ),
+    Column("client_bytes_sent", "B", "bytes the client sent, frame headers included", numeric=True),
     Column(
         "client_interface_bytes",
         "B",
         "bytes on the client node's network interface while its trial process ran, both "
         "directions, TCP/IP headers included (local nodes; loopback: each frame once, shared)",
+        numeric=True,
     ),
     Column(
-        "client_interface_packets", "", "packets on that interface over the same span, likewise"
+        "client_interface_packets",
+        "",
+        "packets on that interface over the same span, likewise",
+        numeric=True,
     ),
-    Column("client_data_frames", "", "DATA frames the client received"),
-    Column("client_window_update_frames", "", "WINDOW_UPDATE frames the client sent"),
-    Column("server_serve_s", "s", "first request received -> last byte handed to the kernel"),
-    Column("server_cpu_s", "s", "server agent process CPU time over its serve window"),
-    Column("server_cpu_pct", "%", "server CPU time / serve time, percent of one core"),
+    Column("client_data_frames", "", "DATA frames the client received", numeric=True),
+    Column("client_window_update_frames", "", "WINDOW_UPDATE frames the client sent", numeric=True),
+    Column(
+        "server_serve_s",
+        "s",
+        "first request received -> last byte handed to the kernel",
+        numeric=True,
+        source="server.serve_s",
+    ),
+    Column(
+        "server_cpu_s",
+        "s",
+        "server agent process CPU time over its serve window",
+        numeric=True,
+        source="server.cpu_s",
+    ),
+    Column(
+        "server_cpu_pct",
+        "%",
+        "server CPU time / serve time, percent of one core",
+        numeric=True,
+        source="server.cpu_pct",
+    ),
     Column(
         "server_cpu_peak_pct",
         "%",
         "server CPU use over its busiest 100 ms interval of the trial, percent of one core",
+        source="server.cpu_peak_pct",
     ),
-    Column("server_rss_peak_bytes", "B", "server agent peak resident set size over the trial"),
-    Column("server_bytes_sent", "B", "bytes the server sent on the trial's connection"),
-    Column("server_data_frames", "", "DATA frames the server sent"),
-    Column("energy_mj", "mJ", "client node energy: measured power integrated over the window"),
-    Column("energy_above_idle_mj", "mJ", "energy_mj minus idle power x window duration"),
-    Column("mean_power_mw", "mW", "energy_mj / window duration"),
+    Column(
+        "server_rss_peak_bytes",
+        "B",
+        "server agent peak resident set size over the trial",
+        numeric=True,
+        source="server.rss_peak_bytes",
+    ),
+    Column(
+        "server_bytes_sent", "B", "bytes the server sent on the trial's connection", numeric=True
+    ),
+    Column("server_data_frames", "", "DATA frames the server sent", numeric=True),
+    Column(
+        "energy_mj",
+        "mJ",
+        "client node energy: measured power integrated over the window",
+        numeric=True,
+    ),
+    Column(
+        "energy_above_idle_mj",
+        "mJ",
+        "energy_mj minus idle power x window duration",
+        numeric=True,
+    ),
+    Column("mean_power_mw", "mW", "energy_mj / window duration", numeric=True),
     Column(
         "window_s",
         "s",
         "duration of the energy window: the fetch, or the client's trial process "
         "(manifest energy_window)",
+        numeric=True,
+        source="energy.duration_s",
     ),
-    Column("window_start_s", "s", "start of the window on the meter's timebase (index / rate)"),
-    Column("window_source", "", "marker (edges in the sample stream) or clock (mapped times)"),
+    Column(
+        "window_start_s",
+        "s",
+        "start of the window on the meter's timebase (index / rate)",
+        source="power.start_s",
+    ),
+    Column(
+        "window_source",
+        "",
+        "marker (edges in the sample stream) or clock (mapped times)",
+        source="power.source",
+    ),
     Column(
         "samples",
         "",
         "meter samples the energy depends on: those inside the window and the one either "
         "side each edge is interpolated from",
+        numeric=True,
+        source="energy.samples",
     ),
-    Column("samples_lost", "", "samples missing inside the window (gaps, device drops)"),
-    Column("meter_crc_errors", "", "corrupt meter frames skipped during the trial"),
-    Column("meter_frame_gaps", "", "meter frames missed (sequence gaps) during the trial"),
+    Column(
+        "samples_lost",
+        "",
+        "samples missing inside the window (gaps, device drops)",
+        numeric=True,
+        source="power.samples_lost",
+    ),
+    Column(
+        "meter_crc_errors",
+        "",
+        "corrupt meter frames skipped during the trial",
+        numeric=True,
+        source="power.crc_errors",
+    ),
+    Column(
+        "meter_frame_gaps",
+        "",
+        "meter frames missed (sequence gaps) during the trial",
+        numeric=True,
+        source="power.frame_gaps",
+    ),
 )
+"""The common metrics, in every run after the axes (and a search's or bench's columns)."""
 
 
 SEARCH_COLUMNS: tuple[Column, ...] = (
@@ -211,6 +380,23 @@ CONDITION_FIELDS: tuple[Column, ...] = (
 the node has no such reading; `conditions_missing` says why)."""
 
 
+# A column's unit, read from its name's ending (units in names: `latency_max_s`, `body_bytes`).
+_UNIT_SUFFIXES = (
+    ("_bytes", "B"),
+    ("_mj", "mJ"),
+    ("_mw", "mW"),
+    ("_ms", "ms"),
+    ("_s", "s"),
+    ("_pct", "%"),
+    ("_hz", "Hz"),
+    ("_rps", "1/s"),
+)
+
+
+def unit_of(name: str) -> str:
+    return next((unit for suffix, unit in _UNIT_SUFFIXES if name.endswith(suffix)), "")
+
+
 def condition_columns() -> tuple[Column, ...]:
     return tuple(
         Column(f"{role}_{field.name}", field.unit, f"{role} node: {field.meaning}")
@@ -266,8 +452,7 @@ def header(
     return [column.name for column in trial_columns(axes, workload, search, quic, bench=bench)]
 
 
-def runs_h3(config: Mapping[str, Any]) -> bool:
-    """Whether a run's config (the manifest's `config`, Config.to_dict) has HTTP/3 trials."""
-    swept = config.get("sweep", {}).get("protocol")
-    protocols = swept if swept else [config.get("workload", {}).get("protocol", DEFAULT_PROTOCOL)]
-    return any(p in PROTOCOLS and protocol_spec(p).quic for p in protocols)
+NUMERIC_COLUMNS: tuple[str, ...] = tuple(
+    column.name for column in LEADING_COLUMNS + METRIC_COLUMNS if column.numeric
+)
+"""Columns converted to numbers in ok rows when present (empty cells become NaN)."""

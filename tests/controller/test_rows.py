@@ -1,0 +1,106 @@
+"""The row builder against the column declaration (analysis.trial_columns): a trial with every
+part fills exactly the declared columns, and a copied cell is its source's value as it is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from agent.workloads import SPECS
+from analysis.trial_columns import (
+    BENCH_COLUMNS,
+    CONDITION_FIELDS,
+    LEADING_COLUMNS,
+    METRIC_COLUMNS,
+    QUIC_COLUMNS,
+    SEARCH_COLUMNS,
+    SOURCES,
+    condition_columns,
+    header,
+    workload_columns,
+)
+from controller.config.model import Config
+from controller.energy import WindowEnergy
+from controller.nodes.agent import TRIAL_PROCESS
+from controller.sweep.agent_pair import TRIAL_INTERFACE
+from controller.sweep.interfaces import PowerWindow
+from controller.sweep.plan import PlannedTrial
+from controller.sweep.rows import trial_row
+
+KIND = "blob"
+AXES = ("initial_window_size",)
+TRIAL = PlannedTrial(
+    "g001p01r01", 4, 0, 1, Config().point((("initial_window_size", 4096),)), probe=(1, 1)
+)
+POWER = PowerWindow(np.zeros(3), np.zeros(3), 0.25, 0.75, "marker", 1, 2, 3)
+ENERGY = WindowEnergy(1.0, 0.5, 2.0, 0.5, 40)
+
+
+def _record(role: str) -> dict[str, Any]:
+    """A node's trial record with every field the row reads."""
+    conditions: dict[str, Any] = {field.name: 1 for field in CONDITION_FIELDS}
+    conditions["unavailable"] = {"temp_c": "no thermal zone"}
+    record: dict[str, Any] = {
+        "ok": True,
+        "t_wall_start_ns": 1_000,
+        "t_wall_end_ns": 2_000,
+        "response_s": 0.5,
+        "ttfb_s": 0.1,
+        "connect_s": 0.01,
+        "connect_cpu_s": 0.005,
+        "tls_version": "TLSv1.3",
+        "event_loop": "asyncio",
+        "serve_s": 0.4,
+        "cpu_s": 0.2,
+        "cpu_pct": 50.0,
+        "cpu_peak_pct": 90.0,
+        "rss_peak_bytes": 1 << 20,
+        "received": {"bytes": 10, "frames": {"DATA": 3, "datagrams": 4}},
+        "sent": {"bytes": 5, "frames": {"DATA": 3, "WINDOW_UPDATE": 2}},
+        "flow_control": {"initial_window_size": 4096},
+        "conditions": conditions,
+        "transport": {"packets_lost": 0, "pto_count": 0, "udp_rcvbuf_errors": 0},
+    }
+    if role == "client":
+        record[TRIAL_INTERFACE] = {"bytes": 100, "packets": 2}
+        record[TRIAL_PROCESS] = {"t_mono_start_ns": 0, "t_mono_end_ns": 10**9, "cpu_s": 0.3}
+        record["metrics"] = {field.name: 1 for field in SPECS[KIND].fields}
+    return record
+
+
+def test_the_copied_columns_are_the_ones_every_row_has_and_name_a_part_of_the_trial() -> None:
+    for column in SEARCH_COLUMNS + BENCH_COLUMNS + QUIC_COLUMNS + workload_columns(KIND):
+        assert not column.source, column.name
+    for column in condition_columns():
+        assert not column.source, column.name
+    for column in LEADING_COLUMNS + METRIC_COLUMNS:
+        if column.source:
+            part, _, name = column.source.partition(".")
+            assert part in SOURCES and name, column
+
+
+def test_a_trial_with_every_part_fills_every_declared_column() -> None:
+    client, server = _record("client"), _record("server")
+    row = trial_row(
+        TRIAL,
+        2,
+        error=None,
+        client=client,
+        server=server,
+        power=POWER,
+        energy=ENERGY,
+        workload=KIND,
+        bench="b1",
+    )
+    assert set(row) == set(header(AXES, KIND, True, True, bench=True))
+    assert (row["trial_id"], row["order_index"], row["repetition"]) == ("g001p01r01", 4, 1)
+    assert (row["client_response_s"], row["server_serve_s"]) == (0.5, 0.4)
+    assert (row["window_source"], row["meter_frame_gaps"], row["samples"]) == ("marker", 3, 40)
+    assert row["initial_window_size"] == 4096
+
+
+def test_a_failed_trial_has_no_cells_of_the_parts_it_lacks() -> None:
+    row = trial_row(TRIAL, 1, error="timeout", client=None, server=None, power=None, energy=None)
+    assert row["status"] == "failed" and row["error"] == "timeout"
+    assert not {"client_response_s", "server_cpu_s", "window_s", "samples_lost"} & set(row)
