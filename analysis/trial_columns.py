@@ -413,6 +413,15 @@ def workload_columns(kind: str) -> tuple[Column, ...]:
     )
 
 
+PROTOCOL_COLUMN = Column(
+    "protocol",
+    "",
+    "what the trial ran over (agent.protocols: `h2c`, `h2` or `h3`), in every row: this column, "
+    "or the sweep's `protocol` axis where a run sweeps it",
+)
+"""A run's protocol: a column of its own unless the run sweeps it (then the axis's column)."""
+
+
 def _axis_column(name: str) -> Column:
     if name in SETTING_SPECS:
         return Column(name, "", f"swept HTTP/2 setting {name} (bytes or count)")
@@ -431,12 +440,13 @@ def trial_columns(
     among them), a shared study's bench BENCH_COLUMNS after those; a run with HTTP/3 trials
     QUIC_COLUMNS after the common metrics."""
     swept = tuple(_axis_column(name) for name in axes)
+    protocol = () if PROTOCOL_COLUMN.name in axes else (PROTOCOL_COLUMN,)
     probes = SEARCH_COLUMNS if search else ()
     benches = BENCH_COLUMNS if bench else ()
     own = workload_columns(workload)
     transport = QUIC_COLUMNS if quic else ()
     return (
-        LEADING_COLUMNS + swept + probes + benches + METRIC_COLUMNS + transport + own
+        LEADING_COLUMNS + protocol + swept + probes + benches + METRIC_COLUMNS + transport + own
         + condition_columns()
     )  # fmt: skip
 

@@ -118,6 +118,7 @@ def trial_row(
         "status": "ok" if error is None else "failed",
         "error": error or "",
         "workload": workload,
+        "protocol": trial.point.protocol,
         **dict(trial.point.axes),
         **_copied(parts),
     }

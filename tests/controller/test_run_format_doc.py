@@ -9,6 +9,7 @@ from analysis.trial_columns import (
     BENCH_COLUMNS,
     LEADING_COLUMNS,
     METRIC_COLUMNS,
+    PROTOCOL_COLUMN,
     QUIC_COLUMNS,
     SEARCH_COLUMNS,
     Column,
@@ -25,8 +26,8 @@ ROW = re.compile(r"^\| `(?P<name>[a-z0-9_]+)` \|", re.MULTILINE)
 def _declared() -> tuple[Column, ...]:
     own = tuple(column for kind in SPECS for column in workload_columns(kind))
     return (
-        LEADING_COLUMNS + SEARCH_COLUMNS + BENCH_COLUMNS + METRIC_COLUMNS + QUIC_COLUMNS + own
-        + condition_columns()
+        *LEADING_COLUMNS, PROTOCOL_COLUMN, *SEARCH_COLUMNS, *BENCH_COLUMNS, *METRIC_COLUMNS,
+        *QUIC_COLUMNS, *own, *condition_columns(),
     )  # fmt: skip
 
 
