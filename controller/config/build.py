@@ -13,13 +13,19 @@ from typing import Any
 from agent.h2.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
 from analysis.trial_columns import METRIC_COLUMNS, workload_columns
+from controller.config.channels import (
+    INA219_RATE_MAX_HZ,
+    INA226_RATE_MAX_HZ,
+    channel_label,
+    channel_source,
+    is_ina219,
+    is_ina226,
+)
 from controller.config.clients import check_clients
 from controller.config.engine_checks import check_engines, check_protocols
 from controller.config.layers import KeyPath, Stack
 from controller.config.model import (
     IDLE_MIN_SAMPLES,
-    INA219_RATE_MAX_HZ,
-    INA226_RATE_MAX_HZ,
     LOCAL_HOST,
     ROLES,
     AxisValue,
@@ -34,10 +40,6 @@ from controller.config.model import (
     SearchConfig,
     SweepConfig,
     WorkloadConfig,
-    channel_label,
-    channel_source,
-    is_ina219,
-    is_ina226,
 )
 from controller.config.profile import DeviceProfile, not_applied_message, resolve
 from controller.config.schema import OTHER_AXES, PARAM_NAMES

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,9 @@ from agent.h2.settings import SETTING_SPECS, canonical_name, check_value
 from agent.h3.settings import MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES
 from agent.protocols import PROTOCOLS
 from agent.workloads import SPECS
+from controller.config.channels import (
+    INA226_CHANNEL,
+)
 from controller.config.meter_sources import source_names
 from controller.config.model import (
     AGENT_MODES,
@@ -33,7 +35,6 @@ from controller.config.model import (
     ENERGY_WINDOWS,
     FAILED_TRIAL,
     IDLE_NOISY,
-    INA226_CHANNEL,
     ORDERS,
     PPK2_MODES,
     PPK2_SUPPLY_MV,
@@ -46,10 +47,22 @@ from controller.config.model import (
     SERVER_ENGINE_AXIS,
 )
 from controller.config.profile import MAX_PERIOD_US, MIN_PERIOD_US, PROFILE_NAMES
+from controller.config.readers import (
+    NONE,
+    Invalid,
+    Reader,
+    Schema,
+    boolean,
+    choice,
+    describe,
+    integer,
+    is_int,
+    key_text,
+    number,
+    optional,
+    text,
+)
 from controller.errors import ConfigError
-
-NONE = "none"
-"""The spelling of "unset" in TOML, which has no null."""
 
 # firmware/PROTOCOL.md section 1 (builds of the firmware) and section 4 (value ranges).
 BAUDS = (115_200, 250_000, 500_000, 1_000_000)
@@ -72,122 +85,14 @@ _PRINTABLE = re.compile(r"[^\x00-\x1f\x7f]+")
 _ANALOG = re.compile(r"[Aa]([0-9]+)")
 _I2C_CHANNEL = re.compile(r"(?i:ina(219|226))@(0x[0-9A-Fa-f]+|[0-9]+)")
 INA219_ADDRESSES = range(0x40, 0x44)  # the firmware's I2C channels, for both chips
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-
-
-class _Invalid(Exception):
-    """One value is wrong; `at` extends the dotted key (".name" or "[index]")."""
-
-    def __init__(self, message: str, at: str = "") -> None:
-        super().__init__(message)
-        self.at = at
-
-
-Reader = Callable[[Any], Any]
-Schema = Mapping[str, "Reader | Schema"]
-
-
-def key_text(key: str) -> str:
-    """A key as TOML would need it written: bare if it can be, else quoted (always one line)."""
-    return key if _BARE_KEY.fullmatch(key) else json.dumps(key)
-
-
-_KINDS: tuple[tuple[type, str], ...] = (
-    (bool, "a boolean"),
-    (int, "an integer"),
-    (float, "a float"),
-    (str, "a string"),
-    (list, "an array"),
-    (dict, "a table"),
-)
-
-
-def describe(value: Any) -> str:
-    """The TOML type of a value, with the value when it is short."""
-    kind = next((name for cls, name in _KINDS if isinstance(value, cls)), "a date/time")
-    if isinstance(value, list | dict):
-        return kind
-    if isinstance(value, str) and len(value) > 40:
-        value = value[:37] + "..."
-    shown = json.dumps(value) if isinstance(value, str | bool) else str(value)
-    return f"{kind} ({shown})"
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def integer(low: int, high: int) -> Reader:
-    def read(value: Any) -> int:
-        if not _is_int(value):
-            raise _Invalid(f"expected an integer, got {describe(value)}")
-        if not low <= value <= high:
-            raise _Invalid(f"{value} is outside {low}..{high}")
-        return int(value)
-
-    return read
-
-
-def number(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Reader:
-    interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-
-    def read(value: Any) -> float:
-        if not (_is_int(value) or isinstance(value, float)):
-            raise _Invalid(f"expected a number, got {describe(value)}")
-        number = float(value)
-        if not math.isfinite(number):
-            raise _Invalid(f"{value} is not a finite number")
-        above = number > low if low_open else number >= low
-        below = number < high if high_open else number <= high
-        if not (above and below):
-            raise _Invalid(f"{value} is outside {interval}")
-        return number
-
-    return read
-
-
-def choice(options: tuple[Any, ...]) -> Reader:
-    shown = ", ".join(json.dumps(option) for option in options)
-
-    def read(value: Any) -> Any:
-        if isinstance(value, bool) or value not in options:
-            raise _Invalid(f"expected one of {shown}, got {describe(value)}")
-        return value
-
-    return read
 
 
 def _engine(value: Any) -> str:
     """An engine's name (agent.engines); a former name refused naming the new one."""
     if isinstance(value, str) and value in RENAMED:
-        raise _Invalid(f'engine "{value}" is now called "{RENAMED[value]}": use that name')
+        raise Invalid(f'engine "{value}" is now called "{RENAMED[value]}": use that name')
     name: str = choice(engine_names())(value)
     return name
-
-
-def text(pattern: re.Pattern[str], what: str) -> Reader:
-    def read(value: Any) -> str:
-        if not isinstance(value, str):
-            raise _Invalid(f"expected a string, got {describe(value)}")
-        if not pattern.fullmatch(value):
-            hint = "; put the user name in the node's user key" if "@" in value else ""
-            raise _Invalid(f"{json.dumps(value)} is not {what}{hint}")
-        return value
-
-    return read
-
-
-def boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid(f"expected true or false, got {describe(value)}")
-    return value
-
-
-def optional(reader: Reader) -> Reader:
-    def read(value: Any) -> Any:
-        return None if value == NONE else reader(value)
-
-    return read
 
 
 _printable = text(_PRINTABLE, "a non-empty string without control characters")
@@ -200,30 +105,30 @@ def path(value: Any) -> Path:
 def rate_hz(value: Any) -> int:
     rate: int = integer(RATE_MIN_HZ, RATE_MAX_HZ)(value)
     if F_CPU_HZ % rate:
-        raise _Invalid(f"{rate} Hz does not divide 16 MHz, as the meter's sample timer needs")
+        raise Invalid(f"{rate} Hz does not divide 16 MHz, as the meter's sample timer needs")
     return rate
 
 
 def _axis(name: str, value: Any) -> tuple[int, ...]:
     if not isinstance(value, list):
-        raise _Invalid(f"expected an array of integers, got {describe(value)}")
+        raise Invalid(f"expected an array of integers, got {describe(value)}")
     if not value:
-        raise _Invalid("is empty; an axis needs at least one value")
+        raise Invalid("is empty; an axis needs at least one value")
     spec = SETTING_SPECS[name]
     seen: set[int] = set()
     for index, item in enumerate(value):
-        if not _is_int(item):
-            raise _Invalid(f"expected an integer, got {describe(item)}", f"[{index}]")
+        if not is_int(item):
+            raise Invalid(f"expected an integer, got {describe(item)}", f"[{index}]")
         try:
             check_value(name, item)
         except SettingsError:
-            raise _Invalid(
+            raise Invalid(
                 f"{item} is outside {spec.minimum}..{spec.maximum}", f"[{index}]"
             ) from None
         if name == "initial_window_size" and item == 0:
-            raise _Invalid(ZERO_WINDOW, f"[{index}]")
+            raise Invalid(ZERO_WINDOW, f"[{index}]")
         if item in seen:
-            raise _Invalid(f"{item} repeats an earlier value", f"[{index}]")
+            raise Invalid(f"{item} repeats an earlier value", f"[{index}]")
         seen.add(item)
     return tuple(value)
 
@@ -233,19 +138,19 @@ def _values(value: Any, reader: Reader | None) -> tuple[Any, ...]:
     parameter's (checked against its declaration once the layers are merged and the workload's
     kind is known: build.py)."""
     if not isinstance(value, list):
-        raise _Invalid(f"expected an array of values, got {describe(value)}")
+        raise Invalid(f"expected an array of values, got {describe(value)}")
     if not value:
-        raise _Invalid("is empty; an axis needs at least one value")
+        raise Invalid("is empty; an axis needs at least one value")
     read: list[Any] = []
     for index, item in enumerate(value):
         try:
             if isinstance(item, list | dict):
-                raise _Invalid(f"expected a single value, got {describe(item)}")
+                raise Invalid(f"expected a single value, got {describe(item)}")
             read.append(item if reader is None else reader(item))
-        except _Invalid as exc:
-            raise _Invalid(str(exc), f"[{index}]") from None
+        except Invalid as exc:
+            raise Invalid(str(exc), f"[{index}]") from None
         if any(item == seen and type(item) is type(seen) for seen in value[:index]):
-            raise _Invalid(f"{describe(item)} repeats an earlier value", f"[{index}]")
+            raise Invalid(f"{describe(item)} repeats an earlier value", f"[{index}]")
     return tuple(read)
 
 
@@ -257,7 +162,7 @@ def _axis_name(raw: str) -> str:
     if raw in SWEEPABLE_KEYS:
         return raw
     known = ", ".join((*SETTING_SPECS, *SWEEPABLE_KEYS))
-    raise _Invalid(
+    raise Invalid(
         f"not an HTTP/2 setting, flow-control key, protocol or workload parameter (known: {known})"
     )
 
@@ -266,46 +171,46 @@ def sweep(value: Any) -> dict[str, tuple[Any, ...] | None]:
     """[sweep]: axis name -> array of values. An axis is an HTTP/2 setting (any spelling
     agent.h2.settings accepts), a flow-control key of [workload], or a parameter of a workload."""
     if not isinstance(value, dict):
-        raise _Invalid(f"expected a table of axis = [values], got {describe(value)}")
+        raise Invalid(f"expected a table of axis = [values], got {describe(value)}")
     axes: dict[str, tuple[Any, ...] | None] = {}
     for raw, values in value.items():
         at = f".{key_text(raw)}"
         try:
             name = _axis_name(raw)
             if name in axes:
-                raise _Invalid(f"names the axis {name} a second time")
+                raise Invalid(f"names the axis {name} a second time")
             if values == NONE:
                 axes[name] = None
             elif name in SETTING_SPECS:
                 axes[name] = _axis(name, values)
             else:
                 axes[name] = _values(values, OTHER_AXES.get(name))
-        except _Invalid as exc:
-            raise _Invalid(str(exc), at + exc.at) from None
+        except Invalid as exc:
+            raise Invalid(str(exc), at + exc.at) from None
     return axes
 
 
 def _analog_input(value: Any) -> int:
     """An analog input ("A0".."A7", 0..7), an INA219 ("INA219@0x40".."INA219@0x43", stored as
     its I2C address) or an INA226 ("INA226@0x40".."INA226@0x43", stored as its address with
-    model.INA226_CHANNEL set)."""
+    channels.INA226_CHANNEL set)."""
     if isinstance(value, str) and (match := _I2C_CHANNEL.fullmatch(value)):
         chip = f"INA{match[1]}"
         address = int(match[2], 0)
         if address not in INA219_ADDRESSES:
-            raise _Invalid(
+            raise Invalid(
                 f"{chip} address {address:#04x} is outside 0x40..0x43 (A1 = GND, A0 = GND..SCL)"
             )
         return address | (INA226_CHANNEL if chip == "INA226" else 0)
     if isinstance(value, str) and (match := _ANALOG.fullmatch(value)):
         value = int(match[1])
-    elif not _is_int(value):
-        raise _Invalid(
+    elif not is_int(value):
+        raise Invalid(
             'expected an analog input ("A0".."A7" or 0..7), an INA219 ("INA219@0x40".."0x43") or'
             f' an INA226 ("INA226@0x40".."0x43"), got {describe(value)}'
         )
     if not 0 <= value < ANALOG_INPUTS:
-        raise _Invalid(f"{value} is outside 0..{ANALOG_INPUTS - 1} (A0..A{ANALOG_INPUTS - 1})")
+        raise Invalid(f"{value} is outside 0..{ANALOG_INPUTS - 1} (A0..A{ANALOG_INPUTS - 1})")
     return int(value)
 
 
@@ -313,24 +218,24 @@ def logic_input(value: Any) -> int:
     """meter.marker_input: a PPK2 logic input, "D0".."D7" (or 0..7)."""
     if isinstance(value, str) and re.fullmatch(r"D[0-7]", value):
         return int(value[1])
-    if _is_int(value) and 0 <= value <= 7:
+    if is_int(value) and 0 <= value <= 7:
         return int(value)
-    raise _Invalid(f'expected a logic input "D0".."D7", got {describe(value)}')
+    raise Invalid(f'expected a logic input "D0".."D7", got {describe(value)}')
 
 
 def channels(value: Any) -> dict[str, int | None]:
     """meter.channels: node role -> the analog input its current sensor is wired to."""
     if not isinstance(value, dict):
-        raise _Invalid(f"expected a table of role = analog input, got {describe(value)}")
+        raise Invalid(f"expected a table of role = analog input, got {describe(value)}")
     mapping: dict[str, int | None] = {}
     for role, channel in value.items():
         at = f".{key_text(role)}"
         if role not in ROLES:
-            raise _Invalid(f"unknown node role (known: {', '.join(ROLES)})", at)
+            raise Invalid(f"unknown node role (known: {', '.join(ROLES)})", at)
         try:
             mapping[role] = None if channel == NONE else _analog_input(channel)
-        except _Invalid as exc:
-            raise _Invalid(str(exc), at) from None
+        except Invalid as exc:
+            raise Invalid(str(exc), at) from None
     return mapping
 
 
@@ -341,14 +246,14 @@ _COLUMN = text(re.compile(r"[a-z][a-z0-9_]{0,63}"), "a trials.csv column name")
 def _objectives(value: Any) -> tuple[str, ...]:
     """An optimising search's objectives: one or two trials.csv columns."""
     if not isinstance(value, list) or not 1 <= len(value) <= 2:
-        raise _Invalid(f"expected an array of one or two column names, got {describe(value)}")
+        raise Invalid(f"expected an array of one or two column names, got {describe(value)}")
     for index, item in enumerate(value):
         try:
             _COLUMN(item)
-        except _Invalid as exc:
-            raise _Invalid(str(exc), f"[{index}]") from None
+        except Invalid as exc:
+            raise Invalid(str(exc), f"[{index}]") from None
     if len(set(value)) < len(value):
-        raise _Invalid("names one column twice", "[1]")
+        raise Invalid("names one column twice", "[1]")
     return tuple(value)
 
 
@@ -381,7 +286,7 @@ def device(value: Any) -> dict[str, Any]:
         return {"profile": _DEVICE["profile"](value)}
     if not isinstance(value, dict):
         names = ", ".join(json.dumps(name) for name in PROFILE_NAMES[1:])
-        raise _Invalid(f"expected a profile name ({names}) or a table, got {describe(value)}")
+        raise Invalid(f"expected a profile name ({names}) or a table, got {describe(value)}")
     return _read_table(value, _DEVICE)
 
 
@@ -394,11 +299,11 @@ def _read_table(
     for key, item in table.items():
         key_at = f"{at}.{key_text(key)}"
         if key not in readers:
-            raise _Invalid(_unknown("", key, readers), key_at)
+            raise Invalid(_unknown("", key, readers), key_at)
         try:
             checked[key] = readers[key](item)
-        except _Invalid as exc:
-            raise _Invalid(str(exc), key_at + exc.at) from None
+        except Invalid as exc:
+            raise Invalid(str(exc), key_at + exc.at) from None
     return checked
 
 
@@ -431,27 +336,27 @@ def clients(value: Any) -> list[dict[str, Any]]:
     """nodes.clients: an array of client node tables (`[[nodes.clients]]`), each with the keys
     of nodes.client (which gives their shared values) and an optional `name`."""
     if not isinstance(value, list):
-        raise _Invalid(f"expected an array of tables ([[nodes.clients]]), got {describe(value)}")
+        raise Invalid(f"expected an array of tables ([[nodes.clients]]), got {describe(value)}")
     if not 1 <= len(value) <= MAX_CLIENTS:
-        raise _Invalid(f"has {len(value)} client nodes; give 1..{MAX_CLIENTS}")
+        raise Invalid(f"has {len(value)} client nodes; give 1..{MAX_CLIENTS}")
     entries = []
     for index, entry in enumerate(value):
         if not isinstance(entry, dict):
-            raise _Invalid(f"expected a table, got {describe(entry)}", f"[{index}]")
+            raise Invalid(f"expected a table, got {describe(entry)}", f"[{index}]")
         entries.append(_read_table(entry, _CLIENT_ENTRY, f"[{index}]"))
     return entries
 
 
 def _single(value: Any) -> Any:
     if isinstance(value, list | dict):
-        raise _Invalid(f"expected a single value, got {describe(value)}")
+        raise Invalid(f"expected a single value, got {describe(value)}")
     return value
 
 
 def _window(value: Any) -> int:
     window: int = integer(0, MAX_WINDOW)(value)
     if window == 0:
-        raise _Invalid(ZERO_WINDOW)
+        raise Invalid(ZERO_WINDOW)
     return window
 
 
@@ -578,7 +483,7 @@ def _check(value: Any, schema: Schema, source: str, dotted: str) -> dict[str, An
             continue
         try:
             checked[key] = rule(item)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise ConfigError(f"{source}: {here}{exc.at}: {exc}") from None
     return checked
 

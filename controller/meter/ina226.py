@@ -24,7 +24,11 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from controller.config.model import i2c_address, is_i2c, is_ina226
+from controller.config.channels import (
+    i2c_address,
+    is_i2c,
+    is_ina226,
+)
 from controller.errors import ConfigError
 from controller.meter.ina2xx import FloatArray, ShuntCalibration, SupplyModel, signed_v
 from controller.meter.ina219 import Ina219Calibration, Ina219Model

@@ -12,7 +12,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from controller.config.model import Config, Role, channel_source
+from controller.config.channels import (
+    channel_source,
+)
+from controller.config.model import (
+    Config,
+    Role,
+)
 from controller.errors import ConfigError
 from controller.meter.modelled_device import ModelledDevice
 from controller.meter.node_power import WatchSpec

@@ -21,14 +21,16 @@ from typing import Any
 from agent import __version__
 from agent.engines import engine_spec
 from agent.protocols import protocol_spec
+from controller.config.channels import (
+    channel_source,
+    is_ina219,
+    is_ina226,
+)
 from controller.config.model import (
     Config,
     MeterConfig,
     NodeConfig,
     Role,
-    channel_source,
-    is_ina219,
-    is_ina226,
 )
 from controller.device.emulation import Emulation, emulated_devices
 from controller.device.transport import CgroupTransport

@@ -27,7 +27,7 @@ from controller.config import (
     WorkloadConfig,
     load_config,
 )
-from controller.config import model as config_model
+from controller.config import channels as config_channels
 from controller.config.schema import SCHEMA
 from controller.errors import ConfigError
 from controller.meter.ina226 import RATE_MAX_HZ as INA226_RATE_MAX_HZ
@@ -1109,7 +1109,7 @@ def test_the_client_marker_is_a_gpio_line_and_the_clients_only() -> None:
 
 
 def test_an_ina226_channel_is_its_address_with_the_ina226_bit_and_round_trips() -> None:
-    m = config_model
+    m = config_channels
     config = load_config(CONFIGS / "local-ina226.toml")
     assert config.meter.source == "simavr" and config.meter.shunt_ohm == 0.02
     ((role, channel),) = config.meter.channels
@@ -1138,7 +1138,7 @@ def test_the_ina226_rate_limit_comes_from_its_fastest_conversion() -> None:
     assert load_config(None, channel).meter.rate_hz == 1000  # faster than an INA219 allows
     # 3200 Hz has a configuration (2 x 140 us); the board's I2C budget refuses it (its ACK)
     assert load_config(None, [*channel, "meter.rate_hz=3200"]).meter.rate_hz == 3200
-    assert config_model.INA226_RATE_MAX_HZ == INA226_RATE_MAX_HZ  # the numpy-free copy
+    assert config_channels.INA226_RATE_MAX_HZ == INA226_RATE_MAX_HZ  # the numpy-free copy
 
 
 INA226_KEY_ERRORS = [

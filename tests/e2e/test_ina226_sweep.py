@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.config import model
+from controller.config import channels
 from controller.energy import energy_in_window
 from controller.meter.ina226 import Ina226Calibration, Ina226Model
 from controller.meter.truth import Truth
@@ -71,7 +71,7 @@ def test_an_ina226_sweep_measures_the_modelled_energy_within_its_resolution(
     )
     # what the firmware wrote at 1000 Hz: no averaging, 332 us shunt + 332 us bus
     assert meter["ina226"]["config_register"] == 0x4097
-    assert manifest["config"]["meter"]["channels"] == {"client": model.INA226_CHANNEL | 0x40}
+    assert manifest["config"]["meter"]["channels"] == {"client": channels.INA226_CHANNEL | 0x40}
 
     rate = meter["sample_rate_hz"]
     truth = Truth.load(run / "meter-truth.csv").per_sample(0)

@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.config.model import INA226_RATE_MAX_HZ
+from controller.config.channels import (
+    INA226_RATE_MAX_HZ,
+)
 from controller.meter.ina219 import Ina219Calibration, Ina219Model
 from controller.meter.ina226 import (
     RATE_MAX_HZ,

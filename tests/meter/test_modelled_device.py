@@ -13,8 +13,14 @@ from typing import Any
 import pytest
 
 from analysis.truth import EDGES_FILE, TRUTH_FILE
+from controller.config.channels import (
+    INA226_CHANNEL,
+)
 from controller.config.meter_sources import SPECS
-from controller.config.model import INA226_CHANNEL, Config, MeterConfig
+from controller.config.model import (
+    Config,
+    MeterConfig,
+)
 from controller.meter.ina219 import Ina219Calibration, Ina219Model
 from controller.meter.node_power import ModelledMeterOptions, WatchSpec
 from controller.meter.power_model import PI_3B

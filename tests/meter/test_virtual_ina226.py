@@ -10,7 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from controller.config.model import channel_source, i2c_mask, is_i2c
+from controller.config.channels import (
+    channel_source,
+    i2c_mask,
+    is_i2c,
+)
 from controller.meter.commands import Identify, SetChannels, SetI2cChannels, SetRate, Start
 from controller.meter.device import DeviceCore, check_config
 from controller.meter.ina219 import Ina219Calibration

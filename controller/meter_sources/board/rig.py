@@ -13,13 +13,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.config.model import (
-    Config,
+from controller.config.channels import (
     channel_kind,
     channel_label,
     i2c_address,
     i2c_mask,
     is_i2c,
+)
+from controller.config.model import (
+    Config,
 )
 from controller.errors import ControllerError, MeterError
 from controller.meter.calibration import Calibration, nominal

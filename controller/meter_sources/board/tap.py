@@ -10,7 +10,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from controller.config.model import MeterConfig, i2c_address, i2c_mask, is_i2c
+from controller.config.channels import (
+    i2c_address,
+    i2c_mask,
+    is_i2c,
+)
+from controller.config.model import (
+    MeterConfig,
+)
 from controller.errors import ConfigError
 from controller.meter.calibration import Calibration, nominal
 from controller.meter.decoder import DecoderStats
