@@ -62,6 +62,7 @@ AGENT_LAYERS: Layers = (
         "agent.marker",
         "agent.paths",
         "agent.probe",
+        "agent.registry",
         "agent.site",
         "agent.traffic",
         "agent.transitions",

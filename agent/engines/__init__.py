@@ -12,9 +12,7 @@ agent names its declaration in the `h2iot.engines` entry-point group (e.g.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from functools import cache
 from types import MappingProxyType
 
 from agent.engines.spec import (
@@ -24,6 +22,7 @@ from agent.engines.spec import (
     load_entry,
 )
 from agent.errors import UsageError
+from agent.registry import Registry
 
 __all__ = [
     "BUILT_IN_ENGINES",
@@ -59,36 +58,24 @@ name analysis shows for it, as those runs' reports always have)."""
 ENTRY_POINTS = "h2iot.engines"
 
 
-@cache
-def _installed() -> Mapping[str, tuple[str, str]]:
-    """The engines installed packages declare (ENTRY_POINTS), by name; built-ins win."""
-    from importlib.metadata import entry_points  # noqa: PLC0415  (scans every installed package)
-
-    found = {}
-    for point in entry_points(group=ENTRY_POINTS):
-        module, _, name = point.value.partition(":")
-        if point.name not in _DECLARATIONS and module and name:
-            found[point.name] = (module.strip(), name.strip())
-    return MappingProxyType(found)
+_REGISTRY: Registry[EngineSpec] = Registry(
+    "engine",
+    _DECLARATIONS,
+    entry_points=ENTRY_POINTS,
+    name_of=lambda spec: spec.name,
+    error=UsageError,
+)
 
 
 def engine_names() -> tuple[str, ...]:
     """Every engine: the built-in ones, then those installed packages declare."""
-    return (*_DECLARATIONS, *_installed())
+    return _REGISTRY.names()
 
 
-@cache
 def engine_spec(name: str) -> EngineSpec:
     if name in RENAMED:
         raise UsageError(f"engine {name!r} is now called {RENAMED[name]!r}: use that name")
-    known = _DECLARATIONS.get(name) or _installed().get(name)
-    if known is None:
-        raise UsageError(f"unknown engine {name!r} (known: {', '.join(engine_names())})")
-    module, attribute = known
-    spec: EngineSpec = getattr(importlib.import_module(module), attribute)
-    if spec.name != name:
-        raise UsageError(f"engine {name!r}: {module}:{attribute} declares {spec.name!r}")
-    return spec
+    return _REGISTRY.load(name)
 
 
 def engine_label(name: str) -> str:

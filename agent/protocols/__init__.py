@@ -9,13 +9,12 @@ negotiates. Light: the declarations are data and import no stack.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from functools import cache
 from types import MappingProxyType
 
 from agent.errors import UsageError
 from agent.protocols.spec import ProtocolSpec
+from agent.registry import Registry
 
 __all__ = [
     "DEFAULT_PROTOCOL",
@@ -39,16 +38,13 @@ DEFAULT_PROTOCOL = "h2c"
 """The study's: HTTP/2 in cleartext with prior knowledge."""
 
 
-@cache
+_REGISTRY: Registry[ProtocolSpec] = Registry(
+    "protocol", _DECLARATIONS, entry_points=None, name_of=lambda spec: spec.name, error=UsageError
+)
+
+
 def protocol_spec(name: str) -> ProtocolSpec:
-    known = _DECLARATIONS.get(name)
-    if known is None:
-        raise UsageError(f"unknown protocol {name!r} (known: {', '.join(PROTOCOLS)})")
-    module, attribute = known
-    spec: ProtocolSpec = getattr(importlib.import_module(module), attribute)
-    if spec.name != name:
-        raise UsageError(f"protocol {name!r}: {module}:{attribute} declares {spec.name!r}")
-    return spec
+    return _REGISTRY.load(name)
 
 
 def protocols_where(*, quic: bool | None = None, tls: bool | None = None) -> tuple[str, ...]:

@@ -15,12 +15,12 @@ kind's trial pays nothing for it.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from agent.errors import UsageError
+from agent.registry import Registry
 from agent.workloads.spec import Field, Param, ParamError, ParamValue, WorkloadSpec
 
 __all__ = [
@@ -54,43 +54,27 @@ _DECLARATIONS: Mapping[str, tuple[str, str]] = MappingProxyType(
 ENTRY_POINTS = "h2iot.workloads"
 
 
-def _installed() -> dict[str, tuple[str, str]]:
-    """The workloads installed packages declare (ENTRY_POINTS), by kind; built-ins win."""
-    from importlib.metadata import entry_points  # noqa: PLC0415  (scans every installed package)
-
-    found = {}
-    for point in entry_points(group=ENTRY_POINTS):
-        module, _, name = point.value.partition(":")
-        if point.name not in _DECLARATIONS and module and name:
-            found[point.name] = (module.strip(), name.strip())
-    return found
-
-
-def _declaration(kind: str) -> tuple[str, str]:
-    known = _DECLARATIONS.get(kind) or _installed().get(kind)
-    if known is None:
-        names = ", ".join([*_DECLARATIONS, *_installed()])
-        raise UsageError(f"unknown workload {kind!r} (known: {names})")
-    return known
+_REGISTRY: Registry[WorkloadSpec] = Registry(
+    "workload",
+    _DECLARATIONS,
+    entry_points=ENTRY_POINTS,
+    name_of=lambda spec: spec.kind,
+    error=UsageError,
+)
 
 
 def spec_of(kind: str) -> WorkloadSpec:
-    module, name = _declaration(kind)
-    spec: WorkloadSpec = getattr(importlib.import_module(module), name)
-    if spec.kind != kind:
-        raise UsageError(f"workload {kind!r}: {module}:{name} declares {spec.kind!r}")
-    return spec
+    return _REGISTRY.load(kind)
 
 
 def package_of(kind: str) -> str:
     """The package holding kind's declaration and its `client` and `server` modules."""
-    return _declaration(kind)[0].rpartition(".")[0]
+    return _REGISTRY.declaration(kind)[0].rpartition(".")[0]
 
 
 def __getattr__(name: str) -> Mapping[str, WorkloadSpec]:
     if name != "SPECS":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    kinds = [*_DECLARATIONS, *_installed()]
-    specs = MappingProxyType({kind: spec_of(kind) for kind in kinds})
+    specs = MappingProxyType({kind: spec_of(kind) for kind in _REGISTRY.names()})
     globals()["SPECS"] = specs
     return specs

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent.registry import Registry
 from controller.errors import ConfigError
 
 __all__ = [
@@ -98,35 +99,23 @@ _DECLARATIONS: Mapping[str, tuple[str, str]] = MappingProxyType(
 )
 
 
-def _installed() -> dict[str, tuple[str, str]]:
-    """The sources installed packages declare (ENTRY_POINTS), by name; built-ins win."""
-    from importlib.metadata import entry_points  # noqa: PLC0415  (scans every installed package)
-
-    found = {}
-    for point in entry_points(group=ENTRY_POINTS):
-        module, _, name = point.value.partition(":")
-        if point.name not in _DECLARATIONS and module and name:
-            found[point.name] = (module.strip(), name.strip())
-    return found
-
-
-BUILT_IN: tuple[str, ...] = tuple(_DECLARATIONS)
+_REGISTRY: Registry[MeterSourceSpec] = Registry(
+    "meter source",
+    _DECLARATIONS,
+    entry_points=ENTRY_POINTS,
+    name_of=lambda spec: spec.name,
+    error=ConfigError,
+)
+BUILT_IN: tuple[str, ...] = _REGISTRY.built_in
 
 
 def source_names() -> tuple[str, ...]:
     """Every source a config may name: the built-in ones, then the installed ones."""
-    return (*BUILT_IN, *_installed())
+    return _REGISTRY.names()
 
 
 def spec_of(name: str) -> MeterSourceSpec:
-    known = _DECLARATIONS.get(name) or _installed().get(name)
-    if known is None:
-        raise ConfigError(f"unknown meter source {name!r} (known: {', '.join(source_names())})")
-    module, attribute = known
-    spec: MeterSourceSpec = getattr(importlib.import_module(module), attribute)
-    if spec.name != name:
-        raise ConfigError(f"meter source {name!r}: {module}:{attribute} declares {spec.name!r}")
-    return spec
+    return _REGISTRY.load(name)
 
 
 def __getattr__(name: str) -> Mapping[str, MeterSourceSpec]:

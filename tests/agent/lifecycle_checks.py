@@ -30,3 +30,16 @@ def check_pair(
     else:
         assert lifecycle.advance(event) is (following is not state)
         assert lifecycle.state is following
+
+
+def reachable(table: Mapping[tuple[Any, Any], enum.Enum], start: enum.Enum) -> set[enum.Enum]:
+    """Every state the table can move to from `start`, `start` included."""
+    found = {start}
+    frontier = [start]
+    while frontier:
+        state = frontier.pop()
+        for (source, _event), target in table.items():
+            if source is state and target not in found:
+                found.add(target)
+                frontier.append(target)
+    return found

@@ -19,7 +19,7 @@ from agent.server.h3_lifecycle import (
     State,
     ended_reason,
 )
-from tests.agent.lifecycle_checks import check_pair
+from tests.agent.lifecycle_checks import check_pair, reachable
 
 
 @pytest.mark.parametrize(("state", "event"), list(itertools.product(State, Input)))
@@ -35,15 +35,7 @@ def test_input_sequences_follow_the_table(events: list[Input]) -> None:
 
 
 def test_every_state_is_reachable_every_live_one_can_end_and_an_end_is_final() -> None:
-    reachable = {State.HANDSHAKE}
-    frontier = [State.HANDSHAKE]
-    while frontier:
-        state = frontier.pop()
-        for (source, _event), target in TRANSITIONS.items():
-            if source is state and target not in reachable:
-                reachable.add(target)
-                frontier.append(target)
-    assert reachable == set(State)
+    assert reachable(TRANSITIONS, State.HANDSHAKE) == set(State)
     for state in set(State) - ENDED:
         assert TRANSITIONS[(state, Input.DRAIN)] is State.DRAINED
         assert TRANSITIONS[(state, Input.TERMINATED)] is State.TERMINATED

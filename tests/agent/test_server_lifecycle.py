@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agent.exchange_queues import http2_code
 from agent.server.lifecycle import ENDED, TRANSITIONS, Input, Lifecycle, State, ended_reason
-from tests.agent.lifecycle_checks import check_pair
+from tests.agent.lifecycle_checks import check_pair, reachable
 
 
 @pytest.mark.parametrize(("state", "event"), list(itertools.product(State, Input)))
@@ -28,15 +28,7 @@ def test_input_sequences_follow_the_table(events: list[Input]) -> None:
 
 
 def test_the_table_has_one_start_one_end_and_every_state_can_end() -> None:
-    reachable = {State.NEW}
-    frontier = [State.NEW]
-    while frontier:
-        state = frontier.pop()
-        for (source, _event), target in TRANSITIONS.items():
-            if source is state and target not in reachable:
-                reachable.add(target)
-                frontier.append(target)
-    assert reachable == set(State)
+    assert reachable(TRANSITIONS, State.NEW) == set(State)
     assert not [pair for pair in TRANSITIONS if pair[0] is State.CLOSED]
     for state in set(State) - {State.NEW, State.CLOSED}:
         assert TRANSITIONS[(state, Input.LOST)] is State.CLOSED
