@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from agent.errors import UsageError
+from agent.protocols import protocols_where
 
 ParamKind = Literal["int", "float", "choice", "bool"]
 # client: passed to the client verb each trial; server: passed to `serve` (a change restarts the
@@ -126,9 +127,10 @@ class WorkloadSpec:
     doc: str
     params: tuple[Param, ...]
     fields: tuple[Field, ...]
-    # The protocols (agent.protocols) its client and server run over; None: every one. Which
-    # engines run it is each engine's to say (agent.engines).
-    protocols: tuple[str, ...] | None = None
+    # The protocols (agent.protocols) its client and server run over: those over TCP (HTTP/2)
+    # unless it says more, since over QUIC the agent's HTTP/3 must carry every request it makes.
+    # Which engines run it is each engine's to say (agent.engines).
+    protocols: tuple[str, ...] = field(default_factory=lambda: protocols_where(quic=False))
     extra: str | None = None  # the pip extra holding its libraries; None: the agent's core deps
     # The parameter divided over several client nodes (node i of K gets total // K, the first
     # total % K one more); None: the workload is one unit, each node runs the whole of it.
@@ -147,7 +149,7 @@ class WorkloadSpec:
             raise ValueError(f"{self.kind}: count_field {self.count_field!r} is no field")
 
     def runs_protocol(self, protocol: str) -> bool:
-        return self.protocols is None or protocol in self.protocols
+        return protocol in self.protocols
 
     def param(self, name: str) -> Param:
         for param in self.params:

@@ -86,7 +86,7 @@ def _check_protocol(stack: Stack, config: Config) -> None:
         if not spec.runs_protocol(protocol):
             raise ConfigError(
                 f'{origin}: {key}: the {spec.kind} workload does not run over "{protocol}" (it '
-                f"runs over {', '.join(spec.protocols or ())})"
+                f"runs over {', '.join(spec.protocols)})"
             )
         for node in (*config.client_nodes, *servers):
             if not engine_spec(node.engine).runs_protocol(protocol):

@@ -30,8 +30,8 @@ def test_the_api_sweep_runs_both_stacks_and_layers_and_reports_the_table(tmp_pat
     with (run / "trials.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert {(row["server_engine"], row["data_layer"]) for row in rows} == {
-        ("h2", "sql"),
-        ("h2", "orm"),
+        ("builtin", "sql"),
+        ("builtin", "orm"),
         ("hypercorn", "sql"),
         ("hypercorn", "orm"),
     }

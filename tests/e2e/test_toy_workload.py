@@ -143,7 +143,7 @@ def test_a_workload_installed_beside_the_agent_sweeps_and_reports(tmp_path: Path
     ), refused.stderr
     # Nothing of the project knows the toy: it lives in its own package alone.
     tracked = subprocess.run(
-        ["git", "grep", "-l", "h2iot_toy", "--", ":!tests/e2e/test_toy_workload.py"],
+        ["git", "grep", "-lw", "h2iot_toy", "--", ":!tests/e2e/test_toy_workload.py"],
         capture_output=True, text=True, cwd=REPO, check=False,
     )  # fmt: skip
     assert tracked.stdout == ""

@@ -1,11 +1,13 @@
 """The api workload's declaration."""
 
+from agent.protocols import PROTOCOLS
 from agent.workloads.spec import Field, Param, WorkloadSpec
 
 # The users' connections: all of them as streams on the trial's one connection, or one each.
 ONE_CONNECTION, PER_USER = "1", "per-user"
 
 API = WorkloadSpec(
+    protocols=PROTOCOLS,  # its client and server run over HTTP/3 too
     kind="api",
     doc="closed-loop users each GET the 7 list endpoints of a SQLite-backed REST API `loops` "
     "times, as the reference's JMeter plan",

@@ -1,8 +1,10 @@
 """The blob workload's declaration."""
 
+from agent.protocols import PROTOCOLS
 from agent.workloads.spec import VERIFY_PARAM, Field, Param, WorkloadSpec
 
 BLOB = WorkloadSpec(
+    protocols=PROTOCOLS,  # its client and server run over HTTP/3 too
     kind="blob",
     doc="GET /blob/<size_bytes> `requests` times on one connection, every body verified",
     params=(

@@ -1,9 +1,11 @@
 """The page workload's declaration."""
 
+from agent.protocols import PROTOCOLS
 from agent.site.limits import DEFAULT_TOTAL_BYTES, MAX_TOTAL_BYTES, MIN_TOTAL_BYTES
 from agent.workloads.spec import VERIFY_PARAM, Field, Param, WorkloadSpec
 
 PAGE = WorkloadSpec(
+    protocols=PROTOCOLS,  # its client and server run over HTTP/3 too
     kind="page",
     doc="fetch the test page and its 7 subresources on a new connection, every body verified",
     params=(

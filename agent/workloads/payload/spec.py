@@ -1,5 +1,6 @@
 """The payload workload's declaration."""
 
+from agent.protocols import PROTOCOLS
 from agent.workloads.payload.limits import MAX_RECORDS, MAX_SIDE
 from agent.workloads.spec import Field, Param, WorkloadSpec
 
@@ -10,6 +11,7 @@ ENCODING_NAMES = ("soap", "swa", "dime", "json", "cbor", "raw")
 DEFAULT_BODY_LIMIT_BYTES = 32 * 2**20
 
 PAYLOAD = WorkloadSpec(
+    protocols=PROTOCOLS,  # its client and server run over HTTP/3 too
     kind="payload",
     doc=(
         "POST `messages` datasets (a square float64 matrix or an array of records of string, "

@@ -1,5 +1,6 @@
 """The stream workload's declaration (stdlib only: the controller imports it at config load)."""
 
+from agent.protocols import PROTOCOLS
 from agent.workloads.spec import Field, Param, WorkloadSpec
 
 TRANSPORTS = ("sse", "websocket", "grpc", "poll")
@@ -8,6 +9,7 @@ BACKPRESSURE = ("drop", "block")
 MAX_PAYLOAD_DOUBLES = 2_000_000
 
 STREAM = WorkloadSpec(
+    protocols=PROTOCOLS,  # its client and server run over HTTP/3 too
     kind="stream",
     doc=(
         "subscribe for duration_s to tune items published at rate_hz, each carrying "
