@@ -3,8 +3,6 @@ by agent.h3.settings for both engines' HTTP/3, --udp-buffer beside its definitio
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
 from agent.commands.common import check_udp_buffer
@@ -36,9 +34,9 @@ def test_a_datagram_size_outside_quic_is_refused_for_either_engine(size: int) ->
 @pytest.mark.parametrize("udp_buffer", [0, -1])
 def test_a_udp_buffer_below_one_byte_is_refused(udp_buffer: int) -> None:
     with pytest.raises(UsageError, match=f"--udp-buffer {udp_buffer} must be at least 1 byte"):
-        check_udp_buffer(argparse.Namespace(udp_buffer=udp_buffer))
-    check_udp_buffer(argparse.Namespace(udp_buffer=None))
-    check_udp_buffer(argparse.Namespace(udp_buffer=1))
+        check_udp_buffer(udp_buffer)
+    check_udp_buffer(None)
+    check_udp_buffer(1)
 
 
 def test_fetch_refuses_a_zero_udp_buffer_in_one_line() -> None:
