@@ -29,10 +29,10 @@ SMALL = [
     "--set", "sweep.initial_window_size=[1024, 65535]",
 ]  # fmt: skip
 ENGINES = {
-    "h2": ("h2", "h2"),
+    "builtin": ("builtin", "builtin"),
     "nghttp2": ("nghttp2", "nghttp2"),
-    "nghttp-client": ("nghttp2", "h2"),
-    "nghttpd-server": ("h2", "nghttp2"),
+    "nghttp-client": ("nghttp2", "builtin"),
+    "nghttpd-server": ("builtin", "nghttp2"),
 }
 
 
@@ -82,9 +82,9 @@ def test_every_trial_has_client_and_server_figures(runs: dict[str, Path], name: 
                        "server_cpu_pct", "server_rss_peak_bytes", "server_bytes_sent",
                        "energy_mj"):  # fmt: skip
             assert float(row[column]) > 0, (column, row)
-        # Frames are counted by the h2 engine only (nghttp2 would need verbose output).
-        assert (row["client_data_frames"] != "") == (client == "h2")
-        assert (row["server_data_frames"] != "") == (server == "h2")
+        # Frames are counted by the builtin engine only (nghttp2 would need verbose output).
+        assert (row["client_data_frames"] != "") == (client == "builtin")
+        assert (row["server_data_frames"] != "") == (server == "builtin")
     manifest = _manifest(run)
     nodes = manifest["config"]["nodes"]
     assert (nodes["client"]["engine"], nodes["server"]["engine"]) == (client, server)
@@ -99,17 +99,17 @@ def test_every_trial_has_client_and_server_figures(runs: dict[str, Path], name: 
 
 
 @pytest.mark.quiet
-def test_the_report_compares_an_h2_run_with_an_nghttp2_run(
+def test_the_report_compares_a_builtin_run_with_an_nghttp2_run(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
-    base, other = runs["h2"], runs["nghttp2"]
+    base, other = runs["builtin"], runs["nghttp2"]
     result = subprocess.run([*H2IOT, "report", str(base), str(other)], capture_output=True,
                             text=True, timeout=300, check=False)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     compare = base / "report" / f"compare-{other.name}"
     markdown = (compare / "report.md").read_text()
-    assert "| config.nodes.client.engine | h2 | nghttp2 |" in markdown
-    assert "| config.nodes.server.engine | h2 | nghttp2 |" in markdown
+    assert "| config.nodes.client.engine | builtin | nghttp2 |" in markdown
+    assert "| config.nodes.server.engine | builtin | nghttp2 |" in markdown
     with (compare / "comparison.csv").open() as handle:
         table = list(csv.DictReader(handle))
     points = {(r["metric"], r["initial_window_size"]) for r in table}
