@@ -32,6 +32,7 @@ from h2.exceptions import FrameTooLargeError, ProtocolError
 from hyperframe.exceptions import InvalidDataError
 from hyperframe.frame import FRAMES, Frame
 
+from agent.h2.flow import MAX_WINDOW
 from agent.h2.frames import FrameTally, frame_type_name
 from agent.traffic import FrameCounts
 
@@ -45,7 +46,6 @@ TYPE_CONTINUATION: Final = 0x9
 FLAG_END_STREAM: Final = 0x1
 FLAG_END_HEADERS: Final = 0x4
 FLAG_PADDED: Final = 0x8
-MAX_WINDOW: Final = 2**31 - 1
 STREAM_ID_MASK: Final = 0x7FFFFFFF
 
 # 24-bit length as 16 + 8 bits, type, flags, 31-bit stream id (RFC 9113 section 4.1).

@@ -20,13 +20,13 @@ from h2.connection import H2Connection
 
 from agent.h2.fastpath import (
     FRAME_HEADER_BYTES,
-    MAX_WINDOW,
     TYPE_DATA,
     H2Internals,
     Outgoing,
     SplitTally,
     data_frame_header,
 )
+from agent.h2.flow import MAX_WINDOW
 from agent.server.connection_trials import ConnectionTrials
 from agent.server.streamed import StreamedExchanges
 
