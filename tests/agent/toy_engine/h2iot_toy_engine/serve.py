@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from agent.protocols import ProtocolSpec
@@ -37,8 +38,20 @@ def serve(
             [nghttpd, "--no-tls", "-a", args.host, "-d", root, str(port)],
             stdout=subprocess.DEVNULL,
         )
-        print(json.dumps({"event": "listening", "port": port}), file=sys.stderr, flush=True)
+        # Listening means accepting: said only once nghttpd takes a connection.
+        while server.poll() is None and not _accepts(args.host, port):
+            time.sleep(0.01)
+        if server.poll() is None:
+            print(json.dumps({"event": "listening", "port": port}), file=sys.stderr, flush=True)
         return server.wait()
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def _free_port(host: str) -> int:
