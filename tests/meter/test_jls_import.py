@@ -146,7 +146,8 @@ def make_recording(
     length = max(p[1] for p in pulses) + RATE // 2
     current, voltage = _waveforms(attempts, truth)
     signals = layout.pop("signals", ("current", "voltage", "power", "gpi[0]", "gpi[1]"))
-    write_recording(path, length, current, voltage, pulses,
+    drops = layout.pop("drops", ())
+    write_recording(path, length, current, voltage, pulses, drops=drops,
                     layout=Layout(rate_hz=RATE, signals=signals, **layout))  # fmt: skip
     return path, pulses
 
@@ -392,6 +393,37 @@ def test_lost_samples_are_counted_and_bridged(tmp_path: Path) -> None:
     # The current was flat across the gap: bridging it loses nothing.
     assert float(rows[1]["energy_mj"]) == pytest.approx(
         expected_energy_mj(ATTEMPTS[:2], pulses[1]), rel=1e-4
+    )
+
+
+def test_a_pulse_spanning_a_drop_is_one_pulse_its_dropped_samples_lost(tmp_path: Path) -> None:
+    """The driver's recorder writes a drop as a skip in the sample ids: GPI0 reads 0 there."""
+    run = make_run(tmp_path / "run", ATTEMPTS)
+    pulses = _pulses(ATTEMPTS)
+    drop = (pulses[1][0] + 1000, pulses[1][0] + 1504)  # whole bytes of the bits
+    recording, _ = make_recording(tmp_path / "sweep.jls", ATTEMPTS, drops=[drop])
+    import_recording(run, recording, sweep_rules())
+    rows = _rows(run)
+    assert [r["samples_lost"] for r in rows] == ["0", "504", "0", "0"]
+    assert float(rows[1]["window_s"]) == pytest.approx(ATTEMPTS[1].duration_s, abs=1e-6)
+    assert int(rows[1]["samples"]) == pulses[1][1] - pulses[1][0] + 1 - 504
+    # The current was flat across the drop: bridging it loses nothing.
+    assert float(rows[1]["energy_mj"]) == pytest.approx(
+        expected_energy_mj(ATTEMPTS, pulses[1]), rel=1e-4
+    )
+
+
+def test_a_drop_that_swallowed_a_pulse_is_named(tmp_path: Path, capsys) -> None:
+    run = make_run(tmp_path / "run", ATTEMPTS)
+    pulses = _pulses(ATTEMPTS)
+    drop = (pulses[2][0] - 25_000, pulses[2][1] + 15_000)  # t3's pulse, low on both sides
+    recording, _ = make_recording(tmp_path / "sweep.jls", ATTEMPTS, drops=[drop])
+    line = _refused(run, recording, capsys)
+    assert line == (
+        f"h2iot: error: {recording}: pulse 3 (at 3.705000 s) does not match trial t3: lasts "
+        "0.210000 s, the trial 0.080000 s (3 pulses in the recording, 4 trials in the run); "
+        "the marker is unknown over samples 3200000..3319999 (0.120000 s at 3.200000 s), which "
+        "the device dropped"
     )
 
 

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.meter.jls.pulses import (
+    Drop,
     Expected,
     MatchError,
     Pulse,
@@ -59,6 +60,73 @@ def test_pulses_do_not_depend_on_how_the_samples_are_chunked(levels, cuts) -> No
     # An unfinished pulse is open, not counted, and only when the line ends high after a rise.
     if state.rise_index is not None:
         assert bits[-1] == 1 and bits[state.rise_index] == 1 and bits[state.rise_index - 1] == 0
+
+
+def _reference_across_drops(
+    bits: np.ndarray, dropped: np.ndarray
+) -> tuple[list[Pulse], list[Drop]]:
+    """Pulses by a plain walk over the known samples (a dropped one reading 0 is unknown): a rise
+    just after the last known low sample, a fall at the first known low one; and the drops."""
+    pulses, drops, rise, last, level, drop_start = [], [], None, None, None, None
+    for i, (bit, lost) in enumerate(zip(bits, dropped, strict=True)):
+        if lost and not bit:
+            drop_start = i if drop_start is None else drop_start
+            continue
+        if drop_start is not None:
+            drops.append(Drop(drop_start, i))
+            drop_start = None
+        if level == 0 and bit:
+            rise = last + 1
+        elif level == 1 and not bit and rise is not None:
+            pulses.append(Pulse(rise, i))
+            rise = None
+        last, level = i, int(bit)
+    return pulses, drops
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 1), st.booleans()), min_size=1, max_size=300),
+    st.lists(st.integers(0, 300), max_size=12),
+)
+def test_pulses_across_drops_do_not_depend_on_how_the_samples_are_chunked(samples, cuts) -> None:
+    bits = np.array([b for b, _ in samples], dtype=np.uint8)
+    dropped = np.array([d for _, d in samples], dtype=bool)
+    state, found = ScanState(), []
+    bounds = [0, *sorted(c for c in cuts if 0 < c < len(bits)), len(bits)]
+    for lo, hi in pairwise(bounds):
+        state, pulses = scan_bits(state, bits[lo:hi], lo, dropped[lo:hi])
+        found.extend(pulses)
+    pulses, drops = _reference_across_drops(bits, dropped)
+    assert found == pulses
+    assert list(state.drops) == drops
+    assert (state.drop_start is not None) == bool(dropped[-1] and not bits[-1])
+
+
+def test_a_pulse_spanning_a_drop_is_one_pulse_covering_it() -> None:
+    bits = np.array([0, 1, 1, 0, 0, 0, 1, 1, 0, 0], dtype=np.uint8)
+    dropped = np.array([0, 0, 0, 1, 1, 1, 0, 0, 0, 0], dtype=bool)
+    state, found = _scan_dropped(bits, dropped, [4])
+    assert found == [Pulse(1, 8)]
+    assert state.drops == (Drop(3, 6),)
+
+
+def test_an_edge_inside_a_drop_puts_the_window_over_the_whole_drop() -> None:
+    # A rise at the drop's first sample, a fall after its last: its samples are the trial's.
+    dropped = np.array([0, 1, 1, 0, 0, 1, 1, 0, 0], dtype=bool)
+    bits = np.array([0, 0, 0, 1, 1, 0, 0, 0, 0], dtype=np.uint8)
+    assert _scan_dropped(bits, dropped, [2, 6])[1] == [Pulse(1, 7)]
+    # A 1 where the current is NaN is the device's (a fill reads 0): it is kept.
+    bits = np.array([0, 1, 0, 1, 1, 0, 0, 0, 0], dtype=np.uint8)
+    assert _scan_dropped(bits, dropped, [])[1] == [Pulse(1, 7)]
+
+
+def _scan_dropped(bits, dropped, cuts) -> tuple[ScanState, list[Pulse]]:
+    state, found = ScanState(), []
+    for lo, hi in pairwise([0, *cuts, len(bits)]):
+        state, pulses = scan_bits(state, bits[lo:hi], lo, dropped[lo:hi])
+        found.extend(pulses)
+    return state, found
 
 
 def test_a_line_high_from_the_first_sample_is_no_pulse() -> None:
@@ -137,6 +205,21 @@ def test_a_pulse_missing_in_the_middle_is_named() -> None:
     assert message.startswith("pulse 3 (at ")
     assert "does not match trial t3: lasts 0.450000 s, the trial 0.120000 s" in message
     assert "(4 pulses in the recording, 5 trials in the run)" in message
+
+
+def test_a_mismatch_names_the_samples_since_the_previous_pulse() -> None:
+    """Where a drop may have swallowed the missing pulse: from pulse 2's start to pulse 3's end."""
+    trials = _trials()
+    pulses = _pulses(trials)
+    del pulses[2]
+    with pytest.raises(MatchError) as caught:
+        match_pulses(pulses, trials, RATE)
+    assert (caught.value.first_index, caught.value.end_index) == (
+        pulses[1].start_index,
+        pulses[2].end_index,
+    )
+    state = ScanState(drops=(Drop(10, 20), Drop(pulses[1].end_index + 8, pulses[2].start_index)))
+    assert state.drops_within(caught.value.first_index, caught.value.end_index) == state.drops[1:]
 
 
 def test_a_missing_pulse_between_trials_of_one_length_is_found_by_the_spacing() -> None:

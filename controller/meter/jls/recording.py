@@ -164,6 +164,15 @@ class Recording:
             else:
                 yield first, self._bits_by_statistics(signal, first, length)
 
+    def dropped(self, first: int, length: int) -> npt.NDArray[np.bool_]:
+        """Which of the samples [first, first + length) the device dropped: NaN in a float
+        signal, where pyjls fills a skip in the sample ids (its GPI bits read 0 there)."""
+        name = next((n for n in ("current", "voltage", "power") if n in self.signals), None)
+        if name is None:
+            return np.zeros(length, dtype=bool)
+        values: F64 = np.asarray(self._fsr(self.signals[name], first, length), dtype=np.float64)
+        return np.isnan(values)
+
     def _bits_by_statistics(self, signal: Signal, first: int, length: int) -> U8:
         try:
             stats = self._reader.fsr_statistics(signal.signal_id, signal.offset + first, 1, length)

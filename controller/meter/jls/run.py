@@ -175,7 +175,7 @@ def import_recording(
         try:
             matched = match_pulses(pulses, expected, rate, options.tolerance)
         except MatchError as exc:
-            raise ConfigError(f"{recording_path}: {exc}{_hint(state, rate)}") from None
+            raise ConfigError(f"{recording_path}: {exc}{_hint(state, rate, exc)}") from None
         bin_samples = _bin_samples(manifest, rate, options)
         idle_mw, idle_facts = _idle(
             recording,
@@ -262,14 +262,21 @@ def _scan(recording: Recording, options: ImportOptions) -> tuple[list[Pulse], Sc
     state = ScanState()
     pulses: list[Pulse] = []
     for first, bits in recording.bit_chunks(options.marker, options.chunk_samples):
-        state, found = scan_bits(state, bits, first)
+        state, found = scan_bits(state, bits, first, recording.dropped(first, len(bits)))
         pulses.extend(found)
     return pulses, state
 
 
-def _hint(state: ScanState, rate_hz: int) -> str:
+def _hint(state: ScanState, rate_hz: int, mismatch: MatchError) -> str:
     """What the scan saw beyond whole pulses, which may explain a mismatch."""
     notes = []
+    drops = state.drops_within(mismatch.first_index, mismatch.end_index)
+    if drops:
+        more = f" and {len(drops) - 1} more drops near it" if len(drops) > 1 else ""
+        notes.append(
+            f"the marker is unknown over {drops[0].describe(rate_hz)}, which the device "
+            f"dropped{more}"
+        )
     if state.high_at_start:
         notes.append("the marker was already high when the recording started")
     if state.rise_index is not None:

@@ -10,7 +10,9 @@ end (the UI writes one every 10 minutes and one when it stops); the dialog's not
 data. `write_annotations` writes the sibling `.anno.jls` as the UI's waveform does: source
 `annotations`, one `current` signal at 1 MHz, markers as VMARKER annotations.
 
-The samples are written in chunks, so a recording larger than memory can be made.
+The samples are written in chunks, so a recording larger than memory can be made. `drops` are
+samples the device dropped, written as its driver's recorder writes them: a skip in the sample
+ids, which pyjls fills with NaN in the float signals and 0 in the bits when read.
 """
 
 from __future__ import annotations
@@ -74,9 +76,15 @@ def write_recording(
     *,
     layout: Layout = Layout(),
     chunk: int = _WRITE_CHUNK,
+    drops: Sequence[tuple[int, int]] = (),
 ) -> Path:
     """A recording of `length` samples: current and voltage from the waveforms (called with
-    sample indices from 0), power their product, GPI0 high over each pulse [start, end)."""
+    sample indices from 0), power their product, GPI0 high over each pulse [start, end), none
+    written over each drop [start, end) (sorted, disjoint, inside the recording)."""
+    for start, end in drops:
+        # pyjls takes bits in whole bytes: a drop between bytes keeps the signals aligned.
+        if start % 8 or end % 8 or not 0 < start < end < length:
+            raise ValueError(f"drop {start}..{end}: not whole bytes inside 0..{length}")
     jls = pyjls()
     data_type = jls.DataType
     types = {"current_range": data_type.U4, **{name: data_type.U1 for name in _U1}}
@@ -104,8 +112,8 @@ def write_recording(
             writer.utc(signal_id, layout.first_sample_id, _time64(layout.utc_start_s))
         if layout.notes is not None:
             writer.user_data(1, layout.notes)
-        for first in range(0, length, chunk):
-            indices = np.arange(first, min(length, first + chunk), dtype=np.int64)
+        for first, last in _written(length, chunk, drops):
+            indices = np.arange(first, last, dtype=np.int64)
             sample_id = layout.first_sample_id + first
             i = np.asarray(current_a(indices), dtype=np.float32)
             v = np.asarray(voltage_v(indices), dtype=np.float32)
@@ -126,6 +134,16 @@ def write_recording(
         for signal_id in ids.values():
             writer.utc(signal_id, layout.first_sample_id + length - 1, _time64(end_s))
     return path
+
+
+def _written(length: int, chunk: int, drops: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The pieces [first, last) of [0, length) written: at most `chunk` each, none in a drop."""
+    pieces: list[tuple[int, int]] = []
+    at = 0
+    for start, end in [*drops, (length, length)]:
+        pieces.extend((f, min(start, f + chunk)) for f in range(at, start, chunk))
+        at = end
+    return pieces
 
 
 def write_annotations(
