@@ -231,6 +231,7 @@ def test_each_trial_gets_the_energy_written_into_the_recording(tmp_path: Path, c
     assert meter["sample_rate_hz"] == RATE and meter["trace_rate_hz"] == 1000
     assert meter["instrument"]["model"] == "JS220" and meter["marker_input"] == "gpi[0]"
     assert meter["power_from"] == "current x voltage" and meter["pulses"] == 4
+    assert meter["drops"] == meter["samples_dropped"] == 0
     assert meter["recording"] == str(recording.resolve())
     assert manifest["idle_baseline_mw"] == pytest.approx(idle_mw, abs=0.05)  # ripple averaged
     idle = manifest["idle_baseline"]
@@ -405,6 +406,8 @@ def test_a_pulse_spanning_a_drop_is_one_pulse_its_dropped_samples_lost(tmp_path:
     import_recording(run, recording, sweep_rules())
     rows = _rows(run)
     assert [r["samples_lost"] for r in rows] == ["0", "504", "0", "0"]
+    meter = json.loads((run / "manifest.json").read_text())["meter"]
+    assert (meter["pulses"], meter["drops"], meter["samples_dropped"]) == (4, 1, 504)
     assert float(rows[1]["window_s"]) == pytest.approx(ATTEMPTS[1].duration_s, abs=1e-6)
     assert int(rows[1]["samples"]) == pulses[1][1] - pulses[1][0] + 1 - 504
     # The current was flat across the drop: bridging it loses nothing.

@@ -198,7 +198,14 @@ def import_recording(
             for m in matched
             if rows[row_indices[m.number - 1]]["status"] == "ok"
         ]
-        meter = _meter_facts(recording, len(pulses), bin_samples, options, _supply_v(manifest))
+        meter = _meter_facts(
+            recording,
+            state,
+            pulses=len(pulses),
+            bin_samples=bin_samples,
+            options=options,
+            manifest=manifest,
+        )
     write_import(
         run_dir,
         manifest,
@@ -436,10 +443,12 @@ def _supply_v(manifest: Mapping[str, Any]) -> float:
 
 def _meter_facts(
     recording: Recording,
+    scan: ScanState,
+    *,
     pulses: int,
     bin_samples: int,
     options: ImportOptions,
-    supply_v: float,
+    manifest: Mapping[str, Any],
 ) -> dict[str, Any]:
     annotations = recording.annotations()
     return {
@@ -450,12 +459,15 @@ def _meter_facts(
         "instrument": recording.source,
         "sample_rate_hz": recording.rate_hz,
         "trace_rate_hz": recording.rate_hz / bin_samples,
-        "resolution": joulescope(recording.source.get("model", ""), supply_v).to_dict(),
+        "resolution": joulescope(recording.source.get("model", ""), _supply_v(manifest)).to_dict(),
         "samples": recording.length,
         "signals": {s.name: s.units for s in recording.signals.values()},
         "power_from": recording.power_from,
         "marker_input": options.marker,
         "pulses": pulses,
+        # The drops outside every trial's window are lost too, though no row counts them.
+        "drops": len(scan.drops),
+        "samples_dropped": sum(d.end_index - d.start_index for d in scan.drops),
         "notes": recording.notes(),
         "annotations": [
             {"index": a.index, "t_s": a.index / recording.rate_hz, "kind": a.kind, "text": a.text}
