@@ -174,8 +174,8 @@ def _meter(stack: Stack) -> MeterConfig:
         key = f"meter.channels.{later}"
         raise ConfigError(
             f"{stack.origin(key)}: {key}: {channel_label(mapping[later])} shares its modelled "
-            "source with the other node's channel (An and INA219@0x40+n follow the same "
-            "source): use another input or address"
+            "source with the other node's channel (An, INA219@0x40+n and INA226@0x40+n follow "
+            "the same source): use another input or address"
         )
     rate = given.get("rate_hz", MeterConfig.rate_hz)
     # An I2C monitor converts at its own pace: the INA219 at a fixed 1064 us, the INA226 as

@@ -83,7 +83,8 @@ _HOST = re.compile(r"[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]*")
 _USER = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
 _PRINTABLE = re.compile(r"[^\x00-\x1f\x7f]+")
 _ANALOG = re.compile(r"[Aa]([0-9]+)")
-_I2C_CHANNEL = re.compile(r"(?i:ina(219|226))@(0x[0-9A-Fa-f]+|[0-9]+)")
+# A decimal address without a leading zero: int(text, 0) refuses "064" (it is not octal).
+_I2C_CHANNEL = re.compile(r"(?i:ina(219|226))@(0x[0-9A-Fa-f]+|0|[1-9][0-9]*)")
 INA219_ADDRESSES = range(0x40, 0x44)  # the firmware's I2C channels, for both chips
 
 

@@ -512,6 +512,12 @@ KEY_ERRORS = [
         "(A1 = GND, A0 = GND..SCL)",
     ),
     (
+        '[meter.channels]\nclient = "INA219@064"',  # not octal: refused in the config's words
+        'meter.channels.client: expected an analog input ("A0".."A7" or 0..7), an INA219 '
+        '("INA219@0x40".."0x43") or an INA226 ("INA226@0x40".."0x43"), got a string '
+        '("INA219@064")',
+    ),
+    (
         '[meter.channels]\nclient = "INA219@0x40"',
         "meter.rate_hz: 1000 Hz is faster than an INA219 converts (meter.channels.client = "
         "INA219@0x40): at most 939 Hz, e.g. 800",
@@ -519,7 +525,8 @@ KEY_ERRORS = [
     (
         '[meter]\nrate_hz = 800\n[meter.channels]\nclient = "A1"\nserver = "ina219@0x41"',
         "meter.channels.server: INA219@0x41 shares its modelled source with the other node's "
-        "channel (An and INA219@0x40+n follow the same source): use another input or address",
+        "channel (An, INA219@0x40+n and INA226@0x40+n follow the same source): use another "
+        "input or address",
     ),
     ("[meter]\nshunt_ohm = 0", "meter.shunt_ohm: 0 is outside (0, 100]"),
     (
@@ -1155,12 +1162,14 @@ INA226_KEY_ERRORS = [
     (
         '[meter.channels]\nclient = "INA226@0x40"\nserver = "INA219@0x40"',
         "meter.channels.server: INA219@0x40 shares its modelled source with the other node's "
-        "channel (An and INA219@0x40+n follow the same source): use another input or address",
+        "channel (An, INA219@0x40+n and INA226@0x40+n follow the same source): use another "
+        "input or address",
     ),
     (
         '[meter]\nrate_hz = 800\n[meter.channels]\nclient = "INA226@0x41"\nserver = "A1"',
         "meter.channels.server: A1 shares its modelled source with the other node's "
-        "channel (An and INA219@0x40+n follow the same source): use another input or address",
+        "channel (An, INA219@0x40+n and INA226@0x40+n follow the same source): use another "
+        "input or address",
     ),
 ]
 
