@@ -47,7 +47,9 @@ def test_a_metadata_reply_that_never_completes_is_refused() -> None:
     with (
         Ppk2Emulator(constant_source(0.0), device, split_gap_s=1.0) as emulator,
         Ppk2Session.open(emulator.port, rate_hz=1000, metadata_timeout_s=0.3) as session,
-        pytest.raises(Ppk2MetadataError, match=r"incomplete after 0.3 s \(200 bytes without END"),
+        pytest.raises(
+            Ppk2MetadataError, match=r"incomplete after 0.3 s \(200 bytes without a final END"
+        ),
     ):
         session.read_metadata()
 

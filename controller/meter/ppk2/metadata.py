@@ -246,8 +246,8 @@ class MetadataScan:
     """What `scan_metadata_reply` made of a buffer: `stale + (reply or b"") + rest` is the buffer.
 
     `stale`: bytes before the reply (stream words an earlier session left), safe to drop.
-    `reply`: the complete reply (`Calibrated: ` .. `END` and its newline if already read), or
-    None while incomplete; then `rest` is the undecided tail to keep and extend with later reads.
+    `reply`: the complete reply (`Calibrated: ` .. `END` and its line end), or None while
+    incomplete; then `rest` is the undecided tail to keep and extend with later reads.
     """
 
     stale: bytes
@@ -258,11 +258,12 @@ class MetadataScan:
 def scan_metadata_reply(buffer: bytes) -> MetadataScan:
     """Find the first complete metadata reply in `buffer`: pure, call it again after each read.
 
-    The reply is recognised by its first line (`Calibrated: `) and ends at the first `END`
-    after it; a newline after `END` is taken with it when it has arrived (one arriving later is
-    a single stray byte the sample decoder's alignment search skips). Whether the text between
-    is a valid reply is `parse_metadata`'s question, so a reply with stream bytes inside it is
-    found here and refused there.
+    The reply is recognised by its first line (`Calibrated: `) and ends with the line end
+    (`\n` or `\r\n`) of the first `END` after it: a read may stop between `END` and its
+    newline, and a newline left behind would reach the sample stream, so until the byte after
+    `END` has arrived the reply is incomplete. `END` followed by anything else ends the reply
+    there. Whether the text between is a valid reply is `parse_metadata`'s question, so a
+    reply with stream bytes inside it is found here and refused there.
     """
     start = buffer.find(_REPLY_START)
     if start < 0:
@@ -272,6 +273,8 @@ def scan_metadata_reply(buffer: bytes) -> MetadataScan:
     if end < 0:
         return MetadataScan(stale=buffer[:start], reply=None, rest=buffer[start:])
     end += len(_END)
+    if buffer[end:] in (b"", b"\r"):  # its line end may be in the next read
+        return MetadataScan(stale=buffer[:start], reply=None, rest=buffer[start:])
     for newline in (b"\r\n", b"\n"):
         if buffer.startswith(newline, end):
             end += len(newline)

@@ -9,10 +9,11 @@
         ppk2.stop()
 
 The package docstring has the drain rule this follows. A metadata reply may reach the host in
-several reads (USB delivers what is there): pieces are joined until `END`, and the joined text
-is then parsed strictly; a reply with no `END` by `metadata_timeout_s` is refused as split or
-incomplete, never completed from defaults. The reader thread only moves bytes into the decoder
-and the store; an error that ends it is kept (`reader_error`, naming the port), never lost.
+several reads (USB delivers what is there): pieces are joined until `END` and its newline, and
+the joined text is then parsed strictly; a reply without them by `metadata_timeout_s` is
+refused as split or incomplete, never completed from defaults. The reader thread only moves
+bytes into the decoder and the store; an error that ends it is kept (`reader_error`, naming
+the port), never lost.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ class Ppk2Session(SerialSession):
             if scan.reply is not None:
                 break
             if time.monotonic() > deadline:
-                what = "no reply" if not buffer else f"{len(buffer)} bytes without END"
+                what = "no reply" if not buffer else f"{len(buffer)} bytes without a final END line"
                 raise Ppk2MetadataError(
                     f"PPK2 on {self.name}: metadata reply incomplete after "
                     f"{self.metadata_timeout_s:g} s ({what}): a split or truncated reply, "
