@@ -17,16 +17,24 @@ Framing and loss (what ppk2-api does not do: it ignores the counter and never re
   never closed up (`index` keeps each sample's place in time). Losses of 64 samples or more
   are invisible to a 6-bit counter: only their remainder mod 64 is counted.
 - Any other break (the steps after it do not hold, or the word's range is 5-7) is a framing
-  slip (a byte lost or added, or a corrupt word): the decoder searches forward, byte by byte,
-  for the next run of SYNC_WORDS good words, counts a resync and the bytes skipped, then
-  counts the samples lost across it as a gap. A lost byte costs the word it was in (1 lost
-  sample, 3 bytes skipped), an extra byte only itself (1 byte skipped), a corrupt word itself
-  (1 lost sample, 4 bytes skipped). A 6-bit counter cannot prove every word: a misaligned
-  word just after a slip whose bytes happen to give the expected counter and a valid range
-  (about 1 in 100 for random bytes) is taken as a sample; its place in time stays right.
-- `flush()` ends the stream: bytes still undecided (a partial word, or the words after a break
-  that could not yet be confirmed) are discarded and counted as skipped.
-  4 * samples + skipped_bytes == bytes fed, after flush.
+  slip (a byte lost or added, or a corrupt word): the decoder searches forward from the
+  breaking word, byte by byte, for the next run of SYNC_WORDS good words, counts a resync and
+  the bytes skipped, then counts the samples lost across it as a gap.
+- A slip is seen a word late or a word early: a lost logic byte, or a byte added after byte 2,
+  leaves the word before the break misread yet passing (its logic byte another word's ADC
+  byte, or the added byte), and a byte added after byte 0 or 1 leaves the new run's first word
+  with a byte not its own. So a word is kept only once CONFIRM_WORDS accepted words follow it
+  at its alignment: the words before a slip (up to CONFIRM_WORDS) and the first word of the
+  new run are dropped, their samples counted in the gap across the resync and their bytes in
+  its skipped bytes. A one-byte slip typically costs 4 or 5 samples, a corrupt word 5; the last
+  CONFIRM_WORDS words of a feed wait for the next one. What a 6-bit counter still cannot
+  prove: a misread run longer than CONFIRM_WORDS before a slip (each misread word passes about
+  1 in 100 for random bytes), or, after a slip of several bytes, a misread word at the new
+  alignment that passes by the same chance; either keeps its place in time.
+- `flush()` ends the stream: the words waiting for confirmation are kept if the stream ends
+  exactly after them; other undecided bytes (a partial word, or the words after a break that
+  could not yet be confirmed, and those waiting before them) are discarded and counted as
+  skipped. 4 * samples + skipped_bytes == bytes fed, after flush.
 
 Conversion (agrees with ppk2-api 0.9.2 `_handle_raw_data` / `get_adc_result`): the formula in
 `metadata`, the same operations in the same order per sample, so an unfiltered sample is the
@@ -62,6 +70,9 @@ SAMPLE_RATE_HZ: Final = 100_000
 WORD_BYTES: Final = 4
 COUNTER_MODULUS: Final = 64
 SYNC_WORDS: Final = 4  # random bytes pass for a run about once in 64**3 / (5/8)**4 ~ 1.7e6
+# A word is kept once this many accepted words follow it at its alignment: misread words before
+# a slip pass one by one (about 1 in 100 each), so the proof a resync asks for, not one word.
+CONFIRM_WORDS: Final = SYNC_WORDS - 1
 ADC_MAX: Final = (1 << 14) - 1
 ADC_VOLTS_PER_COUNT: Final = 1.8 / 163840  # ppk2-api's adc_mult: per unit of the code times 4
 VDD_MIN_MV: Final = 800
@@ -90,8 +101,8 @@ class Ppk2Block:
     seconds from that sample. `gap_at` / `gap_lost`: for each gap, the position in this block
     of the first sample after it and the samples lost (1-63). `resync_at` /
     `resync_skipped_bytes`: each realignment after a framing slip, the position of the first
-    sample at the new alignment and the bytes skipped to reach it. `skipped_bytes` is every
-    byte this feed discarded (resyncs, the first alignment, flush).
+    sample kept after it and the bytes skipped to reach it (the dropped words' included).
+    `skipped_bytes` is every byte this feed discarded (resyncs, the first alignment, flush).
     """
 
     current_ua: F64
@@ -328,6 +339,8 @@ class Ppk2Decoder:
         self._last_counter: int | None = None  # of the last sample accepted
         self._aligned = False  # False at the start and after a slip, until a run is found
         self._skip_run = 0  # bytes skipped since the slip that is being resynchronised
+        self._resyncing = False  # after a slip, until a sample at the new alignment is kept
+        self._held = 0  # words at the end of `_pending` that only wait for confirmation
         self._next_index = 0
         self._totals = Ppk2Totals()
 
@@ -350,38 +363,68 @@ class Ppk2Decoder:
                     self._skip_run += keep_from - pos
                     pos = keep_from
                     break
+                if self._last_counter is not None:
+                    # The first word of the new alignment may begin inside the slip, its
+                    # leading bytes not its own.
+                    found += WORD_BYTES
+                    self._resyncing = True
                 events.skipped += found - pos
                 self._skip_run += found - pos
-                if self._last_counter is not None:
-                    events.resync_at.append(accepted)
-                    events.resync_skipped.append(self._skip_run)
-                self._skip_run = 0
+                if self._last_counter is None:
+                    self._skip_run = 0  # the first alignment: no resync to charge them to
                 self._aligned = True
                 pos = found
-            words, slipped = self._take_aligned(buf, pos, accepted, events)
+            words, dropped = self._take_aligned(buf, pos, accepted, events)
+            if words.size:
+                self._end_resync(events, accepted)
             segments.append(words)
             accepted += words.size
             pos += words.size * WORD_BYTES
-            if not slipped:
+            if dropped is None:
                 break
+            # Searching from the dropped words could find a run starting among them, misread.
+            events.skipped += dropped * WORD_BYTES
+            self._skip_run += dropped * WORD_BYTES
+            pos += dropped * WORD_BYTES
             self._aligned = False
         self._pending = buf[pos:]
         return self._block(segments, events, len(data))
 
     def flush(self) -> Ppk2Block:
-        """End of stream: the undecided bytes are discarded and counted as skipped."""
-        events = _Events(skipped=len(self._pending))
+        """End of stream: the last words waiting only for confirmation are kept if the stream
+        ends exactly after them (a slip among them would have left a partial word); any other
+        undecided bytes are discarded and counted as skipped."""
+        held = self._held * WORD_BYTES
+        events = _Events()
+        segments = []
+        if self._aligned and held and len(self._pending) == held:
+            segments.append(np.frombuffer(self._pending, dtype="<u4"))
+            self._end_resync(events, 0)
+        else:
+            events.skipped = len(self._pending)
         self._pending = b""
-        return self._block([], events, 0)
+        self._held = 0
+        return self._block(segments, events, 0)
+
+    def _end_resync(self, events: _Events, accepted: int) -> None:
+        """A sample at `accepted` is kept: a resync in progress ends there."""
+        if self._resyncing:
+            events.resync_at.append(accepted)
+            events.resync_skipped.append(self._skip_run)
+            self._skip_run = 0
+            self._resyncing = False
 
     def _take_aligned(
         self, buf: bytes, pos: int, accepted: int, events: _Events
-    ) -> tuple[NDArray[np.uint32], bool]:
-        """The words from `pos` up to a slip or an undecidable break; True if a slip ended them."""
+    ) -> tuple[NDArray[np.uint32], int | None]:
+        """The confirmed words from `pos`, and if a slip ended them, how many words before it
+        are dropped (up to CONFIRM_WORDS; None: no slip). The words after an undecidable break
+        or the end of `buf`, and the CONFIRM_WORDS before them, wait for more bytes."""
         n = (len(buf) - pos) // WORD_BYTES
         words = np.frombuffer(buf, dtype="<u4", count=n, offset=pos)
+        self._held = 0
         if n == 0:
-            return words, False
+            return words, None
         counter = ((words >> 18) & (COUNTER_MODULUS - 1)).astype(np.uint8)
         valid = ((words >> 14) & 7) <= TOP_RANGE
         step = np.empty(n, dtype=np.uint8)
@@ -390,6 +433,7 @@ class Ppk2Decoder:
         step[1:] = (counter[1:] - counter[:-1]) & (COUNTER_MODULUS - 1)
         good = (step == 1) & valid
         end, slipped = n, False
+        gaps: list[int] = []
         for at in np.flatnonzero(~good).tolist():
             if at + SYNC_WORDS > n:
                 end = at  # not enough words yet to tell a gap from a slip: wait for more
@@ -397,11 +441,18 @@ class Ppk2Decoder:
             if not (valid[at] and good[at + 1 : at + SYNC_WORDS].all()):
                 end, slipped = at, True
                 break
-            events.gap_at.append(accepted + at)
-            events.gap_lost.append((int(step[at]) - 1) % COUNTER_MODULUS)
-        if end:
-            self._last_counter = int(counter[end - 1])
-        return words[:end], slipped
+            gaps.append(at)
+        # The words before a break may be misread ones that passed (module docstring).
+        kept = max(0, end - CONFIRM_WORDS)
+        if not slipped and end == n:
+            self._held = n - kept
+        for at in gaps:
+            if at < kept:
+                events.gap_at.append(accepted + at)
+                events.gap_lost.append((int(step[at]) - 1) % COUNTER_MODULUS)
+        if kept:
+            self._last_counter = int(counter[kept - 1])
+        return words[:kept], end - kept if slipped else None
 
     def _block(self, segments: list[NDArray[np.uint32]], events: _Events, fed: int) -> Ppk2Block:
         words = np.concatenate(segments) if segments else np.zeros(0, dtype=np.uint32)
