@@ -30,7 +30,9 @@ Framing and loss (what ppk2-api does not do: it ignores the counter and never re
   CONFIRM_WORDS words of a feed wait for the next one. What a 6-bit counter still cannot
   prove: a misread run longer than CONFIRM_WORDS before a slip (each misread word passes about
   1 in 100 for random bytes), or, after a slip of several bytes, a misread word at the new
-  alignment that passes by the same chance; either keeps its place in time.
+  alignment that passes by the same chance; either keeps its place in time. Nor is a loss of a
+  multiple of 4 bytes starting inside a word a slip: the alignment holds, and the word it cuts
+  (two words' bytes, its logic byte perhaps the next word's) is kept beside a counted gap.
 - `flush()` ends the stream: the words waiting for confirmation are kept if the stream ends
   exactly after them; other undecided bytes (a partial word, or the words after a break that
   could not yet be confirmed, and those waiting before them) are discarded and counted as
@@ -364,8 +366,7 @@ class Ppk2Decoder:
                     pos = keep_from
                     break
                 if self._last_counter is not None:
-                    # The first word of the new alignment may begin inside the slip, its
-                    # leading bytes not its own.
+                    # The new alignment's first word may begin inside the slip: dropped too.
                     found += WORD_BYTES
                     self._resyncing = True
                 events.skipped += found - pos
@@ -382,7 +383,7 @@ class Ppk2Decoder:
             pos += words.size * WORD_BYTES
             if dropped is None:
                 break
-            # Searching from the dropped words could find a run starting among them, misread.
+            # The search starts past the dropped words: a run found among them may be misread.
             events.skipped += dropped * WORD_BYTES
             self._skip_run += dropped * WORD_BYTES
             pos += dropped * WORD_BYTES
@@ -391,9 +392,8 @@ class Ppk2Decoder:
         return self._block(segments, events, len(data))
 
     def flush(self) -> Ppk2Block:
-        """End of stream: the last words waiting only for confirmation are kept if the stream
-        ends exactly after them (a slip among them would have left a partial word); any other
-        undecided bytes are discarded and counted as skipped."""
+        """End of stream: the words waiting for confirmation are kept if the stream ends just
+        after them (a slip among them leaves a partial word); other undecided bytes skipped."""
         held = self._held * WORD_BYTES
         events = _Events()
         segments = []
