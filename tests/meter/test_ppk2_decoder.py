@@ -226,17 +226,20 @@ def test_counter_gaps_under_64_are_counted_exactly_where_they_are(gaps, cuts):
     n = at + SYNC_WORDS + 10
     raw = stream(np.full(n, 123.0), n=n, logic=7, faults=Ppk2Faults(drop_samples=plan))
     out = decode(raw, [c % (len(raw) + 1) for c in cuts])
-    lost_before = np.cumsum([0, *plan.values()])[:-1]
-    assert out.gap_at == [s - int(lost) for s, lost in zip(plan, lost_before, strict=True)]
-    assert out.gap_lost == list(plan.values())
-    assert out.totals.lost_samples == sum(plan.values())
-    assert out.totals.resyncs == 0 and out.totals.skipped_bytes == 0
-    kept = [i for i in range(n) if not any(s <= i < s + k for s, k in plan.items())]
+    # The words either side of a gap (the last before it, the first after) are dropped too.
+    beside = {i for s, k in plan.items() for i in (s - 1, s + k)}
+    lost = {i for s, k in plan.items() for i in range(s, s + k)}
+    kept = [i for i in range(n) if i not in lost | beside]
+    assert out.gap_at == [kept.index(s + k + 1) for s, k in plan.items()]
+    assert out.gap_lost == [k + 2 for k in plan.values()]
+    assert out.totals.lost_samples == sum(plan.values()) + 2 * len(plan)
+    assert out.totals.resyncs == 0 and out.totals.skipped_bytes == 8 * len(plan)
     assert out.index.tolist() == kept  # each sample keeps its place in time
     assert out.counter.tolist() == [i % 64 for i in kept]
 
 
-@pytest.mark.parametrize(("dropped", "counted"), [(63, 63), (64, 0), (65, 1), (128, 0), (130, 2)])
+# Counted: the remainder mod 64, and the two words beside a gap the counter shows.
+@pytest.mark.parametrize(("dropped", "counted"), [(63, 65), (64, 0), (65, 3), (128, 0), (130, 4)])
 def test_losses_of_64_or_more_show_only_mod_64(dropped, counted):
     raw = stream(np.full(400, 9.0), n=400, faults=Ppk2Faults(drop_samples={100: dropped}))
     out = decode(raw)
@@ -379,7 +382,7 @@ def test_arbitrary_bytes_never_raise_and_every_byte_is_accounted_for(data, cuts)
     assert t.bytes_in == len(data)
     assert 4 * t.samples + t.skipped_bytes == len(data)
     assert t.samples == out.current_ua.size == out.index.size
-    assert t.lost_samples == sum(out.gap_lost) and all(0 < k < 64 for k in out.gap_lost)
+    assert t.lost_samples == sum(out.gap_lost) and all(k > 0 for k in out.gap_lost)
     assert np.all(np.diff(out.index) >= 1)
 
 
@@ -402,6 +405,6 @@ def test_a_block_reports_its_losses():
         faults=Ppk2Faults(drop_samples={30: 4}, insert_bytes={4 * 60: b"\x01\x02"}),
     )
     block = Ppk2Decoder(EXAMPLE_METADATA, VDD).feed(raw)
-    # 4 lost at the gap, 4 around the slip; the last CONFIRM_WORDS wait for more bytes.
-    assert len(block) == 100 - 8 - CONFIRM_WORDS and block.lost_samples == 8
-    assert block.resyncs == 1 and block.skipped_bytes == 2 + 4 * 4
+    # 4 lost at the gap and 2 beside it, 4 around the slip; the last CONFIRM_WORDS wait.
+    assert len(block) == 100 - 10 - CONFIRM_WORDS and block.lost_samples == 10
+    assert block.resyncs == 1 and block.skipped_bytes == 2 + 4 * 6

@@ -71,6 +71,21 @@ def test_every_byte_position_lost_or_added_over_random_streams(kind, byte):
     assert max(dropped) <= CONFIRM_WORDS + 2
 
 
+@pytest.mark.parametrize("size", [4, 8])
+@pytest.mark.parametrize("byte", range(4))
+def test_whole_words_worth_of_bytes_lost_from_inside_a_word_keep_no_joined_word(byte, size):
+    # The alignment holds, so no slip is seen (unless the joined range field names no range):
+    # the word the loss cuts, two words' bytes, sits beside the counter gap it leaves, and is
+    # dropped with it.
+    for seed in range(200):
+        rnd = random.Random(f"{byte}{size}{seed}")
+        faults = Ppk2Faults(delete_bytes={4 * rnd.randrange(20, N - 20) + byte: size})
+        raw, current, logic = random_stream(rnd, faults)
+        out = decode(raw, spike_filter=False)
+        check_every_kept_sample_is_the_devices(raw, out, nominal(current, logic))
+        assert out.totals.lost_samples >= size // 4 + 2
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.sampled_from(["lost", "extra"]),

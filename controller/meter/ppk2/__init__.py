@@ -7,7 +7,7 @@
 - `decoder`: `Ppk2Decoder.feed(bytes) -> Ppk2Block`, numpy arrays of current (uA), logic
   byte (D0 = the trial marker), counter, range and stream index per sample; counter gaps,
   framing slips and skipped bytes counted with their positions, never closed up or raised.
-  Currents agree with ppk2-api 0.9.2 (its spike filter included; see the module).
+  Currents agree with ppk2-api 0.9.2 (its spike filter included, in `spike_filter`).
 - `device`: `Ppk2Device`, the PPK2 on the wire as a sans-IO model (commands in, metadata and
   100 kS/s sample words out, auto-ranging, injectable faults).
 - `emulator`: `Ppk2Emulator`, that model on a raw pty in a thread, which a real serial client

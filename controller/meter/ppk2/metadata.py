@@ -33,6 +33,7 @@ import numpy as np
 from controller.errors import MeterError, MeterFrameError
 
 RANGES: Final = 5
+TOP_RANGE: Final = RANGES - 1
 _PER_RANGE_KEYS: Final = ("R", "GS", "GI", "O", "S", "I", "UG")
 _FIRST_KEY: Final = "Calibrated"
 _REPLY_START: Final = f"{_FIRST_KEY}: ".encode()
