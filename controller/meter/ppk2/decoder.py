@@ -16,8 +16,8 @@ Framing and loss (what ppk2-api does not do: it ignores the counter and never re
   gap: (k - 1) mod 64 samples lost, counted with the position of the first sample after it,
   never closed up (`index` keeps each sample's place in time). Losses of 64 samples or more
   are invisible to a 6-bit counter: only their remainder mod 64 is counted. Bytes lost in
-  whole words' worth from inside a word keep the alignment and show as a gap, the word they
-  cut (two words' bytes) its first word or the one before: both are dropped and counted.
+  whole words' worth from inside a word keep the alignment and leave a gap with a word of two
+  words' bytes beside it, so the word either side of every gap is dropped, counted with it.
 - Any other break (the steps after it do not hold, or the word's range is 5-7) is a framing
   slip (a byte lost or added, or a corrupt word): the decoder searches forward from the
   breaking word, byte by byte, for the next run of SYNC_WORDS good words, counts a resync and
