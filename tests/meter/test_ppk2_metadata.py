@@ -207,6 +207,14 @@ def test_scan_of_an_incomplete_reply_keeps_what_may_still_become_one():
         assert scan.reply is None and scan.stale == stale and scan.rest == cut
 
 
+def test_a_line_end_waited_for_long_enough_is_not_required():
+    for cut in (DEVICE_REPLY[:-1], DEVICE_REPLY.replace(b"\n", b"\r\n")[:-1]):
+        waiting = scan_metadata_reply(cut)
+        assert waiting.reply is None and waiting.awaits_line_end
+        scan = scan_metadata_reply(cut, line_end_due=True)
+        assert scan.reply == cut and scan.rest == b"" and not scan.awaits_line_end
+
+
 def test_scan_ends_a_reply_whose_end_is_followed_by_no_newline_before_what_follows():
     after = stream_bytes(3)
     scan = scan_metadata_reply(DEVICE_REPLY[:-1] + after)

@@ -254,17 +254,21 @@ class MetadataScan:
     stale: bytes
     reply: bytes | None
     rest: bytes
+    # The reply is whole up to `END` and only its line end may still come.
+    awaits_line_end: bool = False
 
 
-def scan_metadata_reply(buffer: bytes) -> MetadataScan:
+def scan_metadata_reply(buffer: bytes, *, line_end_due: bool = False) -> MetadataScan:
     """Find the first complete metadata reply in `buffer`: pure, call it again after each read.
 
     The reply is recognised by its first line (`Calibrated: `) and ends with the line end
     (`\n` or `\r\n`) of the first `END` after it: a read may stop between `END` and its
     newline, and a newline left behind would reach the sample stream, so until the byte after
-    `END` has arrived the reply is incomplete. `END` followed by anything else ends the reply
-    there. Whether the text between is a valid reply is `parse_metadata`'s question, so a
-    reply with stream bytes inside it is found here and refused there.
+    `END` has arrived the reply is incomplete (`awaits_line_end`), unless `line_end_due` says
+    the caller waited long enough for it (a device may send none): then the reply ends at `END`.
+    `END` followed by anything else ends the reply there. Whether the text between is a valid
+    reply is `parse_metadata`'s question, so a reply with stream bytes inside it is found here
+    and refused there.
     """
     start = buffer.find(_REPLY_START)
     if start < 0:
@@ -275,7 +279,9 @@ def scan_metadata_reply(buffer: bytes) -> MetadataScan:
         return MetadataScan(stale=buffer[:start], reply=None, rest=buffer[start:])
     end += len(_END)
     if buffer[end:] in (b"", b"\r"):  # its line end may be in the next read
-        return MetadataScan(stale=buffer[:start], reply=None, rest=buffer[start:])
+        if not line_end_due:
+            return MetadataScan(buffer[:start], None, buffer[start:], awaits_line_end=True)
+        end = len(buffer)
     for newline in (b"\r\n", b"\n"):
         if buffer.startswith(newline, end):
             end += len(newline)

@@ -131,12 +131,18 @@ class Ppk2Session(SerialSession):
         self._write(GET_METADATA)
         buffer = b""
         deadline = time.monotonic() + self.metadata_timeout_s
+        # Once END is in, its line end gets the drain rule's quiet time to follow: a device
+        # that sends none is not kept waiting for the whole deadline (and then refused).
+        line_end_by: float | None = None
         while True:
-            scan = scan_metadata_reply(buffer)
+            due = line_end_by is not None and time.monotonic() > line_end_by
+            scan = scan_metadata_reply(buffer, line_end_due=due)
             self.stale_bytes += len(scan.stale)
             buffer = scan.rest
             if scan.reply is not None:
                 break
+            if scan.awaits_line_end and line_end_by is None:
+                line_end_by = time.monotonic() + QUIET_S
             if time.monotonic() > deadline:
                 what = "no reply" if not buffer else f"{len(buffer)} bytes without a final END line"
                 raise Ppk2MetadataError(
