@@ -9,9 +9,10 @@
         ppk2.stop()
 
 The package docstring has the drain rule this follows. A metadata reply may reach the host in
-several reads (USB delivers what is there): pieces are joined until `END` and its newline, and
-the joined text is then parsed strictly; a reply without them by `metadata_timeout_s` is
-refused as split or incomplete, never completed from defaults. The reader thread only moves
+several reads (USB delivers what is there): pieces are joined until `END` and its newline (or
+the drain rule's quiet time after `END`, for a device that sends none), and the joined text is
+then parsed strictly; a reply without `END` by `metadata_timeout_s` is refused as split or
+incomplete, never completed from defaults. The reader thread only moves
 bytes into the decoder and the store; an error that ends it is kept (`reader_error`, naming
 the port), never lost.
 """
