@@ -74,6 +74,7 @@ def ours(chunks: list[bytes]) -> tuple[float, NDArray[np.float64]]:
     decoder = Ppk2Decoder(EXAMPLE_METADATA, VDD_MV)
     start = time.process_time()
     blocks = [decoder.feed(chunk) for chunk in chunks]
+    blocks.append(decoder.flush())  # the last words wait for the stream's end
     elapsed = time.process_time() - start
     assert decoder.totals.lost_samples == 0 and decoder.totals.resyncs == 0
     return elapsed, np.concatenate([b.current_ua for b in blocks])

@@ -19,7 +19,7 @@ from controller.meter.ppk2 import (
     Ppk2Totals,
     adc_to_ua,
 )
-from controller.meter.ppk2.decoder import SYNC_WORDS
+from controller.meter.ppk2.decoder import CONFIRM_WORDS, SYNC_WORDS
 
 VDD = 3300
 LEVELS_UA = (0.0, 3.0, 80.0, 450.0, 2_000.0, 30_000.0, 250_000.0, 700_000.0)
@@ -226,17 +226,20 @@ def test_counter_gaps_under_64_are_counted_exactly_where_they_are(gaps, cuts):
     n = at + SYNC_WORDS + 10
     raw = stream(np.full(n, 123.0), n=n, logic=7, faults=Ppk2Faults(drop_samples=plan))
     out = decode(raw, [c % (len(raw) + 1) for c in cuts])
-    lost_before = np.cumsum([0, *plan.values()])[:-1]
-    assert out.gap_at == [s - int(lost) for s, lost in zip(plan, lost_before, strict=True)]
-    assert out.gap_lost == list(plan.values())
-    assert out.totals.lost_samples == sum(plan.values())
-    assert out.totals.resyncs == 0 and out.totals.skipped_bytes == 0
-    kept = [i for i in range(n) if not any(s <= i < s + k for s, k in plan.items())]
+    # The words either side of a gap (the last before it, the first after) are dropped too.
+    beside = {i for s, k in plan.items() for i in (s - 1, s + k)}
+    lost = {i for s, k in plan.items() for i in range(s, s + k)}
+    kept = [i for i in range(n) if i not in lost | beside]
+    assert out.gap_at == [kept.index(s + k + 1) for s, k in plan.items()]
+    assert out.gap_lost == [k + 2 for k in plan.values()]
+    assert out.totals.lost_samples == sum(plan.values()) + 2 * len(plan)
+    assert out.totals.resyncs == 0 and out.totals.skipped_bytes == 8 * len(plan)
     assert out.index.tolist() == kept  # each sample keeps its place in time
     assert out.counter.tolist() == [i % 64 for i in kept]
 
 
-@pytest.mark.parametrize(("dropped", "counted"), [(63, 63), (64, 0), (65, 1), (128, 0), (130, 2)])
+# Counted: the remainder mod 64, and the two words beside a gap the counter shows.
+@pytest.mark.parametrize(("dropped", "counted"), [(63, 65), (64, 0), (65, 3), (128, 0), (130, 4)])
 def test_losses_of_64_or_more_show_only_mod_64(dropped, counted):
     raw = stream(np.full(400, 9.0), n=400, faults=Ppk2Faults(drop_samples={100: dropped}))
     out = decode(raw)
@@ -267,31 +270,35 @@ def test_a_slip_of_one_to_three_bytes_is_resynchronised_and_counted(kind, size, 
     assert t.resyncs == 1 and len(out.resync_at) == 1
     assert t.samples + t.lost_samples == n
     assert 4 * t.samples + t.skipped_bytes == len(raw)
-    assert t.samples >= n - 2
+    assert t.samples >= n - (CONFIRM_WORDS + 3)
     assert sum(out.resync_skipped) == t.skipped_bytes
     assert out.counter.tolist() == (out.index % 64).tolist()
-    # Every sample sits at its true place; at most the two words next to the slip carry the
-    # wrong values (a misaligned word whose counter matched by chance, a lost logic byte).
+    # Every sample kept sits at its true place with the values the device sent: the words
+    # next to the slip, which may be misread, are dropped and counted as lost.
     wrong = np.flatnonzero(
         (out.current_ua != truth.current_ua[out.index]) | (out.logic != truth.logic[out.index])
     )
-    slip_word = offset // 4
-    assert len(wrong) <= 2
-    assert all(slip_word - 1 <= out.index[w] <= slip_word + 2 for w in wrong)
+    assert wrong.tolist() == []
+    lost_from = out.index[out.resync_at[0] - 1] + 1
+    assert lost_from <= offset // 4 < out.index[out.resync_at[0]]
 
 
-def test_a_lost_byte_costs_its_word_and_an_extra_byte_costs_nothing():
+def test_a_slip_costs_the_words_before_it_and_the_first_at_the_new_alignment():
+    # Words 47-49 confirm nothing (the slip follows them), word 51 may begin inside the slip.
     current = np.full(100, 2_000.0)
     lost = decode(stream(current, logic=0xA5, faults=Ppk2Faults(delete_bytes={4 * 50 + 1: 1})))
-    assert (lost.totals.samples, lost.totals.lost_samples, lost.totals.skipped_bytes) == (99, 1, 3)
-    assert lost.gap_at == [50] and lost.resync_at == [50] and lost.resync_skipped == [3]
+    assert (lost.totals.samples, lost.totals.lost_samples, lost.totals.skipped_bytes) == (95, 5, 19)
+    assert lost.gap_at == [47] and lost.gap_lost == [5]
+    assert lost.resync_at == [47] and lost.resync_skipped == [19]
+    assert lost.index[47] == 52
+    # An extra byte between words 49 and 50: those four words, all the device's, are dropped.
     extra = decode(stream(current, logic=0xA5, faults=Ppk2Faults(insert_bytes={4 * 50: b"\x00"})))
     assert (extra.totals.samples, extra.totals.lost_samples, extra.totals.skipped_bytes) == (
-        100,
-        0,
-        1,
+        96,
+        4,
+        17,
     )
-    assert extra.gap_at == [] and extra.resync_at == [50]
+    assert extra.gap_at == [47] and extra.resync_at == [47] and extra.index[47] == 51
 
 
 def test_a_stream_joined_mid_word_aligns_without_counting_a_resync():
@@ -308,20 +315,34 @@ def test_words_in_a_range_that_does_not_exist_are_skipped_as_corrupt():
         word = int.from_bytes(raw[4 * i : 4 * i + 4], "little") | (5 << 14)
         raw[4 * i : 4 * i + 4] = word.to_bytes(4, "little")
     out = decode(bytes(raw))
-    assert out.index.tolist() == [i for i in range(30) if i not in (5, 6, 20)]
-    assert (out.gap_at, out.gap_lost) == ([5, 18], [2, 1])
-    assert (out.resync_at, out.resync_skipped) == ([5, 18], [8, 4])
+    # Each corrupt word costs also the words before it and the first word after it.
+    assert out.index.tolist() == [0, 1, *range(8, 17), *range(22, 30)]
+    assert (out.gap_at, out.gap_lost) == ([2, 11], [6, 5])
+    assert (out.resync_at, out.resync_skipped) == ([2, 11], [24, 20])
     assert not np.isnan(out.current_ua).any()
 
 
 def test_a_gap_in_the_last_words_is_undecided_and_flush_counts_them_skipped():
+    # Words 34-36 wait for the decision on the break after them; 37 and 38 cannot confirm it.
     raw = stream(np.full(40, 10.0), n=40, faults=Ppk2Faults(drop_samples={37: 1}))
     decoder = Ppk2Decoder(EXAMPLE_METADATA, VDD)
     block = decoder.feed(raw)
-    assert len(block) == 37 and block.lost_samples == 0
+    assert len(block) == 34 and block.lost_samples == 0
     end = decoder.flush()
-    assert len(end) == 0 and end.skipped_bytes == 8
-    assert decoder.totals.skipped_bytes == 8
+    assert len(end) == 0 and end.skipped_bytes == 20
+    assert decoder.totals.skipped_bytes == 20
+
+
+def test_the_last_words_wait_for_confirmation_and_flush_keeps_them_at_a_clean_end():
+    raw = stream(np.full(40, 10.0))
+    decoder = Ppk2Decoder(EXAMPLE_METADATA, VDD)
+    assert len(decoder.feed(raw)) == 40 - CONFIRM_WORDS
+    assert decoder.flush().index.tolist() == list(range(40 - CONFIRM_WORDS, 40))
+    # A stream ending in a partial word may have slipped among them: they are skipped.
+    decoder = Ppk2Decoder(EXAMPLE_METADATA, VDD)
+    assert len(decoder.feed(raw[:-1])) == 40 - CONFIRM_WORDS - 1
+    end = decoder.flush()
+    assert len(end) == 0 and end.skipped_bytes == 4 * CONFIRM_WORDS + 3
 
 
 faulty_streams = st.builds(
@@ -361,7 +382,7 @@ def test_arbitrary_bytes_never_raise_and_every_byte_is_accounted_for(data, cuts)
     assert t.bytes_in == len(data)
     assert 4 * t.samples + t.skipped_bytes == len(data)
     assert t.samples == out.current_ua.size == out.index.size
-    assert t.lost_samples == sum(out.gap_lost) and all(0 < k < 64 for k in out.gap_lost)
+    assert t.lost_samples == sum(out.gap_lost) and all(k > 0 for k in out.gap_lost)
     assert np.all(np.diff(out.index) >= 1)
 
 
@@ -384,5 +405,6 @@ def test_a_block_reports_its_losses():
         faults=Ppk2Faults(drop_samples={30: 4}, insert_bytes={4 * 60: b"\x01\x02"}),
     )
     block = Ppk2Decoder(EXAMPLE_METADATA, VDD).feed(raw)
-    assert len(block) == 96 and block.lost_samples == 4 and block.resyncs == 1
-    assert block.skipped_bytes == 2
+    # 4 lost at the gap and 2 beside it, 4 around the slip; the last CONFIRM_WORDS wait.
+    assert len(block) == 100 - 10 - CONFIRM_WORDS and block.lost_samples == 10
+    assert block.resyncs == 1 and block.skipped_bytes == 2 + 4 * 6

@@ -36,6 +36,7 @@ from controller.meter.ppk2 import (
     parse_metadata,
     ua_to_codes,
 )
+from controller.meter.ppk2.decoder import CONFIRM_WORDS
 from controller.meter.ppk2.emulator import Ppk2Emulator
 
 VDD = 3300
@@ -137,10 +138,16 @@ def test_ppk2_api_drives_the_emulator_and_reads_the_modelled_currents():
     assert [b & 1 for b in bits[:n]] == marker.tolist()
 
     # On the same bytes our decoder agrees with ppk2-api's conversion, spike filter included.
-    block = Ppk2Decoder(parse_metadata(format_metadata(EXAMPLE_METADATA)), VDD).feed(raw)
-    assert len(block) == len(samples) and block.lost_samples == 0 and block.resyncs == 0
-    np.testing.assert_allclose(block.current_ua, samples, rtol=1e-12, atol=1e-9)
-    assert block.logic.tolist() == bits
+    decoder = Ppk2Decoder(parse_metadata(format_metadata(EXAMPLE_METADATA)), VDD)
+    block, last = decoder.feed(raw), decoder.flush()
+    # The last words wait for the words after them: a stream that stops inside a word (the
+    # read ended there) leaves them unconfirmed; ppk2-api converts them.
+    n = len(samples) - (CONFIRM_WORDS if len(raw) % 4 else 0)
+    assert len(block) + len(last) == n and decoder.totals.lost_samples == 0
+    assert decoder.totals.resyncs == 0
+    current = np.concatenate([block.current_ua, last.current_ua])
+    np.testing.assert_allclose(current, samples[:n], rtol=1e-12, atol=1e-9)
+    assert [*block.logic, *last.logic] == bits[:n]
 
 
 def test_ppk2_api_loses_dropped_samples_silently_and_the_decoder_counts_them():
@@ -153,19 +160,32 @@ def test_ppk2_api_loses_dropped_samples_silently_and_the_decoder_counts_them():
             api.stop_measuring()
         finally:
             api.ser.close()
-    block = Ppk2Decoder(EXAMPLE_METADATA, VDD).feed(raw)
+    decoder = Ppk2Decoder(EXAMPLE_METADATA, VDD)
+    block, last = decoder.feed(raw), decoder.flush()
     # ppk2-api: a plain list, as long as the words that arrived; nothing says 38 are missing,
     # and from each gap on its k-th sample is no longer the k-th instant (logic = instant % 256).
-    assert len(samples) == len(block)
+    n = len(samples) - (CONFIRM_WORDS if len(raw) % 4 else 0)  # as in the test above
     assert bits[4_999:5_001] == [4_999 % 256, 5_007 % 256]
     assert bits[20_000] == (20_000 + 38) % 256
-    # Ours: the same values, the loss counted where it happened, each sample at its instant.
-    np.testing.assert_allclose(block.current_ua, samples, rtol=1e-12, atol=1e-9)
-    assert block.lost_samples == 38
-    assert block.gap_at.tolist() == [5_000, 12_000 - 7, 20_000 - 37]
-    assert block.gap_lost.tolist() == [7, 30, 1]
-    assert (block.index % 256).tolist() == bits
-    assert int(block.index[-1]) + 1 == len(samples) + 38
+    # Ours: the same values, the loss counted where it happened (with the word either side of
+    # each gap, dropped), each sample at its instant.
+    assert len(block) + len(last) == n - 2 * len(drops)
+    index = np.concatenate([block.index, last.index])
+    words = index - [sum(k for s, k in drops.items() if s <= i) for i in index.tolist()]
+    current = np.concatenate([block.current_ua, last.current_ua])
+    # Where a range changes just after a gap, ppk2-api's spike filter also averaged the words
+    # dropped there: the three samples it replaces differ.
+    away = np.ones(current.size, dtype=bool)
+    for at in block.gap_at.tolist():
+        away[at : at + 3] = False
+    expected = np.array(samples)[words]
+    np.testing.assert_allclose(current[away], expected[away], rtol=1e-12, atol=1e-9)
+    assert (index % 256).tolist() == np.array(bits)[words].tolist()
+    assert block.lost_samples == 38 + 2 * len(drops) and last.lost_samples == 0
+    # At the first sample kept after each gap, less all counted lost before it.
+    assert block.gap_at.tolist() == [5_008 - 9, 12_031 - 9 - 32, 20_002 - 9 - 32 - 3]
+    assert block.gap_lost.tolist() == [9, 32, 3]
+    assert int(index[-1]) + 1 == n + 38
 
 
 def oracle_converter(metadata: Ppk2Metadata, vdd_mv: int) -> PPK2_API:
@@ -208,6 +228,7 @@ def test_decoder_and_ppk2_api_convert_the_same_words_alike(metadata, vdd_mv, fie
     decoder = Ppk2Decoder(metadata, vdd_mv)
     bounds = [0, *sorted(c % (len(raw) + 1) for c in cuts), len(raw)]
     blocks = [decoder.feed(raw[a:b]) for a, b in itertools.pairwise(bounds)]
+    blocks.append(decoder.flush())
     ours = np.concatenate([b.current_ua for b in blocks])
     if meas_range.size < 4:  # too few words to confirm an alignment
         assert ours.size == 0
@@ -215,7 +236,8 @@ def test_decoder_and_ppk2_api_convert_the_same_words_alike(metadata, vdd_mv, fie
     scale = np.abs(samples).max()
     np.testing.assert_allclose(ours, samples, rtol=1e-12, atol=scale * 1e-13)
     assert np.concatenate([b.logic for b in blocks]).tolist() == bits
-    unfiltered = Ppk2Decoder(metadata, vdd_mv, spike_filter=False).feed(raw).current_ua
+    plain = Ppk2Decoder(metadata, vdd_mv, spike_filter=False)
+    unfiltered = np.concatenate([plain.feed(raw).current_ua, plain.flush().current_ua])
     steady = ~filter_windows(meas_range)
     assert np.array_equal(unfiltered[steady], np.array(samples)[steady])  # the same floats
 

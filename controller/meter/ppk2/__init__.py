@@ -7,7 +7,7 @@
 - `decoder`: `Ppk2Decoder.feed(bytes) -> Ppk2Block`, numpy arrays of current (uA), logic
   byte (D0 = the trial marker), counter, range and stream index per sample; counter gaps,
   framing slips and skipped bytes counted with their positions, never closed up or raised.
-  Currents agree with ppk2-api 0.9.2 (its spike filter included; see the module).
+  Currents agree with ppk2-api 0.9.2 (its spike filter included, in `spike_filter`).
 - `device`: `Ppk2Device`, the PPK2 on the wire as a sans-IO model (commands in, metadata and
   100 kS/s sample words out, auto-ranging, injectable faults).
 - `emulator`: `Ppk2Emulator`, that model on a raw pty in a thread, which a real serial client
@@ -25,8 +25,8 @@ bytes wait in the port and more keep coming): write 0x07 (stop); read and discar
 port has been quiet for at least 50 ms; write 0x19 and accumulate reads until
 `scan_metadata_reply` returns a reply (dropping its `stale` part, counted, as it goes), then
 `parse_metadata` it; only then configure, write 0x06 and feed a new `Ppk2Decoder` only bytes
-read after that. Sample bytes still in flight when 0x19 was written end up in `stale`; text
-sent after the reply (a late newline) is skipped by the decoder's first alignment.
+read after that. Sample bytes still in flight when 0x19 was written end up in `stale`; the
+reply's final newline is part of the reply, so none of its text is left for the decoder.
 """
 
 from __future__ import annotations

@@ -15,18 +15,29 @@ Framing and loss (what ppk2-api does not do: it ignores the counter and never re
 - A counter step of k != 1 followed by SYNC_WORDS - 1 good steps at the same alignment is a
   gap: (k - 1) mod 64 samples lost, counted with the position of the first sample after it,
   never closed up (`index` keeps each sample's place in time). Losses of 64 samples or more
-  are invisible to a 6-bit counter: only their remainder mod 64 is counted.
+  are invisible to a 6-bit counter: only their remainder mod 64 is counted. Bytes lost in
+  whole words' worth from inside a word keep the alignment and leave a gap with a word of two
+  words' bytes beside it, so the word either side of every gap is dropped, counted with it.
 - Any other break (the steps after it do not hold, or the word's range is 5-7) is a framing
-  slip (a byte lost or added, or a corrupt word): the decoder searches forward, byte by byte,
-  for the next run of SYNC_WORDS good words, counts a resync and the bytes skipped, then
-  counts the samples lost across it as a gap. A lost byte costs the word it was in (1 lost
-  sample, 3 bytes skipped), an extra byte only itself (1 byte skipped), a corrupt word itself
-  (1 lost sample, 4 bytes skipped). A 6-bit counter cannot prove every word: a misaligned
-  word just after a slip whose bytes happen to give the expected counter and a valid range
-  (about 1 in 100 for random bytes) is taken as a sample; its place in time stays right.
-- `flush()` ends the stream: bytes still undecided (a partial word, or the words after a break
-  that could not yet be confirmed) are discarded and counted as skipped.
-  4 * samples + skipped_bytes == bytes fed, after flush.
+  slip (a byte lost or added, or a corrupt word): the decoder searches forward from the
+  breaking word, byte by byte, for the next run of SYNC_WORDS good words, counts a resync and
+  the bytes skipped, then counts the samples lost across it as a gap.
+- A slip is seen a word late or a word early: a lost logic byte, or a byte added after byte 2,
+  leaves the word before the break misread yet passing (its logic byte another word's ADC
+  byte, or the added byte), and a byte added after byte 0 or 1 leaves the new run's first word
+  with a byte not its own. So a word is kept only once CONFIRM_WORDS accepted words follow it
+  at its alignment: the words before a slip (up to CONFIRM_WORDS) and the first word of the
+  new run are dropped, their samples counted in the gap across the resync and their bytes in
+  its skipped bytes. A one-byte slip typically costs 4 or 5 samples, a corrupt word 5; the last
+  CONFIRM_WORDS words of a feed wait for the next one. What a 6-bit counter still cannot
+  prove: a misread run longer than CONFIRM_WORDS before a slip (each misread word passes about
+  1 in 100 for random bytes), or, after a slip of several bytes, a misread word at the new
+  alignment that passes by the same chance; either keeps its place in time. Nor is a junk
+  word between two words a slip when its counter passes (a step of 0 counts as 63 lost).
+- `flush()` ends the stream: the words waiting for confirmation are kept if the stream ends
+  exactly after them; other undecided bytes (a partial word, or the words after a break that
+  could not yet be confirmed, and those waiting before them) are discarded and counted as
+  skipped. 4 * samples + skipped_bytes == bytes fed, after flush.
 
 Conversion (agrees with ppk2-api 0.9.2 `_handle_raw_data` / `get_adc_result`): the formula in
 `metadata`, the same operations in the same order per sample, so an unfiltered sample is the
@@ -49,32 +60,27 @@ stream bytes read before the metadata reply.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
 
-from controller.meter.ppk2.metadata import RANGES, Ppk2Metadata, RangeCalibration
+from controller.meter.ppk2.metadata import TOP_RANGE, Ppk2Metadata, RangeCalibration
+from controller.meter.ppk2.spike_filter import SpikeFilter
 
 SAMPLE_RATE_HZ: Final = 100_000
 WORD_BYTES: Final = 4
 COUNTER_MODULUS: Final = 64
 SYNC_WORDS: Final = 4  # random bytes pass for a run about once in 64**3 / (5/8)**4 ~ 1.7e6
+# A word is kept once this many accepted words follow it at its alignment: misread words before
+# a slip pass one by one (about 1 in 100 each), so the proof a resync asks for, not one word.
+CONFIRM_WORDS: Final = SYNC_WORDS - 1
 ADC_MAX: Final = (1 << 14) - 1
 ADC_VOLTS_PER_COUNT: Final = 1.8 / 163840  # ppk2-api's adc_mult: per unit of the code times 4
 VDD_MIN_MV: Final = 800
 VDD_MAX_MV: Final = 5000
-TOP_RANGE: Final = RANGES - 1
 
-SPIKE_ALPHA: Final = 0.18
-SPIKE_ALPHA_TOP_RANGE: Final = 0.06
-SPIKE_SAMPLES: Final = 3  # the change sample and the next two
-SPIKE_SKIP_TOP_RANGE: Final = 2  # samples entering the top range left out of the averages
-
-_SCAN_BLOCK = 256  # (1 - 0.18)**256 ~ 1e-22: the within-block products stay in range
-_TAIL_SAMPLES = 2048  # 0.94**2048 ~ 1e-55: older samples cannot move the averages' state
 
 U8 = NDArray[np.uint8]
 F64 = NDArray[np.float64]
@@ -88,10 +94,10 @@ class Ppk2Block:
     `index[i]`: the sample's place in the stream counting lost samples (samples received and
     lost before it since the decoder's first sample); `index / SAMPLE_RATE_HZ` is its time in
     seconds from that sample. `gap_at` / `gap_lost`: for each gap, the position in this block
-    of the first sample after it and the samples lost (1-63). `resync_at` /
+    of the first sample after it and the samples lost. `resync_at` /
     `resync_skipped_bytes`: each realignment after a framing slip, the position of the first
-    sample at the new alignment and the bytes skipped to reach it. `skipped_bytes` is every
-    byte this feed discarded (resyncs, the first alignment, flush).
+    sample kept after it and the bytes skipped to reach it (the dropped words' included).
+    `skipped_bytes` is every byte this feed discarded (resyncs, the first alignment, flush).
     """
 
     current_ua: F64
@@ -191,97 +197,6 @@ def adc_to_ua(
     return ua
 
 
-@functools.cache
-def _powers(keep: float) -> F64:
-    powers: F64 = keep ** np.arange(1, _SCAN_BLOCK + 1, dtype=np.float64)
-    powers.flags.writeable = False
-    return powers
-
-
-def _ema(x: F64, skip: NDArray[np.bool_] | None, alpha: float, previous: float | None) -> F64:
-    """y[n] = alpha * x[n] + (1 - alpha) * y[n-1], or y[n-1] where skip[n]; y[-1] = previous,
-    or x[0] exactly when there is none (as ppk2-api starts its averages). Vectorised by
-    blocks: within a block y = P * cumsum(d / P) with P the running product of the factors,
-    then each block's start value carried over in a loop over blocks, not samples."""
-    n = x.size
-    blocks = -(-n // _SCAN_BLOCK)
-    keep = 1.0 - alpha
-    d = np.zeros(blocks * _SCAN_BLOCK)
-    d[:n] = alpha * x
-    if previous is None:
-        previous = float(x[0])
-        skip = np.zeros(n, dtype=np.bool_) if skip is None else skip.copy()
-        skip[0] = True  # y[0] = x[0] exactly, not alpha*x0 + (1-alpha)*x0
-    product: F64
-    if skip is None:
-        product = np.broadcast_to(_powers(keep), (blocks, _SCAN_BLOCK))
-    else:
-        factor = np.ones(blocks * _SCAN_BLOCK)
-        factor[:n] = np.where(skip, 1.0, keep)
-        d[:n][skip] = 0.0
-        product = np.cumprod(factor.reshape(blocks, _SCAN_BLOCK), axis=1, dtype=np.float64)
-    local = product * np.cumsum(d.reshape(blocks, _SCAN_BLOCK) / product, axis=1)
-    starts = np.empty(blocks)
-    y = previous
-    for b in range(blocks):
-        starts[b] = y
-        y = float(local[b, -1] + product[b, -1] * y)
-    out: F64 = (local + product * starts[:, None]).reshape(-1)[:n]
-    return out
-
-
-def _ema_end(x: F64, alpha: float, previous: float | None) -> float:
-    """The last value of `_ema(x, None, alpha, previous)`, from the last _TAIL_SAMPLES only."""
-    if x.size > _TAIL_SAMPLES:
-        # The state before the tail weighs (1 - alpha)**2048 < 1e-55: any stand-in will do.
-        previous = float(x[-_TAIL_SAMPLES - 1])
-        x = x[-_TAIL_SAMPLES:]
-    return float(_ema(x, None, alpha, previous)[-1])
-
-
-@dataclass(slots=True)
-class _SpikeFilter:
-    """ppk2-api's filter state: both averages, the last range, samples since a range change."""
-
-    average: float | None = None
-    average_top: float | None = None
-    last_range: int | None = None
-    since_change: int = SPIKE_SAMPLES  # outside a filter window
-
-    def apply(self, amperes: F64, meas_range: U8) -> F64:
-        n = amperes.size
-        if n == 0:
-            return amperes
-        before = np.empty(n, dtype=np.int16)
-        before[0] = meas_range[0] if self.last_range is None else self.last_range
-        before[1:] = meas_range[:-1]
-        positions = np.arange(n)
-        last_change = np.maximum.accumulate(np.where(meas_range != before, positions, -1))
-        since = np.where(
-            last_change >= 0, positions - last_change, self.since_change + 1 + positions
-        )
-        window = since < SPIKE_SAMPLES
-        self.last_range = int(meas_range[-1])
-        self.since_change = int(min(since[-1], SPIKE_SAMPLES))
-        if not window.any():
-            self.average = _ema_end(amperes, SPIKE_ALPHA, self.average)
-            self.average_top = _ema_end(amperes, SPIKE_ALPHA_TOP_RANGE, self.average_top)
-            return amperes
-        top = meas_range == TOP_RANGE
-        skip = window & top & (since < SPIKE_SKIP_TOP_RANGE)
-        average = _ema(amperes, skip if skip.any() else None, SPIKE_ALPHA, self.average)
-        average_top = _ema(
-            amperes, skip if skip.any() else None, SPIKE_ALPHA_TOP_RANGE, self.average_top
-        )
-        self.average = float(average[-1])
-        self.average_top = float(average_top[-1])
-        out = amperes.copy()
-        low = window & ~top
-        out[low] = average[low]
-        out[window & top] = average_top[window & top]
-        return out
-
-
 def _find_alignment(data: bytes, start: int) -> int | None:
     """First byte position >= start where SYNC_WORDS words in a row could be samples: ranges
     0-4 and consecutive counters (the acceptance rule of `Ppk2Decoder._take_aligned`)."""
@@ -323,11 +238,16 @@ class Ppk2Decoder:
     def __init__(self, metadata: Ppk2Metadata, vdd_mv: int, *, spike_filter: bool = True) -> None:
         _check_vdd(vdd_mv)
         self._coefficients = RangeFactors.of(metadata, vdd_mv)
-        self._filter = _SpikeFilter() if spike_filter else None
+        self._filter = SpikeFilter() if spike_filter else None
         self._pending = b""
         self._last_counter: int | None = None  # of the last sample accepted
+        self._last_spanned: int | None = None  # of the last word accepted or dropped at a gap
+        self._carry = 0  # samples lost after the last sample kept, in words spanned since
         self._aligned = False  # False at the start and after a slip, until a run is found
         self._skip_run = 0  # bytes skipped since the slip that is being resynchronised
+        self._resyncing = False  # after a slip, until a sample at the new alignment is kept
+        self._held = 0  # words at the end of `_pending` that only wait for confirmation
+        self._fresh = False  # no word kept yet at the current alignment
         self._next_index = 0
         self._totals = Ppk2Totals()
 
@@ -350,46 +270,77 @@ class Ppk2Decoder:
                     self._skip_run += keep_from - pos
                     pos = keep_from
                     break
+                if self._last_counter is not None:
+                    # The new alignment's first word may begin inside the slip: dropped too.
+                    found += WORD_BYTES
+                    self._resyncing = True
                 events.skipped += found - pos
                 self._skip_run += found - pos
-                if self._last_counter is not None:
-                    events.resync_at.append(accepted)
-                    events.resync_skipped.append(self._skip_run)
-                self._skip_run = 0
+                if self._last_counter is None:
+                    self._skip_run = 0  # the first alignment: no resync to charge them to
                 self._aligned = True
+                self._fresh = True
                 pos = found
-            words, slipped = self._take_aligned(buf, pos, accepted, events)
+            words, spanned, dropped = self._take_aligned(buf, pos, accepted, events)
+            if words.size:
+                self._end_resync(events, accepted)
             segments.append(words)
             accepted += words.size
-            pos += words.size * WORD_BYTES
-            if not slipped:
+            pos += spanned * WORD_BYTES
+            if dropped is None:
                 break
+            # The search starts past the dropped words: a run found among them may be misread.
+            events.skipped += dropped * WORD_BYTES
+            self._skip_run += dropped * WORD_BYTES
+            pos += dropped * WORD_BYTES
             self._aligned = False
         self._pending = buf[pos:]
         return self._block(segments, events, len(data))
 
     def flush(self) -> Ppk2Block:
-        """End of stream: the undecided bytes are discarded and counted as skipped."""
-        events = _Events(skipped=len(self._pending))
+        """End of stream: the words waiting for confirmation are kept if the stream ends just
+        after them (a slip among them leaves a partial word); other undecided bytes skipped."""
+        held = self._held * WORD_BYTES
+        events = _Events()
+        segments = []
+        if self._aligned and held and len(self._pending) == held:
+            segments.append(np.frombuffer(self._pending, dtype="<u4"))
+            self._end_resync(events, 0)
+        else:
+            events.skipped = len(self._pending)
         self._pending = b""
-        return self._block([], events, 0)
+        self._held = 0
+        return self._block(segments, events, 0)
+
+    def _end_resync(self, events: _Events, accepted: int) -> None:
+        """A sample at `accepted` is kept: a resync in progress ends there."""
+        if self._resyncing:
+            events.resync_at.append(accepted)
+            events.resync_skipped.append(self._skip_run)
+            self._skip_run = 0
+            self._resyncing = False
 
     def _take_aligned(
         self, buf: bytes, pos: int, accepted: int, events: _Events
-    ) -> tuple[NDArray[np.uint32], bool]:
-        """The words from `pos` up to a slip or an undecidable break; True if a slip ended them."""
+    ) -> tuple[NDArray[np.uint32], int, int | None]:
+        """The confirmed words from `pos`, the words they span (kept or dropped beside a gap),
+        and if a slip ended them, how many words before it are dropped (up to CONFIRM_WORDS;
+        None: no slip). The words after an undecidable break or the end of `buf`, and the
+        CONFIRM_WORDS before them, wait for more bytes."""
         n = (len(buf) - pos) // WORD_BYTES
         words = np.frombuffer(buf, dtype="<u4", count=n, offset=pos)
+        self._held = 0
         if n == 0:
-            return words, False
+            return words, 0, None
         counter = ((words >> 18) & (COUNTER_MODULUS - 1)).astype(np.uint8)
         valid = ((words >> 14) & 7) <= TOP_RANGE
         step = np.empty(n, dtype=np.uint8)
-        last = self._last_counter
+        last = self._last_spanned
         step[0] = 1 if last is None else (int(counter[0]) - last) % COUNTER_MODULUS
         step[1:] = (counter[1:] - counter[:-1]) & (COUNTER_MODULUS - 1)
         good = (step == 1) & valid
         end, slipped = n, False
+        gaps: list[int] = []
         for at in np.flatnonzero(~good).tolist():
             if at + SYNC_WORDS > n:
                 end = at  # not enough words yet to tell a gap from a slip: wait for more
@@ -397,11 +348,36 @@ class Ppk2Decoder:
             if not (valid[at] and good[at + 1 : at + SYNC_WORDS].all()):
                 end, slipped = at, True
                 break
-            events.gap_at.append(accepted + at)
-            events.gap_lost.append((int(step[at]) - 1) % COUNTER_MODULUS)
-        if end:
-            self._last_counter = int(counter[end - 1])
-        return words[:end], slipped
+            gaps.append(at)
+        # The words before a break may be misread ones that passed (module docstring).
+        kept = max(0, end - CONFIRM_WORDS)
+        if not slipped and end == n:
+            self._held = n - kept
+        # Beside a gap may be a word of two words' bytes (module docstring); a resync's gap
+        # (first after an alignment) has had its neighbours dropped already.
+        keep = np.ones(kept, dtype=np.bool_)
+        for at in gaps:
+            if at or not self._fresh:
+                keep[max(0, at - 1) : at + 1] = False
+        taken = words[:kept][keep]
+        if self._resyncing:  # words dropped before the first kept one belong to the resync
+            self._skip_run += WORD_BYTES * (int(np.argmax(keep)) if taken.size else kept)
+        events.skipped += WORD_BYTES * (kept - taken.size)
+        # Lost before each word: the counter's steps, and each dropped word itself.
+        total = self._carry + np.cumsum(
+            (step[:kept].astype(np.int64) - 1) % COUNTER_MODULUS + ~keep
+        )
+        if taken.size:
+            self._fresh = False
+            lost = np.diff(total[keep], prepend=0)
+            for at in np.flatnonzero(lost).tolist():
+                events.gap_at.append(accepted + at)
+                events.gap_lost.append(int(lost[at]))
+            self._last_counter = int(counter[:kept][keep][-1])
+        if kept:
+            self._carry = int(total[-1] - (total[keep][-1] if taken.size else 0))
+            self._last_spanned = int(counter[kept - 1])
+        return taken, kept, end - kept if slipped else None
 
     def _block(self, segments: list[NDArray[np.uint32]], events: _Events, fed: int) -> Ppk2Block:
         words = np.concatenate(segments) if segments else np.zeros(0, dtype=np.uint32)

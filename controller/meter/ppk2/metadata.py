@@ -33,6 +33,7 @@ import numpy as np
 from controller.errors import MeterError, MeterFrameError
 
 RANGES: Final = 5
+TOP_RANGE: Final = RANGES - 1
 _PER_RANGE_KEYS: Final = ("R", "GS", "GI", "O", "S", "I", "UG")
 _FIRST_KEY: Final = "Calibrated"
 _REPLY_START: Final = f"{_FIRST_KEY}: ".encode()
@@ -246,23 +247,28 @@ class MetadataScan:
     """What `scan_metadata_reply` made of a buffer: `stale + (reply or b"") + rest` is the buffer.
 
     `stale`: bytes before the reply (stream words an earlier session left), safe to drop.
-    `reply`: the complete reply (`Calibrated: ` .. `END` and its newline if already read), or
-    None while incomplete; then `rest` is the undecided tail to keep and extend with later reads.
+    `reply`: the complete reply (`Calibrated: ` .. `END` and its line end), or None while
+    incomplete; then `rest` is the undecided tail to keep and extend with later reads.
     """
 
     stale: bytes
     reply: bytes | None
     rest: bytes
+    # The reply is whole up to `END` and only its line end may still come.
+    awaits_line_end: bool = False
 
 
-def scan_metadata_reply(buffer: bytes) -> MetadataScan:
+def scan_metadata_reply(buffer: bytes, *, line_end_due: bool = False) -> MetadataScan:
     """Find the first complete metadata reply in `buffer`: pure, call it again after each read.
 
-    The reply is recognised by its first line (`Calibrated: `) and ends at the first `END`
-    after it; a newline after `END` is taken with it when it has arrived (one arriving later is
-    a single stray byte the sample decoder's alignment search skips). Whether the text between
-    is a valid reply is `parse_metadata`'s question, so a reply with stream bytes inside it is
-    found here and refused there.
+    The reply is recognised by its first line (`Calibrated: `) and ends with the line end
+    (`\n` or `\r\n`) of the first `END` after it: a read may stop between `END` and its
+    newline, and a newline left behind would reach the sample stream, so until the byte after
+    `END` has arrived the reply is incomplete (`awaits_line_end`), unless `line_end_due` says
+    the caller waited long enough for it (a device may send none): then the reply ends at `END`.
+    `END` followed by anything else ends the reply there. Whether the text between is a valid
+    reply is `parse_metadata`'s question, so a reply with stream bytes inside it is found here
+    and refused there.
     """
     start = buffer.find(_REPLY_START)
     if start < 0:
@@ -272,6 +278,10 @@ def scan_metadata_reply(buffer: bytes) -> MetadataScan:
     if end < 0:
         return MetadataScan(stale=buffer[:start], reply=None, rest=buffer[start:])
     end += len(_END)
+    if buffer[end:] in (b"", b"\r"):  # its line end may be in the next read
+        if not line_end_due:
+            return MetadataScan(buffer[:start], None, buffer[start:], awaits_line_end=True)
+        end = len(buffer)
     for newline in (b"\r\n", b"\n"):
         if buffer.startswith(newline, end):
             end += len(newline)

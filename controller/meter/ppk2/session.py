@@ -9,10 +9,12 @@
         ppk2.stop()
 
 The package docstring has the drain rule this follows. A metadata reply may reach the host in
-several reads (USB delivers what is there): pieces are joined until `END`, and the joined text
-is then parsed strictly; a reply with no `END` by `metadata_timeout_s` is refused as split or
-incomplete, never completed from defaults. The reader thread only moves bytes into the decoder
-and the store; an error that ends it is kept (`reader_error`, naming the port), never lost.
+several reads (USB delivers what is there): pieces are joined until `END` and its newline (or
+the drain rule's quiet time after `END`, for a device that sends none), and the joined text is
+then parsed strictly; a reply without `END` by `metadata_timeout_s` is refused as split or
+incomplete, never completed from defaults. The reader thread only moves
+bytes into the decoder and the store; an error that ends it is kept (`reader_error`, naming
+the port), never lost.
 """
 
 from __future__ import annotations
@@ -130,14 +132,20 @@ class Ppk2Session(SerialSession):
         self._write(GET_METADATA)
         buffer = b""
         deadline = time.monotonic() + self.metadata_timeout_s
+        # Once END is in, its line end gets the drain rule's quiet time to follow: a device
+        # that sends none is not kept waiting for the whole deadline (and then refused).
+        line_end_by: float | None = None
         while True:
-            scan = scan_metadata_reply(buffer)
+            due = line_end_by is not None and time.monotonic() > line_end_by
+            scan = scan_metadata_reply(buffer, line_end_due=due)
             self.stale_bytes += len(scan.stale)
             buffer = scan.rest
             if scan.reply is not None:
                 break
+            if scan.awaits_line_end and line_end_by is None:
+                line_end_by = time.monotonic() + QUIET_S
             if time.monotonic() > deadline:
-                what = "no reply" if not buffer else f"{len(buffer)} bytes without END"
+                what = "no reply" if not buffer else f"{len(buffer)} bytes without a final END line"
                 raise Ppk2MetadataError(
                     f"PPK2 on {self.name}: metadata reply incomplete after "
                     f"{self.metadata_timeout_s:g} s ({what}): a split or truncated reply, "
