@@ -9,9 +9,15 @@ import importlib
 from collections.abc import Callable, Mapping
 from functools import cache
 from types import MappingProxyType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+
+def load_dotted(dotted: str) -> Any:
+    """What `module:name` names, its module imported now (a kind's code loads only when used)."""
+    module, _, name = dotted.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 class Registry(Generic[T]):
@@ -59,7 +65,7 @@ class Registry(Generic[T]):
 
     def _load(self, name: str) -> T:
         module, attribute = self.declaration(name)
-        spec: T = getattr(importlib.import_module(module), attribute)
+        spec: T = load_dotted(f"{module}:{attribute}")
         if self._name_of(spec) != name:
             declared = self._name_of(spec)
             raise self._error(f"{self.what} {name!r}: {module}:{attribute} declares {declared!r}")

@@ -17,11 +17,12 @@ from agent.commands.common import (
     pin,
     workload_params,
 )
-from agent.engines import engine_spec, load_entry
+from agent.engines import engine_spec
 from agent.errors import UsageError
 from agent.h2.settings import parse_settings
 from agent.limits import DEFAULT_HANDSHAKE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, RESERVED_DESCRIPTORS
 from agent.protocols import protocol_of_scheme, protocol_spec, protocols_where
+from agent.registry import load_dotted
 from agent.workloads import DEFAULT_KIND
 
 if TYPE_CHECKING:
@@ -157,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     if protocol.quic:
         check_udp_buffer(args.udp_buffer)
     pin(args.cpu)
-    serve: ServeEntry = load_entry(engine.serve)
+    serve: ServeEntry = load_dotted(engine.serve)
     return serve(args, protocol, workload, params, settings)
 
 

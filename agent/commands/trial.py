@@ -21,7 +21,7 @@ from agent.commands.common import (
     check_udp_buffer,
     pin,
 )
-from agent.engines import DEFAULT_ENGINE, engine_spec, load_entry
+from agent.engines import DEFAULT_ENGINE, engine_spec
 from agent.errors import UsageError
 from agent.event_loop import DEFAULT_EVENT_LOOP, EVENT_LOOPS, check_event_loop
 from agent.h2.flow import (
@@ -32,6 +32,7 @@ from agent.h2.flow import (
 )
 from agent.h2.settings import check_value, parse_settings
 from agent.protocols import PROTOCOLS, protocol_of_scheme, protocol_spec, protocols_where
+from agent.registry import load_dotted
 from agent.trial_request import DEFAULT_TIMEOUT_S, TrialRequest
 from agent.workloads import DEFAULT_KIND
 
@@ -247,7 +248,7 @@ def run_request(
     )
     assert engine.trial is not None, "a client engine names its trial entry"
     pin(request.cpu)
-    trial: TrialEntry = load_entry(engine.trial)
+    trial: TrialEntry = load_dotted(engine.trial)
     return trial(request, plan, protocol)
 
 

@@ -19,7 +19,6 @@ from agent.engines.spec import (
     UNREPRESENTABLE_POLICIES,
     EngineSpec,
     UnrepresentablePolicy,
-    load_entry,
 )
 from agent.errors import UsageError
 from agent.registry import Registry
@@ -36,7 +35,6 @@ __all__ = [
     "engine_names",
     "engine_spec",
     "engines_where",
-    "load_entry",
 ]
 
 # name: the module and name of its declaration, in the order listings show them.

@@ -8,10 +8,11 @@ names, loaded only when that engine runs).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
+
+from agent.registry import load_dotted
 
 if TYPE_CHECKING:
     import argparse
@@ -42,13 +43,6 @@ TrialCounting = Literal["header", "control"]
 """How an engine's server tells one trial from the next: by the trial header the client sends
 on its requests (agent.trial_header), or by trial-control messages beside them
 (agent.trial_control) for a server that cannot read headers per trial."""
-
-
-def load_entry(dotted: str) -> Callable[..., Any]:
-    """`module:function` imported now (an engine's code is loaded only when it runs)."""
-    module, _, name = dotted.partition(":")
-    entry: Callable[..., Any] = getattr(importlib.import_module(module), name)
-    return entry
 
 
 @dataclass(frozen=True)
@@ -136,5 +130,5 @@ class EngineSpec:
         `window_map` makes of it (nghttp2's nearest 2^N - 1)."""
         if self.window_map is None:
             return window
-        on_wire: int = load_entry(self.window_map)(window)
+        on_wire: int = load_dotted(self.window_map)(window)
         return on_wire

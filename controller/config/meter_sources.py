@@ -18,13 +18,12 @@ name not built in.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent.registry import Registry
+from agent.registry import Registry, load_dotted
 from controller.errors import ConfigError
 
 __all__ = [
@@ -84,8 +83,7 @@ class MeterSourceSpec:
 
     def load(self, dotted: str) -> Any:
         """The object a `module:name` field points at, its module imported now."""
-        module, _, name = dotted.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return load_dotted(dotted)
 
 
 # name: the module and name of its declaration, in the order listings show them.
