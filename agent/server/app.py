@@ -31,7 +31,7 @@ from agent.cpu_peak import CpuSampler
 from agent.errors import AgentError, UsageError
 from agent.h2.settings import parse_settings, to_h2
 from agent.limits import ConnectionLimits
-from agent.protocols import DEFAULT_PROTOCOL, protocol_of_scheme, protocol_spec
+from agent.protocols import DEFAULT_PROTOCOL, protocol_spec
 from agent.server.connection import ServerConnection
 from agent.server.handler import Handler, Reply, Streamed
 from agent.server.host import HostedConnection
@@ -244,11 +244,8 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
     if options.tls_cert is not None or options.tls_key is not None:
         if options.tls_cert is None or options.tls_key is None:
             raise UsageError("--tls needs both --cert and --key")
-        # A certificate means TLS: options that name no encrypted protocol mean the https one.
         protocol = protocol_spec(options.protocol)
-        if not protocol.tls:
-            protocol = protocol_spec(protocol_of_scheme("https"))
-        assert protocol.alpn is not None, "HTTP/2 over TLS negotiates by ALPN"
+        assert protocol.alpn is not None, f"{protocol.name} has no certificate: no ALPN"
         context = tls_context(options.tls_cert, options.tls_key, protocol.alpn)
     trial_log = TrialLog(options.trial_log)
     app = ServerApp(options, trial_log, handler)
