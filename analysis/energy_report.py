@@ -17,6 +17,7 @@ from analysis.document import Block, Bullets, Heading, Paragraph, Table
 from analysis.frame_model import Fit
 from analysis.load import Run
 from analysis.manifest import config_value
+from analysis.meter_floor import current_text, positive, range_step
 
 _WORST = 5
 
@@ -89,43 +90,11 @@ def truth_caveats(table: pd.DataFrame | None) -> list[str]:
     ]
 
 
-def _positive(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
-    return float(value) if ok and value > 0 else None
-
-
 def _median(run: Run, column: str) -> float | None:
     if column not in run.ok or run.ok.empty:
         return None
     value = pd.to_numeric(run.ok[column], errors="coerce").median()
     return float(value) if np.isfinite(value) else None
-
-
-def _current(ua: float) -> str:
-    """A current in the unit that keeps it readable (26.39 mA, 43.51 uA, 0.5 nA)."""
-    for scale, unit in ((1e3, "mA"), (1.0, "uA")):
-        if abs(ua) >= scale:
-            return f"{ua / scale:.4g} {unit}"
-    return f"{ua * 1e3:.4g} nA"
-
-
-def _range_step(resolution: Mapping[str, Any], current_ua: float | None) -> tuple[float, str]:
-    """(the step in uA, which range gave it): an auto-ranging meter's step is that of the range
-    the current falls in (the finest whose ceiling is above it); without a current, the
-    finest's."""
-    ranges = [r for r in resolution.get("ranges") or () if isinstance(r, Mapping)]
-    steps = [(_positive(r.get("current_ua")), _positive(r.get("ceiling_ua"))) for r in ranges]
-    if not steps or any(step is None for step, _ceiling in steps):
-        return float(resolution["current_ua"]), ""
-    if current_ua is None:
-        return float(resolution["current_ua"]), " (finest range; no median current)"
-    for number, (step, ceiling) in enumerate(steps):
-        if ceiling is None or current_ua < ceiling:
-            assert step is not None
-            return step, f" (range {number}, which the median trial's {_current(current_ua)} is in)"
-    top = steps[-1][0]
-    assert top is not None
-    return top, f" (range {len(steps) - 1}, the top one)"
 
 
 def meter_facts(run: Run) -> list[tuple[str, str]]:
@@ -136,8 +105,8 @@ def meter_facts(run: Run) -> list[tuple[str, str]]:
     source = meter.get("source") or config_value(run.manifest, "meter.source") or "unknown"
     kind = meter.get("kind")
     rows = [("meter", f"{source}" + (f" ({kind})" if kind and kind != source else ""))]
-    rate = _positive(meter.get("sample_rate_hz"))
-    configured = _positive(config_value(run.manifest, "meter.rate_hz"))
+    rate = positive(meter.get("sample_rate_hz"))
+    configured = positive(config_value(run.manifest, "meter.rate_hz"))
     if rate is not None:
         rows.append(("sample rate (Hz)", _number(rate, 6)))
     elif configured is not None:
@@ -148,12 +117,12 @@ def meter_facts(run: Run) -> list[tuple[str, str]]:
         ("stream_rate_hz", "stream rate (Hz)"),
         ("trace_rate_hz", "trace rate (Hz)"),
     ):
-        extra = _positive(meter.get(key))
+        extra = positive(meter.get(key))
         if extra is not None and extra != rate:
             rows.append((label, _number(extra, 6)))
     resolution = meter.get("resolution")
-    step_ua = _positive(resolution.get("current_ua")) if isinstance(resolution, Mapping) else None
-    supply = _positive(resolution.get("supply_v")) if isinstance(resolution, Mapping) else None
+    step_ua = positive(resolution.get("current_ua")) if isinstance(resolution, Mapping) else None
+    supply = positive(resolution.get("supply_v")) if isinstance(resolution, Mapping) else None
     if not isinstance(resolution, Mapping) or step_ua is None or supply is None:
         rows.append(
             (
@@ -164,10 +133,10 @@ def meter_facts(run: Run) -> list[tuple[str, str]]:
         )
         return rows
     power = _median(run, "mean_power_mw")
-    step_ua, which = _range_step(resolution, None if power is None else power / supply * 1000)
+    step_ua, which = range_step(resolution, None if power is None else power / supply * 1000)
     step_mw = step_ua * supply / 1000
     rows += [
-        ("resolution (current per step)", f"{_current(step_ua)}{which}"),
+        ("resolution (current per step)", f"{current_text(step_ua)}{which}"),
         ("resolution (mW per step)", f"{_number(step_mw)} at {_number(supply)} V"),
         ("resolution from", str(resolution.get("basis") or "unstated")),
     ]
