@@ -41,7 +41,7 @@ from scipy import stats as _scipy_stats
 from analysis.columns import WINDOW_AXIS
 from analysis.points import divided, metric_rows
 from analysis.stats import t_quantile_df
-from analysis.study_meter import ENERGY_STUDY_METER, SKETCH, Replayed
+from analysis.study_meter import ENERGY_STUDY_METER, READINGS, SKETCH, Replayed
 
 Verdict = Literal["agrees", "same direction", "inconclusive", "differs", "n/a", "info"]
 
@@ -245,10 +245,15 @@ def _energy_check(rows: pd.DataFrame, label: str, series: str) -> Check:
 
 
 def _study_meter_check(
-    ours: pd.DataFrame, meter: pd.DataFrame | None, unavailable: str, series: str
+    ours: pd.DataFrame,
+    meter: pd.DataFrame | None,
+    readings: pd.DataFrame | None,
+    unavailable: str,
+    series: str,
 ) -> Check:
     """The client energy at the largest window as the study's meter would have reported it
-    (`meter`: its summary rows, analysis.study_meter), beside ours and the study's: how much
+    (`meter`: its summary rows, analysis.study_meter; `readings`: how many readings a window
+    holds), beside ours and the study's: how much
     of the gap (ours over the study's) the meter accounts for, as a factor and as a share on
     a log scale (the factors multiply)."""
     finding = f"client energy through the study's meter at {HIGH_WINDOW}"
@@ -278,6 +283,13 @@ def _study_meter_check(
         f"10-bit ADC, a 100-read burst every {SKETCH.period_s * 1e3:.0f} ms, on each trial's "
         f"trace: {reads:.2g}x ours); {explains}"
     )
+    held = None if readings is None else _near(readings, HIGH_WINDOW)
+    if held is not None and held["mean"] < 1:
+        measured += (
+            f"; a window here holds {held['mean']:.2g} readings on average, so the sketch "
+            "read such a process only in that share of its runs (the replay: the expectation "
+            "over the phases that read it)"
+        )
     return Check(finding, study, measured, "info", series)
 
 
@@ -330,10 +342,13 @@ def study_checks(
             Check("every finding", "window sweep", f"the run does not sweep {WINDOW_AXIS}", "n/a")
         ]
     checks: list[Check] = []
-    meter = (
-        {}
+    meter, readings = (
+        ({}, {})
         if replayed is None or replayed.unavailable
-        else _series(replayed.rows, ENERGY_STUDY_METER, axes)
+        else (
+            _series(replayed.rows, ENERGY_STUDY_METER, axes),
+            _series(replayed.rows, READINGS, axes),
+        )
     )
     response = _series(summary, "client_response_s", axes)
     for series, rows in response.items():
@@ -361,7 +376,11 @@ def study_checks(
             checks.append(_energy_check(rows, label, series))
             if replayed is not None and metric == "energy_mj":
                 unavailable = replayed.unavailable
-                checks.append(_study_meter_check(rows, meter.get(series), unavailable, series))
+                checks.append(
+                    _study_meter_check(
+                        rows, meter.get(series), readings.get(series), unavailable, series
+                    )
+                )
     for side, study_pct in (("client", STUDY_CLIENT_CPU_PCT), ("server", STUDY_SERVER_CPU_PCT)):
         for series, rows in _series(summary, f"{side}_cpu_pct", axes).items():
             checks.append(

@@ -70,6 +70,9 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 ENERGY_STUDY_METER = "energy_study_meter_mj"
+READINGS = "study_meter_readings"
+"""Readings the sketch takes in a trial's window, over all phases: window / period. Below 1,
+the study's pipeline had a reading for the process in only that share of its runs."""
 MIN_TRACE_RATE_HZ = 1000.0
 """Below this a 11.2 ms burst spans fewer than about 11 of the trace's samples, and the
 replay would be reading the trace's sampling, not the sketch's."""
@@ -195,8 +198,9 @@ def replay(
 
 @dataclass(frozen=True)
 class Replayed:
-    """A run's replay: `rows` are summary rows (analysis.points) of energy_study_meter_mj per
-    point; `unavailable` says why there are none ("" when there are)."""
+    """A run's replay: `rows` are summary rows (analysis.points) of energy_study_meter_mj and
+    study_meter_readings per point; `unavailable` says why there are none ("" when there
+    are)."""
 
     rows: pd.DataFrame
     unavailable: str = ""
@@ -217,8 +221,8 @@ def supply_v_of(manifest: Mapping[str, Any]) -> float:
 
 
 def replay_run(run: Run, sketch: StudySketch = SKETCH, phases: int = DEFAULT_PHASES) -> Replayed:
-    """energy_study_meter_mj for each ok trial with a trace at MIN_TRACE_RATE_HZ or more and a
-    window_s, summarised per point like every other metric."""
+    """energy_study_meter_mj (and study_meter_readings) for each ok trial with a trace at
+    MIN_TRACE_RATE_HZ or more and a window_s, summarised per point like every other metric."""
     supply = supply_v_of(run.manifest)
     table = run.ok.copy()
     values: list[float] = []
@@ -239,12 +243,14 @@ def replay_run(run: Run, sketch: StudySketch = SKETCH, phases: int = DEFAULT_PHA
     if not rates:
         return Replayed(pd.DataFrame(), "not replayable: no power traces with a window")
     table[ENERGY_STUDY_METER] = values
+    table[READINGS] = table["window_s"].where(table[ENERGY_STUDY_METER].notna()) / sketch.period_s
     if table[ENERGY_STUDY_METER].isna().all():
         return Replayed(
             pd.DataFrame(), f"not replayable: trace at {float(np.median(rates)):.4g} Hz"
         )
     workload = dict(run.manifest.get("workload") or {})
-    workload["columns"] = [{"name": ENERGY_STUDY_METER}]
+    workload["columns"] = [{"name": ENERGY_STUDY_METER}, {"name": READINGS}]
     derived = replace(run, ok=table, manifest={**run.manifest, "workload": workload})
     summary = summarize_points(derived)
-    return Replayed(summary[summary["metric"] == ENERGY_STUDY_METER].reset_index(drop=True))
+    rows = summary[summary["metric"].isin((ENERGY_STUDY_METER, READINGS))]
+    return Replayed(rows.reset_index(drop=True))

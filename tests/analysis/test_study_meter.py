@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,8 +16,12 @@ from hypothesis import strategies as st
 from analysis.document import Table
 from analysis.load import load_run
 from analysis.points import summarize_points
+from analysis.study import study_checks
 from analysis.study_meter import (
+    ENERGY_STUDY_METER,
+    READINGS,
     SKETCH,
+    Replayed,
     adc_codes,
     printed_w,
     replay,
@@ -170,3 +175,36 @@ def test_a_trace_below_1_khz_is_not_replayed(tmp_path: Path) -> None:
     assert replay_run(load_run(run_dir)).unavailable == "not replayable: trace at 250 Hz"
     (row,) = [r for r in _checks(run_dir).rows if r[0].startswith("client energy through")]
     assert row[2:] == ("not replayable: trace at 250 Hz", "n/a")
+
+
+def _rows(metric: str, means: dict[int, float]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"metric": metric, "initial_window_size": w, "n": 5, "mean": m} for w, m in means.items()]
+    )
+
+
+def _meter_check(meter_mj: float, readings: float) -> str:
+    summary = _rows("energy_mj", {4096: 400.0, 65535: 360.0})
+    replayed = Replayed(
+        pd.concat(
+            [
+                _rows(ENERGY_STUDY_METER, {4096: 300.0, 65535: meter_mj}),
+                _rows(READINGS, {4096: 0.3, 65535: readings}),
+            ]
+        )
+    )
+    checks = study_checks(summary, ["initial_window_size"], 0.9, None, replayed)
+    (check,) = [c for c in checks if c.finding.startswith("client energy through")]
+    return check.measured
+
+
+def test_the_check_says_how_much_of_the_gap_the_meter_explains() -> None:
+    # Ours 3x the study's; the replay 2/3 of ours: 1.5x explained, 2x remains.
+    text = _meter_check(240.0, 2.0)
+    assert text.startswith("240 mJ replayed vs 360 mJ measured")
+    assert "the study's meter explains 1.5x of the 3x gap (37 % of it on a log scale), 2x " in text
+    assert "readings on average" not in text
+    # A replay above ours widens the gap; a window shorter than the spacing is said so.
+    text = _meter_check(400.0, 0.09)
+    assert "does not narrow the gap: ours is 3x the study's, the replay 3.3x" in text
+    assert "a window here holds 0.09 readings on average" in text
