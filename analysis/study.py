@@ -6,7 +6,9 @@ CPU time is +42 % and its response time +300 %; server CPU time 427 ms and respo
 65535; client work settles near 120 mJ from 4096 B up (the study does not say whether above
 idle, so both energies are checked); CPU % is flat up to 4096 B, then rises
 (client about 60 %, server about 26 % at 65535). Absolute values depend on the hardware, so the
-verdicts judge direction and shape; the numbers stand next to each other for the reader.
+verdicts judge direction and shape; the numbers stand next to each other for the reader. Beside
+the client energy, when the caller passes a replay (analysis.study_meter), what the study's own
+meter would have reported for this run's trials, and how much of the gap it explains.
 
 Definitions used by the verdicts:
 - knee: the smallest window from which every mean stays within `SETTLE_TOLERANCE` of the mean at

@@ -119,8 +119,8 @@ SKETCH = StudySketch()
 @dataclass(frozen=True)
 class Replay:
     """One trial through the study's meter: the expectation over phases (`energy_mj`), the
-    lowest and highest phase, the readings a phase took (mean), and the phases that took
-    one."""
+    lowest and highest phase, the readings a phase took (mean; at least one by the phase
+    rule), and how many phases were averaged."""
 
     energy_mj: float
     low_mj: float
