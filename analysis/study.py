@@ -6,7 +6,9 @@ CPU time is +42 % and its response time +300 %; server CPU time 427 ms and respo
 65535; client work settles near 120 mJ from 4096 B up (the study does not say whether above
 idle, so both energies are checked); CPU % is flat up to 4096 B, then rises
 (client about 60 %, server about 26 % at 65535). Absolute values depend on the hardware, so the
-verdicts judge direction and shape; the numbers stand next to each other for the reader.
+verdicts judge direction and shape; the numbers stand next to each other for the reader. Beside
+the client energy, when the caller passes a replay (analysis.study_meter), what the study's own
+meter would have reported for this run's trials, and how much of the gap it explains.
 
 Definitions used by the verdicts:
 - knee: the smallest window from which every mean stays within `SETTLE_TOLERANCE` of the mean at
@@ -41,6 +43,7 @@ from scipy import stats as _scipy_stats
 from analysis.columns import WINDOW_AXIS
 from analysis.points import divided, metric_rows
 from analysis.stats import t_quantile_df
+from analysis.study_meter import ENERGY_STUDY_METER, READINGS, SKETCH, Replayed
 
 Verdict = Literal["agrees", "same direction", "inconclusive", "differs", "n/a", "info"]
 
@@ -243,6 +246,55 @@ def _energy_check(rows: pd.DataFrame, label: str, series: str) -> Check:
     return Check(finding, study, measured, "agrees" if ok else "differs", series)
 
 
+def _study_meter_check(
+    ours: pd.DataFrame,
+    meter: pd.DataFrame | None,
+    readings: pd.DataFrame | None,
+    unavailable: str,
+    series: str,
+) -> Check:
+    """The client energy at the largest window as the study's meter would have reported it
+    (`meter`: its summary rows, analysis.study_meter; `readings`: how many readings a window
+    holds), beside ours and the study's: how much
+    of the gap (ours over the study's) the meter accounts for, as a factor and as a share on
+    a log scale (the factors multiply)."""
+    finding = f"client energy through the study's meter at {HIGH_WINDOW}"
+    study = f"near {STUDY_CLIENT_ENERGY_MJ:.0f} mJ"
+    if unavailable:
+        return Check(finding, study, unavailable, "n/a", series)
+    mine = _near(ours, HIGH_WINDOW)
+    replayed = None if meter is None else _near(meter, HIGH_WINDOW)
+    if mine is None or replayed is None:
+        needs = f"needs window {HIGH_WINDOW} with a replayable trace"
+        return Check(finding, study, needs, "n/a", series)
+    ours_mj, meter_mj = float(mine["mean"]), float(replayed["mean"])
+    gap, reads = ours_mj / STUDY_CLIENT_ENERGY_MJ, meter_mj / ours_mj
+    if gap > 1 and 0 < reads < 1:
+        share = min(math.log(1 / reads) / math.log(gap), 1.0)
+        explains = (
+            f"the study's meter explains {1 / reads:.2g}x of the {gap:.2g}x gap "
+            f"({percent(share, sign=False)} of it on a log scale), {gap * reads:.2g}x remains"
+        )
+    else:
+        explains = (
+            f"the study's meter does not narrow the gap: ours is {gap:.2g}x the study's, "
+            f"the replay {gap * reads:.2g}x"
+        )
+    measured = (
+        f"{meter_mj:.0f} mJ replayed vs {ours_mj:.0f} mJ measured (the sketch's 0.707 x, 5 V, "
+        f"10-bit ADC, a 100-read burst every {SKETCH.period_s * 1e3:.0f} ms, on each trial's "
+        f"trace: {reads:.2g}x ours); {explains}"
+    )
+    held = None if readings is None else _near(readings, HIGH_WINDOW)
+    if held is not None and held["mean"] < 1:
+        measured += (
+            f"; a window here holds {held['mean']:.2g} readings on average, so the sketch "
+            "read such a process only in that share of its runs (the replay: the expectation "
+            "over the phases that read it)"
+        )
+    return Check(finding, study, measured, "info", series)
+
+
 def _cpu_pct_check(
     rows: pd.DataFrame,
     side: str,
@@ -280,15 +332,26 @@ def study_checks(
     axes: Sequence[str],
     confidence: float,
     core_fractions: Mapping[str, float] | None = None,
+    replayed: Replayed | None = None,
 ) -> list[Check]:
     """Every published finding, per combination of the other swept settings; CPU % of an
-    emulated node (`core_fractions[side]`, its quota) against its emulated core."""
+    emulated node (`core_fractions[side]`, its quota) against its emulated core; with
+    `replayed` (analysis.study_meter.replay_run), the client energy the study's meter would
+    have reported beside it."""
     fractions = core_fractions or {}
     if WINDOW_AXIS not in axes:
         return [
             Check("every finding", "window sweep", f"the run does not sweep {WINDOW_AXIS}", "n/a")
         ]
     checks: list[Check] = []
+    meter, readings = (
+        ({}, {})
+        if replayed is None or replayed.unavailable
+        else (
+            _series(replayed.rows, ENERGY_STUDY_METER, axes),
+            _series(replayed.rows, READINGS, axes),
+        )
+    )
     response = _series(summary, "client_response_s", axes)
     for series, rows in response.items():
         checks.append(_falls(rows, "client response time", "s", series))
@@ -313,6 +376,13 @@ def study_checks(
     ):
         for series, rows in _series(summary, metric, axes).items():
             checks.append(_energy_check(rows, label, series))
+            if replayed is not None and metric == "energy_mj":
+                unavailable = replayed.unavailable
+                checks.append(
+                    _study_meter_check(
+                        rows, meter.get(series), readings.get(series), unavailable, series
+                    )
+                )
     for side, study_pct in (("client", STUDY_CLIENT_CPU_PCT), ("server", STUDY_SERVER_CPU_PCT)):
         for series, rows in _series(summary, f"{side}_cpu_pct", axes).items():
             checks.append(

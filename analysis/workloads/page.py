@@ -11,13 +11,16 @@ from analysis.document import Block, Bullets, Heading, Paragraph
 from analysis.facts import emulated_core_fractions, node_hardware
 from analysis.load import Run
 from analysis.study import MAGNITUDE_FACTOR, SETTLE_TOLERANCE, study_checks
+from analysis.study_meter import DEFAULT_PHASES, MIN_TRACE_RATE_HZ, SKETCH, replay_run
 from analysis.tables import check_table
 from analysis.workloads.base import Headline, WorkloadReport
 
 
 def study_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
     """The verdicts first, then what the nodes were and how the verdicts are reached."""
-    checks = study_checks(summary, run.axes, run.confidence, emulated_core_fractions(run))
+    checks = study_checks(
+        summary, run.axes, run.confidence, emulated_core_fractions(run), replay_run(run)
+    )
     return [
         Heading("Against the study's findings"),
         check_table(checks),
@@ -35,6 +38,16 @@ def study_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
             "many times the study's, in the text); 'inconclusive' when it holds both zero and "
             "the study's effect; 'differs' otherwise. Absolute values (energy, server times) "
             "depend on the hardware: they are shown side by side, not judged."
+        ),
+        Paragraph(
+            "The study's meter row replays the study's Arduino sketch (niclabs/h2tests, "
+            "Diego Londoño/Medicion_corriente.ino) on each trial's power trace: the current at "
+            "the trial's supply through an ACS712-5A into a 10-bit ADC, 100 reads averaged "
+            "with the sketch's arithmetic (1023 for 1024, zero at 2.5 V), times 0.707 and "
+            f"5 V, a reading every {SKETCH.period_s * 1e3:.1f} ms, its phase averaged over "
+            f"{DEFAULT_PHASES} phases; the trial's energy is the mean of its readings times "
+            f"its window (analysis/study_meter.py). It needs a trace at "
+            f"{MIN_TRACE_RATE_HZ:g} Hz or more."
         ),
     ]
 
