@@ -300,17 +300,24 @@ def _spki_sha256(cert: Path) -> str:
 CHROMIUM_TIMEOUT_S = 60.0  # a hang guard: the page loads in about 2 s here
 
 
-@pytest.mark.parametrize("window", [4096, 65535])
+@pytest.mark.parametrize(
+    "server_args",
+    [
+        ("--setting", "initial_window_size=4096"),
+        ("--setting", "initial_window_size=65535"),
+        # The Retry goes to the empty ID too; the connection then starts from its token.
+        ("--quic-retry",),
+    ],
+    ids=["W4096", "W65535", "retry"],
+)
 def test_chromium_loads_the_page_from_our_server_over_quic(
-    window: int, site: Path, credentials: Credentials, tmp_path: Path
+    server_args: tuple[str, ...], site: Path, credentials: Credentials, tmp_path: Path
 ) -> None:
     require_tool("chromium")
     chromium = shutil.which("chromium")
     assert chromium is not None
     net_log = tmp_path / "net-log.json"
-    with h3_server(
-        site, tmp_path, credentials, "--setting", f"initial_window_size={window}"
-    ) as server:
+    with h3_server(site, tmp_path, credentials, *server_args) as server:
         origin = f"localhost:{server.port}"
         result = subprocess.run(
             [
