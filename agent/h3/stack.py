@@ -26,6 +26,7 @@ from qh3.quic.packet import QuicErrorCode
 
 from agent.errors import UsageError
 from agent.h3.credit import CreditLedger
+from agent.h3.empty_cid import EmptyPeerCidConnection
 from agent.h3.settings import QuicWindows
 
 # qh3's H3 layer always announces SETTINGS_H3_DATAGRAM; a qh3 client then insists on the
@@ -225,10 +226,11 @@ class CoreTap:
 StreamDataTaker = Callable[[int, bytes, bool], bool]
 
 
-class TappedQuicConnection(QuicConnection):
+class TappedQuicConnection(EmptyPeerCidConnection):
     """A QuicConnection whose core is tapped as soon as qh3 creates it. Its `tap_*` attributes
     are set by `tap()` before the first datagram; `take_stream_data`, where set, sees stream
-    data before qh3 makes an event of it."""
+    data before qh3 makes an event of it. As a server it also answers a client whose
+    connection ID is empty, as Chromium's is (agent.h3.empty_cid)."""
 
     tap_credit: CreditLedger
     tap_counts: TransportCounts
