@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agent.registry import load_dotted
 from controller.config import Config
 from controller.config.channels import is_i2c
 from controller.config.model import MeterConfig
@@ -22,10 +23,13 @@ from controller.meter.calibration import Calibration, nominal
 from controller.meter.ina226 import i2c_calibration
 from controller.meter.ppk2.device import EXAMPLE_METADATA
 from controller.meter.resolution import Resolution
-from controller.meter_sources.board.resolution import tap_resolution
-from controller.meter_sources.ppk2.resolution import ppk2_resolution
 
 __all__ = ["config_meter_record"]
+
+# The sources' own figures, loaded by name as the registry loads a source's tap: the meter
+# sources sit above the CLI (their `h2iot meter` verbs use its help), and the CLI imports this.
+_BOARD_STEP = "controller.meter_sources.board.resolution:tap_resolution"
+_PPK2_STEPS = "controller.meter_sources.ppk2.resolution:ppk2_resolution"
 
 
 def _board(meter: MeterConfig) -> Resolution:
@@ -39,11 +43,13 @@ def _board(meter: MeterConfig) -> Resolution:
         else nominal(inputs or (0,), meter.sensor, meter.supply_v)
     )
     chip = i2c_calibration(client, meter.shunt_ohm) if is_i2c(client) else None
-    return tap_resolution(calibration, client, chip)
+    resolution: Resolution = load_dotted(_BOARD_STEP)(calibration, client, chip)
+    return resolution
 
 
 def _ppk2(meter: MeterConfig) -> Resolution:
-    return ppk2_resolution(EXAMPLE_METADATA, meter.power_v)
+    resolution: Resolution = load_dotted(_PPK2_STEPS)(EXAMPLE_METADATA, meter.power_v)
+    return resolution
 
 
 # A source's tap (its spec's `tap`): the record that tap writes. Keyed by the tap rather than
