@@ -324,7 +324,12 @@ def estimate(pilot: Pilot, point: Mapping[str, Any], metric: str) -> Estimate:
     ]
     if not candidates:
         return _estimate_of(rows, pilot.axes, metric, "pooled", pooled_text)
-    nearest = min(candidates, key=lambda c: sum(_distance(c[a], point[a]) for a in numeric))
+    # Equally near ones (512 between 256 and 1024): the smaller values, whatever the order the
+    # pilot ran them in.
+    nearest = min(
+        candidates,
+        key=lambda c: (sum(_distance(c[a], point[a]) for a in numeric), [c[a] for a in numeric]),
+    )
     matched = rows[np.logical_and.reduce([rows[axis] == nearest[axis] for axis in common])]
     text = f"{len(matched)} at {_point_text(nearest)}"
     return _estimate_of(matched, pilot.axes, metric, "nearest", text)

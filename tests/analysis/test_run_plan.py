@@ -178,6 +178,10 @@ def test_a_point_the_pilot_did_not_run_takes_the_nearest_pilot_point_log2_apart(
         ("nearest", "5 at 65535"),
         ("pilot", "5"),
     ]
+    # Between two pilot points, equally far: the smaller, whichever the pilot ran first.
+    for order in (WINDOWS, WINDOWS[::-1]):
+        between = _pilot({w: (100.0, 8.0, 0.5, 2.0) for w in (256, *order)})
+        assert estimate(between, {AXIS: 512}, "energy_mj").basis_text == "5 at 256"
     assert plan.points[2].estimate.sd_mj == pytest.approx(2.0)
 
 
