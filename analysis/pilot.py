@@ -68,7 +68,7 @@ def _from_rows(rows: pd.DataFrame) -> dict[str, float]:
     ordered = ordered.dropna(subset=["_start"]).sort_values("_start")
     gaps = np.diff(ordered["_start"].to_numpy(dtype=np.float64)) / 1e9
     ids = ordered["trial_id"].to_list()
-    return {trial_id: float(gap) for trial_id, gap in zip(ids, gaps, strict=False) if gap > 0}
+    return {trial_id: float(gap) for trial_id, gap in zip(ids[:-1], gaps, strict=True) if gap > 0}
 
 
 def read_pilot(run_dir: Path) -> Pilot:

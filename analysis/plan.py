@@ -282,17 +282,18 @@ def _within_sd(rows: pd.DataFrame, axes: Sequence[str], metric: str) -> float:
 
 
 def _estimate_of(
-    rows: pd.DataFrame, axes: Sequence[str], metric: str, basis: Basis, text: str
+    pilot: Pilot, rows: pd.DataFrame, metric: str, basis: Basis, text: str
 ) -> Estimate:
     window_s = _median(rows, "window_s")
     if window_s is None:
-        raise PlanError(f"the pilot's trials at {text} have no window_s")
+        first = rows["trial_id"].iloc[0]
+        raise PlanError(f"{pilot.path}: trial {first} and the trials like it have no window_s")
     return Estimate(
         basis,
         text,
         len(rows),
         float(rows[metric].mean()),
-        _within_sd(rows, axes, metric),
+        _within_sd(rows, pilot.axes, metric),
         float(rows["energy_mj"].mean()),
         window_s,
         _median(rows, "mean_power_mw"),
@@ -306,11 +307,11 @@ def estimate(pilot: Pilot, point: Mapping[str, Any], metric: str) -> Estimate:
     common = [axis for axis in pilot.axes if axis in point]
     pooled_text = f"{len(rows)} pooled"
     if not common:
-        return _estimate_of(rows, pilot.axes, metric, "pooled", pooled_text)
+        return _estimate_of(pilot, rows, metric, "pooled", pooled_text)
     same = np.logical_and.reduce([rows[axis] == point[axis] for axis in common])
     if same.any():
         matched = rows[same]
-        return _estimate_of(matched, pilot.axes, metric, "pilot", str(len(matched)))
+        return _estimate_of(pilot, matched, metric, "pilot", str(len(matched)))
     numeric = [axis for axis in common if _is_number(point[axis])]
     candidates = [
         dict(zip(common, key, strict=True))
@@ -323,7 +324,7 @@ def estimate(pilot: Pilot, point: Mapping[str, Any], metric: str) -> Estimate:
         and all(_is_number(c[axis]) for axis in numeric)
     ]
     if not candidates:
-        return _estimate_of(rows, pilot.axes, metric, "pooled", pooled_text)
+        return _estimate_of(pilot, rows, metric, "pooled", pooled_text)
     # Equally near ones (512 between 256 and 1024): the smaller values, whatever the order the
     # pilot ran them in.
     nearest = min(
@@ -332,7 +333,7 @@ def estimate(pilot: Pilot, point: Mapping[str, Any], metric: str) -> Estimate:
     )
     matched = rows[np.logical_and.reduce([rows[axis] == nearest[axis] for axis in common])]
     text = f"{len(matched)} at {_point_text(nearest)}"
-    return _estimate_of(matched, pilot.axes, metric, "nearest", text)
+    return _estimate_of(pilot, matched, metric, "nearest", text)
 
 
 def _point_plan(

@@ -105,7 +105,8 @@ def _run(args: argparse.Namespace) -> int:
         config = _checked(args)
         meter = MeterAtPlan(config_meter_record(config), config.meter.rate_hz)
         pilot = read_pilot(args.pilot)
-        swept = config.sweep.names
+        # A key either run sweeps differs from point to point, not between the two runs.
+        swept = (*config.sweep.names, *pilot.axes)
         plan = plan_run(
             [dict(point) for point in config.sweep.points()],
             pilot,

@@ -112,6 +112,12 @@ def _lines(plan: RunPlan) -> list[str]:
             f"Cannot resolve at any n (no n): {_points_text(floored)}: the difference is "
             "within the meter's floor over their windows."
         )
+    unknown = [p for p in plan.points if p.verdict == "unknown"]
+    if unknown:
+        lines.append(
+            f"Not known (?): {_points_text(unknown)}: the pilot has fewer than two trials "
+            "there, or no positive mean energy to take a percentage of."
+        )
     missing = [p for p in plan.points if p.estimate.basis != "pilot"]
     if missing:
         lines.append(

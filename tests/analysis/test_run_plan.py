@@ -309,3 +309,10 @@ def test_what_the_pilot_ran_otherwise_is_said_but_the_swept_keys() -> None:
         "workload.total_bytes: 600000 in the pilot, 7000000 here",
     )
     assert len(pilot_differences(pilot, config, ("total_bytes",))) == 2
+
+
+def test_a_pilot_without_windows_is_refused_naming_it() -> None:
+    pilot = _pilot({1024: (100.0, 8.0, 0.5, 1.0)})
+    rows = pilot.rows.assign(window_s=math.nan)
+    with pytest.raises(PlanError, match=r"^pilot: trial \(1024,\)-0 .* no window_s$"):
+        _plan(Pilot(pilot.path, pilot.axes, rows, {}, "events"), _grid(1024))

@@ -117,3 +117,20 @@ def test_a_mistake_is_refused_in_one_line_with_status_2(
     assert status == 2 and out == ""
     assert err.startswith("h2iot: error: ") and message in err
     assert err.count("\n") == 1, err
+
+
+def test_a_point_of_unknown_spread_is_marked_and_said(tmp_path: Path) -> None:
+    once = record_run(tmp_path / "once", windows=(1024,), repetitions=1)
+    plan = plan_run(
+        [{"initial_window_size": 1024}],
+        read_pilot(once),
+        parse_detect("5%"),
+        MeterAtPlan({"current_ua": 1.0, "supply_v": 5.0}, 1000),
+        confidence=0.9,
+        planned_repetitions=68,
+    )
+    assert plan.points[0].verdict == "unknown"
+    console = Console(width=120, color_system=None, record=True)
+    console.print(render(plan))
+    text = " ".join(console.export_text().split())
+    assert "Not known (?): initial_window_size = 1024: the pilot has fewer than two" in text
