@@ -25,7 +25,11 @@ def hours_minutes(seconds: float | None) -> str:
 
 
 def _mj(value: float) -> str:
-    return f"{value:.3g}" if math.isfinite(value) else "?"
+    """Three significant figures, written out up to a million (1440, not 1.44e+03)."""
+    if not math.isfinite(value):
+        return "?"
+    rounded = float(f"{value:.3g}")
+    return f"{rounded:.0f}" if 1000 <= abs(rounded) < 1e6 else f"{rounded:.3g}"
 
 
 def _percent(fraction: float) -> str:
@@ -47,11 +51,12 @@ def _table(plan: RunPlan) -> Table:
     table = Table(
         title=f"{plan.metric}: repetitions to detect {plan.detect.text} (energies in mJ)",
         box=box.SIMPLE_HEAD,
+        pad_edge=False,
     )
-    # The figures never wrap (a number cut over two lines reads as two); the pilot column
-    # wraps at its spaces.
+    # The figures never wrap (a number cut over two lines reads as two) and keep their width
+    # on a narrow terminal; the axis names fold and the pilot column wraps at its spaces.
     for name in names:
-        table.add_column(name, justify="right", no_wrap=True)
+        table.add_column(name, justify="right", overflow="fold")
     table.add_column("pilot trials")
     headings = ("mean", "sd", "detect", "floor", f"n={plan.planned_repetitions} sees", "n")
     for heading in (*headings, "trial s", "h:mm"):
