@@ -180,6 +180,7 @@ class RunPlan:
     confidence: float
     power: float
     planned_repetitions: int  # the config's run.repetitions
+    meter: MeterAtPlan  # the config's
     idle_s: float  # the idle baselines the run measures besides its trials
     points: tuple[PointPlan, ...]
     differences: tuple[str, ...]  # what the pilot ran differently from the config
@@ -222,6 +223,7 @@ class RunPlan:
             "duration_s": None if n is None else self.duration_s(n),
             "own_duration_s": self.own_duration_s,
             "planned_repetitions": self.planned_repetitions,
+            "meter": {"resolution": dict(self.meter.record), "rate_hz": self.meter.rate_hz},
             "planned_duration_s": self.duration_s(self.planned_repetitions),
             "cochran_repetitions": self.cochran,
             "cochran_margin": COCHRAN_MARGIN,
@@ -399,6 +401,7 @@ def plan_run(
         confidence,
         power,
         planned_repetitions,
+        meter,
         idle_s,
         planned,
         tuple(differences),

@@ -87,14 +87,26 @@ def _points_text(points: list[PointPlan]) -> str:
     return "; ".join(", ".join(f"{name}={value}" for name, value in p.axes) for p in points)
 
 
+def _floor_text(plan: RunPlan) -> str:
+    record = plan.meter.record
+    basis = record.get("basis", "its resolution")
+    step = f"the config's meter ({basis}), one step held over the window"
+    noise = record.get("noise_mw")
+    if not noise:
+        return f"{step} (its record states no noise)."
+    return (
+        f"{step} plus its {noise:g} mW rms noise averaged over the window's samples at "
+        f"{plan.meter.rate_hz:g} a second."
+    )
+
+
 def _lines(plan: RunPlan) -> list[str]:
     confidence = _percent(plan.confidence)
     lines = [
         f"n: repetitions per point for a two-sided Welch test at {confidence} confidence to "
         f"find the difference with {_percent(plan.power)} power, the point it is compared "
         f"with assumed as spread as this one. n={plan.planned_repetitions} sees: the least "
-        "difference the config's repetitions detect so. floor: the config's meter, one step "
-        "held over the window plus its noise.",
+        "difference the config's repetitions detect so. floor: " + _floor_text(plan),
     ]
     n = plan.repetitions
     if n is None:

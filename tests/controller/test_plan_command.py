@@ -134,3 +134,26 @@ def test_a_point_of_unknown_spread_is_marked_and_said(tmp_path: Path) -> None:
     console.print(render(plan))
     text = " ".join(console.export_text().split())
     assert "Not known (?): initial_window_size = 1024: the pilot has fewer than two" in text
+
+
+def test_the_floor_says_the_meter_and_its_noise_where_the_record_states_one(pilot: Path) -> None:
+    def notes(record: dict[str, object]) -> str:
+        plan = plan_run(
+            [{"initial_window_size": 1024}],
+            read_pilot(pilot),
+            parse_detect("5%"),
+            MeterAtPlan(record, 1000),
+            confidence=0.9,
+            planned_repetitions=68,
+        )
+        assert plan.to_dict()["meter"] == {"resolution": record, "rate_hz": 1000}
+        console = Console(width=120, color_system=None, record=True)
+        console.print(render(plan))
+        return " ".join(console.export_text().split())
+
+    quiet = {"current_ua": 1.0, "supply_v": 5.0, "basis": "a test meter"}
+    assert "the config's meter (a test meter), one step held over the window (its record" in (
+        notes(quiet)
+    )
+    noisy = notes({**quiet, "noise_mw": 2.5})
+    assert "plus its 2.5 mW rms noise averaged over the window's samples at 1000 a second" in noisy
