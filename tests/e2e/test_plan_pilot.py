@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.detectability import meter_floor
 from tests.analysis.fake_run import ACS712_STEP_UA, STUDY_WINDOWS
 
 H2IOT = [sys.executable, "-m", "controller.cli"]
@@ -52,10 +53,14 @@ def test_the_study_is_planned_from_a_pilot_of_two_of_its_windows(pilot: Path) ->
     # Timed from the pilot's trial events, each point by its trials start to start.
     assert plan["pilot_timed_by"] == "events"
     assert all(p["trial_s"] > p["window_s"] > 0 for p in points)
+    # The study's ACS712: one 132 mW step, and the noise its record states (if any).
+    meter = plan["meter"]
+    assert meter["resolution"]["current_ua"] == pytest.approx(ACS712_STEP_UA)
+    noise_mw = meter["resolution"].get("noise_mw") or 0.0
     for p in points:
-        # The study's ACS712, one 132 mW step held over the window (it states no noise).
-        step_mj = ACS712_STEP_UA * 5.0 / 1000 * p["window_s"]
-        assert p["meter_floor_mj"] == pytest.approx(step_mj)
+        window_s = p["window_s"]
+        floor = meter_floor(ACS712_STEP_UA * 5.0 / 1000, noise_mw, window_s, round(window_s * 1000))
+        assert p["meter_floor_mj"] == pytest.approx(floor.total_mj)
         assert p["detect_mj"] == pytest.approx(0.05 * p["mean_mj"])
         assert (p["repetitions"] is None) == (p["verdict"] != "resolvable")
     # The config's 68 at every point, and both idle baselines of 5 s.
