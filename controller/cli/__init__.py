@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "firmware": "build or flash the meter firmware",
     "meter": "the current meter",
     "nodes": "deploy the agent to the nodes, check the nodes",
+    "plan": "the repetitions a sweep needs to detect a difference in energy, from a pilot run",
     "report": "write report.md, report.html, summary.csv and figures for recorded runs",
     "rig": "check the bench: meter, marker wire, nodes",
     "sweep": "run a sweep of HTTP/2 settings",
