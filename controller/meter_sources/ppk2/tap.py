@@ -113,6 +113,7 @@ class Ppk2Tap(StreamTap[Ppk2Window]):
             samples_lost=window.samples_lost,
             crc_errors=window.resyncs,
             frame_gaps=window.gaps,
+            samples_saturated=window.samples_saturated,
             clock_reason=reason,
         )
 
