@@ -23,6 +23,7 @@ from controller.meter.protocol import Info, Samples
 from controller.meter.samples import SampleStore
 from controller.meter.sensor import Acs712
 from controller.meter_sources.board.tap import MeterTap
+from controller.sweep.meter_tap import saturated_in
 
 RATE_HZ = 1000
 RNG_SEED = 7
@@ -59,8 +60,9 @@ def _tap(
 
 
 def _unread(tap: MeterTap, samples: int) -> tuple[int, int]:
-    _t, _p, unread = tap._power(0, samples)
-    return unread.lost, unread.saturated
+    """(lost, saturated) of a window over the samples that the energy depends on."""
+    t_s, power_mw, unread = tap._power(0, samples)
+    return unread.lost, saturated_in((t_s, power_mw, t_s[0], t_s[-1]), unread.clipped)
 
 
 def test_an_acs712_at_either_rail_is_saturated() -> None:
@@ -106,7 +108,8 @@ def test_the_acs712_model_past_the_adc_reads_a_rail() -> None:
 
 def test_a_ppk2_sample_at_the_top_of_its_top_range_is_saturated_in_its_window() -> None:
     """The emulated PPK2 clips a current past range 4's full scale to code 16383 there, as the
-    device does; the store counts those per bin and a window sums the bins it reads."""
+    device does; the store counts those per bin, and a window counts the bins (its trace's
+    samples) holding any."""
     top_ua = float(adc_to_ua(EXAMPLE_METADATA, PPK2_VDD_MV, 4, ADC_MAX))
     current = np.full(2000, 300_000.0)  # 300 mA: range 4, inside its scale
     current[500:530] = 2 * top_ua  # clipped
@@ -118,7 +121,22 @@ def test_a_ppk2_sample_at_the_top_of_its_top_range_is_saturated_in_its_window() 
     store = Ppk2Store(rate_hz=1000)  # bins of 100 samples
     store.add(decoder.feed(b"".join(device.data_to_send())), 0)
     store.add(decoder.flush(), 0)
-    assert store.window(0, 1000).samples_saturated == 30
-    assert store.window(1000, 2000).samples_saturated == 1
-    assert store.window(600, 1400).samples_saturated == 0
+
+    def saturated(first: int, end: int) -> int:
+        window = store.window(first, end)
+        trace = (window.t_s, window.current_ua, window.t_s[0], window.t_s[-1])
+        return saturated_in(trace, window.saturated > 0)
+
+    assert (saturated(0, 1000), saturated(1000, 2000), saturated(600, 1400)) == (1, 1, 0)
+    assert int(store.window(0, 2000).saturated.sum()) == 31  # the samples clipped, per bin
     assert store.window(0, 2000).samples_lost == 0
+
+
+def test_only_the_clipped_samples_the_energy_depends_on_are_counted() -> None:
+    """Those inside the window and the one either side each edge: what `samples` counts."""
+    t_s = np.arange(10) / RATE_HZ
+    clipped = np.zeros(10, dtype=bool)
+    clipped[[0, 2, 3, 7, 9]] = True
+    trace = (t_s, np.ones(10), 3.5 / RATE_HZ, 6.5 / RATE_HZ)  # samples 3..7 used
+    assert saturated_in(trace, clipped) == 2
+    assert saturated_in((t_s, np.ones(10), 2 / RATE_HZ, 7 / RATE_HZ), clipped) == 3

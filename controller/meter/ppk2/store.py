@@ -41,7 +41,7 @@ class Ppk2Window:
     t_s: F64
     current_ua: F64
     samples_lost: int  # counted by counter gaps inside the span
-    samples_saturated: int  # in the bins the window reads (at the top of the top range)
+    saturated: I64  # per bin kept: its samples at the top of the top range
     gaps: int
     resyncs: int
 
@@ -128,7 +128,7 @@ class Ppk2Store:
             lo = max(0, first_index // k)
             hi = min(-(-end_index // k), -(-self._next_index // k))
             counts = self._count[lo:hi] if hi > lo else np.zeros(0, dtype=np.int64)
-            saturated = int(self._saturated[lo:hi].sum()) if hi > lo else 0
+            saturated = self._saturated[lo:hi] if hi > lo else np.zeros(0, dtype=np.int64)
             sums = self._sum[lo:hi] if hi > lo else np.zeros(0)
             keep = counts > 0
             bins = np.arange(lo, lo + counts.size, dtype=np.float64)[keep]
@@ -139,7 +139,7 @@ class Ppk2Store:
                 t_s=(bins * k + (k - 1) / 2) / SAMPLE_RATE_HZ,
                 current_ua=sums[keep] / counts[keep],
                 samples_lost=int(np.array(self._gap_lost, dtype=np.int64)[inside].sum()),
-                samples_saturated=saturated,
+                saturated=saturated[keep],
                 gaps=int(inside.sum()),
                 resyncs=int(((resyncs >= first_index) & (resyncs < end_index)).sum()),
             )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from controller.config.channels import (
     i2c_address,
@@ -34,6 +35,7 @@ from controller.sweep.meter_tap import (
     SampleSource,
     StreamTap,
     TapRequest,
+    saturated_in,
 )
 
 __all__ = ["MeterTap", "open_board_tap"]
@@ -53,11 +55,11 @@ class _Counters:
 
 @dataclass(frozen=True)
 class _Unread:
-    """What a window's samples did not measure: those that never arrived (or that an INA2xx
-    did not answer), and those that arrived clipped at the channel's full scale."""
+    """What a window's samples did not measure: how many never arrived (or an INA2xx did not
+    answer them), and which of those that did arrived clipped at the channel's full scale."""
 
     lost: int
-    saturated: int
+    clipped: npt.NDArray[np.bool_]  # beside the samples returned
 
 
 class MeterTap(StreamTap[_Unread]):
@@ -169,7 +171,7 @@ class MeterTap(StreamTap[_Unread]):
             samples_lost=span.rest.lost,
             crc_errors=counters.crc_failures - self._counters.crc_failures,
             frame_gaps=counters.frames_missed - self._counters.frames_missed,
-            samples_saturated=span.rest.saturated,
+            samples_saturated=saturated_in(span.trace, span.rest.clipped),
             clock_reason=reason,
         )
 
@@ -202,13 +204,13 @@ class MeterTap(StreamTap[_Unread]):
             power = self.ina219.power_mw(shunt, bus)
             answered = np.isfinite(power)  # a sample the INA219 did not answer is missing
             missing = window.missing + int((~answered).sum())
-            clipped = int(self.ina219.saturated(shunt, bus).sum())
+            clipped = self.ina219.saturated(shunt, bus)[answered]
             return t_s[answered], power[answered], _Unread(missing, clipped)
         codes = window.values[:, self.column]
         power_mw = self.calibration.power_mw(codes, self.analog_input)
         # An ACS712's output beyond the ADC's range reads as a rail (a current past the
         # sensor's span, or an offset that pushed it there).
-        clipped = int(((codes == 0) | (codes >= self._adc_top)).sum())
+        clipped = (codes == 0) | (codes >= self._adc_top)
         return t_s, np.asarray(power_mw, dtype=np.float64), _Unread(window.missing, clipped)
 
 
