@@ -3,9 +3,9 @@
 Each line states what happened and names the report section that has the detail: a noisy or
 drifting idle baseline, trials on a throttled, hot or busy node, client nodes that started late,
 a modelled meter's energy straying from its model, ok rows without their power trace, trials
-that never succeeded, a torn trial table, samples the meter lost, HTTP/3 set beside cleartext
-HTTP/2. The sections compute these;
-this module only gathers their one-line forms. Pure reads of a loaded run.
+that never succeeded, a torn trial table, samples the meter lost, trials with too many samples
+clipped or lost (analysis.meter_flags), HTTP/3 set beside cleartext HTTP/2. The sections compute
+these; this module only gathers their one-line forms. Pure reads of a loaded run.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from analysis.conditions import brief as node_conditions
 from analysis.energy_report import idle_caveats, truth_caveats
 from analysis.facts import ok_rows_without_trace
 from analysis.load import Run
+from analysis.meter_flags import meter_flags
 
 _SHOWN_IDS = 5
 
@@ -75,6 +76,28 @@ def _meter_caveats(run: Run) -> list[str]:
     return [f"The meter {' and '.join(parts)}: energy from fewer samples (Trials)."]
 
 
+def _share(fraction: float) -> str:
+    """How many samples a limit lets through: none, or a share."""
+    return "samples" if fraction == 0 else f"more than {fraction * 100:g} % of their samples"
+
+
+def _flag_caveats(run: Run) -> list[str]:
+    flags = meter_flags(run)
+    lines = []
+    if flags.saturated:
+        lines.append(
+            f"{len(flags.saturated)} of {len(run.ok)} trials had "
+            f"{_share(flags.max_saturated_fraction)} at the meter's full scale "
+            f"({_ids(flags.saturated)}): their energy is a lower bound (Trials)."
+        )
+    if flags.lost:
+        lines.append(
+            f"{len(flags.lost)} of {len(run.ok)} trials lost {_share(flags.max_lost_fraction)} "
+            f"({_ids(flags.lost)}): their energy is bridged across the gaps (Trials)."
+        )
+    return lines
+
+
 def _protocol_caveats(run: Run) -> list[str]:
     """HTTP/3 is always encrypted: set beside cleartext h2c, it pays for TLS too."""
     if "protocol" not in run.ok:
@@ -109,6 +132,7 @@ def caveats(
         *idle_caveats(run),
         *truth_caveats(truth),
         *_meter_caveats(run),
+        *_flag_caveats(run),
         *node_conditions(run.ok.to_dict("records")),
         *late_starts(client_nodes),
         *_trial_caveats(run),

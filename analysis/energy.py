@@ -34,7 +34,13 @@ def window_energy_mj(
     edges = np.interp([start_s, end_s], t_s, power_mw)
     times = np.concatenate(([start_s], t_s[inside], [end_s]))
     powers = np.concatenate(([edges[0]], power_mw[inside], [edges[1]]))
-    # The samples at or just outside each edge, which the edge's value comes from.
+    used = window_samples(t_s, start_s, end_s)
+    return float(np.trapezoid(powers, times)), used.stop - used.start
+
+
+def window_samples(t_s: FloatArray, start_s: float, end_s: float) -> slice:
+    """The samples the energy over [start_s, end_s] depends on, of a trace covering it: those
+    inside and the one at or just outside each edge, which the edge's value comes from."""
     first = int(np.searchsorted(t_s, start_s, side="right")) - 1
     last = int(np.searchsorted(t_s, end_s, side="left"))
-    return float(np.trapezoid(powers, times)), last - first + 1
+    return slice(first, last + 1)

@@ -22,6 +22,7 @@ from agent.engines import ENGINE_OF_UNNAMED_RUNS
 from analysis.columns import POWER_DIR, WINDOW_AXIS
 from analysis.load import Run, read_events
 from analysis.manifest import config_value
+from analysis.meter_flags import meter_flags
 from analysis.points import plain, x_axis_of
 from analysis.times import Zone, created_ns, duration_text, iso, zone_of
 
@@ -279,10 +280,33 @@ def trial_facts(run: Run) -> list[tuple[str, str]]:
         ("torn last line cut off", "yes" if run.torn_tail else "no"),
         ("ok rows without their power trace", _listed(ok_rows_without_trace(run))),
     ]
-    for column in ("samples", "samples_lost", "meter_crc_errors", "meter_frame_gaps"):
+    flags = meter_flags(run)
+    for column in (
+        "samples",
+        "samples_lost",
+        *(("samples_saturated",) if flags.recorded_saturation else ()),
+        "meter_crc_errors",
+        "meter_frame_gaps",
+    ):
         if column in ok:
             total = ok[column].sum()
             facts.append((f"{column} (sum)", f"{total:.0f}" if math.isfinite(total) else "n/a"))
+    # A run from before saturation was counted (no samples_saturated) lists these only when
+    # a trial is over its limit: its golden reports read as they did.
+    if flags.recorded_saturation or flags.saturated:
+        facts.append(
+            (
+                "trials over meter.max_saturated_fraction (energy a lower bound)",
+                _listed(list(flags.saturated)),
+            )
+        )
+    if flags.recorded_saturation or flags.lost:
+        facts.append(
+            (
+                "trials over meter.max_lost_fraction (energy bridged across gaps)",
+                _listed(list(flags.lost)),
+            )
+        )
     if "window_source" in ok:
         sources = Counter(str(v) for v in ok["window_source"] if v)
         facts.append(

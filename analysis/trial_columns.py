@@ -19,6 +19,15 @@ from dataclasses import dataclass
 from agent.h2.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, SPECS
 
+MAX_SATURATED_FRACTION = 0.0
+"""The config's default `meter.max_saturated_fraction`: a trial with more of its `samples` than
+this clipped at the meter's full scale is flagged, its energy a lower bound. Any clipped
+sample reads less than the load drew, so by default one is enough."""
+MAX_LOST_FRACTION = 0.01
+"""The config's default `meter.max_lost_fraction`: a trial that lost more than this share of
+its window's samples (`samples_lost` of `samples + samples_lost`) is flagged, its energy
+bridged across the gaps. An old run's manifest has neither key: these stand in."""
+
 SOURCES = ("trial", "point", "client", "server", "power", "energy")
 """What a trial's cells come from, as a column's `source` names them: the planned trial, its
 grid point (the controller's TrialPoint), the client's and the server's trial records (JSON
@@ -275,6 +284,14 @@ METRIC_COLUMNS: tuple[Column, ...] = (
         "samples missing inside the window (gaps, device drops)",
         numeric=True,
         source="power.samples_lost",
+    ),
+    Column(
+        "samples_saturated",
+        "",
+        "samples inside the window at the meter's full scale (clipped: the energy is a lower "
+        "bound); data/README.md says what counts per source",
+        numeric=True,
+        source="power.samples_saturated",
     ),
     Column(
         "meter_crc_errors",

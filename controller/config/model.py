@@ -19,6 +19,7 @@ from agent.engines import DEFAULT_ENGINE, UnrepresentablePolicy
 from agent.h2.settings import SETTING_SPECS
 from agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS, protocol_spec
 from agent.workloads import DEFAULT_KIND, ParamValue, spec_of
+from analysis.trial_columns import MAX_LOST_FRACTION, MAX_SATURATED_FRACTION
 from controller.config.meter_sources import DEFAULT_SOURCE, MeterSourceSpec
 from controller.config.meter_sources import spec_of as meter_source
 from controller.config.profile import DeviceProfile
@@ -219,6 +220,10 @@ class MeterConfig:
     mode: Ppk2Mode = "ampere"
     supply_mv: int | None = None
     marker_input: int = 0
+    # The shares of a trial's samples clipped at full scale, or lost, above which the report
+    # flags the trial (analysis.trial_columns holds the defaults, for runs that predate them).
+    max_saturated_fraction: float = MAX_SATURATED_FRACTION
+    max_lost_fraction: float = MAX_LOST_FRACTION
 
     @property
     def modelled(self) -> bool:

@@ -423,6 +423,8 @@ SCHEMA: Schema = {
         "mode": choice(PPK2_MODES),
         "supply_mv": optional(integer(*PPK2_SUPPLY_MV)),
         "marker_input": logic_input,
+        "max_saturated_fraction": number(0, 1),
+        "max_lost_fraction": number(0, 1),
     },
     "link": {
         "rate_mbit": optional(number(0, 100_000, low_open=True)),

@@ -87,6 +87,19 @@ class Ina219Calibration(ShuntCalibration):
         """The module's `bus_v`: this chip's bus register layout."""
         return bus_v(bus_registers)
 
+    def saturated(
+        self, shunt_registers: npt.ArrayLike, bus_registers: npt.ArrayLike
+    ) -> npt.NDArray[np.bool_]:
+        """The OVF bit, or a shunt register at the PGA's full scale. The register is checked as
+        well because the datasheet ties OVF to the current and power calculations being out
+        of range, and the firmware leaves those uncalibrated; the register stops at the range
+        whatever the calibration."""
+        limit = round(PGA_RANGE_MV[self.pga] / 1000.0 / SHUNT_LSB_V)
+        counts = np.asarray(shunt_registers, dtype=np.uint16).view(np.int16).astype(np.int32)
+        at_limit = (np.abs(counts) >= limit) & (np.asarray(bus_registers) != BUS_FAILED)
+        flagged: npt.NDArray[np.bool_] = overflow(bus_registers) | at_limit
+        return flagged
+
     def facts(self, rate_hz: int) -> dict[str, int | float]:
         """What a run's manifest records of this chip (the rate does not change an INA219's
         configuration)."""

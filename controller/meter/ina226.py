@@ -36,6 +36,7 @@ from controller.meter.ina219 import Ina219Calibration, Ina219Model
 SHUNT_LSB_V = 2.5e-6
 BUS_LSB_V = 1.25e-3
 SHUNT_RANGE_V = 32768 * SHUNT_LSB_V  # 81.92 mV
+SHUNT_FULL_SCALE = 0x7FFF  # the shunt register's largest value; 0x8000 is its most negative
 BUS_FAILED = 0xFFFF  # the firmware's mark for a chip that did not answer or is no INA226
 ADDRESSES = (0x40, 0x41, 0x42, 0x43)
 MANUFACTURER_ID = 0x5449  # register 0xFE: "TI"
@@ -129,6 +130,16 @@ class Ina226Calibration(ShuntCalibration):
     def bus_v(self, bus_registers: npt.ArrayLike) -> FloatArray:
         """The module's `bus_v`: this chip's bus register layout."""
         return bus_v(bus_registers)
+
+    def saturated(
+        self, shunt_registers: npt.ArrayLike, bus_registers: npt.ArrayLike
+    ) -> npt.NDArray[np.bool_]:
+        """A shunt register at +-81.92 mV (0x7FFF or 0x8000), where the chip's ADC stops: the
+        OVF flag lives in register 0x06, which the firmware does not send."""
+        raw = np.asarray(shunt_registers, dtype=np.uint16)
+        at_limit = (raw == SHUNT_FULL_SCALE) | (raw == SHUNT_FULL_SCALE + 1)
+        flagged: npt.NDArray[np.bool_] = at_limit & (np.asarray(bus_registers) != BUS_FAILED)
+        return flagged
 
     def facts(self, rate_hz: int) -> dict[str, int | float | None]:
         """What a run's manifest records of this chip: its shunt and the configuration the

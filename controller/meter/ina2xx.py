@@ -36,6 +36,13 @@ class ShuntCalibration:
     def bus_v(self, bus_registers: npt.ArrayLike) -> FloatArray:
         raise NotImplementedError
 
+    def saturated(
+        self, shunt_registers: npt.ArrayLike, bus_registers: npt.ArrayLike
+    ) -> npt.NDArray[np.bool_]:
+        """Per sample: the shunt voltage was outside the chip's range, so the current read is
+        clipped (False where the chip did not answer: that sample is missing, not clipped)."""
+        raise NotImplementedError
+
     @property
     def current_step_a(self) -> float:
         """One LSB of the shunt register, in amps: the current resolution."""

@@ -29,6 +29,10 @@ class PowerWindow:
     samples_lost: int
     crc_errors: int
     frame_gaps: int
+    # Samples inside the window that read at the meter's full scale (an ADC at its rail, an
+    # INA2xx overflow or a shunt register at its limit, a PPK2 at the top of its top range):
+    # clipped, so the window's energy is at most what the load drew.
+    samples_saturated: int
     # Why a window with marker edges in its stream still went by the clock ("" otherwise).
     clock_reason: str = ""
 

@@ -21,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from analysis.energy import window_samples
 from controller.config.model import MeterConfig
 from controller.errors import MeterError
 from controller.sweep.errors import MeterLost
@@ -36,6 +37,7 @@ __all__ = [
     "Tap",
     "TapRequest",
     "open_tap",
+    "saturated_in",
 ]
 
 # Frames considered when mapping a clock span to sample indices: recent enough that the board's
@@ -125,6 +127,17 @@ class _Span(Generic[_Rest]):
 
     trace: tuple[FloatArray, FloatArray, float, float]
     rest: _Rest
+
+
+def saturated_in(
+    trace: tuple[FloatArray, FloatArray, float, float], clipped: npt.NDArray[np.bool_]
+) -> int:
+    """How many of a window's clipped samples (`clipped`: beside the trace's samples) its
+    energy depends on: of the samples its row's `samples` counts, so the two compare."""
+    t_s, _power_mw, start_s, end_s = trace
+    if len(t_s) < 2 or start_s < t_s[0] or end_s > t_s[-1]:
+        return 0  # no energy either: the trace does not cover the window
+    return int(np.count_nonzero(clipped[window_samples(t_s, start_s, end_s)]))
 
 
 class StreamTap(Generic[_Rest]):

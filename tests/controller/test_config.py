@@ -530,6 +530,11 @@ KEY_ERRORS = [
     ),
     ("[meter]\nshunt_ohm = 0", "meter.shunt_ohm: 0 is outside (0, 100]"),
     (
+        "[meter]\nmax_saturated_fraction = 1.5",
+        "meter.max_saturated_fraction: 1.5 is outside [0, 1]",
+    ),
+    ("[meter]\nmax_lost_fraction = -0.1", "meter.max_lost_fraction: -0.1 is outside [0, 1]"),
+    (
         "[meter.channels]\nrouter = 1",
         "meter.channels.router: unknown node role (known: client, server)",
     ),

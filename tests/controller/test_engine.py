@@ -97,7 +97,7 @@ class ConstantMeter:
     ) -> PowerWindow:
         start, end = start_wall_ns / 1e9 - before_s, end_wall_ns / 1e9 + after_s
         t = np.arange(start - 0.01, end + 0.01, 0.001)
-        return PowerWindow(t, np.full_like(t, POWER_MW), start, end, "clock", 0, 0, 0)
+        return PowerWindow(t, np.full_like(t, POWER_MW), start, end, "clock", 0, 0, 0, 0)
 
     def health(self) -> tuple[float, int, int, int]:
         return (1000.0, 0, 0, 0)

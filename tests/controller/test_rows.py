@@ -33,7 +33,7 @@ AXES = ("initial_window_size",)
 TRIAL = PlannedTrial(
     "g001p01r01", 4, 0, 1, Config().point((("initial_window_size", 4096),)), probe=(1, 1)
 )
-POWER = PowerWindow(np.zeros(3), np.zeros(3), 0.25, 0.75, "marker", 1, 2, 3)
+POWER = PowerWindow(np.zeros(3), np.zeros(3), 0.25, 0.75, "marker", 1, 2, 3, 4)
 ENERGY = WindowEnergy(1.0, 0.5, 2.0, 0.5, 40)
 
 
@@ -97,10 +97,12 @@ def test_a_trial_with_every_part_fills_every_declared_column() -> None:
     assert (row["trial_id"], row["order_index"], row["repetition"]) == ("g001p01r01", 4, 1)
     assert (row["client_response_s"], row["server_serve_s"]) == (0.5, 0.4)
     assert (row["window_source"], row["meter_frame_gaps"], row["samples"]) == ("marker", 3, 40)
+    assert (row["samples_lost"], row["samples_saturated"]) == (1, 4)
     assert row["initial_window_size"] == 4096
 
 
 def test_a_failed_trial_has_no_cells_of_the_parts_it_lacks() -> None:
     row = trial_row(TRIAL, 1, error="timeout", client=None, server=None, power=None, energy=None)
     assert row["status"] == "failed" and row["error"] == "timeout"
-    assert not {"client_response_s", "server_cpu_s", "window_s", "samples_lost"} & set(row)
+    meter = {"samples_lost", "samples_saturated"}
+    assert not {"client_response_s", "server_cpu_s", "window_s", *meter} & set(row)

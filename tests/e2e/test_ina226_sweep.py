@@ -81,6 +81,7 @@ def test_an_ina226_sweep_measures_the_modelled_energy_within_its_resolution(
     agreement = []
     for row in rows:
         assert row["window_source"] == "marker" and int(row["samples_lost"]) == 0
+        assert int(row["samples_saturated"]) == 0  # 4.1 A of range at 0.02 ohm
         start = float(row["window_start_s"])
         window_s = float(row["window_s"])
         exact = energy_in_window(indices / rate, truth, start, start + window_s).energy_mj
@@ -106,3 +107,44 @@ def test_an_ina226_sweep_measures_the_modelled_energy_within_its_resolution(
     )
     assert report.returncode == 0, report.stdout + report.stderr
     assert (run / "report" / "report.md").exists()
+
+
+def test_a_load_past_the_ina226s_range_is_counted_saturated_and_flagged(
+    tmp_path: Path,
+    simavr_buildable: None,  # noqa: F811
+) -> None:
+    """A 1 ohm shunt (a microcontroller's) in front of the modelled Pi: 81.92 mV is 82 mA, far
+    under its idle draw, so the simulated chip's shunt register sits at full scale all the
+    time. Every trial counts its samples saturated, and the report's first screen says their
+    energy is a lower bound."""
+    result = subprocess.run(
+        [*H2IOT, "sweep", str(CONFIG), "--no-dashboard", "--out", str(tmp_path), *SMALL,
+         "--set", "run.repetitions=1", "--set", "sweep.initial_window_size=[65535]",
+         "--set", "meter.shunt_ohm=1.0"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    with (run / "trials.csv").open() as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["status"] == "ok"
+    assert 0 < int(row["samples_saturated"]) <= int(row["samples"])
+    assert int(row["samples_lost"]) == 0
+
+    report = subprocess.run(
+        [*H2IOT, "report", str(run)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert report.returncode == 0, report.stdout + report.stderr
+    text = (run / "report" / "report.md").read_text()
+    first_screen = text[: text.index("\n## ")]
+    trial = row["trial_id"]
+    assert (
+        f"1 of 1 trials had samples at the meter's full scale ({trial}): their energy is a "
+        "lower bound (Trials)." in first_screen
+    )
+    assert (
+        f"| trials over meter.max_saturated_fraction (energy a lower bound) | 1 ({trial}) |" in text
+    )

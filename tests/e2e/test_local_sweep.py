@@ -81,7 +81,7 @@ def test_local_sweep_records_every_trial_with_energy_matching_the_ground_truth(
     measured_total = exact_total = 0.0
     for row in rows:
         assert row["window_source"] == "marker"
-        assert int(row["samples_lost"]) == 0
+        assert int(row["samples_lost"]) == int(row["samples_saturated"]) == 0
         start = float(row["window_start_s"])
         end = start + float(row["window_s"])
         indices = np.arange(len(truth))

@@ -77,6 +77,7 @@ def test_the_local_default_on_the_emulated_ppk2_agrees_with_its_ground_truth(
     for row in rows:
         assert row["window_source"] == "marker", row["trial_id"]
         assert int(row["samples_lost"]) == int(row["meter_frame_gaps"]) == 0
+        assert int(row["samples_saturated"]) == 0  # a Pi-class load, far under range 4's top
         start_s, window_s = float(row["window_start_s"]), float(row["window_s"])
         # Cut by D0 edges: both ends fall on a 100 kS/s stream index, not on a host clock.
         for edge in (start_s * SAMPLE_RATE_HZ, (start_s + window_s) * SAMPLE_RATE_HZ):

@@ -35,6 +35,7 @@ METER_COLUMNS = {
     "window_source",
     "samples",
     "samples_lost",
+    "samples_saturated",
     "meter_crc_errors",
     "meter_frame_gaps",
 }
@@ -209,7 +210,8 @@ def test_each_trial_gets_the_energy_written_into_the_recording(tmp_path: Path, c
         assert float(row["mean_power_mw"]) == pytest.approx(energy / window_s, rel=1e-6)
         assert row["window_source"] == "marker"
         assert int(row["samples"]) == pulse[1] - pulse[0] + 1
-        assert row["samples_lost"] == row["meter_crc_errors"] == row["meter_frame_gaps"] == "0"
+        assert row["samples_lost"] == row["samples_saturated"] == row["meter_crc_errors"] == "0"
+        assert row["meter_frame_gaps"] == "0"
         # Nothing but the meter's columns changed.
         assert {k: v for k, v in row.items() if k not in METER_COLUMNS} == {
             k: v for k, v in old.items() if k not in METER_COLUMNS
@@ -374,11 +376,13 @@ def test_the_idle_power_can_be_given_when_the_recording_started_late(
     assert manifest["idle_baseline"] == {"mean_mw": 1000.0, "source": "--idle-mw"}
 
 
-def test_lost_samples_are_counted_and_bridged(tmp_path: Path) -> None:
+def test_nan_current_beside_a_voltage_is_counted_saturated_and_bridged(tmp_path: Path) -> None:
+    """The instrument's own NaN in the current (the voltage measured): not a drop, which
+    leaves every signal NaN (the test below), so counted in samples_saturated."""
     run = make_run(tmp_path / "run", ATTEMPTS[:2])
     pulses = _pulses(ATTEMPTS[:2])
     current, voltage = _waveforms(ATTEMPTS[:2], pulses)
-    gap = np.arange(pulses[1][0] + 1000, pulses[1][0] + 1500)  # 500 samples the UI dropped
+    gap = np.arange(pulses[1][0] + 1000, pulses[1][0] + 1500)  # 500 samples left unmeasured
 
     def holed(indices: np.ndarray) -> np.ndarray:
         values = current(indices)
@@ -389,7 +393,10 @@ def test_lost_samples_are_counted_and_bridged(tmp_path: Path) -> None:
                     layout=Layout(signals=("current", "voltage", "gpi[0]")))  # fmt: skip
     import_recording(run, path, sweep_rules())
     rows = _rows(run)
-    assert rows[0]["samples_lost"] == "0" and rows[1]["samples_lost"] == "500"
+    assert [(r["samples_lost"], r["samples_saturated"]) for r in rows] == [
+        ("0", "0"),
+        ("0", "500"),
+    ]
     assert int(rows[1]["samples"]) == pulses[1][1] - pulses[1][0] + 1 - 500
     # The current was flat across the gap: bridging it loses nothing.
     assert float(rows[1]["energy_mj"]) == pytest.approx(
@@ -406,6 +413,7 @@ def test_a_pulse_spanning_a_drop_is_one_pulse_its_dropped_samples_lost(tmp_path:
     import_recording(run, recording, sweep_rules())
     rows = _rows(run)
     assert [r["samples_lost"] for r in rows] == ["0", "504", "0", "0"]
+    assert [r["samples_saturated"] for r in rows] == ["0"] * 4
     meter = json.loads((run / "manifest.json").read_text())["meter"]
     assert (meter["pulses"], meter["drops"], meter["samples_dropped"]) == (4, 1, 504)
     assert float(rows[1]["window_s"]) == pytest.approx(ATTEMPTS[1].duration_s, abs=1e-6)

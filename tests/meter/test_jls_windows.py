@@ -67,6 +67,24 @@ def test_lost_samples_are_bridged_from_their_neighbours_and_counted(values, data
     assert total.samples == len(kept)
 
 
+def test_samples_the_instrument_marked_are_bridged_as_lost_ones_but_counted_saturated() -> None:
+    """A NaN current beside a measured voltage (`clipped`) is the instrument's mark, not a drop:
+    the same energy as if it were lost, counted apart; a NaN not marked stays lost."""
+    power = np.linspace(1000.0, 2000.0, 50)
+    holed = power.copy()
+    holed[[10, 11, 30]] = np.nan
+    clipped = np.zeros(50, dtype=bool)
+    clipped[[10, 11, 40]] = True  # 40 is a number: a mark on a measured sample counts nothing
+    as_lost = window_total(fold_power(EnergyFold.over(5, 45), holed, 0), RATE)
+    fold = EnergyFold.over(5, 45)
+    fold = fold_power(fold, holed[:20], 0, clipped[:20])
+    marked = window_total(fold_power(fold, holed[20:], 20, clipped[20:]), RATE)
+    assert marked.energy_mj == pytest.approx(as_lost.energy_mj, rel=1e-12)
+    assert (as_lost.samples_lost, as_lost.samples_saturated) == (3, 0)
+    assert (marked.samples_lost, marked.samples_saturated) == (1, 2)
+    assert marked.samples == as_lost.samples == 41 - 3
+
+
 def test_chunks_beyond_the_window_count_nothing() -> None:
     power = np.full(100, 2000.0)  # 2 W
     fold = fold_power(EnergyFold.over(40, 60), power[:30], 0)
@@ -78,7 +96,7 @@ def test_chunks_beyond_the_window_count_nothing() -> None:
 
 def test_a_window_with_no_valid_sample_has_no_energy() -> None:
     power = np.full(10, np.nan)
-    with pytest.raises(ValueError, match=r"no valid sample in 2\.\.5 \(4 lost\)"):
+    with pytest.raises(ValueError, match=r"in 2\.\.5 \(4 lost, 0 marked unmeasured\)"):
         window_total(fold_power(EnergyFold.over(2, 5), power, 0), RATE)
 
 

@@ -173,6 +173,18 @@ class Recording:
         values: F64 = np.asarray(self._fsr(self.signals[name], first, length), dtype=np.float64)
         return np.isnan(values)
 
+    def clipped(self, first: int, length: int) -> npt.NDArray[np.bool_]:
+        """Which of the samples [first, first + length) the instrument itself left unmeasured:
+        NaN current beside a voltage, where a drop (a skip in the sample ids) leaves every
+        signal NaN. None can be told apart in a recording of power alone."""
+        have = self.signals
+        if "current" not in have or "voltage" not in have:
+            return np.zeros(length, dtype=bool)
+        current = np.asarray(self._fsr(have["current"], first, length), dtype=np.float64)
+        voltage = np.asarray(self._fsr(have["voltage"], first, length), dtype=np.float64)
+        marked: npt.NDArray[np.bool_] = np.isnan(current) & np.isfinite(voltage)
+        return marked
+
     def _bits_by_statistics(self, signal: Signal, first: int, length: int) -> U8:
         try:
             stats = self._reader.fsr_statistics(signal.signal_id, signal.offset + first, 1, length)

@@ -76,6 +76,7 @@ class TrialWindow:
     source: Literal["marker"] = "marker"
     crc_errors: int = 0
     frame_gaps: int = 0
+    samples_saturated: int = 0  # NaN current the instrument wrote (windows.py)
 
 
 class IdleVerdict(Protocol):
@@ -408,7 +409,9 @@ def _trace(
     at: list[F64] = []
     means: list[F64] = []
     for index, power in recording.power_chunks(first, end, chunk):
-        fold = fold_power(fold, power, index)
+        # Which NaNs the instrument wrote, read again only where there are any.
+        clipped = recording.clipped(index, len(power)) if np.isnan(power).any() else None
+        fold = fold_power(fold, power, index, clipped)
         centres, mean = bin_means(power, index, bin_samples)
         at.append(centres)
         means.append(mean)
@@ -422,7 +425,9 @@ def _trace(
     t_s = np.concatenate(at) / rate if at else np.empty(0)
     power_mw = np.concatenate(means) if means else np.empty(0)
     start_s, end_s = pulse.start_index / rate, pulse.end_index / rate
-    window = TrialWindow(t_s, power_mw, start_s, end_s, total.samples_lost)
+    window = TrialWindow(
+        t_s, power_mw, start_s, end_s, total.samples_lost, samples_saturated=total.samples_saturated
+    )
     duration = total.duration_s
     energy = WindowEnergy(
         energy_mj=total.energy_mj,

@@ -8,8 +8,10 @@ so that a trial of minutes at 1 MS/s never sits in memory whole.
 
 A sample the recording lacks (pyjls gives NaN where the UI dropped samples) is counted as lost
 and bridged linearly from its neighbours, as the live meters' integration bridges a missing
-bin; at a window's edge the nearest sample's power stands in. Nothing is invented beyond that,
-and a window with no sample at all has no energy.
+bin; at a window's edge the nearest sample's power stands in. A sample the instrument itself
+marked unmeasured (NaN current beside a voltage: `Recording.clipped`) is bridged the same way
+but counted as saturated, not lost. Nothing is invented beyond that, and a window with no
+sample at all has no energy.
 
 The trace stored for a trial is downsampled as the PPK2's live store keeps its samples: means
 over bins of `bin_samples` recording indices, aligned to the recording (bin b covers indices
@@ -41,6 +43,7 @@ class EnergyFold:
     last_mw: float = 0.0
     valid: int = 0
     lost: int = 0
+    saturated: int = 0
 
     @classmethod
     def over(cls, start_index: int, end_index: int) -> EnergyFold:
@@ -49,9 +52,15 @@ class EnergyFold:
         return cls(start_index, end_index, next_index=start_index)
 
 
-def fold_power(fold: EnergyFold, power_mw: F64, first_index: int) -> EnergyFold:
+def fold_power(
+    fold: EnergyFold,
+    power_mw: F64,
+    first_index: int,
+    clipped: npt.NDArray[np.bool_] | None = None,
+) -> EnergyFold:
     """`fold` after the samples `power_mw` from `first_index` on; chunks come in order and may
-    reach beyond the window on either side (only its samples count)."""
+    reach beyond the window on either side (only its samples count). `clipped` (beside
+    `power_mw`): which NaN samples the instrument marked, counted saturated rather than lost."""
     end = first_index + len(power_mw)
     lo = max(first_index, fold.next_index)
     hi = min(end, fold.end_index + 1)
@@ -61,9 +70,19 @@ def fold_power(fold: EnergyFold, power_mw: F64, first_index: int) -> EnergyFold:
         return fold
     values = np.asarray(power_mw[lo - first_index : hi - first_index], dtype=np.float64)
     finite = np.isfinite(values)
+    marked = (
+        np.zeros(finite.size, dtype=bool)
+        if clipped is None
+        else clipped[lo - first_index : hi - first_index] & ~finite
+    )
     indices = np.flatnonzero(finite) + lo
     values = values[finite]
-    moved = replace(fold, next_index=hi, lost=fold.lost + int(np.count_nonzero(~finite)))
+    moved = replace(
+        fold,
+        next_index=hi,
+        lost=fold.lost + int(np.count_nonzero(~finite & ~marked)),
+        saturated=fold.saturated + int(np.count_nonzero(marked)),
+    )
     if len(indices) == 0:
         return moved
     if fold.last_valid is not None:
@@ -94,6 +113,7 @@ class WindowTotal:
     duration_s: float
     samples: int  # valid samples inside the window, both edges included
     samples_lost: int
+    samples_saturated: int
 
 
 def window_total(fold: EnergyFold, rate_hz: float) -> WindowTotal:
@@ -105,7 +125,8 @@ def window_total(fold: EnergyFold, rate_hz: float) -> WindowTotal:
         )
     if fold.first_valid is None or fold.last_valid is None:
         raise ValueError(
-            f"no valid sample in {fold.start_index}..{fold.end_index} ({fold.lost} lost)"
+            f"no valid sample in {fold.start_index}..{fold.end_index} "
+            f"({fold.lost} lost, {fold.saturated} marked unmeasured)"
         )
     edges = (fold.first_valid - fold.start_index) * fold.first_mw + (
         fold.end_index - fold.last_valid
@@ -115,6 +136,7 @@ def window_total(fold: EnergyFold, rate_hz: float) -> WindowTotal:
         duration_s=(fold.end_index - fold.start_index) / rate_hz,
         samples=fold.valid,
         samples_lost=fold.lost,
+        samples_saturated=fold.saturated,
     )
 
 

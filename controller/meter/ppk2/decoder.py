@@ -98,12 +98,15 @@ class Ppk2Block:
     `resync_skipped_bytes`: each realignment after a framing slip, the position of the first
     sample kept after it and the bytes skipped to reach it (the dropped words' included).
     `skipped_bytes` is every byte this feed discarded (resyncs, the first alignment, flush).
+    `saturated`: per sample, its code is the top of the top range (ADC_MAX in range 4), where
+    the device reads any larger current too.
     """
 
     current_ua: F64
     logic: U8  # D0 (bit 0, the trial marker line) .. D7
     counter: U8
     meas_range: U8
+    saturated: NDArray[np.bool_]
     index: I64
     gap_at: I64
     gap_lost: I64
@@ -408,6 +411,7 @@ class Ppk2Decoder:
             logic=logic,
             counter=counter,
             meas_range=meas_range,
+            saturated=(meas_range == TOP_RANGE) & (adc == ADC_MAX),
             index=index,
             gap_at=gap_at,
             gap_lost=gap_lost,

@@ -4,7 +4,8 @@ The PPK2 streams 100 kS/s; a sweep's windows need far less (the config's `meter.
 1000 by default), and keeping every sample (current, index, logic: 17 B each, 1.7 MB/s)
 would fill a laptop's memory in an hour-long sweep. So samples are averaged into bins of
 `SAMPLE_RATE_HZ // rate_hz` stream indices (bin b covers indices [b*k, (b+1)*k), aligned to
-the stream, not to arrival), 12 B per bin, while what must stay exact is kept at full rate:
+the stream, not to arrival), 24 B per bin (the sum, the samples and how many of them were
+clipped at the top of the top range), while what must stay exact is kept at full rate:
 marker edges (a change of the marker bit, at the stream index of the first sample after it),
 counter gaps and resyncs (at the index of the first sample after them). A bin missing some of
 its samples is the mean of those that arrived; one with none is left out. Nothing is repaired:
@@ -40,6 +41,7 @@ class Ppk2Window:
     t_s: F64
     current_ua: F64
     samples_lost: int  # counted by counter gaps inside the span
+    saturated: I64  # per bin kept: its samples at the top of the top range
     gaps: int
     resyncs: int
 
@@ -66,6 +68,7 @@ class Ppk2Store:
         self._lock = threading.Lock()
         self._sum: F64 = np.zeros(4096)
         self._count: I64 = np.zeros(4096, dtype=np.int64)
+        self._saturated: I64 = np.zeros(4096, dtype=np.int64)
         self._next_index = 0
         self._level: int | None = None
         self._edges: list[Ppk2Edge] = []
@@ -91,6 +94,7 @@ class Ppk2Store:
             self._grow(int(bins[-1]) + 1)
             np.add.at(self._sum, bins, block.current_ua)
             np.add.at(self._count, bins, 1)
+            np.add.at(self._saturated, bins[block.saturated], 1)
             level = (block.logic & self._mask) != 0
             before = np.empty(level.size, dtype=np.bool_)
             before[0] = level[0] if self._level is None else bool(self._level)
@@ -124,6 +128,7 @@ class Ppk2Store:
             lo = max(0, first_index // k)
             hi = min(-(-end_index // k), -(-self._next_index // k))
             counts = self._count[lo:hi] if hi > lo else np.zeros(0, dtype=np.int64)
+            saturated = self._saturated[lo:hi] if hi > lo else np.zeros(0, dtype=np.int64)
             sums = self._sum[lo:hi] if hi > lo else np.zeros(0)
             keep = counts > 0
             bins = np.arange(lo, lo + counts.size, dtype=np.float64)[keep]
@@ -134,6 +139,7 @@ class Ppk2Store:
                 t_s=(bins * k + (k - 1) / 2) / SAMPLE_RATE_HZ,
                 current_ua=sums[keep] / counts[keep],
                 samples_lost=int(np.array(self._gap_lost, dtype=np.int64)[inside].sum()),
+                saturated=saturated[keep],
                 gaps=int(inside.sum()),
                 resyncs=int(((resyncs >= first_index) & (resyncs < end_index)).sum()),
             )
@@ -142,6 +148,6 @@ class Ppk2Store:
         if bins > self._sum.size:
             size = max(2 * self._sum.size, bins)
             self._sum = np.concatenate([self._sum, np.zeros(size - self._sum.size)])
-            self._count = np.concatenate(
-                [self._count, np.zeros(size - self._count.size, dtype=np.int64)]
-            )
+            grown = np.zeros(size - self._count.size, dtype=np.int64)
+            self._count = np.concatenate([self._count, grown])
+            self._saturated = np.concatenate([self._saturated, grown])

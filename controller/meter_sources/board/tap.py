@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from controller.config.channels import (
     i2c_address,
@@ -34,6 +35,7 @@ from controller.sweep.meter_tap import (
     SampleSource,
     StreamTap,
     TapRequest,
+    saturated_in,
 )
 
 __all__ = ["MeterTap", "open_board_tap"]
@@ -51,7 +53,16 @@ class _Counters:
         return cls(stats.crc_failures, stats.frames_missed)
 
 
-class MeterTap(StreamTap[int]):
+@dataclass(frozen=True)
+class _Unread:
+    """What a window's samples did not measure: how many never arrived (or an INA2xx did not
+    answer them), and which of those that did arrived clipped at the channel's full scale."""
+
+    lost: int
+    clipped: npt.NDArray[np.bool_]  # beside the samples returned
+
+
+class MeterTap(StreamTap[_Unread]):
     session: MeterSession
 
     def __init__(
@@ -76,6 +87,7 @@ class MeterTap(StreamTap[int]):
         self.calibration = calibration
         self.analog_input = analog_input
         self.rate_hz = float(info.sample_rate_hz)
+        self._adc_top = (1 << info.adc_bits) - 1  # the ADC's upper rail, as INFO gives its bits
         self.ina219 = ina219
         channels = channels_of_mask(info.channel_mask)
         if ina219 is not None:
@@ -156,9 +168,10 @@ class MeterTap(StreamTap[int]):
         return PowerWindow(
             *span.trace,
             source=source,
-            samples_lost=span.rest,
+            samples_lost=span.rest.lost,
             crc_errors=counters.crc_failures - self._counters.crc_failures,
             frame_gaps=counters.frames_missed - self._counters.frames_missed,
+            samples_saturated=saturated_in(span.trace, span.rest.clipped),
             clock_reason=reason,
         )
 
@@ -183,18 +196,22 @@ class MeterTap(StreamTap[int]):
             return None
         return float(edges[0]), float(edges[1])
 
-    def _power(self, first: int, end: int) -> tuple[FloatArray, FloatArray, int]:
+    def _power(self, first: int, end: int) -> tuple[FloatArray, FloatArray, _Unread]:
         window = self.session.samples.window(first, end)
         t_s = window.indices.astype(np.float64) / self.rate_hz
         if self.ina219 is not None:
-            values = window.values
-            power = self.ina219.power_mw(values[:, self.column], values[:, self.column + 1])
+            shunt, bus = window.values[:, self.column], window.values[:, self.column + 1]
+            power = self.ina219.power_mw(shunt, bus)
             answered = np.isfinite(power)  # a sample the INA219 did not answer is missing
             missing = window.missing + int((~answered).sum())
-            return t_s[answered], power[answered], missing
+            clipped = self.ina219.saturated(shunt, bus)[answered]
+            return t_s[answered], power[answered], _Unread(missing, clipped)
         codes = window.values[:, self.column]
         power_mw = self.calibration.power_mw(codes, self.analog_input)
-        return t_s, np.asarray(power_mw, dtype=np.float64), window.missing
+        # An ACS712's output beyond the ADC's range reads as a rail (a current past the
+        # sensor's span, or an offset that pushed it there).
+        clipped = (codes == 0) | (codes >= self._adc_top)
+        return t_s, np.asarray(power_mw, dtype=np.float64), _Unread(window.missing, clipped)
 
 
 def _calibration(meter: MeterConfig, inputs: tuple[int, ...]) -> Calibration:

@@ -26,6 +26,7 @@ from controller.sweep.meter_tap import (
     SampleSource,
     StreamTap,
     TapRequest,
+    saturated_in,
 )
 
 __all__ = ["Ppk2Tap", "open_ppk2_tap", "ppk2_supply"]
@@ -113,6 +114,8 @@ class Ppk2Tap(StreamTap[Ppk2Window]):
             samples_lost=window.samples_lost,
             crc_errors=window.resyncs,
             frame_gaps=window.gaps,
+            # A bin is a sample of the trace: clipped when any sample averaged into it was.
+            samples_saturated=saturated_in(span.trace, window.saturated > 0),
             clock_reason=reason,
         )
 

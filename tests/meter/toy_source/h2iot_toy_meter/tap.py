@@ -63,7 +63,7 @@ class ToyTap:
             end_s = (end_wall_ns - wall_minus_mono) / 1e9
         start_s, end_s = start_s - before_s, end_s + after_s
         t_s, power_mw = self._samples(start_s, end_s)
-        return PowerWindow(t_s, power_mw, start_s, end_s, source, 0, 0, 0)
+        return PowerWindow(t_s, power_mw, start_s, end_s, source, 0, 0, 0, 0)
 
     def health(self) -> tuple[float, int, int, int]:
         return float(RATE_HZ), 0, 0, 0
