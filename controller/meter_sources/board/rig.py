@@ -24,13 +24,13 @@ from controller.config.model import (
     Config,
 )
 from controller.errors import ControllerError, MeterError
-from controller.meter.calibration import Calibration, nominal
 from controller.meter.ina226 import i2c_calibration
 from controller.meter.modelled_device import build_device
 from controller.meter.protocol import PROTOCOL_VERSION, Info, channels_of_mask
 from controller.meter.samples import SampleWindow
 from controller.meter.session import MeterSession, first_pulse
 from controller.meter_sources.board import checks as board_checks
+from controller.meter_sources.board.resolution import board_calibration
 from controller.nodes.wheel import project_root
 from controller.rig import checks
 from controller.rig.bench import Emit, Nodes, marker_fifo, port_check, pulse_marker, serving, watch
@@ -119,11 +119,7 @@ def _check_session(
             frames_missed=health.frames_missed,
         )
     )
-    calibration = (
-        Calibration.load(meter.calibration)
-        if meter.calibration is not None
-        else nominal(analog or (0,), meter.sensor, meter.supply_v)
-    )
+    calibration = board_calibration(meter)
     midscale = (1 << (info.adc_bits - 1)) - 0.5
     columns = {n: column for column, n in enumerate(info.channels)}
     for role, channel in meter.channels:
