@@ -102,8 +102,8 @@ def _median(run: Run, column: str) -> float | None:
 
 
 def _current(ua: float) -> str:
-    """A current in the unit that keeps it readable (26.39 mA, 43.51 uA, 0.5 nA)."""
-    for scale, unit in ((1e3, "mA"), (1.0, "uA")):
+    """A current in the unit that keeps it readable (5 A, 26.39 mA, 43.51 uA, 0.5 nA)."""
+    for scale, unit in ((1e6, "A"), (1e3, "mA"), (1.0, "uA")):
         if abs(ua) >= scale:
             return f"{ua / scale:.4g} {unit}"
     return f"{ua * 1e3:.4g} nA"
@@ -126,6 +126,45 @@ def _range_step(resolution: Mapping[str, Any], current_ua: float | None) -> tupl
     top = steps[-1][0]
     assert top is not None
     return top, f" (range {len(steps) - 1}, the top one)"
+
+
+def _sight(resolution: Mapping[str, Any], supply_v: float) -> list[tuple[str, str]]:
+    """What else the meter states it can see: its noise, full scale, voltage and conversion time,
+    a row each ("not recorded" for a run from before meters stated them)."""
+    unrecorded = "not recorded (a run from before meters stated it)"
+    if "noise_ua" not in resolution:
+        return [
+            (label, unrecorded)
+            for label in ("noise (rms a sample)", "full scale", "voltage", "conversion time")
+        ]
+    basis = str(resolution.get("noise_basis") or "unstated")
+    noise = _positive(resolution.get("noise_ua"))
+    rate = _positive(resolution.get("sample_rate_hz"))
+    at_rate = f" at {_number(rate, 6)} samples/s" if rate is not None else ""
+    full_scale = _positive(resolution.get("full_scale_ua"))
+    conversion = _positive(resolution.get("conversion_us"))
+    bandwidth = _positive(resolution.get("bandwidth_hz"))
+    voltage = str(resolution.get("voltage") or "unstated")
+    return [
+        (
+            "noise (rms a sample)",
+            f"not stated: {basis}"
+            if noise is None
+            else f"{_current(noise)}, {_number(noise * supply_v / 1000)} mW{at_rate}: {basis}",
+        ),
+        (
+            "full scale",
+            "not stated"
+            if full_scale is None
+            else f"{_current(full_scale)}, {_number(full_scale * supply_v / 1000)} mW",
+        ),
+        ("voltage", f"assumed {_number(supply_v)} V" if voltage == "assumed" else voltage),
+        (
+            "conversion time",
+            ("not stated" if conversion is None else f"{_number(conversion)} us")
+            + ("" if bandwidth is None else f"; bandwidth {_number(bandwidth / 1e3)} kHz"),
+        ),
+    ]
 
 
 def meter_facts(run: Run) -> list[tuple[str, str]]:
@@ -170,6 +209,7 @@ def meter_facts(run: Run) -> list[tuple[str, str]]:
         ("resolution (current per step)", f"{_current(step_ua)}{which}"),
         ("resolution (mW per step)", f"{_number(step_mw)} at {_number(supply)} V"),
         ("resolution from", str(resolution.get("basis") or "unstated")),
+        *_sight(resolution, supply),
     ]
     window = _median(run, "window_s")
     if window is None:

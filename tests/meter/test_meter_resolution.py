@@ -216,4 +216,8 @@ def test_an_imported_recording_names_the_joulescopes_step_and_the_report_prints_
     assert facts["meter"] == "joulescope"
     assert facts["sample rate (Hz)"] == "1e+06" and facts["trace rate (Hz)"] == "1000"
     assert facts["resolution (current per step)"] == "0.5 nA"
+    assert facts["noise (rms a sample)"].startswith("not stated: joulescope.com states noise")
+    assert facts["full scale"] == "10 A, 5e+04 mW"
+    assert facts["voltage"] == "measured"
+    assert facts["conversion time"] == "0.5 us; bandwidth 300 kHz"
     assert facts["one step over the median trial"].endswith(" steps")
