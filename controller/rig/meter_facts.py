@@ -100,7 +100,9 @@ def headroom_check(config: Config, facts: Resolution, idle_mw: float) -> Check:
         f"{_current(facts.full_scale_ua)}"
     )
     if share >= HEADROOM_SHARE:
-        return Check(name, "warn", detail, "a larger range: a smaller shunt, a larger sensor")
+        return Check(
+            name, "warn", detail, "a larger range: a smaller meter.shunt_ohm, a sensor rated higher"
+        )
     return Check(name, "pass", detail)
 
 
