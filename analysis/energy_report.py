@@ -97,6 +97,45 @@ def _median(run: Run, column: str) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
+def _sight(resolution: Mapping[str, Any], supply_v: float) -> list[tuple[str, str]]:
+    """What else the meter states it can see: its noise, full scale, voltage and conversion time,
+    a row each ("not recorded" for a run from before meters stated them)."""
+    unrecorded = "not recorded (a run from before meters stated it)"
+    if "noise_ua" not in resolution:
+        return [
+            (label, unrecorded)
+            for label in ("noise (rms a sample)", "full scale", "voltage", "conversion time")
+        ]
+    basis = str(resolution.get("noise_basis") or "unstated")
+    noise = positive(resolution.get("noise_ua"))
+    rate = positive(resolution.get("sample_rate_hz"))
+    at_rate = f" at {_number(rate, 6)} samples/s" if rate is not None else ""
+    full_scale = positive(resolution.get("full_scale_ua"))
+    conversion = positive(resolution.get("conversion_us"))
+    bandwidth = positive(resolution.get("bandwidth_hz"))
+    voltage = str(resolution.get("voltage") or "unstated")
+    return [
+        (
+            "noise (rms a sample)",
+            f"not stated: {basis}"
+            if noise is None
+            else f"{current_text(noise)}, {_number(noise * supply_v / 1000)} mW{at_rate}: {basis}",
+        ),
+        (
+            "full scale",
+            "not stated"
+            if full_scale is None
+            else f"{current_text(full_scale)}, {_number(full_scale * supply_v / 1000)} mW",
+        ),
+        ("voltage", f"assumed {_number(supply_v)} V" if voltage == "assumed" else voltage),
+        (
+            "conversion time",
+            ("not stated" if conversion is None else f"{_number(conversion)} us")
+            + ("" if bandwidth is None else f"; bandwidth {_number(bandwidth / 1e3)} kHz"),
+        ),
+    ]
+
+
 def meter_facts(run: Run) -> list[tuple[str, str]]:
     """The meter's source, rate and resolution as the manifest names them, and one step of it
     in mJ over the median trial's window (`controller.meter.resolution` writes the record)."""
@@ -139,6 +178,7 @@ def meter_facts(run: Run) -> list[tuple[str, str]]:
         ("resolution (current per step)", f"{current_text(step_ua)}{which}"),
         ("resolution (mW per step)", f"{_number(step_mw)} at {_number(supply)} V"),
         ("resolution from", str(resolution.get("basis") or "unstated")),
+        *_sight(resolution, supply),
     ]
     window = _median(run, "window_s")
     if window is None:

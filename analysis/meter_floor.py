@@ -26,8 +26,8 @@ def positive(value: Any) -> float | None:
 
 
 def current_text(ua: float) -> str:
-    """A current in the unit that keeps it readable (26.39 mA, 43.51 uA, 0.5 nA)."""
-    for scale, unit in ((1e3, "mA"), (1.0, "uA")):
+    """A current in the unit that keeps it readable (5 A, 26.39 mA, 43.51 uA, 0.5 nA)."""
+    for scale, unit in ((1e6, "A"), (1e3, "mA"), (1.0, "uA")):
         if abs(ua) >= scale:
             return f"{ua / scale:.4g} {unit}"
     return f"{ua * 1e3:.4g} nA"

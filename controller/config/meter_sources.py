@@ -70,6 +70,12 @@ class MeterSourceSpec:
     # A module serving it emulated for `h2iot meter virtual --device NAME` (NAME its name),
     # with `add_options(parser)` and `serve(args) -> int`; None: it has no such device.
     emulator: str | None = None
+    # module:function `(MeterConfig) -> Resolution` (controller.meter.resolution): what the
+    # meter can see (rate, step, noise, full scale, voltage measured or assumed, conversion
+    # time) from the config alone, before any device is opened (a nominal calibration), as
+    # `h2iot rig check` prints it; the tap records the device's own in the manifest. None:
+    # the source states none.
+    facts: str | None = None
     # module:function `(Stack, MeterConfig) -> None` refusing what a config cannot ask of it,
     # naming the key (a light module: the config loads it); None: nothing beyond the schema.
     config_check: str | None = None

@@ -42,6 +42,10 @@ Hence 1 / (7.0 x 1.8) = 0.079. The issue's own measurement points the same way, 
 nghttp2 refilled a 4 KiB window in about 1.4 ms on the study's Pi and in 85 us here, link
 included (1/16). A parameter everywhere (`h2iot nodes calibrate --reference-fraction`)."""
 
+PI3B_PEAK_CURRENT_MA = 730.0
+"""A Pi 3 Model B's supply current at 400 % CPU (`stress --cpu 4`), Pidramble's power benchmarks
+(Jeff Geerling, pidramble.com/wiki/benchmarks/power-consumption); a Pi 3B+ draws 980 mA there."""
+
 
 @dataclass(frozen=True)
 class DeviceProfile:
@@ -59,6 +63,9 @@ class DeviceProfile:
     cpu_period_us: int = 20_000
     cores: int = 1  # this machine's cores the node is pinned to, one per emulated core
     memory_mib: int | None = None
+    # The board's supply current with every core busy, in mA: what the meter's range must hold
+    # (`h2iot rig check` warns near a range's full scale); None: judged from the idle power.
+    peak_current_ma: float | None = None
 
     @property
     def quota_us(self) -> int | None:
@@ -77,7 +84,11 @@ PROFILES: dict[str, DeviceProfile] = {
     # and a quota shared by several cores would let one thread run faster than one Pi core).
     # 1 GiB is the board's RAM; on a real Pi the GPU and the OS take part of it.
     "rpi3b": DeviceProfile(
-        profile="rpi3b", speed_fraction=PI3B_CORE_FRACTION, cpu_period_us=20_000, memory_mib=1024
+        profile="rpi3b",
+        speed_fraction=PI3B_CORE_FRACTION,
+        cpu_period_us=20_000,
+        memory_mib=1024,
+        peak_current_ma=PI3B_PEAK_CURRENT_MA,
     ),
     # Towards RFC 7228's class 2 (about 50 KiB RAM, MCU-class cores at tens to a few hundred MHz):
     # an eighth of a Pi 3B core, and the least memory the Python agent and the nghttp2 tools run

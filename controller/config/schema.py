@@ -277,6 +277,7 @@ _DEVICE: dict[str, Reader] = {
     "cpu_period_us": integer(MIN_PERIOD_US, MAX_PERIOD_US),
     "cores": integer(1, 4096),
     "memory_mib": optional(integer(4, 2**20)),
+    "peak_current_ma": optional(number(0, 100_000, low_open=True)),
 }
 
 

@@ -26,6 +26,7 @@ VERSION = 1
 # Datasheet sensitivities (Allegro ACS712, at Vcc = 5 V) and typical peak-to-peak output noise.
 ACS712_SENSITIVITY_MV_PER_A: Mapping[str, float] = {"5A": 185.0, "20A": 100.0, "30A": 66.0}
 ACS712_NOISE_PP_MV: Mapping[str, float] = {"5A": 21.0, "20A": 11.0, "30A": 7.0}
+ACS712_PP_PER_SIGMA = 6.0  # peak-to-peak noise taken as six standard deviations
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -17,6 +17,7 @@ equation 1 would program, for reference and for the simavr part's tests.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -65,6 +66,10 @@ class Ina219Calibration(ShuntCalibration):
     kind: ClassVar[str] = "ina219"  # the channel kind, as the config and the manifest name it
     shunt_lsb_v: ClassVar[float] = SHUNT_LSB_V
     bus_lsb_v: ClassVar[float] = BUS_LSB_V
+    noise_basis: ClassVar[str] = (
+        "INA219 10 uV LSB's quantisation (LSB / sqrt(12)); TI SBOS448G states no input noise, "
+        "so this is a lower bound"
+    )
 
     def __post_init__(self) -> None:
         if self.address not in ADDRESSES:
@@ -78,6 +83,18 @@ class Ina219Calibration(ShuntCalibration):
     def max_current_a(self) -> float:
         """The largest current the PGA range measures through this shunt."""
         return PGA_RANGE_MV[self.pga] / 1000.0 / self.shunt_ohm
+
+    def conversion_us(self, rate_hz: int) -> float:
+        """How long a new shunt and bus pair takes in the firmware's configuration (whatever
+        the rate)."""
+        del rate_hz
+        return CONVERSION_S * 1e6
+
+    def noise_ua(self, rate_hz: int) -> float:
+        """The rms current noise of one reading: the 10 uV LSB's quantisation (LSB /
+        sqrt(12)) through the shunt, the datasheet giving no input noise (a lower bound)."""
+        del rate_hz
+        return self.current_step_a * 1e6 / math.sqrt(12)
 
     def calibration_register(self) -> int:
         """Datasheet equation 1: trunc(0.04096 / (Current_LSB x R_shunt)), bit 0 clear."""

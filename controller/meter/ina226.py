@@ -18,6 +18,7 @@ equation 1 would program, for reference and for the simavr part's tests.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -45,6 +46,10 @@ CONVERSION_US = (140, 204, 332, 588, 1100, 2116, 4156, 8244)
 AVERAGES = (1, 4, 16, 64, 128, 256, 512, 1024)
 CONFIG_BASE = 0x4007  # bits 14..12 read 100; mode 7: shunt and bus, continuous
 PERIOD_SHARE = 0.9  # of the sample period a result may take: the chip's clock is good to ~10 %
+# Input-referred noise of one shunt conversion, typical at the short conversion times the
+# firmware uses (TI SBOS547A's noise figures: about a microvolt rms); averaging n results
+# lowers it by sqrt(n), longer conversions lower it further.
+INPUT_NOISE_UV = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +116,10 @@ class Ina226Calibration(ShuntCalibration):
     kind: ClassVar[str] = "ina226"  # the channel kind, as the config and the manifest name it
     shunt_lsb_v: ClassVar[float] = SHUNT_LSB_V
     bus_lsb_v: ClassVar[float] = BUS_LSB_V
+    noise_basis: ClassVar[str] = (
+        f"INA226 input noise {INPUT_NOISE_UV:g} uV rms a conversion (TI SBOS547A, typical), "
+        "over sqrt(the firmware's averages), with the 2.5 uV LSB's quantisation"
+    )
 
     def __post_init__(self) -> None:
         if self.address not in ADDRESSES:
@@ -141,6 +150,19 @@ class Ina226Calibration(ShuntCalibration):
         flagged: npt.NDArray[np.bool_] = at_limit & (np.asarray(bus_registers) != BUS_FAILED)
         return flagged
 
+    def conversion_us(self, rate_hz: int) -> float | None:
+        """How long one result takes in the firmware's configuration for this rate (None: no
+        configuration fits)."""
+        config = config_for_rate(rate_hz)
+        return None if config is None else config.result_s * 1e6
+
+    def noise_ua(self, rate_hz: int) -> float:
+        """The rms current noise of one result: the input noise over the firmware's averages,
+        with the register's quantisation (one LSB / sqrt(12)), through the shunt."""
+        config = config_for_rate(rate_hz)
+        input_uv = INPUT_NOISE_UV / math.sqrt(1 if config is None else config.averages)
+        return math.hypot(input_uv, self.shunt_lsb_v * 1e6 / math.sqrt(12)) / self.shunt_ohm
+
     def facts(self, rate_hz: int) -> dict[str, int | float | None]:
         """What a run's manifest records of this chip: its shunt and the configuration the
         firmware wrote for the run's sample rate."""
@@ -162,13 +184,13 @@ class Ina226Model(SupplyModel):
 
     The same supply as `ina219.Ina219Model` (`supply_v` behind `source_ohm`, then the shunt;
     the node draws `power` at the bus voltage it gets). The registers are rounded to the LSB,
-    the shunt clipped at +-81.92 mV, after Gaussian input noise (`noise_uv`: the datasheet's
-    typical input-referred noise at short conversion times is about a microvolt)."""
+    the shunt clipped at +-81.92 mV, after Gaussian input noise (`noise_uv`, `INPUT_NOISE_UV`
+    by default)."""
 
     calibration: Ina226Calibration = Ina226Calibration()
     supply_v: float = 5.1
     source_ohm: float = 0.05
-    noise_uv: float = 1.0
+    noise_uv: float = INPUT_NOISE_UV
 
     def registers(
         self, power_mw: npt.ArrayLike, rng: np.random.Generator

@@ -15,10 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from controller.meter.calibration import ACS712_NOISE_PP_MV, sensitivity_of
+from controller.meter.calibration import ACS712_NOISE_PP_MV, ACS712_PP_PER_SIGMA, sensitivity_of
 from controller.meter.protocol import SampleArray
-
-_PP_TO_SIGMA = 6.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +33,7 @@ class Acs712:
     @property
     def noise_sigma_mv(self) -> float:
         """Sensor and ADC noise together, referred to the ADC input."""
-        sensor = ACS712_NOISE_PP_MV[self.variant] / _PP_TO_SIGMA
+        sensor = ACS712_NOISE_PP_MV[self.variant] / ACS712_PP_PER_SIGMA
         if self.noise_mv is not None:
             sensor = self.noise_mv
         adc = self.adc_noise_lsb * self.adc_ref_mv / (1 << self.adc_bits)

@@ -27,7 +27,7 @@ from controller.nodes.errors import NodeError
 from controller.nodes.facts import inspect_node
 from controller.nodes.node import Node
 from controller.nodes.udp_reach import UdpReach, probe_udp, udp_pairs
-from controller.rig import checks
+from controller.rig import checks, meter_facts
 from controller.rig.bench import (
     NODE_TIMEOUT_S,
     Emit,
@@ -48,8 +48,8 @@ def check_rig(
     sample_s: float = 1.0,
 ) -> None:
     """Every check of the rig the config describes, each handed to `emit` as it is judged: the
-    nodes first, while nothing of ours loads them, then the meter (its source's own lines:
-    the `rig_check` of its declaration)."""
+    nodes first, while nothing of ours loads them, then the meter: what it can see (its
+    declaration's `facts`), then its source's own lines (the `rig_check` of its declaration)."""
     with ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rig-check-")))
         opened: Nodes = {}
@@ -63,6 +63,8 @@ def check_rig(
         if udp_pairs(config):
             emit(checks.udp_check(_udp_reach(config, opened)))
         line = marker_line(config, marker, scratch)
+        for check in meter_facts.config_checks(config):
+            emit(check)
         spec = config.meter.spec
         if spec.rig_check is None:
             emit(Check("meter", "unavailable", f"the {spec.name} meter has no rig check"))

@@ -25,6 +25,7 @@ STUDY_WINDOWS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65535)
 IDLE_MW = 1200.0
 PAGE_BYTES = 7_246_431
 ACS712_STEP_UA = 5000 / 1024 / 185 * 1e6
+ACS712_NOISE_UA = 21.0 / 6 / 185 * 1e6  # the datasheet's 21 mV peak-to-peak as 6 sigma
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ def _manifest(
         "software": {"h2iot": "0.1.0", "python": "3.11.2", "engine": "h2"},
         "idle_power_mw": IDLE_MW,
         # What a virtual meter's tap records of itself (controller/meter/resolution.py): an
-        # ACS712-5A on a 10-bit ADC at 5 V, one code 5000 / 1024 mV over 185 mV/A.
+        # ACS712-5A on a 10-bit ADC at 5 V, one code 5000 / 1024 mV over 185 mV/A; its noise,
+        # full scale and timing as controller/meter_sources/board/resolution.py states them.
         "meter": {
             "source": "virtual",
             "sample_rate_hz": rate_hz,
@@ -100,6 +102,16 @@ def _manifest(
                 "power_mw": ACS712_STEP_UA * 5.0 / 1000,
                 "supply_v": 5.0,
                 "basis": "ACS712-5A on A0: 10-bit ADC step 4.883 mV / 185 mV/A",
+                "sample_rate_hz": float(rate_hz),
+                "noise_ua": ACS712_NOISE_UA,
+                "noise_mw": ACS712_NOISE_UA * 5.0 / 1000,
+                "noise_basis": "Allegro ACS712 datasheet: 21 mV peak-to-peak typical output "
+                "noise, taken as 6 sigma",
+                "full_scale_ua": 5e6,
+                "full_scale_mw": 25_000.0,
+                "voltage": "assumed",
+                "conversion_us": 104.0,
+                "bandwidth_hz": 80e3,
             },
         },
     }

@@ -1,7 +1,8 @@
 """The report's meter section (`analysis.energy_report.meter_facts`): the meter's rate and
 resolution as the run's manifest names them, one step of it in mJ over the median trial's
-window, the auto-ranging meter's step taken in the range the median current sits in, and a
-plain line for a run whose manifest names no resolution."""
+window, the auto-ranging meter's step taken in the range the median current sits in, its
+noise, full scale, voltage and conversion time, and a plain line for a run whose manifest names
+no resolution (or none of the rest)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,22 @@ def test_a_run_without_a_resolution_says_the_step_is_not_known(tmp_path: Path) -
     assert facts["sample rate (Hz)"] == "250 (configured)"
     assert facts["resolution"].startswith("not recorded: this run's manifest names no meter")
     assert "one step over the median trial" not in facts
+
+
+def test_the_noise_full_scale_voltage_and_conversion_have_a_row_each(tmp_path: Path) -> None:
+    facts = dict(meter_facts(load_run(record_run(tmp_path / "run", windows=(4096,)))))
+    assert facts["noise (rms a sample)"].startswith("18.92 mA, 94.59 mW at 250 samples/s: ")
+    assert facts["full scale"] == "5 A, 2.5e+04 mW"
+    assert facts["voltage"] == "assumed 5 V"
+    assert facts["conversion time"] == "104 us; bandwidth 80 kHz"
+
+
+def test_a_run_from_before_meters_stated_their_noise_says_not_recorded(tmp_path: Path) -> None:
+    step = {"current_ua": ACS712_STEP_UA, "power_mw": 132.0, "supply_v": 5.0, "basis": "b"}
+    facts = dict(meter_facts(_run(tmp_path, {"source": "virtual", "resolution": step})))
+    assert facts["resolution (current per step)"] == "26.39 mA"
+    for row in ("noise (rms a sample)", "full scale", "voltage", "conversion time"):
+        assert facts[row].startswith("not recorded"), row
 
 
 def test_an_auto_ranging_meter_takes_the_range_of_the_median_current(tmp_path: Path) -> None:

@@ -204,7 +204,7 @@ def test_pinning_problems_are_named() -> None:
 
 def test_device_key_takes_a_name_or_a_table_merged_over_the_named_profile() -> None:
     config = load_config(None, ["nodes.client.device=rpi3b", "nodes.client.device.cpu_quota=0.09"])
-    assert config.client.device == DeviceProfile("rpi3b", 0.08, 0.09, 20_000, 1, 1024)
+    assert config.client.device == DeviceProfile("rpi3b", 0.08, 0.09, 20_000, 1, 1024, 730.0)
     assert config.server.device is None
     assert config.to_dict()["nodes"]["client"]["device"] == {
         "profile": "rpi3b",
@@ -213,6 +213,7 @@ def test_device_key_takes_a_name_or_a_table_merged_over_the_named_profile() -> N
         "cpu_period_us": 20_000,
         "cores": 1,
         "memory_mib": 1024,
+        "peak_current_ma": 730.0,
     }
     memory_only = load_config(None, ["nodes.server.device={memory_mib = 16}"])
     assert memory_only.server.device == DeviceProfile(memory_mib=16)
@@ -235,7 +236,8 @@ def test_device_key_takes_a_name_or_a_table_merged_over_the_named_profile() -> N
         (
             "nodes.server.device={cpu_qota = 0.1}",
             "nodes.server.device.cpu_qota: unknown key (known: profile, speed_fraction, "
-            "cpu_quota, cpu_period_us, cores, memory_mib; did you mean cpu_quota?)",
+            "cpu_quota, cpu_period_us, cores, memory_mib, peak_current_ma; did you mean "
+            "cpu_quota?)",
         ),
         ("nodes.server.device.cores=0", "nodes.server.device.cores: 0 is outside 1..4096"),
         (

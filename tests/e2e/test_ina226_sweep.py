@@ -72,6 +72,11 @@ def test_an_ina226_sweep_measures_the_modelled_energy_within_its_resolution(
     # what the firmware wrote at 1000 Hz: no averaging, 332 us shunt + 332 us bus
     assert meter["ina226"]["config_register"] == 0x4097
     assert manifest["config"]["meter"]["channels"] == {"client": channels.INA226_CHANNEL | 0x40}
+    # what the chip can see: its shunt range, a measured voltage, its 664 us result
+    facts = meter["resolution"]
+    full_scale_a = 0.08192 / meter["ina226"]["shunt_ohm"]
+    assert facts["full_scale_ua"] == pytest.approx(full_scale_a * 1e6)
+    assert (facts["voltage"], facts["conversion_us"]) == ("measured", pytest.approx(664.0))
 
     rate = meter["sample_rate_hz"]
     truth = Truth.load(run / "meter-truth.csv").per_sample(0)

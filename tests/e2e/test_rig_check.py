@@ -49,6 +49,9 @@ def test_the_local_default() -> None:
     assert found["idle power client"][0] == "PASS"
     assert found["marker loop"][0] == "PASS", found["marker loop"]
     assert found["zero offset A0"][0] == "WARN"  # no calibration file in the default
+    # What the meter can see, and a Pi 3B's peak far below the ACS712-5A's 5 A.
+    for line in ("meter step", "meter noise", "meter range", "meter headroom client"):
+        assert found[line][0] == "PASS", found[line]
     assert "client->server UDP" not in found  # no HTTP/3 trials: nothing on UDP to check
     for role in ("client", "server"):
         _machine_lacks_are_unavailable(found, role)

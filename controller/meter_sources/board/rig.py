@@ -24,15 +24,15 @@ from controller.config.model import (
     Config,
 )
 from controller.errors import ControllerError, MeterError
-from controller.meter.calibration import Calibration, nominal
 from controller.meter.ina226 import i2c_calibration
 from controller.meter.modelled_device import build_device
 from controller.meter.protocol import PROTOCOL_VERSION, Info, channels_of_mask
 from controller.meter.samples import SampleWindow
 from controller.meter.session import MeterSession, first_pulse
 from controller.meter_sources.board import checks as board_checks
+from controller.meter_sources.board.resolution import board_calibration
 from controller.nodes.wheel import project_root
-from controller.rig import checks
+from controller.rig import checks, meter_facts
 from controller.rig.bench import Emit, Nodes, marker_fifo, port_check, pulse_marker, serving, watch
 from controller.rig.checks import Check
 from controller.sweep.setup import device_options
@@ -119,11 +119,7 @@ def _check_session(
             frames_missed=health.frames_missed,
         )
     )
-    calibration = (
-        Calibration.load(meter.calibration)
-        if meter.calibration is not None
-        else nominal(analog or (0,), meter.sensor, meter.supply_v)
-    )
+    calibration = board_calibration(meter)
     midscale = (1 << (info.adc_bits - 1)) - 0.5
     columns = {n: column for column, n in enumerate(info.channels)}
     for role, channel in meter.channels:
@@ -131,7 +127,7 @@ def _check_session(
         if is_i2c(channel):
             chip = channel_kind(channel).upper()
             emit(Check(f"zero offset {label}", "unavailable", f"an {chip} has no analog zero"))
-            for check in _i2c_checks(role, channel, window, info, meter.shunt_ohm):
+            for check in _i2c_checks(config, role, channel, window, info):
                 emit(check)
             continue
         emit(
@@ -148,11 +144,10 @@ def _check_session(
             power = np.asarray(
                 calibration.power_mw(window.values[:, columns[channel]], channel), dtype=float
             )
-            emit(
-                checks.idle_check(
-                    role, label, mean_mw=float(power.mean()), sd_mw=float(power.std())
-                )
-            )
+            for check in meter_facts.idle_checks(
+                config, role, label, mean_mw=float(power.mean()), sd_mw=float(power.std())
+            ):
+                emit(check)
     # A board slower than real time (simavr on a loaded machine) falls behind by this much.
     stream = _Stream(
         rate_hz=info.sample_rate_hz,
@@ -163,7 +158,7 @@ def _check_session(
 
 
 def _i2c_checks(
-    role: str, channel: int, window: SampleWindow, info: Info, shunt_ohm: float
+    config: Config, role: str, channel: int, window: SampleWindow, info: Info
 ) -> Iterator[Check]:
     """The chip answers its address, and the node's idle power through it."""
     label = channel_label(channel)
@@ -172,7 +167,7 @@ def _i2c_checks(
         yield Check(f"I2C part {label}", "fail", "the board does not sample it")
         return
     column = len(channels_of_mask(info.channel_mask)) + 2 * info.i2c_addresses.index(address)
-    calibration = i2c_calibration(channel, shunt_ohm)
+    calibration = i2c_calibration(channel, config.meter.shunt_ohm)
     shunt, bus = window.values[:, column], window.values[:, column + 1]
     power = calibration.power_mw(shunt, bus)
     answered = np.isfinite(power)
@@ -185,7 +180,9 @@ def _i2c_checks(
     )
     if answered.any():
         live = power[answered]
-        yield checks.idle_check(role, label, mean_mw=float(live.mean()), sd_mw=float(live.std()))
+        yield from meter_facts.idle_checks(
+            config, role, label, mean_mw=float(live.mean()), sd_mw=float(live.std())
+        )
 
 
 def _built_version() -> str | None:

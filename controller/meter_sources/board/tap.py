@@ -16,17 +16,14 @@ from controller.config.channels import (
     i2c_mask,
     is_i2c,
 )
-from controller.config.model import (
-    MeterConfig,
-)
 from controller.errors import ConfigError
-from controller.meter.calibration import Calibration, nominal
+from controller.meter.calibration import Calibration
 from controller.meter.decoder import DecoderStats
 from controller.meter.ina219 import Ina219Calibration
 from controller.meter.ina226 import Ina226Calibration, i2c_calibration
 from controller.meter.protocol import channels_of_mask
 from controller.meter.session import MeterSession, first_pulse
-from controller.meter_sources.board.resolution import tap_resolution
+from controller.meter_sources.board.resolution import board_calibration, tap_resolution
 from controller.sweep.interfaces import PowerWindow
 from controller.sweep.meter_tap import (
     INCOMPLETE_PULSE,
@@ -119,7 +116,12 @@ class MeterTap(StreamTap[_Unread]):
             "adc_ref_mv": info.adc_ref_mv,
             "client_analog_input": self.analog_input,
             "resolution": tap_resolution(
-                self.calibration, self.analog_input, self.ina219
+                self.calibration,
+                self.analog_input,
+                self.ina219,
+                rate_hz=info.sample_rate_hz,
+                analog_inputs=len(info.channels),
+                i2c_sensors=len(info.i2c_addresses),
             ).to_dict(),
             "calibration": self.calibration.to_dict(),
             **(
@@ -214,12 +216,6 @@ class MeterTap(StreamTap[_Unread]):
         return t_s, np.asarray(power_mw, dtype=np.float64), _Unread(window.missing, clipped)
 
 
-def _calibration(meter: MeterConfig, inputs: tuple[int, ...]) -> Calibration:
-    if meter.calibration is not None:
-        return Calibration.load(meter.calibration)
-    return nominal(inputs or (0,), meter.sensor, meter.supply_v)
-
-
 def open_board_tap(request: TapRequest) -> MeterTap:
     """Identify the board, set its rate and channels as the config says, start it."""
     meter = request.meter
@@ -240,7 +236,7 @@ def open_board_tap(request: TapRequest) -> MeterTap:
         session.start()
         return MeterTap(
             session,
-            _calibration(meter, inputs),
+            board_calibration(meter),
             i2c_address(client_input) if is_i2c(client_input) else client_input,
             meter.source,
             request.facts,

@@ -22,7 +22,7 @@ from controller.meter.ppk2.metadata import Ppk2Metadata
 from controller.meter.ppk2.session import Ppk2Session
 from controller.meter.ppk2.store import first_pulse
 from controller.meter_sources.ppk2.tap import ppk2_supply
-from controller.rig import checks
+from controller.rig import checks, meter_facts
 from controller.rig.bench import (
     Emit,
     Nodes,
@@ -110,14 +110,14 @@ def _stream_checks(config: Config, session: Ppk2Session, emit: Emit, power_v: fl
     emit(stream_check(totals, seconds=elapsed_s, achieved_hz=achieved))
     if store.next_index:
         power_mw = store.window(0, store.next_index).current_ua * power_v / 1000
-        emit(
-            checks.idle_check(
-                "client",
-                f"PPK2 {config.meter.mode} mode",
-                mean_mw=float(power_mw.mean()),
-                sd_mw=float(np.std(power_mw)),
-            )
-        )
+        for check in meter_facts.idle_checks(
+            config,
+            "client",
+            f"PPK2 {config.meter.mode} mode",
+            mean_mw=float(power_mw.mean()),
+            sd_mw=float(np.std(power_mw)),
+        ):
+            emit(check)
 
 
 def identity_check(metadata: Ppk2Metadata, *, emulated: bool) -> Check:

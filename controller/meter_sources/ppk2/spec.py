@@ -8,6 +8,7 @@ PPK2 = MeterSourceSpec(
     modelled="without_port",
     tap="controller.meter_sources.ppk2.tap:open_ppk2_tap",
     rig_check="controller.meter_sources.ppk2.rig:check_ppk2_meter",
+    facts="controller.meter_sources.ppk2.resolution:ppk2_facts",
     device="controller.meter_sources.ppk2.device",
     emulator="controller.meter_sources.ppk2.cli",
     config_check="controller.meter_sources.ppk2.config:check",

@@ -8,5 +8,6 @@ SERIAL = MeterSourceSpec(
     modelled="never",
     tap="controller.meter_sources.board.tap:open_board_tap",
     rig_check="controller.meter_sources.board.rig:check_board_meter",
+    facts="controller.meter_sources.board.resolution:board_facts",
     cli="controller.meter_sources.board.cli",
 )

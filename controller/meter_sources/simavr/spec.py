@@ -8,6 +8,7 @@ SIMAVR = MeterSourceSpec(
     modelled="always",
     tap="controller.meter_sources.board.tap:open_board_tap",
     rig_check="controller.meter_sources.board.rig:check_board_meter",
+    facts="controller.meter_sources.board.resolution:board_facts",
     device="controller.meter_sources.simavr.device",
     cli="controller.meter_sources.simavr.cli",
 )
