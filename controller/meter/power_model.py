@@ -26,6 +26,25 @@ A FastEthernet transfer at 94 Mbit/s then adds 0.45 W. No published figure per p
 found: `network_nj_per_packet` is 0 unless given. Both are parameters (`h2iot meter virtual
 --network-nj-per-byte`, `meter.network_nj_per_byte` in a sweep's config); 0 turns the network
 term off.
+
+Bounds. `full_mw` (3950 mW) is the CPU term's top, not the model's: utilisation is clamped to
+[0, 1] here and `cpu_load.Utilisation` carries CPU time beyond the modelled cores into the next
+interval, so without traffic the model stays within idle..full. The network term is energy per
+byte with no cap of its own: it follows the rate at which the node's interface carried the
+bytes. On a Pi 3 B's FastEthernet, or a device profile's link shaped to it (100 Mbit/s each
+way), that adds at most 2 x 100 x 4.813 mW = 0.96 W (about 4.9 W in all). On the unshaped
+loopback between two local nodes nothing of the Pi's bounds it: the default local sweep's 7 MB
+fetch at a 65535-byte window (as short as 53 ms on a 2-core test host's loopback: 1.06 Gbit/s)
+models 5.1 W of network on average and about 12 W over its busiest 10 ms. That is this host's
+rate times the Pi's energy per byte, not a power a Pi 3 B could draw, since a Pi cannot move the
+bytes that fast: a trial's energy (38.5 nJ a byte) is still the model's, but its mean power and
+its trace's peaks are not a Pi's. For a Pi's rates run the nodes under the rpi3b device profile
+(configs/local-rpi3b.toml); `network_nj_per_byte = 0` leaves the CPU term alone. The term is not
+capped at the Pi's line rate on purpose: a cap would either drop the bytes beyond it (the energy
+of a byte would then depend on how fast this host is) or book them after the trial that sent
+them, as `Utilisation` does with CPU time, moving most of a fast trial's network energy out of
+its window; either way the ground-truth check (`analysis.agreement`, the per-byte energy applied
+to the bytes between a trial's marker edges) would no longer hold.
 """
 
 from __future__ import annotations
