@@ -2,7 +2,8 @@
 
 Each line states what happened and names the report section that has the detail: a noisy or
 drifting idle baseline, trials on a throttled, hot or busy node, client nodes that started late,
-a modelled meter's energy straying from its model, ok rows without their power trace, trials
+a modelled meter's energy straying from its model, energy differences between neighbouring
+points below the meter's floor, ok rows without their power trace, trials
 that never succeeded, a torn trial table, samples the meter lost, HTTP/3 set beside cleartext
 HTTP/2. The sections compute these;
 this module only gathers their one-line forms. Pure reads of a loaded run.
@@ -18,6 +19,7 @@ import pandas as pd
 from agent.protocols import PROTOCOLS, protocol_spec, protocols_where
 from analysis.clients import brief as late_starts
 from analysis.conditions import brief as node_conditions
+from analysis.differences import floor_caveats
 from analysis.energy_report import idle_caveats, truth_caveats
 from analysis.facts import ok_rows_without_trace
 from analysis.load import Run
@@ -102,13 +104,16 @@ def caveats(
     *,
     client_nodes: Sequence[Mapping[str, str]] = (),
     truth: pd.DataFrame | None = None,
+    summary: pd.DataFrame | None = None,
 ) -> list[str]:
     """Every warning, the meter's and the nodes' first. `client_nodes`: trial_clients.csv's rows;
-    `truth`: the modelled meter's agreement table (`analysis.agreement.agreement`)."""
+    `truth`: the modelled meter's agreement table (`analysis.agreement.agreement`); `summary`:
+    the per-point summary, whose energy differences are set against the meter's floor."""
     return [
         *idle_caveats(run),
         *truth_caveats(truth),
         *_meter_caveats(run),
+        *([] if summary is None else floor_caveats(summary, run.axes)),
         *node_conditions(run.ok.to_dict("records")),
         *late_starts(client_nodes),
         *_trial_caveats(run),

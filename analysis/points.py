@@ -1,4 +1,6 @@
-"""Per swept point and metric: n, mean, sd, median, t-based CI, repetitions needed, outliers.
+"""Per swept point and metric: n, mean, sd, median, t-based CI, repetitions needed, outliers,
+and for the energy metrics the meter's floor over the point's median trial (`meter_step_mj`,
+`meter_noise_mj`, their sum `meter_floor_mj`; analysis.meter_floor): no other metric has one.
 
 The result is one tidy table (a row per point and metric): the report's tables, figures and
 checks, `summary.csv` and the notebook all read it. No value is ever dropped: empty cells are
@@ -27,6 +29,7 @@ from analysis.columns import (
     metric_of,
 )
 from analysis.load import Run, workload_columns
+from analysis.meter_floor import point_floor
 from analysis.stats import repetitions_for_relative_half_width, summarize
 
 DEFAULT_TARGET_RELATIVE_HALF_WIDTH = 0.05
@@ -35,6 +38,9 @@ TUKEY_K = 1.5
 SUMMARY_COLUMNS = ("n", "mean", "sd", "ci_low", "ci_high", "confidence")
 """After `metric` and the swept settings: the columns summary.csv promises, in this order."""
 EXTRA_COLUMNS = ("median", "relative_half_width", "reps_needed", "outliers", "missing")
+FLOOR_COLUMNS = ("meter_step_mj", "meter_noise_mj", "meter_floor_mj")
+ENERGY_METRICS = ("energy_mj", "energy_above_idle_mj")
+"""The metrics a meter's step and noise bound: both integrate its power over a trial's window."""
 
 
 def with_derived(ok: pd.DataFrame) -> pd.DataFrame:
@@ -97,8 +103,10 @@ def summarize_points(
         tuple(plain(v) for v in (key if isinstance(key, tuple) else (key,))): group
         for key, group in table.groupby(axes, sort=True)
     }
+    floors = {point: point_floor(run.manifest, group) for point, group in groups.items()}
     for metric in metrics_present(table, workload_columns(run.manifest)):
         for point, group in groups.items():
+            floor = floors[point] if metric.name in ENERGY_METRICS else None
             column = group[metric.name]
             values = column.dropna().to_numpy(dtype=np.float64)
             summary = summarize(values, confidence)
@@ -125,9 +133,12 @@ def summarize_points(
                     ),
                     "outliers": tukey_outliers(values),
                     "missing": int(column.isna().sum()),
+                    "meter_step_mj": math.nan if floor is None else floor.step_mj,
+                    "meter_noise_mj": math.nan if floor is None else floor.noise_mj,
+                    "meter_floor_mj": math.nan if floor is None else floor.total_mj,
                 }
             )
-    columns = ["metric", *axes, *SUMMARY_COLUMNS, *EXTRA_COLUMNS]
+    columns = ["metric", *axes, *SUMMARY_COLUMNS, *EXTRA_COLUMNS, *FLOOR_COLUMNS]
     frame = pd.DataFrame(rows, columns=columns)
     return frame.astype({"reps_needed": "Int64"})
 
