@@ -10,51 +10,16 @@ lists them for the energy metrics, and the first screen counts those no repetiti
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import pandas as pd
 
-from analysis.detectability import Resolvability, resolvability
+from analysis.detectability import Resolvability
 from analysis.document import Block, Heading, Paragraph, Table
-from analysis.points import ENERGY_METRICS, metric_rows
-from analysis.stats import Summary
+from analysis.points import ENERGY_METRICS, metric_rows, row_resolvability
 from analysis.tables import number, point_text, value_text
 
-__all__ = [
-    "floor_blocks",
-    "floor_caveats",
-    "floor_mj",
-    "neighbour_differences",
-    "row_resolvability",
-    "summary_of",
-]
-
-
-def summary_of(row: pd.Series) -> Summary:
-    """A summary row's statistics as a `Summary`."""
-    return Summary(
-        int(row["n"]),
-        float(row["mean"]),
-        float(row["sd"]),
-        float(row["median"]),
-        float(row["ci_low"]),
-        float(row["ci_high"]),
-        float(row["confidence"]),
-    )
-
-
-def floor_mj(*rows: pd.Series) -> float | None:
-    """The larger of the rows' meter floors; None where none states one (not an energy metric,
-    or a run whose manifest names no meter resolution)."""
-    floors = [float(row.get("meter_floor_mj", math.nan)) for row in rows]
-    known = [floor for floor in floors if math.isfinite(floor)]
-    return max(known) if known else None
-
-
-def row_resolvability(a: pd.Series, b: pd.Series, confidence: float | None = None) -> Resolvability:
-    """Where b - a stands between two summary rows, at the rows' confidence unless given."""
-    return resolvability(summary_of(a), summary_of(b), floor_mj(a, b), confidence)
+__all__ = ["floor_blocks", "floor_caveats", "neighbour_differences"]
 
 
 def neighbour_differences(

@@ -28,9 +28,10 @@ from analysis.columns import (
     Metric,
     metric_of,
 )
+from analysis.detectability import Resolvability, resolvability
 from analysis.load import Run, workload_columns
 from analysis.meter_floor import point_floor
-from analysis.stats import repetitions_for_relative_half_width, summarize
+from analysis.stats import Summary, repetitions_for_relative_half_width, summarize
 
 DEFAULT_TARGET_RELATIVE_HALF_WIDTH = 0.05
 TUKEY_K = 1.5
@@ -146,6 +147,26 @@ def summarize_points(
 def metric_rows(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
     """The rows of one metric, in point order."""
     return summary[summary["metric"] == metric].reset_index(drop=True)
+
+
+def summary_of(row: pd.Series) -> Summary:
+    """A summary row's statistics as a `Summary` (n, mean and sd are what a difference needs;
+    the others NaN where the row has none)."""
+    rest = (float(row.get(key, math.nan)) for key in ("median", "ci_low", "ci_high", "confidence"))
+    return Summary(int(row["n"]), float(row["mean"]), float(row["sd"]), *rest)
+
+
+def floor_mj(*rows: pd.Series) -> float | None:
+    """The larger of the rows' meter floors; None where none states one (not an energy metric,
+    or a run whose manifest names no meter resolution)."""
+    floors = [float(row.get("meter_floor_mj", math.nan)) for row in rows]
+    known = [floor for floor in floors if math.isfinite(floor)]
+    return max(known) if known else None
+
+
+def row_resolvability(a: pd.Series, b: pd.Series, confidence: float | None = None) -> Resolvability:
+    """Where b - a stands between two summary rows, at the rows' confidence unless given."""
+    return resolvability(summary_of(a), summary_of(b), floor_mj(a, b), confidence)
 
 
 SCALED_COLUMNS = ("mean", "sd", "median", "ci_low", "ci_high")
