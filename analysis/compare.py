@@ -296,8 +296,8 @@ def _floor_warning(table: pd.DataFrame) -> list[Block]:
     return [
         Paragraph(
             f"Read with care: {len(below)} differences ({metrics}) are below the meter's floor "
-            f"(up to {below['meter_floor_mj'].max():.3g} mJ): the meters cannot tell those "
-            "points apart, whatever the repetitions."
+            f"(up to {below['meter_floor_mj'].max():.3g} mJ): the meters cannot tell the runs "
+            "apart at those points, whatever the repetitions."
         )
     ]
 

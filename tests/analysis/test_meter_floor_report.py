@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.compare import compare_summaries
+from analysis.compare import compare_summaries, write_comparison
 from analysis.load import load_run
 from analysis.points import ENERGY_METRICS, metric_rows, summarize_points
 from analysis.report import write_report
@@ -88,10 +88,15 @@ def test_below_one_acs712_step_is_the_meters_floor_and_a_ppk2_resolves_it(
 def test_a_comparison_of_two_runs_takes_the_coarser_meters_floor(
     reports: dict[str, Path],
 ) -> None:
-    acs, ppk2 = (summarize_points(load_run(reports[m])) for m in ("acs712", "ppk2"))
+    runs = {m: load_run(reports[m]) for m in ("acs712", "ppk2")}
+    acs, ppk2 = (summarize_points(runs[m]) for m in ("acs712", "ppk2"))
     table = compare_summaries(ppk2, acs, ("initial_window_size",), 0.9)
     rows = table[table["metric"] == "energy_above_idle_mj"]
     assert (rows["meter_floor_mj"] > 60).all()
     # The runs model the same energy: what differs is noise, far inside the ACS712's floor.
     assert set(rows["resolvability"]) == {"below_meter_floor"}
     assert all(math.isfinite(v) for v in rows["min_detectable"])
+    written = write_comparison(runs["ppk2"], ppk2, runs["acs712"], acs)
+    text = written.markdown.read_text(encoding="utf-8")
+    assert "Read with care: 4 differences (energy_mj, energy_above_idle_mj) are below" in text
+    assert "| differs | resolvable |" in text
