@@ -34,6 +34,7 @@ baseline, so it is the one that compares the work a trial did.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 from collections.abc import Mapping, Sequence
@@ -46,6 +47,7 @@ from matplotlib.figure import Figure
 
 from analysis.columns import MANIFEST, TRIALS, metric_of
 from analysis.compare import check_comparable, interval_text
+from analysis.detectability import resolvability
 from analysis.document import (
     Block,
     Bullets,
@@ -62,7 +64,13 @@ from analysis.facts import text_of
 from analysis.figures import Source, figure_client, save
 from analysis.load import Run
 from analysis.manifest import config_value
-from analysis.points import DEFAULT_TARGET_RELATIVE_HALF_WIDTH, plain, summarize_points
+from analysis.meter_floor import point_floor
+from analysis.points import (
+    DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
+    ENERGY_METRICS,
+    plain,
+    summarize_points,
+)
 from analysis.report import FIGURES_DIR, REPORT_DIR, write_summary_csv
 from analysis.stats import summarize, welch_difference
 from analysis.tables import metric_table, point_text, value_text
@@ -205,6 +213,7 @@ def bench_effects(study: Study) -> pd.DataFrame:
     Welch interval (module doc)."""
     table, axes, confidence = study.merged.ok, list(study.merged.axes), study.merged.confidence
     metrics = [m for m in BENCH_METRICS if m in table and table[m].notna().any()]
+    runs = dict(study.benches)
     rows: list[dict[str, object]] = []
     for metric in metrics:
         for key, group in table.groupby(axes, sort=True):
@@ -213,10 +222,18 @@ def bench_effects(study: Study) -> pd.DataFrame:
             benches = [b for b, _ in study.benches if (values[BENCH] == b).any()]
             if len(benches) < 2:
                 continue
+            floors = {
+                bench: point_floor(runs[bench].manifest, values[values[BENCH] == bench])
+                for bench in (benches if metric in ENERGY_METRICS else ())
+            }
+            # Each bench's own meter: an effect is bounded by the coarsest floor among them.
+            known = [f.total_mj for f in floors.values() if f is not None]
+            floor = max(known) if known else None
             for bench in benches:
                 own = summarize(values.loc[values[BENCH] == bench, metric], confidence)
                 others = summarize(values.loc[values[BENCH] != bench, metric], confidence)
                 effect = welch_difference(others, own, confidence)
+                seen = resolvability(others, own, floor, confidence)
                 rows.append(
                     {
                         "metric": metric,
@@ -232,11 +249,18 @@ def bench_effects(study: Study) -> pd.DataFrame:
                         "effect_ci_high": effect.ci_high,
                         "differs": effect.excludes_zero,
                         "confidence": confidence,
+                        "min_detectable": seen.min_detectable,
+                        "meter_floor_mj": math.nan if floor is None else floor,
+                        "resolvability": seen.verdict,
+                        "repetitions_needed": seen.repetitions,
+                        "resolvable": seen.text(metric_of(metric).unit),
                     }
                 )
     columns = ["metric", *axes, BENCH, "n", "mean", "ci_low", "ci_high", "n_others"]
     columns += ["effect", "effect_ci_low", "effect_ci_high", "differs", "confidence"]
-    return pd.DataFrame(rows, columns=columns)
+    columns += ["min_detectable", "meter_floor_mj", "resolvability", "repetitions_needed"]
+    columns += ["resolvable"]
+    return pd.DataFrame(rows, columns=columns).astype({"repetitions_needed": "Int64"})
 
 
 def _effect_table(effects: pd.DataFrame, axes: Sequence[str], metric: str) -> Table:
@@ -249,6 +273,7 @@ def _effect_table(effects: pd.DataFrame, axes: Sequence[str], metric: str) -> Ta
         f"mean [CI] ({info.display_unit})",
         f"bench - others [CI] ({info.display_unit})",
         "differs",
+        "resolvable",
     )
     body = tuple(
         (
@@ -258,6 +283,7 @@ def _effect_table(effects: pd.DataFrame, axes: Sequence[str], metric: str) -> Ta
             interval_text(r["mean"], r["ci_low"], r["ci_high"], info.scale),
             interval_text(r["effect"], r["effect_ci_low"], r["effect_ci_high"], info.scale),
             "yes" if r["differs"] else "no",
+            str(r["resolvable"]),
         )
         for _, r in rows.iterrows()
     )
@@ -337,8 +363,12 @@ def _effect_blocks(study: Study, effects: pd.DataFrame, figure: Image) -> list[B
             "Per metric and point measured on two or more benches: each bench's mean with its "
             "t CI, and its effect, its mean minus the mean of the other benches' trials at "
             f"that point, with a Welch t interval at {confidence * 100:g} %; 'differs' means "
-            "that interval excludes zero. Energy includes each bench's idle draw; energy above "
-            "idle subtracts each bench's own baseline, so it compares the work the trials did."
+            "that interval excludes zero; 'resolvable' whether the trials could see it (above "
+            "the minimum difference their n and spread detect, Welch at 80 % power) and, for "
+            "energy, the coarsest of the benches' meter floors at the point, else the "
+            "repetitions it would need or that none would do. Energy includes each bench's idle "
+            "draw; energy above idle subtracts each bench's own baseline, so it compares the "
+            "work the trials did."
         ),
         Paragraph(
             f"{int(effects['differs'].sum())} of {len(effects)} bench x point x metric effects "

@@ -2,8 +2,9 @@
 
 Each line states what happened and names the report section that has the detail: a noisy or
 drifting idle baseline, trials on a throttled, hot or busy node, client nodes that started late,
-a modelled meter's energy straying from its model, ok rows without their power trace, trials
-that never succeeded, a torn trial table, samples the meter lost, trials with too many samples
+a modelled meter's energy straying from its model, a study finding or energy differences between
+neighbouring points below the meter's floor, ok rows without their power trace, trials that
+never succeeded, a torn trial table, samples the meter lost, trials with too many samples
 clipped or lost (analysis.meter_flags), HTTP/3 set beside cleartext HTTP/2. The sections compute
 these; this module only gathers their one-line forms. Pure reads of a loaded run.
 """
@@ -17,11 +18,15 @@ import pandas as pd
 
 from agent.protocols import PROTOCOLS, protocol_spec, protocols_where
 from analysis.clients import brief as late_starts
+from analysis.columns import WINDOW_AXIS
 from analysis.conditions import brief as node_conditions
+from analysis.differences import floor_caveats
 from analysis.energy_report import idle_caveats, truth_caveats
-from analysis.facts import ok_rows_without_trace
+from analysis.facts import emulated_core_fractions, ok_rows_without_trace
 from analysis.load import Run
 from analysis.meter_flags import meter_flags
+from analysis.study import HIGH_WINDOW, LOW_WINDOW, study_checks
+from analysis.workloads.base import report_of
 
 _SHOWN_IDS = 5
 
@@ -120,19 +125,38 @@ def _protocol_caveats(run: Run) -> list[str]:
     ]
 
 
+def _finding_caveats(run: Run, summary: pd.DataFrame) -> list[str]:
+    """A study finding that rests on a difference the meter cannot see."""
+    if report_of(run.workload).study is None or WINDOW_AXIS not in run.axes:
+        return []
+    checks = study_checks(summary, run.axes, run.confidence, emulated_core_fractions(run))
+    return [
+        f"The finding '{check.finding}'{f' ({check.series})' if check.series else ''} rests on "
+        f"a difference between {LOW_WINDOW} and {HIGH_WINDOW} below the meter's floor "
+        f"({check.resolvability.floor_mj:.3g} mJ): no number of repetitions resolves it "
+        "(Against the study's findings)."
+        for check in checks
+        if check.resolvability is not None and check.resolvability.verdict == "below_meter_floor"
+    ]
+
+
 def caveats(
     run: Run,
     *,
     client_nodes: Sequence[Mapping[str, str]] = (),
     truth: pd.DataFrame | None = None,
+    summary: pd.DataFrame | None = None,
 ) -> list[str]:
     """Every warning, the meter's and the nodes' first. `client_nodes`: trial_clients.csv's rows;
-    `truth`: the modelled meter's agreement table (`analysis.agreement.agreement`)."""
+    `truth`: the modelled meter's agreement table (`analysis.agreement.agreement`); `summary`:
+    the per-point summary, whose energy differences are set against the meter's floor."""
     return [
         *idle_caveats(run),
         *truth_caveats(truth),
         *_meter_caveats(run),
         *_flag_caveats(run),
+        *([] if summary is None else _finding_caveats(run, summary)),
+        *([] if summary is None else floor_caveats(summary, run.axes)),
         *node_conditions(run.ok.to_dict("records")),
         *late_starts(client_nodes),
         *_trial_caveats(run),

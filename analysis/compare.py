@@ -32,9 +32,9 @@ from analysis.figures import (
     save,
 )
 from analysis.load import Run, require_results
-from analysis.points import metric_rows, per_emulated_core, plain
+from analysis.points import metric_rows, per_emulated_core, plain, row_resolvability, summary_of
 from analysis.report import FIGURES_DIR, REPORT_DIR, emulated_cores_caption
-from analysis.stats import Summary, welch_difference
+from analysis.stats import welch_difference
 from analysis.study import Check, study_checks
 from analysis.tables import number, value_text
 
@@ -65,18 +65,6 @@ def check_comparable(base: Run, other: Run) -> None:
         )
 
 
-def _summary_of(row: pd.Series) -> Summary:
-    return Summary(
-        int(row["n"]),
-        float(row["mean"]),
-        float(row["sd"]),
-        float(row["median"]),
-        float(row["ci_low"]),
-        float(row["ci_high"]),
-        float(row["confidence"]),
-    )
-
-
 def compare_summaries(
     base_summary: pd.DataFrame,
     other_summary: pd.DataFrame,
@@ -89,9 +77,11 @@ def compare_summaries(
     merged = base_summary.merge(other_summary, on=keys, suffixes=("_base", "_other"))
     rows: list[dict[str, Any]] = []
     for _, row in merged.iterrows():
-        base = _summary_of(row.rename(lambda c: c.removesuffix("_base")))
-        other = _summary_of(row.rename(lambda c: c.removesuffix("_other")))
+        base_row = row.rename(lambda c: c.removesuffix("_base"))
+        other_row = row.rename(lambda c: c.removesuffix("_other"))
+        base, other = summary_of(base_row), summary_of(other_row)
         difference = welch_difference(base, other, confidence)
+        resolvable = row_resolvability(base_row, other_row, confidence)
         rows.append(
             {
                 **{key: row[key] for key in keys},
@@ -109,9 +99,14 @@ def compare_summaries(
                 "relative": other.mean / base.mean - 1 if base.mean != 0 else math.nan,
                 "differs": difference.excludes_zero,
                 "confidence": confidence,
+                "min_detectable": resolvable.min_detectable,
+                "meter_floor_mj": math.nan if resolvable.floor_mj is None else resolvable.floor_mj,
+                "resolvability": resolvable.verdict,
+                "repetitions_needed": resolvable.repetitions,
+                "resolvable": resolvable.text(metric_of(row["metric"]).unit),
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).astype({"repetitions_needed": "Int64"}, errors="ignore")
 
 
 def unmatched_points(
@@ -168,6 +163,7 @@ def _metric_table(
         f"{names[1]} - {names[0]}",
         "relative",
         "differs",
+        "resolvable",
     )
     body = tuple(
         (
@@ -179,6 +175,7 @@ def _metric_table(
             ),
             "-" if math.isnan(r["relative"]) else f"{r['relative'] * 100:+.1f} %",
             "yes" if r["differs"] else "no",
+            r["resolvable"],
         )
         for _, r in rows.iterrows()
     )
@@ -235,8 +232,13 @@ def write_comparison(
             f"Per metric and swept point: each run's mean with its t-based CI, and the "
             f"difference {names[1]} - {names[0]} with a Welch t interval at "
             f"{confidence * 100:g} % (the confidence of {names[0]}). 'differs' means that "
-            "interval excludes zero."
+            "interval excludes zero; 'resolvable' whether the runs could see it: above the "
+            "minimum difference their n and spread detect (Welch, 80 % power), and for energy "
+            "above the meter's floor (one step held over the point's median trial plus the "
+            "noise averaged over its samples, the larger of the two runs'), else the "
+            "repetitions per point it would need or that no number of them resolves it."
         ),
+        *_floor_warning(table),
         Links(
             (
                 (
@@ -285,6 +287,21 @@ def write_comparison(
     return ComparisonFiles(directory, markdown, html, csv_path, tuple(paths))
 
 
+def _floor_warning(table: pd.DataFrame) -> list[Block]:
+    """The comparisons the meter cannot support, counted where a reader starts."""
+    below = table[table["resolvability"] == "below_meter_floor"] if not table.empty else table
+    if below.empty:
+        return []
+    metrics = ", ".join(dict.fromkeys(below["metric"]))
+    return [
+        Paragraph(
+            f"Read with care: {len(below)} differences ({metrics}) are below the meter's floor "
+            f"(up to {below['meter_floor_mj'].max():.3g} mJ): the meters cannot tell the runs "
+            "apart at those points, whatever the repetitions."
+        )
+    ]
+
+
 def _facts_table(base: Run, other: Run, names: tuple[str, str]) -> Table:
     a, b = dict(manifest_facts(base)), dict(manifest_facts(other))
     keys = list(dict.fromkeys([*a, *b]))
@@ -307,7 +324,10 @@ def _checks_table(
     )
 
     def cell(check: Check | None) -> str:
-        return "-" if check is None else f"{check.measured} [{check.verdict}]"
+        if check is None:
+            return "-"
+        resolvable = f"; {check.resolvable}" if check.resolvable else ""
+        return f"{check.measured} [{check.verdict}]{resolvable}"
 
     rows = []
     for key in dict.fromkeys([*a, *b]):

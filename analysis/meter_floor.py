@@ -8,15 +8,27 @@ none (a run recorded before meters stated theirs: its floor is the step alone).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from analysis.detectability import MeterFloor, meter_floor
 
-__all__ = ["current_text", "floor_of", "point_floor", "positive", "range_step", "resolution_record"]
+if TYPE_CHECKING:  # the controller's early stop reads floors too, without pandas' import
+    import pandas as pd
+
+__all__ = [
+    "current_text",
+    "floor_of",
+    "point_floor",
+    "positive",
+    "range_step",
+    "resolution_record",
+    "trials_floor",
+]
 
 
 def positive(value: Any) -> float | None:
@@ -76,19 +88,34 @@ def floor_of(
     return meter_floor(step_ua * supply_v / 1000, noise_mw, window_s, samples)
 
 
-def _median(rows: pd.DataFrame, column: str) -> float | None:
-    if column not in rows or rows.empty:
-        return None
-    value = pd.to_numeric(rows[column], errors="coerce").median()
-    return float(value) if np.isfinite(value) else None
+def _number(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
 
 
-def point_floor(manifest: Mapping[str, Any], rows: pd.DataFrame) -> MeterFloor | None:
-    """The floor over a point's median trial (its ok rows): None where the manifest states no
-    resolution or the rows have no window."""
-    record = resolution_record(manifest)
+def _median(trials: Iterable[Mapping[str, object]], column: str) -> float | None:
+    values = [_number(trial.get(column)) for trial in trials]
+    finite = [value for value in values if math.isfinite(value)]
+    return statistics.median(finite) if finite else None
+
+
+def trials_floor(
+    record: Mapping[str, Any] | None, trials: Iterable[Mapping[str, object]]
+) -> MeterFloor | None:
+    """The floor over the median of a point's ok trials (trials.csv's rows, as text or numbers:
+    the report's and the sweep's alike) from a `meter.resolution` record (`resolution_record`):
+    None without a record or a trial with a window."""
+    rows = list(trials)
     window_s = _median(rows, "window_s")
     if record is None or window_s is None:
         return None
     samples = _median(rows, "samples")
     return floor_of(record, window_s, round(samples or 0), _median(rows, "mean_power_mw"))
+
+
+def point_floor(manifest: Mapping[str, Any], rows: pd.DataFrame) -> MeterFloor | None:
+    """The floor over a point's median trial (its ok rows): None where the manifest states no
+    resolution or the rows have no window."""
+    return trials_floor(resolution_record(manifest), rows.to_dict("records"))

@@ -7,6 +7,12 @@ their t-interval at the run's confidence. With one objective the best is the poi
 lowest mean, listed with the points whose intervals overlap it (as good as the trials can
 tell); with two, the Pareto front by means. A grid run of the same space is checked the same
 way: its best point, and where the search's best stands among the grid's own trials.
+
+Each difference the section states (a tied point against the best, the search's best against the
+grid's) says whether the trials could see it (analysis.detectability): for an energy objective
+not over `relative_to`, a difference within the meter's floor over the two points' trials is one
+no number of trials resolves, which the verdicts say rather than "missed" or "tied"; the points
+the search decided at the meter's floor (optimize.csv's `at_floor`) are counted.
 """
 
 from __future__ import annotations
@@ -19,11 +25,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import pareto
-from analysis.columns import OPTIMIZE
+from analysis.columns import OPTIMIZE, metric_of
+from analysis.detectability import Resolvability, resolvability
 from analysis.document import Block, Heading, Paragraph, Table
 from analysis.errors import RunFormatError
 from analysis.figures import new_figure
 from analysis.load import Run, read_events
+from analysis.meter_floor import point_floor
+from analysis.points import ENERGY_METRICS
 from analysis.stats import Summary, summarize
 
 FIGURE_STEM = "search"
@@ -102,6 +111,26 @@ def intervals(
     }
 
 
+def point_floor_mj(run: Run, facts: SearchFacts, point: Point) -> float | None:
+    """The meter's floor over the point's ok trials in the first objective's unit: None for an
+    objective no meter bounds, or one over `relative_to` (a ratio)."""
+    if facts.objectives[0] not in ENERGY_METRICS or facts.relative_to:
+        return None
+    rows = run.ok
+    for axis, value in zip(run.axes, point, strict=True):
+        rows = rows[rows[axis].map(_text) == value]
+    floor = point_floor(run.manifest, rows)
+    return None if floor is None else floor.total_mj
+
+
+def against(
+    run: Run, facts: SearchFacts, a: Point, b: Point, measured: Mapping[Point, Sequence[Summary]]
+) -> Resolvability:
+    """b's first objective against a's, with the larger of their meter floors."""
+    floors = [f for f in (point_floor_mj(run, facts, p) for p in (a, b)) if f is not None]
+    return resolvability(measured[a][0], measured[b][0], max(floors) if floors else None)
+
+
 def _label(axes: Sequence[str], point: Point) -> str:
     return ", ".join(f"{a}={v}" for a, v in zip(axes, point, strict=True))
 
@@ -123,11 +152,15 @@ class GridCheck:
     found_in_grid: tuple[Summary, ...] | None  # None: the grid never measured it
     same: bool  # the search found the grid's best point
     within: bool  # or one the grid's intervals cannot tell from it
+    # The found point against the grid's best in the grid's trials; None: not measured there.
+    resolvable: Resolvability | None = None
 
     @property
     def verdict(self) -> str:
         if self.same:
             return "found the grid's best point"
+        if self.resolvable is not None and self.resolvable.verdict == "below_meter_floor":
+            return "found a point the meter cannot tell from the grid's best"
         if self.within:
             return "found a point the grid's intervals cannot tell from its best"
         return "missed the grid's best"
@@ -145,7 +178,10 @@ def grid_check(search: Run, facts: SearchFacts, grid: Run) -> GridCheck | None:
     point, best = found[0], grid_best[0]
     in_grid = grid_measured.get(point)
     within = in_grid is not None and point in (best, *pareto.tied(best, grid_measured))
-    return GridCheck(grid.name, best, grid_measured[best], point, in_grid, point == best, within)
+    resolvable = None if in_grid is None else against(grid, facts, best, point, grid_measured)
+    return GridCheck(
+        grid.name, best, grid_measured[best], point, in_grid, point == best, within, resolvable
+    )
 
 
 def _stopped(run: Run) -> str:
@@ -191,28 +227,52 @@ def optimize_blocks(run: Run, grid: Run | None = None) -> list[Block]:
             else f"The search minimised {objectives}: {used} ok trials in {len(trace)} proposals."
         ),
     ]
-    header = ("point", *(f"{name}, mean [CI]" for name in facts.objectives))
+    header: tuple[str, ...] = ("point", *(f"{name}, mean [CI]" for name in facts.objectives))
     confidence = f"{run.confidence * 100:g} %"
     if len(facts.objectives) == 1 and best:
+        unit = metric_of(facts.objectives[0]).unit if not facts.relative_to else ""
+        header = (*header, "against the best")
         rows: list[tuple[str, ...]] = [
-            (f"best: {_label(axes, best[0])}", _interval(measured[best[0]][0]))
+            (f"best: {_label(axes, best[0])}", _interval(measured[best[0]][0]), "-")
         ]
         rows += [
-            (f"tied: {_label(axes, p)}", _interval(measured[p][0]))
+            (
+                f"tied: {_label(axes, p)}",
+                _interval(measured[p][0]),
+                against(run, facts, best[0], p, measured).text(unit),
+            )
             for p in pareto.tied(best[0], measured)
         ]
         caption = (
             f"The best point (lowest mean) and the points whose {confidence} intervals overlap "
-            "it: as good as these trials can tell."
+            "it: as good as these trials can tell; against the best, whether the difference is "
+            "one these trials or the meter could see (Meter floor)."
         )
     else:
         rows = [(_label(axes, p), *(_interval(s) for s in measured[p])) for p in best]
         caption = f"The Pareto front by means, each with its {confidence} interval."
     blocks.append(Table(header, tuple(rows), caption))
+    floored = _at_floor(trace, axes)
+    if floored:
+        blocks.append(
+            Paragraph(
+                f"{floored} points were decided at the meter's floor: their intervals were "
+                "within what one step of the meter over their trials amounts to, so the search "
+                "did not chase a narrower one (optimize.csv's at_floor)."
+            )
+        )
     if grid is not None:
         blocks += _grid_blocks(run, facts, grid)
     blocks.append(_trace_table(trace, axes, facts))
     return blocks
+
+
+def _at_floor(trace: pd.DataFrame, axes: Sequence[str]) -> int:
+    """The points the search decided at the meter's floor (none in a trace from before it had
+    the column)."""
+    if "at_floor" not in trace:
+        return 0
+    return len(trace[trace["at_floor"].astype(str) == "True"][list(axes)].drop_duplicates())
 
 
 def _grid_blocks(run: Run, facts: SearchFacts, grid: Run) -> list[Block]:
@@ -226,13 +286,19 @@ def _grid_blocks(run: Run, facts: SearchFacts, grid: Run) -> list[Block]:
         else f"which the grid measured at {_interval(check.found_in_grid[0])}"
     )
     grid_trials = len(grid.ok)
+    unit = metric_of(facts.objectives[0]).unit if not facts.relative_to else ""
     return [
         Heading("Against the full grid", 3),
         Paragraph(
             f"The grid run {check.grid} ({grid_trials} ok trials) found its best at "
             f"{_label(axes, check.grid_best)}: {_interval(check.grid_best_interval[0])}. "
             f"The search's best is {_label(axes, check.found)}, {found}: the search "
-            f"{check.verdict}, with {len(run.ok)} trials against the grid's {grid_trials}."
+            f"{check.verdict}, with {len(run.ok)} trials against the grid's {grid_trials}"
+            + (
+                "."
+                if check.resolvable is None
+                else f" (the difference: {check.resolvable.text(unit)})."
+            )
         ),
     ]
 

@@ -1,4 +1,6 @@
-"""Per swept point and metric: n, mean, sd, median, t-based CI, repetitions needed, outliers.
+"""Per swept point and metric: n, mean, sd, median, t-based CI, repetitions needed, outliers,
+and for the energy metrics the meter's floor over the point's median trial (`meter_step_mj`,
+`meter_noise_mj`, their sum `meter_floor_mj`; analysis.meter_floor): no other metric has one.
 
 The result is one tidy table (a row per point and metric): the report's tables, figures and
 checks, `summary.csv` and the notebook all read it. No value is ever dropped: empty cells are
@@ -26,8 +28,10 @@ from analysis.columns import (
     Metric,
     metric_of,
 )
+from analysis.detectability import Resolvability, resolvability
 from analysis.load import Run, workload_columns
-from analysis.stats import repetitions_for_relative_half_width, summarize
+from analysis.meter_floor import point_floor
+from analysis.stats import Summary, repetitions_for_relative_half_width, summarize
 
 DEFAULT_TARGET_RELATIVE_HALF_WIDTH = 0.05
 TUKEY_K = 1.5
@@ -35,6 +39,9 @@ TUKEY_K = 1.5
 SUMMARY_COLUMNS = ("n", "mean", "sd", "ci_low", "ci_high", "confidence")
 """After `metric` and the swept settings: the columns summary.csv promises, in this order."""
 EXTRA_COLUMNS = ("median", "relative_half_width", "reps_needed", "outliers", "missing")
+FLOOR_COLUMNS = ("meter_step_mj", "meter_noise_mj", "meter_floor_mj")
+ENERGY_METRICS = ("energy_mj", "energy_above_idle_mj")
+"""The metrics a meter's step and noise bound: both integrate its power over a trial's window."""
 
 
 def with_derived(ok: pd.DataFrame) -> pd.DataFrame:
@@ -97,8 +104,10 @@ def summarize_points(
         tuple(plain(v) for v in (key if isinstance(key, tuple) else (key,))): group
         for key, group in table.groupby(axes, sort=True)
     }
+    floors = {point: point_floor(run.manifest, group) for point, group in groups.items()}
     for metric in metrics_present(table, workload_columns(run.manifest)):
         for point, group in groups.items():
+            floor = floors[point] if metric.name in ENERGY_METRICS else None
             column = group[metric.name]
             values = column.dropna().to_numpy(dtype=np.float64)
             summary = summarize(values, confidence)
@@ -125,9 +134,12 @@ def summarize_points(
                     ),
                     "outliers": tukey_outliers(values),
                     "missing": int(column.isna().sum()),
+                    "meter_step_mj": math.nan if floor is None else floor.step_mj,
+                    "meter_noise_mj": math.nan if floor is None else floor.noise_mj,
+                    "meter_floor_mj": math.nan if floor is None else floor.total_mj,
                 }
             )
-    columns = ["metric", *axes, *SUMMARY_COLUMNS, *EXTRA_COLUMNS]
+    columns = ["metric", *axes, *SUMMARY_COLUMNS, *EXTRA_COLUMNS, *FLOOR_COLUMNS]
     frame = pd.DataFrame(rows, columns=columns)
     return frame.astype({"reps_needed": "Int64"})
 
@@ -135,6 +147,26 @@ def summarize_points(
 def metric_rows(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
     """The rows of one metric, in point order."""
     return summary[summary["metric"] == metric].reset_index(drop=True)
+
+
+def summary_of(row: pd.Series) -> Summary:
+    """A summary row's statistics as a `Summary` (n, mean and sd are what a difference needs;
+    the others NaN where the row has none)."""
+    rest = (float(row.get(key, math.nan)) for key in ("median", "ci_low", "ci_high", "confidence"))
+    return Summary(int(row["n"]), float(row["mean"]), float(row["sd"]), *rest)
+
+
+def floor_mj(*rows: pd.Series) -> float | None:
+    """The larger of the rows' meter floors; None where none states one (not an energy metric,
+    or a run whose manifest names no meter resolution)."""
+    floors = [float(row.get("meter_floor_mj", math.nan)) for row in rows]
+    known = [floor for floor in floors if math.isfinite(floor)]
+    return max(known) if known else None
+
+
+def row_resolvability(a: pd.Series, b: pd.Series, confidence: float | None = None) -> Resolvability:
+    """Where b - a stands between two summary rows, at the rows' confidence unless given."""
+    return resolvability(summary_of(a), summary_of(b), floor_mj(a, b), confidence)
 
 
 SCALED_COLUMNS = ("mean", "sd", "median", "ci_low", "ci_high")

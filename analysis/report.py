@@ -31,6 +31,7 @@ from analysis.clients import read_side_table
 from analysis.clients import report_blocks as clients_blocks
 from analysis.columns import WINDOW_AXIS
 from analysis.conditions import report_blocks as conditions_blocks
+from analysis.differences import floor_blocks
 from analysis.document import (
     Block,
     Bullets,
@@ -293,6 +294,7 @@ def appendix_blocks(
         conditions_blocks(run.ok.to_dict("records")),
         clients_blocks(client_nodes),
         meter_blocks(run),
+        floor_blocks(summary, run.axes),
         idle_blocks(run),
         truth_blocks(truth),
         [Heading("Manifest (besides the config)"), Table(("key", "value"), tuple(other))]
@@ -325,7 +327,7 @@ def build_blocks(
     blocks = first_screen(
         run,
         sentence=what_ran(run, client_nodes),
-        caveats=caveats(run, client_nodes=client_nodes, truth=truth),
+        caveats=caveats(run, client_nodes=client_nodes, truth=truth, summary=summary),
         figure=next(
             (_image(stem, caption, True) for stem, caption in figure_entries if stem == lead),
             None,

@@ -10,6 +10,11 @@ verdicts judge direction and shape; the numbers stand next to each other for the
 the client energy, when the caller passes a replay (analysis.study_meter), what the study's own
 meter would have reported for this run's trials, and how much of the gap it explains.
 
+Each finding that sets two windows' means against each other (4096 vs 65535; energy's settling
+by the same two) also says whether that difference is one the run could see
+(`Check.resolvability`, analysis.detectability): above its minimum detectable difference and, for
+energy, the meter's floor, else the repetitions it would need or that none would do.
+
 Definitions used by the verdicts:
 - knee: the smallest window from which every mean stays within `SETTLE_TOLERANCE` of the mean at
   the largest window;
@@ -41,7 +46,8 @@ import pandas as pd
 from scipy import stats as _scipy_stats
 
 from analysis.columns import WINDOW_AXIS
-from analysis.points import divided, metric_rows
+from analysis.detectability import Resolvability
+from analysis.points import divided, metric_rows, row_resolvability
 from analysis.stats import t_quantile_df
 from analysis.study_meter import ENERGY_STUDY_METER, READINGS, SKETCH, Replayed
 
@@ -66,6 +72,14 @@ class Check:
     measured: str
     verdict: Verdict
     series: str = ""  # the other swept settings' values, "" when the window is the only axis
+    # The difference between the two points the finding compares, against what the run's n and
+    # (for energy) its meter can see; None for a finding that compares no two points.
+    resolvability: Resolvability | None = None
+    unit: str = ""  # the difference's
+
+    @property
+    def resolvable(self) -> str:
+        return "" if self.resolvability is None else self.resolvability.text(self.unit)
 
 
 @dataclass(frozen=True)
@@ -188,7 +202,7 @@ def _falls(rows: pd.DataFrame, label: str, unit: str, series: str) -> Check:
 
 
 def _increase_check(
-    rows: pd.DataFrame, label: str, study: float, confidence: float, series: str
+    rows: pd.DataFrame, label: str, study: float, confidence: float, series: str, *, unit: str
 ) -> Check:
     finding = f"{label} at {LOW_WINDOW} vs {HIGH_WINDOW}"
     shown = percent(study)
@@ -197,7 +211,8 @@ def _increase_check(
         return Check(finding, shown, f"needs windows {LOW_WINDOW} and {HIGH_WINDOW}", "n/a", series)
     change = increase(low, high, confidence)
     verdict, judged = magnitude(change, study)
-    return Check(finding, shown, f"{change.text()}: {judged}", verdict, series)
+    resolvable = row_resolvability(high, low, confidence)
+    return Check(finding, shown, f"{change.text()}: {judged}", verdict, series, resolvable, unit)
 
 
 def _knee_check(rows: pd.DataFrame, series: str) -> Check:
@@ -243,7 +258,9 @@ def _energy_check(rows: pd.DataFrame, label: str, series: str) -> Check:
         f"{scale} at {HIGH_WINDOW} (absolute values depend on the hardware)"
     )
     ok = point is not None and point <= LOW_WINDOW
-    return Check(finding, study, measured, "agrees" if ok else "differs", series)
+    low = _near(rows, LOW_WINDOW)
+    resolvable = None if low is None or high is None else row_resolvability(high, low)
+    return Check(finding, study, measured, "agrees" if ok else "differs", series, resolvable, "mJ")
 
 
 def _study_meter_check(
@@ -324,7 +341,8 @@ def _cpu_pct_check(
         f"(spread {percent(spread, sign=False)}), {high['mean']:.0f} % at {HIGH_WINDOW} "
         f"({rising.text()} over {LOW_WINDOW})"
     )
-    return Check(finding, study, measured, "agrees" if flat and rising.holds else "differs", series)
+    verdict: Verdict = "agrees" if flat and rising.holds else "differs"
+    return Check(finding, study, measured, verdict, series, row_resolvability(low, high), "%")
 
 
 def study_checks(
@@ -358,13 +376,20 @@ def study_checks(
         checks.append(_knee_check(rows, series))
         checks.append(
             _increase_check(
-                rows, "client response time", STUDY_CLIENT_RESPONSE_INCREASE, confidence, series
+                rows,
+                "client response time",
+                STUDY_CLIENT_RESPONSE_INCREASE,
+                confidence,
+                series,
+                unit="s",
             )
         )
     for series, rows in _series(summary, "client_cpu_s", axes).items():
         checks.append(_falls(rows, "client CPU time", "s", series))
         checks.append(
-            _increase_check(rows, "client CPU time", STUDY_CLIENT_CPU_INCREASE, confidence, series)
+            _increase_check(
+                rows, "client CPU time", STUDY_CLIENT_CPU_INCREASE, confidence, series, unit="s"
+            )
         )
     for series, rows in _series(summary, "server_cpu_s", axes).items():
         checks.append(_server_check(rows, "server CPU time", STUDY_SERVER_CPU_S, series))

@@ -14,7 +14,7 @@ import pandas as pd
 from analysis.columns import metric_of
 from analysis.document import Table
 from analysis.points import metric_rows, plain
-from analysis.study import Check
+from analysis.study import HIGH_WINDOW, LOW_WINDOW, Check
 
 
 def number(value: float, scale: float = 1.0) -> str:
@@ -73,10 +73,26 @@ def metric_table(summary: pd.DataFrame, axes: Sequence[str], metric: str, target
 
 
 def check_table(checks: Sequence[Check]) -> Table:
+    """The findings, with whether the difference each compares is resolvable where any does."""
     with_series = any(c.series for c in checks)
-    header = ("finding", *(("series",) if with_series else ()), "study", "this run", "verdict")
+    resolvable = any(c.resolvability is not None for c in checks)
+    header = (
+        "finding",
+        *(("series",) if with_series else ()),
+        "study",
+        "this run",
+        "verdict",
+        *((f"{LOW_WINDOW} vs {HIGH_WINDOW} resolvable",) if resolvable else ()),
+    )
     rows = tuple(
-        (c.finding, *((c.series,) if with_series else ()), c.study, c.measured, c.verdict)
+        (
+            c.finding,
+            *((c.series,) if with_series else ()),
+            c.study,
+            c.measured,
+            c.verdict,
+            *((c.resolvable or "-",) if resolvable else ()),
+        )
         for c in checks
     )
     return Table(header, rows)

@@ -37,7 +37,11 @@ def study_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
             "direction' when it excludes zero there but the effect is a different size (how "
             "many times the study's, in the text); 'inconclusive' when it holds both zero and "
             "the study's effect; 'differs' otherwise. Absolute values (energy, server times) "
-            "depend on the hardware: they are shown side by side, not judged."
+            "depend on the hardware: they are shown side by side, not judged. 'Resolvable' "
+            "sets the difference between the two windows a finding compares against what this "
+            "run could see: its minimum detectable difference (Welch, 80 % power, from the "
+            "observed spread and n) and, for energy, the meter's floor (Meter floor), with the "
+            "repetitions per point it would need, or that none would do."
         ),
         Paragraph(
             "The study's meter row replays the study's Arduino sketch (niclabs/h2tests, "

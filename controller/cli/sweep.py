@@ -30,6 +30,7 @@ from agent.workloads import spec_of
 from analysis.columns import BREAKDOWN
 from analysis.conditions import summarise as summarise_conditions
 from analysis.manifest import read_manifest
+from analysis.meter_floor import resolution_record
 from analysis.trial_columns import workload_columns
 from controller.cli import COMMANDS
 from controller.cli._help import FORMATTER, example
@@ -373,6 +374,8 @@ def _measure(
                     stop=stop,
                     stop_rule=_stop_rule(config),
                     energy_window=config.energy.window,
+                    # This session's meter (facts) over what an earlier one recorded.
+                    meter_resolution=resolution_record({**manifest, **facts}),
                 )
                 if shared is not None:
                     outcome = engine.run(plan, shared)

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.stopping import should_stop
+from analysis.meter_floor import trials_floor
+from analysis.stopping import settled
 from controller.config.model import TrialPoint
 from controller.dashboard.state import DashboardEvent, Notice, TrialFinished, TrialStarted
 from controller.energy import WindowEnergy, energy_in_window
@@ -34,10 +35,16 @@ from controller.sweep.window import WindowError, trial_span
 SERVER_RECORD_TIMEOUT_S = 10.0
 
 
+# The metrics a meter's floor bounds (analysis.points.ENERGY_METRICS, whose module the sweep
+# does not import: pandas).
+FLOORED_METRICS = ("energy_mj", "energy_above_idle_mj")
+
+
 @dataclass(frozen=True)
 class StopRule:
     """Opt-in early stop: a point stops repeating once the `metric` column's t-interval
-    half-width is at most `relative_half_width` x its mean, with at least `min_n` values."""
+    half-width is at most `relative_half_width` x its mean, or the meter's floor over the
+    point's trials when that is larger (an energy metric), with at least `min_n` values."""
 
     metric: str
     relative_half_width: float
@@ -77,6 +84,7 @@ class SweepEngine:
         stop: threading.Event | None = None,
         stop_rule: StopRule | None = None,
         energy_window: str = "fetch",
+        meter_resolution: Mapping[str, Any] | None = None,
     ) -> None:
         self.recorder = recorder
         self.nodes = nodes
@@ -88,6 +96,9 @@ class SweepEngine:
         self.stop = stop or threading.Event()
         self.stop_rule = stop_rule
         self.energy_window = energy_window  # [energy] window: "fetch" or "process"
+        # The manifest's `meter.resolution` (analysis.meter_floor.resolution_record): what the
+        # early stop and the search never aim below; None when the meter states none.
+        self.meter_resolution = meter_resolution
 
     def run(self, plan: Sequence[PlannedTrial], shared: SharedTrials | None = None) -> SweepOutcome:
         """The plan's trials not done yet, in order; with `shared`, those this bench takes of a
@@ -96,13 +107,13 @@ class SweepEngine:
         done = {row["trial_id"] for row in rows if row["status"] == "ok"}
         attempts = Counter(row["trial_id"] for row in rows)
         metric = self.stop_rule.metric if self.stop_rule else None
-        values: dict[TrialPoint, list[float]] = {}
+        trials: dict[TrialPoint, list[Mapping[str, object]]] = {}
         point_of = {trial.trial_id: trial.point for trial in plan}
         for row in rows:
             if metric and row["status"] == "ok" and row.get(metric) and row["trial_id"] in point_of:
-                values.setdefault(point_of[row["trial_id"]], []).append(float(row[metric]))
+                trials.setdefault(point_of[row["trial_id"]], []).append(row)
         failed: list[str] = []
-        settled: set[TrialPoint] = set()
+        settled_points: set[TrialPoint] = set()
         skipped = 0
         paused: str | None = None
         taken: PlannedTrial | None = None  # a shared trial this bench holds
@@ -112,7 +123,7 @@ class SweepEngine:
                     if shared is not None:  # its row was written, the study not told: now
                         shared.finished(trial, {})
                     continue
-                if self._settled(trial, values.get(trial.point, []), settled):
+                if self._settled(trial, trials.get(trial.point, []), settled_points):
                     skipped += 1
                     continue
                 taken = trial
@@ -126,7 +137,7 @@ class SweepEngine:
                 done.add(trial.trial_id)
                 value = recorded.get(metric) if metric else None
                 if isinstance(value, int | float):
-                    values.setdefault(trial.point, []).append(float(value))
+                    trials.setdefault(trial.point, []).append(recorded)
         except SweepError as exc:
             if shared is not None and taken is not None:
                 shared.released(taken)
@@ -139,22 +150,40 @@ class SweepEngine:
     def _settled(
         self,
         trial: PlannedTrial,
-        values: list[float],
-        settled: set[TrialPoint],
+        trials: list[Mapping[str, object]],
+        settled_points: set[TrialPoint],
     ) -> bool:
         rule = self.stop_rule
         if rule is None:
             return False
-        if trial.point in settled:
+        if trial.point in settled_points:
             return True
-        if not should_stop(values, rule.confidence, rule.relative_half_width, rule.min_n):
+        values = [float(str(row[rule.metric])) for row in trials]
+        floor = self.floor_mj(rule.metric, trials)
+        point = settled(values, rule.confidence, rule.relative_half_width, rule.min_n, floor)
+        if point is None:
             return False
-        settled.add(trial.point)
+        settled_points.add(trial.point)
         settings = ", ".join(f"{name}={value}" for name, value in trial.point.axes)
-        self.recorder.event("point_stopped", point=dict(trial.point.axes), n=len(values),
-                            metric=rule.metric)  # fmt: skip
-        self.post(Notice(f"{settings}: {rule.metric} settled after {len(values)} trials"))
+        self.recorder.event("point_stopped", point=dict(trial.point.axes), n=point.n,
+                            metric=rule.metric, half_width=point.half_width,
+                            target_half_width=point.target_half_width, floor=point.floor,
+                            by_floor=point.by_floor)  # fmt: skip
+        why = (
+            f" at the meter's floor (±{point.floor:.3g} mJ: no interval narrower is worth trials)"
+            if point.by_floor
+            else ""
+        )
+        self.post(Notice(f"{settings}: {rule.metric} settled after {point.n} trials{why}"))
         return True
+
+    def floor_mj(self, metric: str, trials: Sequence[Mapping[str, object]]) -> float:
+        """The meter's floor over a point's ok trials for `metric`: 0 for a metric no meter
+        bounds, or a meter that states no resolution."""
+        if metric not in FLOORED_METRICS:
+            return 0.0
+        floor = trials_floor(self.meter_resolution, trials)
+        return 0.0 if floor is None else floor.total_mj
 
     def paused(self, exc: SweepError) -> str:
         """Why the sweep pauses on `exc`, logged (`sweep_paused`). A node or meter lost to a full

@@ -17,7 +17,10 @@ cap it stands on its mean (`forced`, not significant at the confidence). A point
 interval is already within `tolerance` of its mean (relative half-width) needs no more either:
 what still overlaps it differs by less than the search was asked to tell apart, and it is tied
 with it. Without that, a flat top of the landscape (many points as good as the best, the usual
-case for settings that matter little) would take `max_repetitions` at every one of them.
+case for settings that matter little) would take `max_repetitions` at every one of them. For an
+energy objective the width aimed at is never below the meter's floor over the point's trials
+(`floors`, analysis.detectability): no number of trials tells apart points closer than one step
+held over a trial, so a point whose interval is within its floor is decided (`at_floor`).
 """
 
 from __future__ import annotations
@@ -72,33 +75,53 @@ def rivals(point: Point, measured: Mapping[Point, Sequence[Summary]]) -> list[Po
 
 
 def needs_more(
-    point: Point, measured: Mapping[Point, Sequence[Summary]], n: int, spec: OptimizeSpec
+    point: Point,
+    measured: Mapping[Point, Sequence[Summary]],
+    n: int,
+    spec: OptimizeSpec,
+    floors: Sequence[float] = (),
 ) -> bool:
-    """Whether `point` (measured `n` times) gets another round before the search goes on."""
+    """Whether `point` (measured `n` times) gets another round before the search goes on;
+    `floors`: the point's meter floor per objective in its unit (none: 0)."""
     if n >= spec.max_repetitions:
         return False
     if n < spec.repetitions:
         return True
     own = measured[point]
-    if precise(own, spec):
+    if precise(own, spec, floors):
         return False
     return any(indistinct(own, measured[rival]) for rival in rivals(point, measured))
 
 
-def precise(own: Sequence[Summary], spec: OptimizeSpec) -> bool:
-    """Every objective's interval is within `tolerance` of its mean."""
-    return spec.tolerance > 0 and all(
-        math.isfinite(s.half_width) and s.half_width <= spec.tolerance * abs(s.mean) for s in own
+def _narrow(s: Summary, width: float) -> bool:
+    return math.isfinite(s.half_width) and s.half_width <= width
+
+
+def precise(own: Sequence[Summary], spec: OptimizeSpec, floors: Sequence[float] = ()) -> bool:
+    """Every objective's interval is within `tolerance` of its mean, or within its meter floor
+    where that is wider."""
+    floor = tuple(floors) or (0.0,) * len(own)
+    return (spec.tolerance > 0 or any(floor)) and all(
+        _narrow(s, max(spec.tolerance * abs(s.mean), f)) for s, f in zip(own, floor, strict=True)
     )
 
 
+def at_floor(own: Sequence[Summary], spec: OptimizeSpec, floors: Sequence[float]) -> bool:
+    """The meter's floor, not the tolerance, is why the point needs no more trials."""
+    return precise(own, spec, floors) and not precise(own, spec)
+
+
 def forced(
-    point: Point, measured: Mapping[Point, Sequence[Summary]], n: int, spec: OptimizeSpec
+    point: Point,
+    measured: Mapping[Point, Sequence[Summary]],
+    n: int,
+    spec: OptimizeSpec,
+    floors: Sequence[float] = (),
 ) -> bool:
     """Stopped at `max_repetitions` still indistinct from a rival: its place is its mean's."""
     own = measured[point]
     return (
         n >= spec.max_repetitions
-        and not precise(own, spec)
+        and not precise(own, spec, floors)
         and any(indistinct(own, measured[rival]) for rival in rivals(point, measured))
     )

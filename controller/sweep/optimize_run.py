@@ -1,13 +1,14 @@
 """An optimising search run: optuna's sampler proposing points of the sweep's grid, the rules of
 controller.sweep.optimize deciding how many trials each gets, the sweep engine running them.
 
-Each proposal is one optuna trial: a value per axis of [sweep] (categorical), told the point's
-means once its rounds are done. A point measured before is measured again only while it still
-needs more repetitions; a point that needs none costs no trial (the sampler is told what is
-known). The search stops when the budget is spent, when every point of the grid is decided, or
-when the sampler has proposed only decided points `idle_limit` times in a row (it has
-converged). Each trial is an ordinary trial of the engine (retried, recorded in trials.csv with
-`search_group` 1 and `search_probe` its proposal, its power trace saved); a trial that fails
+Each proposal is one optuna trial: a value per axis of [sweep] (categorical), told the point's means
+once its rounds are done. A point measured before is measured again only while it still needs more
+repetitions; a point that needs none costs no trial (the sampler is told what is known); a point
+whose energy interval is within the meter's floor is decided (`at_floor`: no number of trials tells
+apart points closer than that). The search stops when the budget is spent, when every point of the
+grid is decided, or when the sampler has proposed only decided points `idle_limit` times in a row
+(it has converged). Each trial is an ordinary trial of the engine (retried, recorded in trials.csv
+with `search_group` 1 and `search_probe` its proposal, its power trace saved); a trial that fails
 every attempt fails its point, which is not proposed again.
 
 optimize.csv (OPTIMIZE_COLUMNS, objectives' columns named after them) is the search's trace,
@@ -26,7 +27,7 @@ import io
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from analysis import pareto
@@ -36,7 +37,14 @@ from controller.config.model import AxisValue, Config, OptimizeConfig, Point
 from controller.dashboard.state import DashboardEvent, Notice, OptimizeProgress
 from controller.sweep.engine import SweepEngine, SweepOutcome
 from controller.sweep.errors import SweepError
-from controller.sweep.optimize import OptimizeSpec, Scores, forced, needs_more, summaries
+from controller.sweep.optimize import (
+    OptimizeSpec,
+    Scores,
+    at_floor,
+    forced,
+    needs_more,
+    summaries,
+)
 from controller.sweep.plan import PlannedTrial
 from controller.sweep.search_run import ScoreError, trial_id
 
@@ -48,6 +56,7 @@ OPTIMIZE_COLUMNS = (
     "n",  # ok trials at the point so far
     # then per objective: <objective>_mean, _ci_low, _ci_high over the point's trials so far
     "forced",  # at max_repetitions still indistinct from a rival: its place is its mean's
+    "at_floor",  # decided because its interval is within the meter's floor (energy objectives)
     "trials_used",  # the search's trials after this proposal
     "best",  # the best point so far (two objectives: the front), as axis=value pairs
 )
@@ -127,6 +136,8 @@ class _Book:
     failed: set[Point]
     trace: list[list[object]]
     used: int = 0  # trials planned so far
+    # Each point's ok rows: their windows and samples give its meter floor.
+    rows: dict[Point, list[Mapping[str, object]]] = field(default_factory=dict)
 
 
 class OptimizeRun:
@@ -219,7 +230,7 @@ class OptimizeRun:
         trial_point = self.config.point(point)
         ran = False
         while book.used < self.spec.budget and needs_more(
-            point, self._measured(), len(scores), self.spec
+            point, self._measured(), len(scores), self.spec, self._floors(point)
         ):
             rounds = min(
                 self.spec.repetitions,
@@ -243,6 +254,7 @@ class OptimizeRun:
                     return "failed"
                 try:
                     scores.append(scores_of(row, self.search))
+                    book.rows.setdefault(point, []).append(row)
                 except ScoreError as exc:
                     self.post(Notice(f"search: {exc}: the point is given up"))
                     book.failed.add(point)
@@ -277,6 +289,17 @@ class OptimizeRun:
             if scores
         }
 
+    def _floors(self, point: Point) -> tuple[float, ...]:
+        """The point's meter floor per objective (0 for one no meter bounds, and for the first
+        over its `relative_to`: a ratio has no floor in the meter's unit)."""
+        rows = self.book.rows.get(point, [])
+        return tuple(
+            0.0
+            if index == 0 and self.search.relative_to is not None
+            else self.engine.floor_mj(name, rows)
+            for index, name in enumerate(self.spec.objectives)
+        )
+
     def _summaries(self, point: Point) -> tuple[Summary, ...]:
         return summaries(self.book.scores[point], self.spec)
 
@@ -289,7 +312,9 @@ class OptimizeRun:
             return "budget"
         measured = self._measured()
         decided = all(
-            not needs_more(point, measured, len(self.book.scores[point]), self.spec)
+            not needs_more(
+                point, measured, len(self.book.scores[point]), self.spec, self._floors(point)
+            )
             for point in measured
         )
         if len(measured) + len(self.book.failed) >= self.grid and decided:
@@ -300,18 +325,28 @@ class OptimizeRun:
         book = self.book
         cells: list[object] = []
         n = 0
-        is_forced = False
+        is_forced = floored = False
         if point in book.scores:
             n = len(book.scores[point])
-            for s in self._summaries(point):
+            own = self._summaries(point)
+            for s in own:
                 cells += [_cell(s.mean), _cell(s.ci_low), _cell(s.ci_high)]
-            is_forced = forced(point, self._measured(), n, self.spec)
+            floors = self._floors(point)
+            is_forced = forced(point, self._measured(), n, self.spec, floors)
+            floored = at_floor(own, self.spec, floors)
         else:
             cells = [""] * (3 * len(self.spec.objectives))
+        if floored and status == "measured":
+            self.post(
+                Notice(
+                    f"search {point_text(point)}: decided at the meter's floor (±"
+                    f"{max(floors):.3g} mJ) after {n} trials: no interval narrower is worth trials"
+                )
+            )
         best = self._best()
         row = [
             proposal, *[value for _name, value in point], status, added, n, *cells, is_forced,
-            book.used,
+            floored, book.used,
             "; ".join(point_text(p) for p in best),
         ]  # fmt: skip
         book.trace.append(row)
@@ -319,7 +354,7 @@ class OptimizeRun:
         recorder.write_file(OPTIMIZE, trace_csv(book.trace, self.axes, self.spec).encode())
         recorder.event(
             "search_candidate", proposal=proposal, point=dict(point), status=status, n=n,
-            trials_used=book.used,
+            at_floor=floored, trials_used=book.used,
         )  # fmt: skip
         self.post(
             OptimizeProgress(
@@ -350,7 +385,7 @@ def trace_csv(
     ]
     header = (
         "proposal", *[name for name, _values in axes], "status", "trials_added", "n",
-        *objective_columns, "forced", "trials_used", "best",
+        *objective_columns, "forced", "at_floor", "trials_used", "best",
     )  # fmt: skip
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

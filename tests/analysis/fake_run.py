@@ -137,7 +137,9 @@ def record_run(
     device: dict[str, Any] | None = None,
     workload: str = "page",
     workload_params: dict[str, Any] | None = None,
+    meter_resolution: dict[str, Any] | None = None,
 ) -> Path:
+    """`meter_resolution`: the manifest's `meter.resolution` record in place of the ACS712's."""
     model = model or Model()
     rng = np.random.default_rng(seed)
     axes: dict[str, tuple[int, ...]] = {"initial_window_size": windows}
@@ -147,6 +149,8 @@ def record_run(
     manifest = _manifest(axes, repetitions, confidence, rate_hz, link_rate_mbit, rtt_s, name)
     if device is not None:
         manifest["device"] = device
+    if meter_resolution is not None:
+        manifest["meter"]["resolution"] = meter_resolution
     own = workload_columns(workload) if workload != "page" else ()
     if own:
         manifest["workload"] = {"kind": workload, "columns": [c.described() for c in own]}

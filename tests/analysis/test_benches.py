@@ -166,6 +166,13 @@ def test_the_bench_effect_table_has_each_bench_and_a_ci_per_point(
     assert "| initial_window_size | bench | n | mean [CI] (mJ) | bench - others [CI] (mJ) |" in (
         markdown
     )
+    # Each effect against what the trials and the benches' meters (ACS712s) could see.
+    energy = effects["metric"].isin(["energy_mj", "energy_above_idle_mj"])
+    assert (effects.loc[energy, "meter_floor_mj"] > 0).all()
+    assert effects.loc[~energy, "meter_floor_mj"].isna().all()
+    assert set(effects["resolvability"]) <= {"resolved", "needs_repetitions", "below_meter_floor"}
+    above_idle = effects[effects["metric"] == "energy_above_idle_mj"]
+    assert set(above_idle["resolvability"]) == {"below_meter_floor"}  # the same model, 2 benches
 
 
 def test_a_trial_in_both_benches_is_kept_once_the_first_started(

@@ -13,6 +13,7 @@ from analysis.figures import Source, figure_cpu_pct
 from analysis.load import Run, load_run
 from analysis.points import (
     EXTRA_COLUMNS,
+    FLOOR_COLUMNS,
     SCALED_COLUMNS,
     SUMMARY_COLUMNS,
     metric_rows,
@@ -92,6 +93,7 @@ def test_a_recorded_run_matches_scipy_at_every_point(run_copy: Path) -> None:
         "initial_window_size",
         *SUMMARY_COLUMNS,
         *EXTRA_COLUMNS,
+        *FLOOR_COLUMNS,
     ]
     assert len(summary) == 9 * (len(METRICS) + 2)
     for _, row in summary.iterrows():

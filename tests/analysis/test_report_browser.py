@@ -161,7 +161,7 @@ def test_warnings_do_not_push_the_headline_off_the_first_screen(
 ) -> None:
     _warn_of_everything(run_copy)
     files = write_report(load_run(run_copy))
-    # More warnings than the first screen lists: the rest are counted, not shown.
+    # Five listed, the rest (the meter's floor's among them) counted.
     assert re.search(r"\.\.\. and \d+ more in the sections below\.", files.markdown.read_text())
     screenshot = tmp_path / "first_screen_warned.png"
     measured = _first_screen(browser, files.html, screenshot)

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.stats import summarize
-from analysis.stopping import should_stop
+from analysis.stopping import settled, should_stop
 
 
 def test_stops_once_the_interval_is_narrow_enough() -> None:
@@ -42,3 +42,16 @@ def test_agrees_with_the_interval_it_promises(values, confidence, target) -> Non
     summary = summarize(values, confidence)
     expected = summary.half_width <= target * abs(summary.mean)
     assert should_stop(values, confidence, target, min_n=2) == expected
+
+
+def test_the_meters_floor_widens_the_target_and_says_it_set_the_width() -> None:
+    spread = [1000.0, 1040.0, 980.0, 1020.0]  # half-width about 30 at 90 %
+    assert settled(spread, 0.90, 0.001, min_n=4) is None
+    point = settled(spread, 0.90, 0.001, min_n=4, floor=66.0)
+    assert point is not None and point.by_floor
+    assert point.target_half_width == pytest.approx(1.01) and point.floor == 66.0
+    wide = settled(spread, 0.90, 0.05, min_n=4, floor=1.0)  # the target alone stops it
+    assert wide is not None and not wide.by_floor
+    assert should_stop(spread, 0.90, 0.001, min_n=4, floor=66.0)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        settled(spread, 0.90, 0.05, min_n=4, floor=-1.0)

@@ -3,6 +3,7 @@ and the meter; the end-to-end tests run it with real agents and real meters."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 
 from controller.config.model import Config, TrialPoint
 from controller.dashboard.state import DashboardEvent
+from controller.meter.calibration import nominal
+from controller.meter_sources.board.resolution import acs712
 from controller.run.recorder import RunRecorder, read_trials
 from controller.sweep.engine import StopRule, SweepEngine
 from controller.sweep.errors import NodeLost
@@ -22,6 +25,8 @@ from controller.sweep.plan import plan_trials
 AXES = ("initial_window_size",)
 POWER_MW = 2000.0
 IDLE_MW = 1200.0
+# What the board's tap records of the default ACS712-5A channel (manifest meter.resolution).
+ACS712_RECORD = acs712(nominal(), 0).to_dict()
 
 
 def windows(*sizes: int) -> list[TrialPoint]:
@@ -195,3 +200,55 @@ def test_stop_rule_ends_a_settled_point_early_and_says_so(tmp_path: Path) -> Non
         {"initial_window_size": 65535},
     ]
     assert all(e["n"] == 3 for e in stopped)
+
+
+class AlternatingMeter(ConstantMeter):
+    """Each trial's power 40 mW above or below the last's: energy spread no repetition count
+    narrows below a few mJ."""
+
+    def __init__(self) -> None:
+        self.trials = 0
+
+    def begin_trial(self) -> None:
+        self.trials += 1
+
+    def window(
+        self, start_wall_ns: int, end_wall_ns: int, *, before_s: float = 0.0, after_s: float = 0.0
+    ) -> PowerWindow:
+        window = super().window(start_wall_ns, end_wall_ns, before_s=before_s, after_s=after_s)
+        power = POWER_MW + (40.0 if self.trials % 2 else -40.0)
+        return dataclasses.replace(window, power_mw=np.full_like(window.t_s, power))
+
+
+@pytest.mark.parametrize("resolution", [None, ACS712_RECORD])
+def test_the_early_stop_never_aims_below_the_meters_floor_and_says_when_that_is_why(
+    tmp_path: Path, resolution: Mapping[str, Any] | None
+) -> None:
+    """Energy spread by ±20 mJ a trial: a 0.1 % target is out of reach, so without a stated
+    resolution the point runs every repetition; an ACS712's floor over the 0.5 s window (one
+    132 mW step, 66 mJ) is wider than the interval at n = 3, and the point stops there."""
+    plan = plan_trials(windows(256), 8, "sequential", seed=1)
+    notices: list[str] = []
+    engine = SweepEngine(
+        recorder=RunRecorder.create(tmp_path / "run", AXES, {"axes": list(AXES)}),
+        nodes=StandInNodes(set()),
+        meter=AlternatingMeter(),
+        idle_mw=IDLE_MW,
+        retries=1,
+        trial_timeout_s=10,
+        post=lambda event: notices.append(getattr(event, "text", "")),
+        stop_rule=StopRule("energy_mj", 0.001, 3, 0.90),
+        meter_resolution=resolution,
+    )
+    outcome = engine.run(plan)
+    events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    stopped = [e for e in events if e["event"] == "point_stopped"]
+    if resolution is None:
+        assert (outcome.completed, outcome.stopped_early, stopped) == (8, 0, [])
+        return
+    assert (outcome.completed, outcome.stopped_early) == (3, 5)
+    (event,) = stopped
+    assert event["by_floor"] is True
+    assert event["floor"] == pytest.approx(ACS712_RECORD["power_mw"] * 0.5, rel=1e-3)
+    assert event["half_width"] <= event["floor"]
+    assert any("settled after 3 trials at the meter's floor" in text for text in notices)

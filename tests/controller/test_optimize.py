@@ -13,6 +13,7 @@ from analysis.pareto import dominates, front, indistinct, tied
 from controller.config.model import Point
 from controller.sweep.optimize import (
     OptimizeSpec,
+    at_floor,
     forced,
     needs_more,
     precise,
@@ -97,6 +98,25 @@ def test_a_point_measured_within_the_tolerance_is_tied_not_measured_again() -> N
     strict = OptimizeSpec(("energy_mj",), budget=100, repetitions=3, max_repetitions=9, tolerance=0)
     assert needs_more(_point(1), measured, 3, strict)
     assert forced(_point(1), measured, 9, strict)
+
+
+def test_a_point_within_the_meters_floor_is_decided_at_it() -> None:
+    # Overlapping the best with intervals of about ±20 mJ (2 % of the mean): a 0.1 % tolerance
+    # would chase them to the cap; an ACS712's floor of 66 mJ over the window says no number
+    # of trials tells them apart.
+    measured = _measured([[(1000.0,), (1020.0,), (980.0,)], [(1010.0,), (1030.0,), (990.0,)]], ONE)
+    fine = OptimizeSpec(
+        ("energy_mj",), budget=100, repetitions=3, max_repetitions=9, tolerance=0.001
+    )
+    assert needs_more(_point(1), measured, 3, fine)
+    assert not needs_more(_point(1), measured, 3, fine, (66.0,))
+    assert at_floor(measured[_point(1)], fine, (66.0,))
+    assert not forced(_point(1), measured, 9, fine, (66.0,))
+    # A floor narrower than the interval changes nothing; without a tolerance the floor alone
+    # still decides.
+    assert needs_more(_point(1), measured, 3, fine, (1.0,))
+    strict = OptimizeSpec(("energy_mj",), budget=100, repetitions=3, max_repetitions=9, tolerance=0)
+    assert at_floor(measured[_point(1)], strict, (66.0,))
 
 
 def test_two_objectives_separate_on_either() -> None:

@@ -20,8 +20,15 @@ from controller.dashboard.state import DashboardEvent, OptimizeProgress, SweepSt
 from controller.dashboard.view import render
 from controller.errors import ConfigError
 from controller.run.recorder import RunRecorder, read_trials
+from controller.sweep.engine import SweepEngine
 from controller.sweep.optimize_run import OptimizeRun, grid_trials
-from tests.controller.test_engine import StandInNodes, stand_in_engine
+from tests.controller.test_engine import (
+    ACS712_RECORD,
+    IDLE_MW,
+    AlternatingMeter,
+    StandInNodes,
+    stand_in_engine,
+)
 
 WINDOWS = (1024, 4096, 16384, 65535)
 POLICIES = ("half", "every-frame", "exhausted")
@@ -223,3 +230,37 @@ def test_the_search_config_and_its_grid_share_one_space() -> None:
     assert search.workload == grid.workload
     assert grid.search is None and search.search is not None
     assert search.search.budget < grid_trials(grid)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("resolution", [None, ACS712_RECORD])
+def test_the_search_never_chases_an_energy_interval_below_the_meters_floor(
+    tmp_path: Path, resolution: dict[str, Any] | None
+) -> None:
+    """Energy 1000 ± 20 mJ at every point: a 0.1 % tolerance is out of reach, so every point
+    overlapping the best runs to max_repetitions; with an ACS712's floor (66 mJ over the 0.5 s
+    window) a point within it is decided there, and optimize.csv says so."""
+    config = optimize_config(
+        'search.objectives=["energy_mj"]', "search.tolerance=0.001", "search.max_repetitions=8",
+        "search.budget=200",
+    )  # fmt: skip
+    axes = tuple(config.sweep.names)
+    manifest = {"axes": list(axes), "config": config.to_dict(), "workload": {"kind": "page"}}
+    recorder = RunRecorder.create(tmp_path / "run", axes, manifest, "page", search=True)
+    notices: list[str] = []
+    engine = SweepEngine(
+        recorder=recorder, nodes=Landscape(), meter=AlternatingMeter(), idle_mw=IDLE_MW,
+        retries=1, trial_timeout_s=10, post=lambda e: None, meter_resolution=resolution,
+    )  # fmt: skip
+    try:
+        OptimizeRun(engine, config, lambda e: notices.append(getattr(e, "text", ""))).run()
+    finally:
+        recorder.close()
+    trace = _trace(tmp_path / "run")
+    floored = {line["initial_window_size"] + line["window_update_policy"]
+               for line in trace if line["at_floor"] == "True"}  # fmt: skip
+    most = max(int(line["n"]) for line in trace)
+    if resolution is None:
+        assert not floored and most == 8
+        return
+    assert floored and most < 8
+    assert any("decided at the meter's floor" in text for text in notices)

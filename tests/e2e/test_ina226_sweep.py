@@ -30,6 +30,7 @@ from controller.config import channels
 from controller.energy import energy_in_window
 from controller.meter.ina226 import Ina226Calibration, Ina226Model
 from controller.meter.truth import Truth
+from tests.e2e.floor_report import assert_floor_reported
 from tests.e2e.test_rig_check import simavr_buildable  # noqa: F401  (the fixture)
 
 H2IOT = [sys.executable, "-m", "controller.cli"]
@@ -112,6 +113,7 @@ def test_an_ina226_sweep_measures_the_modelled_energy_within_its_resolution(
     )
     assert report.returncode == 0, report.stdout + report.stderr
     assert (run / "report" / "report.md").exists()
+    assert_floor_reported(run / "report")
 
 
 def test_a_load_past_the_ina226s_range_is_counted_saturated_and_flagged(

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from controller.meter.jls.synthetic import Layout, write_recording
+from tests.e2e.floor_report import assert_floor_reported
 
 H2IOT = [sys.executable, "-m", "controller.cli"]
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "local.toml"
@@ -125,6 +126,7 @@ def test_a_recording_of_a_real_sweep_gives_the_run_its_energy(tmp_path: Path) ->
     (report_dir,) = {p.parent for p in run.rglob("report.md")}
     markdown = (report_dir / "report.md").read_text()
     assert "the joulescope meter at 1e+06 Hz" in markdown
+    assert_floor_reported(report_dir)
     with (report_dir / "summary.csv").open() as handle:
         summary = [r for r in csv.DictReader(handle) if r["metric"] == "energy_mj"]
     by_point: dict[str, list[float]] = {}

@@ -23,6 +23,7 @@ from analysis.trial_columns import header
 from controller.energy import energy_in_window
 from controller.meter.truth import Truth
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
+from tests.e2e.floor_report import assert_floor_reported
 
 H2IOT = [sys.executable, "-m", "controller.cli"]
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "local.toml"
@@ -104,6 +105,11 @@ def test_local_sweep_records_every_trial_with_energy_matching_the_ground_truth(
     # The study's effect, in shape: a small window takes longer.
     assert np.mean(by_window["1024"]) > np.mean(by_window["65535"])
     assert f"report: h2iot report {run}" in result.stdout
+    report = subprocess.run(
+        [*H2IOT, "report", str(run)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert_floor_reported(run / "report")  # the board's ACS712, one 132 mW step
 
 
 def _start_sweep(out: Path, *sets: str) -> subprocess.Popen[str]:

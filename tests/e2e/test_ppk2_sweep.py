@@ -32,6 +32,7 @@ from controller.meter.ppk2 import (
 from controller.meter.ppk2.emulator import Ppk2Emulator, constant_source
 from tests._rig import verdicts
 from tests.conftest import h2iot
+from tests.e2e.floor_report import assert_floor_reported
 from tests.e2e.test_local_sweep import SMALL, _rows, _run_dir, _wait_for_rows
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "local-ppk2.toml"
@@ -96,6 +97,7 @@ def test_the_local_default_on_the_emulated_ppk2_agrees_with_its_ground_truth(
     assert report.returncode == 0, report.stdout + report.stderr
     text = (run / "report" / "report.md").read_text()
     assert "the ppk2 meter at 1000 Hz" in text
+    assert_floor_reported(run / "report")
 
 
 class _Wire(Ppk2Device):
