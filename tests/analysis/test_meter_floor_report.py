@@ -29,7 +29,7 @@ from tests.analysis.fake_run import Model, record_run
 MODEL = Model(energy_per_window_mj_b=200_000.0, noise=0.01)
 WINDOWS = (4096, 65535)
 RECORDS = {
-    "acs712": acs712(nominal(), 0).to_dict(),
+    "acs712": acs712(nominal(), 0, 1000, 104.0).to_dict(),
     "ppk2": ppk2_resolution(EXAMPLE_METADATA, 5.0).to_dict(),
 }
 

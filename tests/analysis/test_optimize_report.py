@@ -40,7 +40,7 @@ RESPONSE = {
 }
 SPREAD = (-0.2, 0.0, 0.2)
 # The records the board's and the PPK2's taps write (manifest meter.resolution).
-ACS712_RECORD = acs712(nominal(), 0).to_dict()
+ACS712_RECORD = acs712(nominal(), 0, 1000, 104.0).to_dict()
 
 
 def _run(

@@ -174,12 +174,16 @@ def test_a_trace_below_1_khz_is_not_replayed(tmp_path: Path) -> None:
     run_dir = record_run(tmp_path / "run", windows=(4096, 65535), repetitions=2, rate_hz=250)
     assert replay_run(load_run(run_dir)).unavailable == "not replayable: trace at 250 Hz"
     (row,) = [r for r in _checks(run_dir).rows if r[0].startswith("client energy through")]
-    assert row[2:] == ("not replayable: trace at 250 Hz", "n/a")
+    assert row[2:4] == ("not replayable: trace at 250 Hz", "n/a")
 
 
 def _rows(metric: str, means: dict[int, float]) -> pd.DataFrame:
     return pd.DataFrame(
-        [{"metric": metric, "initial_window_size": w, "n": 5, "mean": m} for w, m in means.items()]
+        [
+            {"metric": metric, "initial_window_size": w, "n": 5, "mean": m, "sd": 1.0, "median": m}
+            | {"ci_low": m - 1.0, "ci_high": m + 1.0, "confidence": 0.9}
+            for w, m in means.items()
+        ]
     )
 
 

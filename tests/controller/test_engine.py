@@ -26,7 +26,7 @@ AXES = ("initial_window_size",)
 POWER_MW = 2000.0
 IDLE_MW = 1200.0
 # What the board's tap records of the default ACS712-5A channel (manifest meter.resolution).
-ACS712_RECORD = acs712(nominal(), 0).to_dict()
+ACS712_RECORD = acs712(nominal(), 0, 1000, 104.0).to_dict()
 
 
 def windows(*sizes: int) -> list[TrialPoint]:
