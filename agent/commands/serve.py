@@ -20,7 +20,13 @@ from agent.commands.common import (
 from agent.engines import engine_spec
 from agent.errors import UsageError
 from agent.h2.settings import parse_settings
-from agent.limits import DEFAULT_HANDSHAKE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, RESERVED_DESCRIPTORS
+from agent.limits import (
+    CONNECTION_BUDGET_SHARE,
+    DEFAULT_HANDSHAKE_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    MAX_CONNECTION_BUDGET_BYTES,
+    RESERVED_DESCRIPTORS,
+)
 from agent.protocols import protocol_of_scheme, protocol_spec, protocols_where
 from agent.registry import load_dotted
 from agent.workloads import DEFAULT_KIND
@@ -108,7 +114,10 @@ def configure(serve: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="connections held at once; over it the longest idle one is closed to make room "
-        f"(default: the open-files limit less {RESERVED_DESCRIPTORS})",
+        f"(default: the open-files limit less {RESERVED_DESCRIPTORS}, or fewer where the "
+        f"connections' memory budget, 1/{CONNECTION_BUDGET_SHARE} of the node's available "
+        f"memory and at most {MAX_CONNECTION_BUDGET_BYTES // 2**20} MiB, holds fewer; "
+        "agent/README.md)",
     )
     add_engine_options(serve)
     serve.add_argument(

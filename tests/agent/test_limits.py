@@ -1,38 +1,66 @@
-"""The server's connection limits, sans-IO: the default cap below a descriptor limit, the
-interval tally behind every rate-limited log line, and the accept backoff."""
+"""The server's connection limits, sans-IO: the default cap below a descriptor limit and within
+the node's memory, the interval tally behind every rate-limited log line, and the accept
+backoff."""
 
 from __future__ import annotations
 
 import itertools
 import resource
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agent.limits import (
+    FALLBACK_AVAILABLE_BYTES,
+    H2C_CONNECTION_BYTES,
+    MAX_CONNECTION_BUDGET_BYTES,
     RESERVED_DESCRIPTORS,
     UNLIMITED_DESCRIPTORS_CAP,
     AcceptBackoff,
     ConnectionLimits,
     IntervalTally,
+    connection_budget_bytes,
     default_max_connections,
+    descriptor_cap,
 )
+
+PI_AVAILABLE_BYTES = 800 * 10**6  # what a 1 GB Raspberry Pi has available, idle
 
 
 @given(st.integers(1, 2**20))
-def test_the_default_cap_leaves_room_below_any_descriptor_limit(limit: int) -> None:
-    cap = default_max_connections(limit)
+def test_the_descriptor_cap_leaves_room_below_any_descriptor_limit(limit: int) -> None:
+    cap = descriptor_cap(limit)
     assert cap >= 1
     assert cap < limit or limit == 1
     assert cap >= limit - RESERVED_DESCRIPTORS
 
 
-def test_the_default_cap_follows_this_process_limit() -> None:
+def test_the_default_cap_follows_this_process_limit_and_memory() -> None:
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     assert ConnectionLimits().max_connections == default_max_connections(soft)
-    assert default_max_connections(1024) == 1024 - RESERVED_DESCRIPTORS
-    assert default_max_connections(resource.RLIM_INFINITY) == UNLIMITED_DESCRIPTORS_CAP
+    assert descriptor_cap(1024) == 1024 - RESERVED_DESCRIPTORS
+    assert descriptor_cap(resource.RLIM_INFINITY) == UNLIMITED_DESCRIPTORS_CAP
+    assert default_max_connections(1024, budget_bytes=2**40) == 1024 - RESERVED_DESCRIPTORS
+    # A 1 GB Pi: its memory, not its descriptors, holds the cap, over TLS and in cleartext.
+    pi_bytes = connection_budget_bytes(PI_AVAILABLE_BYTES)
+    assert default_max_connections(2**20, pi_bytes) == 271
+    assert default_max_connections(2**20, pi_bytes, H2C_CONNECTION_BYTES) == 1220
+    assert default_max_connections(2**20, budget_bytes=0) == 1
+
+
+def test_the_budget_is_a_share_of_available_memory_up_to_a_ceiling(tmp_path: Path) -> None:
+    assert connection_budget_bytes(PI_AVAILABLE_BYTES) == 100_000_000
+    assert connection_budget_bytes(24 * 2**30) == MAX_CONNECTION_BUDGET_BYTES
+    (tmp_path / "proc").mkdir()
+    meminfo = tmp_path / "proc/meminfo"
+    meminfo.write_text("MemTotal:  1000000 kB\nMemAvailable:  781250 kB\n")
+    assert connection_budget_bytes(root=tmp_path) == 100_000_000
+    meminfo.write_text("MemTotal:  1000000 kB\n")  # a kernel before 3.14
+    assert connection_budget_bytes(root=tmp_path) == FALLBACK_AVAILABLE_BYTES // 8
+    meminfo.unlink()
+    assert connection_budget_bytes(root=tmp_path) == FALLBACK_AVAILABLE_BYTES // 8
 
 
 @pytest.mark.parametrize(

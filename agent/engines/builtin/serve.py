@@ -11,6 +11,8 @@ from agent.errors import UsageError
 from agent.limits import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
     DEFAULT_IDLE_TIMEOUT_S,
+    H2_TLS_CONNECTION_BYTES,
+    H2C_CONNECTION_BYTES,
     ConnectionLimits,
     default_max_connections,
 )
@@ -31,7 +33,7 @@ def serve(
 ) -> int:
     if protocol.quic:
         return _serve_quic(args, protocol, workload, params, settings)
-    limits = connection_limits(args)
+    limits = connection_limits(args, tls=protocol.tls)
     from agent.server.app import ServerOptions  # noqa: PLC0415
     from agent.server.app import serve as serve_h2  # noqa: PLC0415
 
@@ -64,7 +66,7 @@ def _serve_quic(
     from agent.h3.amplification import AmplificationFixes  # noqa: PLC0415
     from agent.server.h3 import H3ServeOptions, serve_h3  # noqa: PLC0415
 
-    limits = connection_limits(args)
+    limits = connection_limits(args, tls=protocol.tls)
     windows = _server_windows(args, settings)
     handler = server_mount(workload.kind)(args.root, params)
     options = H3ServeOptions(
@@ -102,8 +104,9 @@ def _server_windows(args: argparse.Namespace, settings: dict[str, int]) -> QuicW
     )
 
 
-def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
-    """The engine's connection limits from the command line, each checked here, once."""
+def connection_limits(args: argparse.Namespace, tls: bool) -> ConnectionLimits:
+    """The engine's connection limits from the command line, each checked here, once; the
+    default cap for connections over TLS if `tls`, else in cleartext (agent.limits)."""
     handshake_timeout_s = _seconds("--handshake-timeout", args.handshake_timeout)
     idle_timeout_s = _seconds("--idle-timeout", args.idle_timeout)
     if args.max_connections is not None and args.max_connections < 1:
@@ -111,7 +114,10 @@ def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
     return ConnectionLimits(
         handshake_timeout_s=handshake_timeout_s or DEFAULT_HANDSHAKE_TIMEOUT_S,
         idle_timeout_s=idle_timeout_s or DEFAULT_IDLE_TIMEOUT_S,
-        max_connections=args.max_connections or default_max_connections(),
+        max_connections=args.max_connections
+        or default_max_connections(
+            connection_bytes=H2_TLS_CONNECTION_BYTES if tls else H2C_CONNECTION_BYTES
+        ),
     )
 
 
