@@ -1,0 +1,72 @@
+"""The HTTP/3 server's connection caps from the node's memory (agent.h3.admission) and the queue
+of connections in their handshake."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.h3.admission import (
+    HALF_OPEN_CONNECTION_BYTES,
+    HANDSHAKE_BUDGET_SHARE,
+    OPEN_CONNECTION_BYTES,
+    H3Limits,
+    Handshakes,
+    h3_limits,
+)
+from agent.limits import MAX_CONNECTION_BUDGET_BYTES, connection_budget_bytes
+
+WINDOW = 65535  # the server's default connection window
+PI_AVAILABLE_BYTES = 800 * 10**6  # what a 1 GB Raspberry Pi has available, idle
+
+
+def test_a_1gb_pi_and_a_big_node_get_caps_their_memory_holds() -> None:
+    pi = h3_limits(connection_budget_bytes(PI_AVAILABLE_BYTES), WINDOW)
+    assert pi == H3Limits(max_connections=762, max_handshakes=381)
+    big = h3_limits(connection_budget_bytes(24 * 2**30), WINDOW)
+    assert big == H3Limits(max_connections=1024, max_handshakes=512)
+    for limits in (pi, big):
+        assert limits.max_handshakes * HALF_OPEN_CONNECTION_BYTES <= MAX_CONNECTION_BUDGET_BYTES
+
+
+@given(st.integers(0, 2**36), st.integers(1, 2**24), st.one_of(st.none(), st.integers(1, 10**5)))
+def test_the_caps_stay_within_the_budget_and_are_never_zero(
+    budget_bytes: int, window_bytes: int, max_connections: int | None
+) -> None:
+    limits = h3_limits(budget_bytes, window_bytes, max_connections=max_connections)
+    assert 1 <= limits.max_handshakes <= limits.max_connections
+    if max_connections is not None:
+        assert limits.max_connections == max_connections
+    elif limits.max_connections > 1:
+        assert limits.max_connections * (OPEN_CONNECTION_BYTES + window_bytes) <= budget_bytes
+    if limits.max_handshakes > 1:
+        handshakes_bytes = limits.max_handshakes * HALF_OPEN_CONNECTION_BYTES
+        assert handshakes_bytes <= budget_bytes // HANDSHAKE_BUDGET_SHARE
+
+
+def test_limits_refuse_values_that_cannot_work() -> None:
+    with pytest.raises(ValueError, match="max_handshakes <= max_connections"):
+        H3Limits(max_connections=2, max_handshakes=3)
+    with pytest.raises(ValueError, match="positive"):
+        H3Limits(max_connections=2, max_handshakes=1, handshake_timeout_s=0)
+
+
+def test_handshakes_expire_oldest_first_and_done_ones_are_forgotten() -> None:
+    handshakes: Handshakes[str] = Handshakes(timeout_s=10.0)
+    assert handshakes.next_expiry_s() is None
+    for name, opened_s in (("a", 0.0), ("b", 1.0), ("c", 2.0), ("d", 3.0)):
+        handshakes.opened(name, opened_s)
+    handshakes.done("b")
+    handshakes.done("b")  # completed, then ended: once is enough
+    assert handshakes.next_expiry_s() == 10.0
+    assert handshakes.expired(9.9) == []
+    assert handshakes.expired(12.0) == ["a", "c"]
+    assert handshakes.oldest(0) == []
+    assert handshakes.oldest(-1) == []
+    assert handshakes.next_expiry_s() == 13.0
+    handshakes.opened("e", 4.0)
+    assert handshakes.oldest(1) == ["d"]
+    assert len(handshakes) == 1
+    assert handshakes.oldest(5) == ["e"]
+    assert handshakes.next_expiry_s() is None
