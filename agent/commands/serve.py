@@ -100,7 +100,8 @@ def configure(serve: argparse.ArgumentParser) -> None:
         type=float,
         metavar="S",
         help="a connection's preface and first SETTINGS (and its TLS handshake) must be in "
-        f"within S seconds, else GOAWAY SETTINGS_TIMEOUT (default {DEFAULT_HANDSHAKE_TIMEOUT_S:g})",
+        "within S seconds, else GOAWAY SETTINGS_TIMEOUT; h3: its QUIC handshake, else it is "
+        f"dropped (default {DEFAULT_HANDSHAKE_TIMEOUT_S:g})",
     )
     serve.add_argument(
         "--idle-timeout",
@@ -116,8 +117,8 @@ def configure(serve: argparse.ArgumentParser) -> None:
         help="connections held at once; over it the longest idle one is closed to make room "
         f"(default: the open-files limit less {RESERVED_DESCRIPTORS}, or fewer where the "
         f"connections' memory budget, 1/{CONNECTION_BUDGET_SHARE} of the node's available "
-        f"memory and at most {MAX_CONNECTION_BUDGET_BYTES // 2**20} MiB, holds fewer; "
-        "agent/README.md)",
+        f"memory and at most {MAX_CONNECTION_BUDGET_BYTES // 2**20} MiB, holds fewer; h3: "
+        "the budget's; agent/README.md)",
     )
     add_engine_options(serve)
     serve.add_argument(

@@ -1,7 +1,11 @@
-"""The HTTP/3 server's connection caps from the node's memory (agent.h3.admission) and the queue
-of connections in their handshake."""
+"""The HTTP/3 server's connection caps from the node's memory (agent.h3.admission), the queue of
+connections in their handshake, and the server under a flood of half-open handshakes: its
+memory stays under a stated bound and a legitimate client is still served."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -16,6 +20,9 @@ from agent.h3.admission import (
     h3_limits,
 )
 from agent.limits import MAX_CONNECTION_BUDGET_BYTES, connection_budget_bytes
+from tests.agent.h3_peers import Credentials, h3_server
+from tests.agent.quic_flood import half_open, silent_handshakes
+from tests.agent.servers import run_agent
 
 WINDOW = 65535  # the server's default connection window
 PI_AVAILABLE_BYTES = 800 * 10**6  # what a 1 GB Raspberry Pi has available, idle
@@ -70,3 +77,52 @@ def test_handshakes_expire_oldest_first_and_done_ones_are_forgotten() -> None:
     assert len(handshakes) == 1
     assert handshakes.oldest(5) == ["e"]
     assert handshakes.next_expiry_s() is None
+
+
+# The issue's bound (39, part 3): before the caps, 3,000 half-open handshakes took the server
+# from 32 MB to 218 MB and 40 silent handshakes after them to 220 MB.
+FLOOD_RSS_BOUND_BYTES = 150 * 10**6
+HALF_OPEN = 3000
+SILENT = 40
+
+
+def _peak_rss_bytes(pid: int) -> int:
+    """The process's peak resident set (VmHWM) so far."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+@pytest.mark.slow
+def test_a_half_open_flood_leaves_the_server_under_its_bound_and_serving(
+    site: Path, credentials: Credentials, tmp_path: Path
+) -> None:
+    with h3_server(site, tmp_path, credentials) as server:
+        max_handshakes = server.listening["max_handshakes"]
+        assert max_handshakes < HALF_OPEN  # else the flood tests nothing
+        # Each batch waits for the server's answers: when it returns, all were handled.
+        assert half_open(server.port, HALF_OPEN) == HALF_OPEN
+        with silent_handshakes(server.port, SILENT) as completed:
+            assert completed == SILENT
+            result = run_agent(
+                "fetch",
+                f"https://127.0.0.1:{server.port}/",
+                "--protocol",
+                "h3",
+                "--ca-file",
+                str(credentials.ca),
+                "--json",
+                "--trial-id",
+                "after-the-flood",
+            )
+            peak_bytes = _peak_rss_bytes(server.process.pid)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["ok"], result.stdout
+        served = server.wait_for_trials("after-the-flood")["after-the-flood"]
+    assert peak_bytes < FLOOD_RSS_BOUND_BYTES, f"peak RSS {peak_bytes / 1e6:.0f} MB"
+    listener = served["transport"]["listener"]  # type: ignore[index]
+    # Over the cap the oldest half-open connections made room; the completed ones kept theirs.
+    shed = listener["shed_connections"] + listener["expired_handshakes"]
+    assert shed >= HALF_OPEN - max_handshakes
+    assert listener["refused_connections"] == 0

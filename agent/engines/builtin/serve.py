@@ -14,6 +14,7 @@ from agent.limits import (
     H2_TLS_CONNECTION_BYTES,
     H2C_CONNECTION_BYTES,
     ConnectionLimits,
+    connection_budget_bytes,
     default_max_connections,
 )
 from agent.workloads.load import server_mount
@@ -60,9 +61,8 @@ def _serve_quic(
     params: dict[str, ParamValue],
     settings: dict[str, int],
 ) -> int:
-    if args.handshake_timeout is not None:
-        raise UsageError(f"--handshake-timeout is not for --protocol {protocol.name}")
     protocol.require_stack()
+    from agent.h3.admission import h3_limits  # noqa: PLC0415
     from agent.h3.amplification import AmplificationFixes  # noqa: PLC0415
     from agent.server.h3 import H3ServeOptions, serve_h3  # noqa: PLC0415
 
@@ -73,6 +73,12 @@ def _serve_quic(
         windows=windows,
         cert=args.cert,
         key=args.key,
+        limits=h3_limits(
+            connection_budget_bytes(),
+            windows.connection_window_bytes,
+            max_connections=args.max_connections,
+            handshake_timeout_s=limits.handshake_timeout_s,
+        ),
         host=args.host,
         port=args.port,
         trial_log=args.trial_log,
@@ -83,7 +89,6 @@ def _serve_quic(
             retry=args.quic_retry,
         ),
         idle_timeout_s=limits.idle_timeout_s,
-        max_connections=limits.max_connections,
         buffer_bytes=args.udp_buffer,
     )
     return asyncio.run(serve_h3(options, handler))
