@@ -1,10 +1,12 @@
 """A hostile client's QUIC handshakes against a server on loopback, sans-IO over blocking
-sockets: genuine client Initials never continued (half-open connections), and handshakes
-completed and then left silent. Each waits for the server's answer, so when a call returns the
-server has handled what was sent (no sleeping, no rate)."""
+sockets: genuine client Initials never continued (half-open connections), handshakes completed
+and then left silent, and garbage shaped as Initials. The first two wait for the server's
+answers, so when they return the server has handled what was sent (no sleeping, no rate);
+garbage gets no answer, so what is sent after it tells when it was handled."""
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import time
@@ -86,3 +88,16 @@ def _completed(client: QuicConnection) -> bool:
         if isinstance(event, HandshakeCompleted):
             return True
     return False
+
+
+def garbage_initials(port: int, count: int) -> None:
+    """`count` datagrams of 1,200 bytes whose long header reads as a QUIC v1 Initial to a new
+    connection ID, with random bytes for its protected part (no key opens it), each from its
+    own source port."""
+    for _ in range(count):
+        head = b"\xc3" + (1).to_bytes(4, "big") + b"\x08" + os.urandom(8) + b"\x08" + os.urandom(8)
+        head += b"\x00"  # no token
+        rest = 1200 - len(head) - 2
+        packet = head + (0x4000 | rest).to_bytes(2, "big") + os.urandom(rest)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.sendto(packet, (_LOOPBACK, port))

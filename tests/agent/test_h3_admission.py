@@ -5,6 +5,7 @@ memory stays under a stated bound and a legitimate client is still served."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from agent.h3.admission import (
 )
 from agent.limits import MAX_CONNECTION_BUDGET_BYTES, connection_budget_bytes
 from tests.agent.h3_peers import Credentials, h3_server
-from tests.agent.quic_flood import half_open, silent_handshakes
+from tests.agent.quic_flood import garbage_initials, half_open, silent_handshakes
 from tests.agent.servers import run_agent
 
 WINDOW = 65535  # the server's default connection window
@@ -94,6 +95,23 @@ def _peak_rss_bytes(pid: int) -> int:
     raise AssertionError(f"no VmHWM in /proc/{pid}/status")
 
 
+def _fetch(port: int, credentials: Credentials, trial_id: str) -> dict[str, object]:
+    """Our client's page fetch as `trial_id`; its record."""
+    result = run_agent(
+        "fetch",
+        f"https://127.0.0.1:{port}/",
+        "--protocol",
+        "h3",
+        "--ca-file",
+        str(credentials.ca),
+        "--json",
+        "--trial-id",
+        trial_id,
+    )
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
 @pytest.mark.slow
 def test_a_half_open_flood_leaves_the_server_under_its_bound_and_serving(
     site: Path, credentials: Credentials, tmp_path: Path
@@ -105,20 +123,9 @@ def test_a_half_open_flood_leaves_the_server_under_its_bound_and_serving(
         assert half_open(server.port, HALF_OPEN) == HALF_OPEN
         with silent_handshakes(server.port, SILENT) as completed:
             assert completed == SILENT
-            result = run_agent(
-                "fetch",
-                f"https://127.0.0.1:{server.port}/",
-                "--protocol",
-                "h3",
-                "--ca-file",
-                str(credentials.ca),
-                "--json",
-                "--trial-id",
-                "after-the-flood",
-            )
+            record = _fetch(server.port, credentials, "after-the-flood")
             peak_bytes = _peak_rss_bytes(server.process.pid)
-        assert result.returncode == 0, result.stderr
-        assert json.loads(result.stdout)["ok"], result.stdout
+        assert record["ok"], record["error"]
         served = server.wait_for_trials("after-the-flood")["after-the-flood"]
     assert peak_bytes < FLOOD_RSS_BOUND_BYTES, f"peak RSS {peak_bytes / 1e6:.0f} MB"
     listener = served["transport"]["listener"]  # type: ignore[index]
@@ -126,3 +133,22 @@ def test_a_half_open_flood_leaves_the_server_under_its_bound_and_serving(
     shed = listener["shed_connections"] + listener["expired_handshakes"]
     assert shed >= HALF_OPEN - max_handshakes
     assert listener["refused_connections"] == 0
+
+
+def test_handshakes_not_done_in_time_are_dropped(
+    site: Path, credentials: Credentials, tmp_path: Path
+) -> None:
+    timeout_s = 0.5
+    with h3_server(site, tmp_path, credentials, "--handshake-timeout", str(timeout_s)) as server:
+        assert server.listening["handshake_timeout_s"] == timeout_s
+        garbage_initials(server.port, 10)
+        assert half_open(server.port, 20) == 20  # answered: the garbage before was handled too
+        # Past every deadline: a new connection's Initial finds them all overdue, whether the
+        # server's timer has fired yet or not (it drops the overdue before admitting).
+        time.sleep(timeout_s)
+        record = _fetch(server.port, credentials, "after-the-deadline")
+        assert record["ok"], record["error"]
+        served = server.wait_for_trials("after-the-deadline")["after-the-deadline"]
+    listener = served["transport"]["listener"]  # type: ignore[index]
+    assert listener["expired_handshakes"] == 30
+    assert listener["shed_connections"] == listener["refused_connections"] == 0
