@@ -115,10 +115,16 @@ def configure(serve: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="connections held at once; over it the longest idle one is closed to make room "
-        f"(default: the open-files limit less {RESERVED_DESCRIPTORS}, or fewer where the "
-        f"connections' memory budget, 1/{CONNECTION_BUDGET_SHARE} of the node's available "
-        f"memory and at most {MAX_CONNECTION_BUDGET_BYTES // 2**20} MiB, holds fewer; h3: "
-        "the budget's; agent/README.md)",
+        f"(default: the open-files limit less {RESERVED_DESCRIPTORS}, or fewer where "
+        "--connection-memory holds fewer; h3: what it holds; agent/README.md)",
+    )
+    serve.add_argument(
+        "--connection-memory",
+        type=int,
+        metavar="BYTES",
+        help="the memory the server's connections may take together, from which the default "
+        f"caps are derived (default: 1/{CONNECTION_BUDGET_SHARE} of the node's MemAvailable, "
+        f"at most {MAX_CONNECTION_BUDGET_BYTES // 2**20} MiB)",
     )
     add_engine_options(serve)
     serve.add_argument(
@@ -154,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
             ("--handshake-timeout", args.handshake_timeout),
             ("--idle-timeout", args.idle_timeout),
             ("--max-connections", args.max_connections),
+            ("--connection-memory", args.connection_memory),
         ):
             if value is not None:
                 raise UsageError(f"{option}: {engine.server_tool} keeps its own limits")

@@ -74,7 +74,7 @@ def _serve_quic(
         cert=args.cert,
         key=args.key,
         limits=h3_limits(
-            connection_budget_bytes(),
+            args.connection_memory or connection_budget_bytes(),
             windows.connection_window_bytes,
             max_connections=args.max_connections,
             handshake_timeout_s=limits.handshake_timeout_s,
@@ -116,12 +116,15 @@ def connection_limits(args: argparse.Namespace, tls: bool) -> ConnectionLimits:
     idle_timeout_s = _seconds("--idle-timeout", args.idle_timeout)
     if args.max_connections is not None and args.max_connections < 1:
         raise UsageError(f"--max-connections {args.max_connections} must be at least 1")
+    if args.connection_memory is not None and args.connection_memory < 1:
+        raise UsageError(f"--connection-memory {args.connection_memory} must be at least 1 byte")
     return ConnectionLimits(
         handshake_timeout_s=handshake_timeout_s or DEFAULT_HANDSHAKE_TIMEOUT_S,
         idle_timeout_s=idle_timeout_s or DEFAULT_IDLE_TIMEOUT_S,
         max_connections=args.max_connections
         or default_max_connections(
-            connection_bytes=H2_TLS_CONNECTION_BYTES if tls else H2C_CONNECTION_BYTES
+            budget_bytes=args.connection_memory,
+            connection_bytes=H2_TLS_CONNECTION_BYTES if tls else H2C_CONNECTION_BYTES,
         ),
     )
 
