@@ -34,7 +34,7 @@ import resource
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.conditions import memory_bytes
+from agent.conditions import cgroup_memory_room_bytes, memory_bytes
 
 DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
 DEFAULT_IDLE_TIMEOUT_S = 60.0
@@ -46,7 +46,8 @@ UNLIMITED_DESCRIPTORS_CAP = 65536
 ACCEPT_LOG_INTERVAL_S = 10.0
 
 # The memory a server's connections may take together: an eighth of what the node has
-# available when the server starts (MemAvailable), so a full server leaves a 1 GB Pi (about
+# available when the server starts (MemAvailable, or less where the process's memory cgroup
+# leaves it less: an emulated node's limit), so a full server leaves a 1 GB Pi (about
 # 800 MB available) most of its memory for the OS, the meter and the client, and never more
 # than MAX_CONNECTION_BUDGET_BYTES: the testbed serves a few clients at a time, and a bigger
 # node is no reason to let a flood grow the server the study measures.
@@ -64,12 +65,16 @@ H2_TLS_CONNECTION_BYTES = 360 * 2**10
 
 def connection_budget_bytes(available_bytes: int | None = None, root: Path = Path("/")) -> int:
     """The memory the server's connections may take, from the node's available memory
-    (default: MemAvailable under `root`)."""
+    (default: MemAvailable under `root`, or what the process's memory cgroup leaves it where
+    that is less)."""
     if available_bytes is None:
         try:
             available_bytes = memory_bytes(root).get("MemAvailable", FALLBACK_AVAILABLE_BYTES)
         except (OSError, ValueError):
             available_bytes = FALLBACK_AVAILABLE_BYTES
+        room_bytes = cgroup_memory_room_bytes(root)
+        if room_bytes is not None:
+            available_bytes = min(available_bytes, room_bytes)
     return min(MAX_CONNECTION_BUDGET_BYTES, available_bytes // CONNECTION_BUDGET_SHARE)
 
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from agent.conditions import cgroup_memory_room_bytes
 from agent.limits import (
     FALLBACK_AVAILABLE_BYTES,
     H2C_CONNECTION_BYTES,
@@ -61,6 +62,48 @@ def test_the_budget_is_a_share_of_available_memory_up_to_a_ceiling(tmp_path: Pat
     assert connection_budget_bytes(root=tmp_path) == FALLBACK_AVAILABLE_BYTES // 8
     meminfo.unlink()
     assert connection_budget_bytes(root=tmp_path) == FALLBACK_AVAILABLE_BYTES // 8
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_a_memory_cgroup_below_meminfo_holds_the_budget(tmp_path: Path) -> None:
+    """An emulated node sees the host's MemAvailable; its cgroup's limit (here v2, the node's
+    own cgroup and a tighter parent) is what it has."""
+    _write(tmp_path / "proc/meminfo", "MemAvailable:  25165824 kB\n")  # 24 GiB
+    _write(tmp_path / "proc/self/cgroup", "0::/h2iot/node-a\n")
+    v2 = tmp_path / "sys/fs/cgroup"
+    _write(v2 / "h2iot/node-a/memory.max", "max\n")
+    _write(v2 / "h2iot/node-a/memory.current", "1000\n")
+    assert cgroup_memory_room_bytes(tmp_path) is None
+    assert connection_budget_bytes(root=tmp_path) == MAX_CONNECTION_BUDGET_BYTES
+    _write(v2 / "h2iot/memory.max", f"{2**30}\n")
+    _write(v2 / "h2iot/memory.current", f"{2**29}\n")
+    # Half of its usage is page cache the kernel would reclaim first: room, not use.
+    _write(v2 / "h2iot/memory.stat", f"anon {2**28}\ninactive_file {2**28}\n")
+    assert cgroup_memory_room_bytes(tmp_path) == 3 * 2**28
+    assert connection_budget_bytes(root=tmp_path) == 3 * 2**28 // 8
+    _write(v2 / "h2iot/node-a/memory.max", f"{2**28}\n")
+    _write(v2 / "h2iot/node-a/memory.stat", "inactive_file 0\n")
+    assert cgroup_memory_room_bytes(tmp_path) == 2**28 - 1000
+
+
+def test_a_v1_memory_cgroup_and_its_unlimited_value(tmp_path: Path) -> None:
+    _write(tmp_path / "proc/self/cgroup", "5:cpu,cpuacct:/\n4:memory:/node-b\n0::/\n")
+    v1 = tmp_path / "sys/fs/cgroup/memory"
+    _write(v1 / "memory.limit_in_bytes", "9223372036854771712\n")  # the root: no limit
+    _write(v1 / "memory.usage_in_bytes", "5000\n")
+    _write(v1 / "node-b/memory.limit_in_bytes", "1000000000\n")
+    _write(v1 / "node-b/memory.stat", "cache 300000000\ntotal_inactive_file 200000000\n")
+    _write(v1 / "node-b/memory.usage_in_bytes", "garbage\n")
+    assert cgroup_memory_room_bytes(tmp_path) is None  # what cannot be read is no limit
+    _write(v1 / "node-b/memory.usage_in_bytes", "900000000\n")
+    assert cgroup_memory_room_bytes(tmp_path) == 300_000_000
+    _write(v1 / "node-b/memory.usage_in_bytes", "1300000000\n")  # over its limit: no room
+    assert cgroup_memory_room_bytes(tmp_path) == 0
+    assert connection_budget_bytes(root=tmp_path) == 0
 
 
 @pytest.mark.parametrize(
