@@ -311,6 +311,78 @@ def memory_bytes(root: Path = Path("/")) -> dict[str, int]:
     return found
 
 
+# The memory controller's files where systemd and Docker mount it: cgroup v2's unified hierarchy
+# ("0::PATH" in /proc/self/cgroup), or v1's memory hierarchy ("N:...memory...:PATH"): the
+# mount, the limit, the usage and memory.stat's count of inactive file pages.
+_CGROUP_MEMORY = {
+    2: ("sys/fs/cgroup", "memory.max", "memory.current", "inactive_file"),
+    1: (
+        "sys/fs/cgroup/memory",
+        "memory.limit_in_bytes",
+        "memory.usage_in_bytes",
+        "total_inactive_file",
+    ),
+}
+# cgroup v1 says "no limit" with the largest page count times the page size (2^63 less a page).
+_NO_CGROUP_LIMIT_BYTES = 2**62
+
+
+def cgroup_memory_room_bytes(root: Path = Path("/")) -> int | None:
+    """What this process's memory cgroups still let it use: the least, over its cgroup and each
+    ancestor that has a memory limit, of the limit less the usage, the usage without inactive
+    file pages (the page cache the kernel reclaims first; a cgroup's usage counts it and soon
+    fills its limit with it). None where no limit applies or none can be read. A node emulated
+    under a memory limit sees the host's /proc/meminfo, not its limit."""
+    try:
+        memberships = (root / "proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    rooms: list[int] = []
+    for line in memberships:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy == "0" and not controllers:
+            version = 2
+        elif "memory" in controllers.split(","):
+            version = 1
+        else:
+            continue
+        mount, *names = _CGROUP_MEMORY[version]
+        base = root / mount
+        directory = base / path.strip("/")
+        while directory == base or base in directory.parents:
+            room = _cgroup_room_bytes(directory, *names)
+            if room is not None:
+                rooms.append(room)
+            directory = directory.parent
+    return min(rooms, default=None)
+
+
+def _cgroup_room_bytes(
+    directory: Path, limit_name: str, usage_name: str, inactive_file_name: str
+) -> int | None:
+    try:
+        limit = (directory / limit_name).read_text().strip()
+        if limit == "max" or int(limit) >= _NO_CGROUP_LIMIT_BYTES:
+            return None
+        usage_bytes = int((directory / usage_name).read_text())
+    except (OSError, ValueError):
+        return None
+    return max(0, int(limit) - usage_bytes + _stat_bytes(directory, inactive_file_name))
+
+
+def _stat_bytes(directory: Path, name: str) -> int:
+    """`name`'s value in the cgroup's memory.stat; 0 where it cannot be read."""
+    try:
+        for line in (directory / "memory.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == name:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 class TrialWatch:
     """Made before the trial, `end()` after it: its conditions. Never raises: what cannot be
     read is None with a reason. `instant_start=False`: the clock, temperature and flags are

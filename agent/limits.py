@@ -14,8 +14,10 @@ EMFILE and nobody is served. The limits:
   work: a subscription publishing slower than the timeout) keeps its connection; one whose
   bytes wait for the peer's flow-control credit does not;
 - connection cap: at most `max_connections` sockets at once (accepted, in their TLS
-  handshake, open or closing), by default the descriptor limit less a reserve for the files
-  the process itself needs, so the cap is reached before accept() runs out of descriptors. At
+  handshake, open or closing), by default the lower of two: the descriptor limit less a
+  reserve for the files the process itself needs, so the cap is reached before accept() runs
+  out of descriptors, and the node's connection memory budget (`connection_budget_bytes`)
+  over what one connection costs, so the cap is reached before the node runs out of memory. At
   the cap, accepting pauses while room is made by closing the connections idle longest (still
   in their handshake, or serving nothing); when every connection is serving, new ones wait in
   the listen queue until one ends;
@@ -30,6 +32,9 @@ from __future__ import annotations
 
 import resource
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.conditions import cgroup_memory_room_bytes, memory_bytes
 
 DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
 DEFAULT_IDLE_TIMEOUT_S = 60.0
@@ -40,14 +45,59 @@ RESERVED_DESCRIPTORS = 32
 UNLIMITED_DESCRIPTORS_CAP = 65536
 ACCEPT_LOG_INTERVAL_S = 10.0
 
+# The memory a server's connections may take together: an eighth of what the node has
+# available when the server starts (MemAvailable, or less where the process's memory cgroup
+# leaves it less: an emulated node's limit), so a full server leaves a 1 GB Pi (about
+# 800 MB available) most of its memory for the OS, the meter and the client, and never more
+# than MAX_CONNECTION_BUDGET_BYTES: the testbed serves a few clients at a time, and a bigger
+# node is no reason to let a flood grow the server the study measures.
+CONNECTION_BUDGET_SHARE = 8
+MAX_CONNECTION_BUDGET_BYTES = 128 * 2**20
+# Where /proc/meminfo cannot be read: what a 1 GB Pi has available.
+FALLBACK_AVAILABLE_BYTES = 800 * 10**6
+# What one HTTP/2 connection held open adds to the server's RSS, measured on 2026-12-06 (x86-64,
+# Python 3.11, 1,000 connections that sent their preface and SETTINGS, then nothing): 77 KiB in
+# cleartext, 358 KiB over TLS, of which 256 KiB is the read buffer asyncio's SSL protocol
+# allocates for every connection (asyncio.sslproto.SSLProtocol.max_size).
+H2C_CONNECTION_BYTES = 80 * 2**10
+H2_TLS_CONNECTION_BYTES = 360 * 2**10
 
-def default_max_connections(open_files_limit: int | None = None) -> int:
+
+def connection_budget_bytes(available_bytes: int | None = None, root: Path = Path("/")) -> int:
+    """The memory the server's connections may take, from the node's available memory
+    (default: MemAvailable under `root`, or what the process's memory cgroup leaves it where
+    that is less)."""
+    if available_bytes is None:
+        try:
+            available_bytes = memory_bytes(root).get("MemAvailable", FALLBACK_AVAILABLE_BYTES)
+        except (OSError, ValueError):
+            available_bytes = FALLBACK_AVAILABLE_BYTES
+        room_bytes = cgroup_memory_room_bytes(root)
+        if room_bytes is not None:
+            available_bytes = min(available_bytes, room_bytes)
+    return min(MAX_CONNECTION_BUDGET_BYTES, available_bytes // CONNECTION_BUDGET_SHARE)
+
+
+def descriptor_cap(open_files_limit: int | None = None) -> int:
     """The cap below a descriptor limit (default: this process's soft RLIMIT_NOFILE)."""
     if open_files_limit is None:
         open_files_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if open_files_limit == resource.RLIM_INFINITY or open_files_limit < 0:
         return UNLIMITED_DESCRIPTORS_CAP
     return max(1, open_files_limit - min(RESERVED_DESCRIPTORS, open_files_limit // 2))
+
+
+def default_max_connections(
+    open_files_limit: int | None = None,
+    budget_bytes: int | None = None,
+    connection_bytes: int = H2_TLS_CONNECTION_BYTES,
+) -> int:
+    """The HTTP/2 server's default cap: below the descriptor limit (`descriptor_cap`) and
+    within the memory budget (default: `connection_budget_bytes()`), each connection costing
+    `connection_bytes`."""
+    if budget_bytes is None:
+        budget_bytes = connection_budget_bytes()
+    return max(1, min(descriptor_cap(open_files_limit), budget_bytes // connection_bytes))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,13 @@ from agent.commands.common import (
 from agent.engines import engine_spec
 from agent.errors import UsageError
 from agent.h2.settings import parse_settings
-from agent.limits import DEFAULT_HANDSHAKE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, RESERVED_DESCRIPTORS
+from agent.limits import (
+    CONNECTION_BUDGET_SHARE,
+    DEFAULT_HANDSHAKE_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    MAX_CONNECTION_BUDGET_BYTES,
+    RESERVED_DESCRIPTORS,
+)
 from agent.protocols import protocol_of_scheme, protocol_spec, protocols_where
 from agent.registry import load_dotted
 from agent.workloads import DEFAULT_KIND
@@ -94,7 +100,8 @@ def configure(serve: argparse.ArgumentParser) -> None:
         type=float,
         metavar="S",
         help="a connection's preface and first SETTINGS (and its TLS handshake) must be in "
-        f"within S seconds, else GOAWAY SETTINGS_TIMEOUT (default {DEFAULT_HANDSHAKE_TIMEOUT_S:g})",
+        "within S seconds, else GOAWAY SETTINGS_TIMEOUT; h3: its QUIC handshake, else it is "
+        f"dropped (default {DEFAULT_HANDSHAKE_TIMEOUT_S:g})",
     )
     serve.add_argument(
         "--idle-timeout",
@@ -108,7 +115,16 @@ def configure(serve: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="connections held at once; over it the longest idle one is closed to make room "
-        f"(default: the open-files limit less {RESERVED_DESCRIPTORS})",
+        f"(default: the open-files limit less {RESERVED_DESCRIPTORS}, or fewer where "
+        "--connection-memory holds fewer; h3: what it holds; agent/README.md)",
+    )
+    serve.add_argument(
+        "--connection-memory",
+        type=int,
+        metavar="BYTES",
+        help="the memory the server's connections may take together, from which the default "
+        f"caps are derived (default: 1/{CONNECTION_BUDGET_SHARE} of the node's MemAvailable, "
+        f"at most {MAX_CONNECTION_BUDGET_BYTES // 2**20} MiB)",
     )
     add_engine_options(serve)
     serve.add_argument(
@@ -144,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
             ("--handshake-timeout", args.handshake_timeout),
             ("--idle-timeout", args.idle_timeout),
             ("--max-connections", args.max_connections),
+            ("--connection-memory", args.connection_memory),
         ):
             if value is not None:
                 raise UsageError(f"{option}: {engine.server_tool} keeps its own limits")

@@ -11,9 +11,12 @@ enable_connect_protocol is announced as RFC 9220's, so WebSocket runs over an ex
 as over HTTP/2. What HTTP/3 adds to a trial's record is its `transport` (datagrams, loss, PTOs,
 the credit the client granted, the node's UDP drops).
 
-Hostile input stays bounded: datagrams that are not QUIC are counted and dropped, new
-connections over `max_connections` are refused before any state is kept, and a connection
-that stops reading is held to its flow-control windows and then its idle timeout.
+Hostile input stays bounded: datagrams that are not QUIC are counted and dropped; connections
+still in their handshake are held to `max_handshakes` and `handshake_timeout_s`, all of them to
+`max_connections` (agent.h3.admission derives the caps from the node's memory), the oldest
+half-open one dropped for a new one and a new one refused before any state is kept when every
+connection held is open; and a connection that stops reading is held to its flow-control
+windows and then its idle timeout.
 """
 
 from __future__ import annotations
@@ -35,12 +38,13 @@ from qh3.quic.configuration import QuicConfiguration
 from qh3.quic.connection import QuicConnection
 from qh3.quic.packet import QuicPacketType
 
+from agent.h3.admission import H3Limits, Handshakes
 from agent.h3.amplification import AmplificationFixes, install_padding_credit
 from agent.h3.protocol import H3
 from agent.h3.settings import QuicWindows
 from agent.h3.stack import configuration
 from agent.h3.udp import SocketBuffers, udp_socket
-from agent.limits import DEFAULT_IDLE_TIMEOUT_S, default_max_connections
+from agent.limits import DEFAULT_IDLE_TIMEOUT_S
 from agent.server.app import ServerApp, ServerOptions
 from agent.server.h3_connection import H3ServerConnection
 from agent.server.handler import Handler
@@ -50,19 +54,23 @@ from agent.workloads import DEFAULT_KIND
 
 log = logging.getLogger("h2iot.server.h3")
 
+# RFC 9000 section 14.1: a client's Initial comes in a datagram of at least 1,200 bytes; qh3's
+# server makes no connection for a smaller one.
+_MIN_INITIAL_BYTES = 1200
+
 
 @dataclass(frozen=True)
 class H3ServeOptions:
     windows: QuicWindows
     cert: Path
     key: Path
+    limits: H3Limits
     host: str = "127.0.0.1"
     port: int = 8443
     trial_log: Path | None = None
     workload: str = DEFAULT_KIND
     fixes: AmplificationFixes = field(default_factory=AmplificationFixes)
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
-    max_connections: int = field(default_factory=default_max_connections)
     buffer_bytes: int | None = None  # socket buffers asked each way; None: agent.h3.udp's
 
 
@@ -73,8 +81,9 @@ class InputCounts:
 
     datagrams: int = 0
     not_quic: int = 0  # no QUIC header could be read
-    shed_connections: int = 0  # half-open connections closed to make room for a new one
+    shed_connections: int = 0  # half-open connections dropped to make room for a new one
     refused_connections: int = 0  # a new connection's Initial with no room to be made
+    expired_handshakes: int = 0  # half-open connections dropped at their handshake timeout
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -82,6 +91,7 @@ class InputCounts:
             "not_quic": self.not_quic,
             "shed_connections": self.shed_connections,
             "refused_connections": self.refused_connections,
+            "expired_handshakes": self.expired_handshakes,
         }
 
 
@@ -107,6 +117,43 @@ class H3Server:
         self.buffers: SocketBuffers | None = None
         extra: Mapping[str, int] = getattr(handler, "extra_settings", {})
         self.connect_protocol = bool(extra.get("enable_connect_protocol"))
+        self.handshakes: Handshakes[H3ServerConnection] = Handshakes(
+            options.limits.handshake_timeout_s
+        )
+        self._loop = asyncio.get_running_loop()
+        self._expiry: asyncio.TimerHandle | None = None  # the oldest handshake's deadline
+
+    def admit(self) -> bool:
+        """Whether a new connection may be made now, after dropping the half-open
+        connections that are overdue or must make room for it."""
+        counts, limits = self.input, self.options.limits
+        self._drop_overdue()
+        for connection in self.handshakes.oldest(len(self.handshakes) - limits.max_handshakes + 1):
+            connection.shed()
+            counts.shed_connections += 1
+        over = len(self.app.connections) - limits.max_connections + 1
+        if over > 0:
+            before = len(self.app.connections)
+            self.app.make_room(over)
+            counts.shed_connections += before - len(self.app.connections)
+        return len(self.app.connections) < limits.max_connections
+
+    def _drop_overdue(self) -> None:
+        for connection in self.handshakes.expired(self._loop.time()):
+            connection.shed()
+            self.input.expired_handshakes += 1
+
+    def _expire_due(self) -> None:
+        """The oldest handshake's deadline: the overdue ones go, without waiting for a new
+        connection to make them."""
+        self._expiry = None
+        self._drop_overdue()
+        self._arm_expiry()
+
+    def _arm_expiry(self) -> None:
+        expiry_s = self.handshakes.next_expiry_s()
+        if self._expiry is None and expiry_s is not None:
+            self._expiry = self._loop.call_at(expiry_s, self._expire_due)
 
     # What its connections ask of it besides (agent.server.h3_connection.H3Host)
 
@@ -117,6 +164,13 @@ class H3Server:
     @property
     def capacity_as_blocked(self) -> bool:
         return self.options.fixes.capacity_as_blocked
+
+    def handshake_began(self, connection: H3ServerConnection) -> None:
+        self.handshakes.opened(connection, self._loop.time())
+        self._arm_expiry()
+
+    def handshake_done(self, connection: H3ServerConnection) -> None:
+        self.handshakes.done(connection)
 
     def trial_detach(
         self,
@@ -134,7 +188,8 @@ class H3Server:
 
 class BoundedQuicServer(QuicServer):
     """qh3's server (connection IDs, version negotiation, Retry) behind a gate that counts and
-    drops what is not QUIC and refuses new connections over the cap before any state is kept."""
+    drops what is not QUIC and admits a new connection only within the caps (H3Server.admit),
+    before qh3 keeps any state for it."""
 
     def __init__(self, server: H3Server, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -149,16 +204,16 @@ class BoundedQuicServer(QuicServer):
         except ValueError:
             counts.not_quic += 1
             return
-        if header[3] not in self._protocols and header[1] == int(QuicPacketType.INITIAL):
-            app = self._h3_server.app
-            over = len(app.connections) - self._h3_server.options.max_connections + 1
-            if over > 0:
-                before = len(app.connections)
-                app.make_room(over)
-                counts.shed_connections += before - len(app.connections)
-                if len(app.connections) >= self._h3_server.options.max_connections:
-                    counts.refused_connections += 1
-                    return
+        # What qh3 makes a connection of: an Initial of a full datagram's size to an unknown
+        # connection ID. Anything else creates no state here and takes no one's room.
+        if (
+            header[3] not in self._protocols
+            and header[1] == int(QuicPacketType.INITIAL)
+            and len(data) >= _MIN_INITIAL_BYTES
+            and not self._h3_server.admit()
+        ):
+            counts.refused_connections += 1
+            return
         super().datagram_received(data, addr)
 
 
@@ -214,7 +269,7 @@ async def serve_h3(options: H3ServeOptions, handler: Handler) -> int:
                 "protocol": H3.name,
                 "address": f"{address}:{port}",
                 "port": port,
-                "max_connections": options.max_connections,
+                **options.limits.to_dict(),
                 "idle_timeout_s": options.idle_timeout_s,
                 "amplification_fixes": options.fixes.to_dict(),
                 "socket_buffers": server.buffers.to_dict(),

@@ -12,7 +12,12 @@ from typing import Any, Protocol
 
 from qh3.asyncio.protocol import QuicConnectionProtocol
 from qh3.h3.events import DataReceived, H3Event, HeadersReceived, StopSending, StreamReset
-from qh3.quic.events import ConnectionTerminated, ProtocolNegotiated, QuicEvent
+from qh3.quic.events import (
+    ConnectionTerminated,
+    HandshakeCompleted,
+    ProtocolNegotiated,
+    QuicEvent,
+)
 
 from agent.errors import ProtocolCode
 from agent.h3.credit import CreditLedger
@@ -72,6 +77,11 @@ class H3Host(Protocol):
 
     @property
     def capacity_as_blocked(self) -> bool: ...
+
+    def handshake_began(self, connection: H3ServerConnection) -> None: ...
+
+    def handshake_done(self, connection: H3ServerConnection) -> None:
+        """Its handshake completed, or it ended first; either may come twice."""
 
     def trial_detach(
         self,
@@ -138,6 +148,7 @@ class H3ServerConnection(QuicConnectionProtocol):
         self.lifecycle = H3Lifecycle()
         self._opened_s = time.monotonic()
         server.app.connection_opened(self)
+        server.handshake_began(self)
 
     # What a trial that leaves this connection records beside its frame counts.
 
@@ -209,6 +220,8 @@ class H3ServerConnection(QuicConnectionProtocol):
                 self._quic, self._server.windows, connect_protocol=self._server.connect_protocol
             )
             self._wire = H3Wire(self._h3, self._quic)
+        elif isinstance(event, HandshakeCompleted):
+            self._server.handshake_done(self)
         elif isinstance(event, ConnectionTerminated):
             code = close_code(event.error_code, event.frame_type)
             self._end(Input.TERMINATED, (code, event.reason_phrase))
@@ -321,6 +334,7 @@ class H3ServerConnection(QuicConnectionProtocol):
         self._unsent.clear()
         self.streamed.close_all("the connection went away")
         self.trials.finish()
+        self._server.handshake_done(self)
         self._server.app.connection_closed(self, failed=False)
 
     # HostedConnection (the server's drain on shutdown)
@@ -339,4 +353,13 @@ class H3ServerConnection(QuicConnectionProtocol):
         self._end(Input.DRAIN, None)
 
     def shed(self) -> None:
-        self.drain()
+        """Dropped half-open (room for a new connection, or its handshake overdue): its state
+        goes without a CONNECTION_CLOSE (agent.h3.admission), qh3's timer and its connection
+        IDs with it, so nothing is sent to its peer again (qh3's protocol's own attributes:
+        qh3 is pinned)."""
+        self._end(Input.DRAIN, None)
+        for handle in (self._timer, self._transmit_task):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._transmit_task = None
+        self._connection_terminated_handler()  # qh3's server forgets its connection IDs

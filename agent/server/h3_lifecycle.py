@@ -11,7 +11,8 @@ connection ended.
 - OPEN: HTTP/3 is up; no trial has begun (the first trial's counts start from the connection's
   opening, so its handshake is the trial's).
 - SERVING: a trial has begun; each later trial's counts start at its first request.
-- DRAINED: we closed it (the server's shutdown, or room made for a new connection).
+- DRAINED: we closed it (the server's shutdown), or dropped it in its handshake (room made for
+  a new connection, or its handshake overdue).
 - TERMINATED: qh3 ended it: the peer's CONNECTION_CLOSE, the idle timeout, a protocol error.
 
 Both ends are final: what qh3 still reports for an ended connection is not read, and the server
@@ -41,7 +42,7 @@ class State(enum.Enum):
 class Input(enum.Enum):
     NEGOTIATED = "negotiated"  # ALPN chose HTTP/3 (qh3's ProtocolNegotiated)
     TRIAL = "trial"  # a trial's first request on this connection
-    DRAIN = "drain"  # we close it: shutdown, or room for a new connection
+    DRAIN = "drain"  # we close it: shutdown, room for a new connection, handshake overdue
     TERMINATED = "terminated"  # qh3's ConnectionTerminated
 
 
@@ -75,7 +76,10 @@ def ended_reason(state: State, close: tuple[ProtocolCode, str] | None) -> str:
     """Why the connection ended, as one line, when it ended in `state`; `close` is qh3's
     ConnectionTerminated's code and reason, None when we closed it."""
     if close is None:
-        return f"we closed it {_WHILE[state]} (shutdown, or room for a new connection)"
+        return (
+            f"we closed it {_WHILE[state]} "
+            "(shutdown, room for a new connection, or its handshake overdue)"
+        )
     code, reason = close
     return f"closed {_WHILE[state]}: {reason or 'no reason given'} ({code})"
 

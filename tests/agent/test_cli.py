@@ -46,6 +46,7 @@ def _one_line_usage_error(result: object, *fragments: str) -> None:
         (["serve", "--workload", "blob", "--idle-timeout", "0"], ["--idle-timeout 0"]),
         (["serve", "--workload", "blob", "--handshake-timeout", "nan"], ["--handshake-timeout"]),
         (["serve", "--workload", "blob", "--max-connections", "0"], ["--max-connections 0"]),
+        (["serve", "--workload", "blob", "--connection-memory", "0"], ["--connection-memory 0"]),
         (
             ["serve", "--root", ".", "--engine", "nghttp2", "--idle-timeout", "5"],
             ["--idle-timeout: nghttpd keeps its own limits"],

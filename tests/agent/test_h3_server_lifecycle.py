@@ -62,5 +62,6 @@ def test_the_line_says_who_ended_the_connection_when_and_with_which_code() -> No
         "closed before any trial: no reason given (HTTP/3 H3_REQUEST_CANCELLED 0x10c)"
     )
     assert ended_reason(State.HANDSHAKE, None) == (
-        "we closed it in its handshake (shutdown, or room for a new connection)"
+        "we closed it in its handshake "
+        "(shutdown, room for a new connection, or its handshake overdue)"
     )

@@ -1,38 +1,109 @@
-"""The server's connection limits, sans-IO: the default cap below a descriptor limit, the
-interval tally behind every rate-limited log line, and the accept backoff."""
+"""The server's connection limits, sans-IO: the default cap below a descriptor limit and within
+the node's memory, the interval tally behind every rate-limited log line, and the accept
+backoff."""
 
 from __future__ import annotations
 
 import itertools
 import resource
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from agent.conditions import cgroup_memory_room_bytes
 from agent.limits import (
+    FALLBACK_AVAILABLE_BYTES,
+    H2C_CONNECTION_BYTES,
+    MAX_CONNECTION_BUDGET_BYTES,
     RESERVED_DESCRIPTORS,
     UNLIMITED_DESCRIPTORS_CAP,
     AcceptBackoff,
     ConnectionLimits,
     IntervalTally,
+    connection_budget_bytes,
     default_max_connections,
+    descriptor_cap,
 )
+
+PI_AVAILABLE_BYTES = 800 * 10**6  # what a 1 GB Raspberry Pi has available, idle
 
 
 @given(st.integers(1, 2**20))
-def test_the_default_cap_leaves_room_below_any_descriptor_limit(limit: int) -> None:
-    cap = default_max_connections(limit)
+def test_the_descriptor_cap_leaves_room_below_any_descriptor_limit(limit: int) -> None:
+    cap = descriptor_cap(limit)
     assert cap >= 1
     assert cap < limit or limit == 1
     assert cap >= limit - RESERVED_DESCRIPTORS
 
 
-def test_the_default_cap_follows_this_process_limit() -> None:
+def test_the_default_cap_follows_this_process_limit_and_memory() -> None:
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     assert ConnectionLimits().max_connections == default_max_connections(soft)
-    assert default_max_connections(1024) == 1024 - RESERVED_DESCRIPTORS
-    assert default_max_connections(resource.RLIM_INFINITY) == UNLIMITED_DESCRIPTORS_CAP
+    assert descriptor_cap(1024) == 1024 - RESERVED_DESCRIPTORS
+    assert descriptor_cap(resource.RLIM_INFINITY) == UNLIMITED_DESCRIPTORS_CAP
+    assert default_max_connections(1024, budget_bytes=2**40) == 1024 - RESERVED_DESCRIPTORS
+    # A 1 GB Pi: its memory, not its descriptors, holds the cap, over TLS and in cleartext.
+    pi_bytes = connection_budget_bytes(PI_AVAILABLE_BYTES)
+    assert default_max_connections(2**20, pi_bytes) == 271
+    assert default_max_connections(2**20, pi_bytes, H2C_CONNECTION_BYTES) == 1220
+    assert default_max_connections(2**20, budget_bytes=0) == 1
+
+
+def test_the_budget_is_a_share_of_available_memory_up_to_a_ceiling(tmp_path: Path) -> None:
+    assert connection_budget_bytes(PI_AVAILABLE_BYTES) == 100_000_000
+    assert connection_budget_bytes(24 * 2**30) == MAX_CONNECTION_BUDGET_BYTES
+    (tmp_path / "proc").mkdir()
+    meminfo = tmp_path / "proc/meminfo"
+    meminfo.write_text("MemTotal:  1000000 kB\nMemAvailable:  781250 kB\n")
+    assert connection_budget_bytes(root=tmp_path) == 100_000_000
+    meminfo.write_text("MemTotal:  1000000 kB\n")  # a kernel before 3.14
+    assert connection_budget_bytes(root=tmp_path) == FALLBACK_AVAILABLE_BYTES // 8
+    meminfo.unlink()
+    assert connection_budget_bytes(root=tmp_path) == FALLBACK_AVAILABLE_BYTES // 8
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_a_memory_cgroup_below_meminfo_holds_the_budget(tmp_path: Path) -> None:
+    """An emulated node sees the host's MemAvailable; its cgroup's limit (here v2, the node's
+    own cgroup and a tighter parent) is what it has."""
+    _write(tmp_path / "proc/meminfo", "MemAvailable:  25165824 kB\n")  # 24 GiB
+    _write(tmp_path / "proc/self/cgroup", "0::/h2iot/node-a\n")
+    v2 = tmp_path / "sys/fs/cgroup"
+    _write(v2 / "h2iot/node-a/memory.max", "max\n")
+    _write(v2 / "h2iot/node-a/memory.current", "1000\n")
+    assert cgroup_memory_room_bytes(tmp_path) is None
+    assert connection_budget_bytes(root=tmp_path) == MAX_CONNECTION_BUDGET_BYTES
+    _write(v2 / "h2iot/memory.max", f"{2**30}\n")
+    _write(v2 / "h2iot/memory.current", f"{2**29}\n")
+    # Half of its usage is page cache the kernel would reclaim first: room, not use.
+    _write(v2 / "h2iot/memory.stat", f"anon {2**28}\ninactive_file {2**28}\n")
+    assert cgroup_memory_room_bytes(tmp_path) == 3 * 2**28
+    assert connection_budget_bytes(root=tmp_path) == 3 * 2**28 // 8
+    _write(v2 / "h2iot/node-a/memory.max", f"{2**28}\n")
+    _write(v2 / "h2iot/node-a/memory.stat", "inactive_file 0\n")
+    assert cgroup_memory_room_bytes(tmp_path) == 2**28 - 1000
+
+
+def test_a_v1_memory_cgroup_and_its_unlimited_value(tmp_path: Path) -> None:
+    _write(tmp_path / "proc/self/cgroup", "5:cpu,cpuacct:/\n4:memory:/node-b\n0::/\n")
+    v1 = tmp_path / "sys/fs/cgroup/memory"
+    _write(v1 / "memory.limit_in_bytes", "9223372036854771712\n")  # the root: no limit
+    _write(v1 / "memory.usage_in_bytes", "5000\n")
+    _write(v1 / "node-b/memory.limit_in_bytes", "1000000000\n")
+    _write(v1 / "node-b/memory.stat", "cache 300000000\ntotal_inactive_file 200000000\n")
+    _write(v1 / "node-b/memory.usage_in_bytes", "garbage\n")
+    assert cgroup_memory_room_bytes(tmp_path) is None  # what cannot be read is no limit
+    _write(v1 / "node-b/memory.usage_in_bytes", "900000000\n")
+    assert cgroup_memory_room_bytes(tmp_path) == 300_000_000
+    _write(v1 / "node-b/memory.usage_in_bytes", "1300000000\n")  # over its limit: no room
+    assert cgroup_memory_room_bytes(tmp_path) == 0
+    assert connection_budget_bytes(root=tmp_path) == 0
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,10 @@ from agent.errors import UsageError
 from agent.limits import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
     DEFAULT_IDLE_TIMEOUT_S,
+    H2_TLS_CONNECTION_BYTES,
+    H2C_CONNECTION_BYTES,
     ConnectionLimits,
+    connection_budget_bytes,
     default_max_connections,
 )
 from agent.workloads.load import server_mount
@@ -31,7 +34,7 @@ def serve(
 ) -> int:
     if protocol.quic:
         return _serve_quic(args, protocol, workload, params, settings)
-    limits = connection_limits(args)
+    limits = connection_limits(args, tls=protocol.tls)
     from agent.server.app import ServerOptions  # noqa: PLC0415
     from agent.server.app import serve as serve_h2  # noqa: PLC0415
 
@@ -58,19 +61,24 @@ def _serve_quic(
     params: dict[str, ParamValue],
     settings: dict[str, int],
 ) -> int:
-    if args.handshake_timeout is not None:
-        raise UsageError(f"--handshake-timeout is not for --protocol {protocol.name}")
     protocol.require_stack()
+    from agent.h3.admission import h3_limits  # noqa: PLC0415
     from agent.h3.amplification import AmplificationFixes  # noqa: PLC0415
     from agent.server.h3 import H3ServeOptions, serve_h3  # noqa: PLC0415
 
-    limits = connection_limits(args)
+    limits = connection_limits(args, tls=protocol.tls)
     windows = _server_windows(args, settings)
     handler = server_mount(workload.kind)(args.root, params)
     options = H3ServeOptions(
         windows=windows,
         cert=args.cert,
         key=args.key,
+        limits=h3_limits(
+            args.connection_memory or connection_budget_bytes(),
+            windows.connection_window_bytes,
+            max_connections=args.max_connections,
+            handshake_timeout_s=limits.handshake_timeout_s,
+        ),
         host=args.host,
         port=args.port,
         trial_log=args.trial_log,
@@ -81,7 +89,6 @@ def _serve_quic(
             retry=args.quic_retry,
         ),
         idle_timeout_s=limits.idle_timeout_s,
-        max_connections=limits.max_connections,
         buffer_bytes=args.udp_buffer,
     )
     return asyncio.run(serve_h3(options, handler))
@@ -102,16 +109,23 @@ def _server_windows(args: argparse.Namespace, settings: dict[str, int]) -> QuicW
     )
 
 
-def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
-    """The engine's connection limits from the command line, each checked here, once."""
+def connection_limits(args: argparse.Namespace, tls: bool) -> ConnectionLimits:
+    """The engine's connection limits from the command line, each checked here, once; the
+    default cap for connections over TLS if `tls`, else in cleartext (agent.limits)."""
     handshake_timeout_s = _seconds("--handshake-timeout", args.handshake_timeout)
     idle_timeout_s = _seconds("--idle-timeout", args.idle_timeout)
     if args.max_connections is not None and args.max_connections < 1:
         raise UsageError(f"--max-connections {args.max_connections} must be at least 1")
+    if args.connection_memory is not None and args.connection_memory < 1:
+        raise UsageError(f"--connection-memory {args.connection_memory} must be at least 1 byte")
     return ConnectionLimits(
         handshake_timeout_s=handshake_timeout_s or DEFAULT_HANDSHAKE_TIMEOUT_S,
         idle_timeout_s=idle_timeout_s or DEFAULT_IDLE_TIMEOUT_S,
-        max_connections=args.max_connections or default_max_connections(),
+        max_connections=args.max_connections
+        or default_max_connections(
+            budget_bytes=args.connection_memory,
+            connection_bytes=H2_TLS_CONNECTION_BYTES if tls else H2C_CONNECTION_BYTES,
+        ),
     )
 
 
