@@ -150,4 +150,6 @@ def test_a_search_verdict_below_the_meters_floor_says_so() -> None:
     (close,) = tied(("4095", "half"), measured)
     resolvable = against(search, facts, ("4095", "half"), close, measured)
     assert resolvable.verdict == "below_meter_floor"
-    assert resolvable.floor_mj == pytest.approx(ACS712_RECORD["power_mw"] * 0.5)
+    # One step held over the 0.5 s window, and the sensor's noise averaged over its 500 samples.
+    step_mj, noise_mj = ACS712_RECORD["power_mw"] * 0.5, ACS712_RECORD["noise_mw"] * 0.5 / 500**0.5
+    assert resolvable.floor_mj == pytest.approx(step_mj + noise_mj)
