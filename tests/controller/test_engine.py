@@ -249,6 +249,9 @@ def test_the_early_stop_never_aims_below_the_meters_floor_and_says_when_that_is_
     assert (outcome.completed, outcome.stopped_early) == (3, 5)
     (event,) = stopped
     assert event["by_floor"] is True
-    assert event["floor"] == pytest.approx(ACS712_RECORD["power_mw"] * 0.5, rel=1e-3)
+    # One step held over the 0.5 s window, and the sensor's noise averaged over the stand-in
+    # meter's 501 samples (1 kHz, both ends).
+    step_mj, noise_mj = ACS712_RECORD["power_mw"] * 0.5, ACS712_RECORD["noise_mw"] * 0.5 / 501**0.5
+    assert event["floor"] == pytest.approx(step_mj + noise_mj, rel=1e-3)
     assert event["half_width"] <= event["floor"]
     assert any("settled after 3 trials at the meter's floor" in text for text in notices)
