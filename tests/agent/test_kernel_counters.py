@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent import kernel_counters as kc
+from agent.conditions import TrialWatch
 from tests.conftest import require_tool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -188,6 +189,8 @@ def test_this_machine_has_every_counter() -> None:
     work = kc.difference(start, kc.read_snapshot(cpus))
     assert work.unavailable == {}
     assert all(isinstance(count, int) and count >= 0 for count in work.counts.values())
+    conditions = TrialWatch().end()
+    assert all(count is not None for count in conditions.kernel.counts.values())
 
 
 def test_a_waited_for_childs_switches_are_the_processes_own() -> None:
@@ -217,6 +220,7 @@ def test_another_process_is_read_from_its_status_until_it_is_gone() -> None:
 _IN_NAMESPACE = r"""
 import json, socket, sys, time
 from agent import kernel_counters as kc
+from agent.conditions import TrialWatch
 
 SENT, ECHOES, FLOOD = 40, 5, 200
 start = kc.read_snapshot()
