@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from agent import kernel_counters as kc
 from agent.conditions import TrialWatch
+from analysis.trial_columns import KERNEL_FIELDS
 from tests.conftest import require_tool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -220,7 +221,6 @@ def test_another_process_is_read_from_its_status_until_it_is_gone() -> None:
 _IN_NAMESPACE = r"""
 import json, socket, sys, time
 from agent import kernel_counters as kc
-from agent.conditions import TrialWatch
 
 SENT, ECHOES, FLOOD = 40, 5, 200
 start = kc.read_snapshot()
@@ -286,3 +286,7 @@ def test_a_namespaces_own_traffic_is_counted_exactly() -> None:
     assert work["voluntary_ctx_switches"] >= 5
     assert work["net_rx_softirqs"] > 0  # loopback's packets are received in NET_RX
 
+
+def test_the_columns_are_the_records_fields() -> None:
+    """trials.csv's `<role>_<field>` columns (analysis.trial_columns) name exactly these."""
+    assert tuple(column.name for column in KERNEL_FIELDS) == kc.FIELDS
