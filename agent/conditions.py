@@ -18,6 +18,8 @@ Every path is under a `root` (default "/"), so a test can build a fake sysfs tre
 - Other processes: busy time of those CPUs (/proc/stat) over the trial minus this process's own
   CPU time and its children's, in percent of one core. /proc/stat counts in ticks of 10 ms, so
   a 1 s trial's figure is good to about 1 % per CPU.
+- The kernel's work over the trial (agent.kernel_counters): softirqs on those CPUs, the trial
+  process's context switches, the node's UDP and TCP counters; read with the CPU counters.
 
 The client reads all of it before its marker rises and after it falls. The server reads only the
 CPU counters when a trial's first request arrives (that reading is on the request path) and the
@@ -34,6 +36,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agent import kernel_counters
+from agent.kernel_counters import KernelSnapshot, KernelWork
 
 THROTTLED_SYSFS = "sys/devices/platform/soc/soc:firmware/get_throttled"
 THROTTLED_NOW_MASK = 0xF
@@ -57,6 +62,7 @@ class Snapshot:
     throttled_flags: int | None
     busy_ticks: int | None  # of the CPUs in `cpus`
     own_cpu_s: float  # this process and its waited-for children
+    kernel: KernelSnapshot
     unavailable: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -70,6 +76,7 @@ class TrialConditions:
     throttled_flags: int | None  # ORed over both readings
     other_cpu_pct: float | None  # other processes' CPU, percent of one core
     cpus: tuple[int, ...]
+    kernel: KernelWork
     unavailable: Mapping[str, str]
 
     def to_dict(self) -> dict[str, object]:
@@ -80,24 +87,28 @@ class TrialConditions:
             "throttled_flags": self.throttled_flags,
             "other_cpu_pct": self.other_cpu_pct,
             "cpus": list(self.cpus),
+            "kernel": self.kernel.to_dict(),
             "unavailable": dict(self.unavailable),
         }
 
 
 class Host:
     """Where /proc and /sys are (`root`), which CPUs count (default: this process's), and what
-    counts as the trial's own CPU time (default: this process's and its waited-for children's;
-    a server whose work runs in a child it does not wait for, nghttpd, adds the child's)."""
+    counts as the trial's own CPU time and context switches (default: this process's and its
+    waited-for children's; a server whose work runs in a child it does not wait for, nghttpd,
+    adds the child's or reads them)."""
 
     def __init__(
         self,
         root: Path = Path("/"),
         cpus: tuple[int, ...] | None = None,
         own_cpu: Callable[[], float] | None = None,
+        own_switches: Callable[[], tuple[int, int] | None] = kernel_counters.own_switches,
     ) -> None:
         self.root = root
         self.cpus = cpus if cpus is not None else tuple(sorted(os.sched_getaffinity(0)))
         self._own_cpu_s = own_cpu or own_cpu_s
+        self._own_switches = own_switches
         # Decided once: a node has the sysfs file, or vcgencmd, or neither.
         self._throttled_file = root / THROTTLED_SYSFS
         self._vcgencmd = None if self._throttled_file.exists() else _find_vcgencmd(root)
@@ -112,9 +123,10 @@ class Host:
         # The CPU counters first, so the rest of the reading is not in the trial's span.
         busy = self._busy_ticks(missing)
         own = self._own_cpu_s()
+        kernel = kernel_counters.read_snapshot(self.cpus, self._own_switches, self.root)
         now = time.monotonic_ns()
         if not instant:
-            return Snapshot(now, None, None, None, None, None, busy, own, missing)
+            return Snapshot(now, None, None, None, None, None, busy, own, kernel, missing)
         freq = self._per_cpu("scaling_cur_freq", "cpu_freq_mhz", missing)
         governors = self._per_cpu("scaling_governor", "governor", missing)
         temp, zone = self._temperature(missing)
@@ -127,6 +139,7 @@ class Host:
             throttled_flags=self._throttled(missing),
             busy_ticks=busy,
             own_cpu_s=own,
+            kernel=kernel,
             unavailable=missing,
         )
 
@@ -232,7 +245,8 @@ def own_cpu_s() -> float:
 
 def combine(start: Snapshot, end: Snapshot, cpus: tuple[int, ...]) -> TrialConditions:
     """The trial's conditions from its two snapshots (pure)."""
-    unavailable = {**start.unavailable, **end.unavailable}
+    kernel = kernel_counters.difference(start.kernel, end.kernel)
+    unavailable = {**start.unavailable, **end.unavailable, **kernel.unavailable}
     freqs = [f for s in (start, end) if s.cpu_freq_khz for f in s.cpu_freq_khz]
     governors = sorted({g for s in (start, end) if s.governors for g in s.governors})
     temps = [s.temp_mc for s in (start, end) if s.temp_mc is not None]
@@ -256,6 +270,7 @@ def combine(start: Snapshot, end: Snapshot, cpus: tuple[int, ...]) -> TrialCondi
         throttled_flags=flags_or if flags else None,
         other_cpu_pct=other,
         cpus=cpus,
+        kernel=kernel,
         unavailable=unavailable,
     )
 

@@ -9,7 +9,8 @@ reverse, so the declaration lives here. Adding a column is a line in one of the 
 After the leading columns come one column per sweep axis, named as in the config (settings and
 workload parameters alike), then the common metrics, then the workload's own: `<kind>_<field>`
 for each field its declaration lists (agent.workloads), then each node's conditions over the
-trial: `<role>_<field>` (agent.conditions).
+trial: `<role>_<field>` (agent.conditions), then each node's kernel work over the trial (its
+softirqs, context switches and UDP/TCP counts, agent.kernel_counters): `<role>_<field>`.
 """
 
 from __future__ import annotations
@@ -339,12 +340,6 @@ QUIC_COLUMNS: tuple[Column, ...] = (
     ),
     Column("client_pto_count", "", "h3 runs only: the client's probe timeouts (PTO)"),
     Column(
-        "client_udp_rcvbuf_errors",
-        "",
-        "h3 runs only: datagrams the client node's kernel dropped for a full receive buffer over "
-        "the trial (/proc/net/snmp Udp RcvbufErrors, every socket of the node)",
-    ),
-    Column(
         "server_max_stream_data_frames",
         "",
         "h3 runs only: MAX_STREAM_DATA frames from the client that raised a stream's limit, as "
@@ -390,11 +385,53 @@ CONDITION_FIELDS: tuple[Column, ...] = (
     Column(
         "conditions_missing",
         "",
-        "the fields above this node could not read, and why ('field: reason; ...')",
+        "the fields above, and the kernel's counts after them, this node could not read, and why "
+        "('field: reason; ...')",
     ),
 )
 """Per node (`<role>_<name>`): its conditions over the trial, read by its agent (empty when
 the node has no such reading; `conditions_missing` says why)."""
+
+_NODE_WIDE = "node-wide: other processes' packets count too"
+KERNEL_FIELDS: tuple[Column, ...] = (
+    Column(
+        "net_rx_softirqs",
+        "",
+        f"NET_RX softirqs on the node agent's CPUs over the trial (/proc/softirqs; {_NODE_WIDE})",
+    ),
+    Column("net_tx_softirqs", "", f"NET_TX softirqs likewise ({_NODE_WIDE})"),
+    Column(
+        "voluntary_ctx_switches",
+        "",
+        "the trial process's voluntary context switches over the trial (it waited: I/O, a lock), "
+        "a C engine's tool's included",
+    ),
+    Column(
+        "involuntary_ctx_switches", "", "the trial process's involuntary ones (it was preempted)"
+    ),
+    Column(
+        "udp_datagrams_in",
+        "",
+        f"UDP datagrams the node received over the trial (/proc/net/snmp Udp InDatagrams, the "
+        f"node's network namespace; {_NODE_WIDE})",
+    ),
+    Column("udp_datagrams_out", "", f"UDP datagrams it sent (OutDatagrams; {_NODE_WIDE})"),
+    Column(
+        "udp_rcvbuf_errors",
+        "",
+        f"UDP datagrams its kernel dropped for a full receive buffer (RcvbufErrors; {_NODE_WIDE})",
+    ),
+    Column("tcp_segments_in", "", f"TCP segments it received (Tcp InSegs; {_NODE_WIDE})"),
+    Column("tcp_segments_out", "", f"TCP segments it sent (OutSegs; {_NODE_WIDE})"),
+    Column(
+        "tcp_retransmitted_segments",
+        "",
+        f"TCP segments it retransmitted (RetransSegs; {_NODE_WIDE})",
+    ),
+)
+"""Per node (`<role>_<name>`): the kernel's work over the trial, counted by its agent
+(agent.kernel_counters; empty in runs recorded before them, and where the node cannot read one:
+`conditions_missing` says why)."""
 
 
 # A column's unit, read from its name's ending (units in names: `latency_max_s`, `body_bytes`).
@@ -414,12 +451,20 @@ def unit_of(name: str) -> str:
     return next((unit for suffix, unit in _UNIT_SUFFIXES if name.endswith(suffix)), "")
 
 
-def condition_columns() -> tuple[Column, ...]:
+def _per_node(fields: tuple[Column, ...]) -> tuple[Column, ...]:
     return tuple(
         Column(f"{role}_{field.name}", field.unit, f"{role} node: {field.meaning}")
         for role in CONDITION_ROLES
-        for field in CONDITION_FIELDS
+        for field in fields
     )
+
+
+def condition_columns() -> tuple[Column, ...]:
+    return _per_node(CONDITION_FIELDS)
+
+
+def kernel_columns() -> tuple[Column, ...]:
+    return _per_node(KERNEL_FIELDS)
 
 
 def workload_columns(kind: str) -> tuple[Column, ...]:
@@ -464,7 +509,7 @@ def trial_columns(
     transport = QUIC_COLUMNS if quic else ()
     return (
         LEADING_COLUMNS + protocol + swept + probes + benches + METRIC_COLUMNS + transport + own
-        + condition_columns()
+        + condition_columns() + kernel_columns()
     )  # fmt: skip
 
 

@@ -58,6 +58,7 @@ AGENT_LAYERS: Layers = (
         "agent.errors",
         "agent.event_loop",
         "agent.html_links",
+        "agent.kernel_counters",
         "agent.limits",
         "agent.marker",
         "agent.paths",

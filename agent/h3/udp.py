@@ -24,24 +24,17 @@ from qh3.asyncio._transport import (
     has_gso,
 )
 
+from agent.kernel_counters import parse_snmp
+
 DEFAULT_BUFFER_BYTES = 4 * 2**20
 SNMP = Path("/proc/net/snmp")
 _SYSCTL = Path("/proc/sys/net/core")
 
 
-def udp_counters(text: str) -> dict[str, int]:
-    """The `Udp:` row of /proc/net/snmp as {name: value}; {} where it has none."""
-    rows = [line.split()[1:] for line in text.splitlines() if line.startswith("Udp:")]
-    if len(rows) < 2:
-        return {}
-    names, values = rows[0], rows[1]
-    return {name: int(value) for name, value in zip(names, values, strict=False)}
-
-
 def rcvbuf_errors(snmp: Path = SNMP) -> int | None:
     """The node's UDP receive-buffer drops since boot; None where the kernel does not say."""
     try:
-        return udp_counters(snmp.read_text()).get("RcvbufErrors")
+        return parse_snmp(snmp.read_text()).get("Udp", {}).get("RcvbufErrors")
     except OSError:
         return None
 

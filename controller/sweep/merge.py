@@ -9,7 +9,7 @@ node's measured offset, so spans are exact within the two nodes' offset uncertai
 - `cpu_s`, bytes and frames sent and received: sums; exact.
 - `rss_peak_bytes`, `ttfb_s`: the largest node's (each node is its own machine); exact.
 - `t_wall_*`, `flow_control`, `conditions`: the metered node's (the first), whose energy window
-  they give and whose CPU the trials.csv `client_*` condition columns describe.
+  they give and whose CPU (and kernel work) the trials.csv `client_*` condition columns describe.
 - a workload field `*_count`, `*_bytes`, `*_errors`: sum; exact.
 - `*_max_*` / `*_min_*`: largest / smallest; exact.
 - `*_mean_*`: the mean weighted by the kind's count field (`WorkloadSpec.count_field`); exact.

@@ -10,7 +10,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.workloads import DEFAULT_KIND, SPECS
-from analysis.trial_columns import CONDITION_FIELDS, LEADING_COLUMNS, METRIC_COLUMNS
+from analysis.trial_columns import (
+    CONDITION_FIELDS,
+    KERNEL_FIELDS,
+    LEADING_COLUMNS,
+    METRIC_COLUMNS,
+)
 from controller.energy import WindowEnergy
 from controller.nodes.agent import TRIAL_PROCESS
 from controller.sweep.agent_pair import TRIAL_INTERFACE
@@ -48,14 +53,18 @@ def _cpu_pct(record: Mapping[str, Any]) -> object:
 
 
 def condition_cells(role: str, record: Mapping[str, Any]) -> dict[str, object]:
-    """The node's conditions from its trial record (agent.conditions): `<role>_<field>`."""
+    """The node's conditions from its trial record (agent.conditions), and its kernel's work
+    over the trial (their `kernel`, agent.kernel_counters): `<role>_<field>`."""
     conditions = record.get("conditions")
     if not isinstance(conditions, Mapping):
         return {}
+    kernel = conditions.get("kernel")
+    kernel = kernel if isinstance(kernel, Mapping) else {}
     cells: dict[str, object] = {
-        f"{role}_{field.name}": conditions.get(field.name)
-        for field in CONDITION_FIELDS
-        if field.name in conditions
+        f"{role}_{field.name}": part.get(field.name)
+        for part, fields in ((conditions, CONDITION_FIELDS), (kernel, KERNEL_FIELDS))
+        for field in fields
+        if field.name in part
     }
     flags = conditions.get("throttled_flags")
     cells[f"{role}_throttled_flags"] = hex(flags) if isinstance(flags, int) else None
@@ -77,7 +86,6 @@ def _quic_cells(role: str, record: Mapping[str, Any]) -> dict[str, object]:
     }
     if role == "client":
         cells["client_datagrams_received"] = _frames(record, "received", "datagrams")
-        cells["client_udp_rcvbuf_errors"] = transport.get("udp_rcvbuf_errors")
     else:
         cells["server_max_stream_data_frames"] = transport.get("max_stream_data_frames")
         cells["server_max_data_frames"] = transport.get("max_data_frames")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agent import kernel_counters
 from agent.conditions import (
     THROTTLED_SYSFS,
     Host,
@@ -43,6 +44,9 @@ def _pi(root: Path, *, freq_khz: int = 1_200_000, temp_mc: int = 55_000, flags: 
     _write(root, "sys/class/thermal/thermal_zone0/type", "cpu-thermal\n")
     _write(root, THROTTLED_SYSFS, f"{flags}\n")
     _stat(root, 100)
+    _write(root, "proc/softirqs", "CPU0 CPU1 CPU2 CPU3\nNET_TX: 1 2 3 4\nNET_RX: 5 6 7 8\n")
+    _write(root, "proc/self/net/snmp", "Udp: InDatagrams OutDatagrams RcvbufErrors\nUdp: 1 2 0\n"
+           "Tcp: InSegs OutSegs RetransSegs\nTcp: 3 4 0\n")  # fmt: skip
 
 
 def test_a_pi_tree_reads_every_field(tmp_path: Path) -> None:
@@ -100,7 +104,8 @@ def test_only_the_processes_cpus_count(tmp_path: Path) -> None:
 
 def test_other_load_is_busy_time_minus_own_cpu_over_elapsed() -> None:
     def snap(t_s: float, busy_ticks: int, own_s: float) -> Snapshot:
-        return Snapshot(int(t_s * 1e9), None, None, None, None, None, busy_ticks, own_s)
+        kernel = kernel_counters.snapshot(None, None, (0, 0))
+        return Snapshot(int(t_s * 1e9), None, None, None, None, None, busy_ticks, own_s, kernel)
 
     # 2 s; the CPUs were busy 1.5 s, of which 0.5 s were this process's: 1 s others, 50 %.
     conditions = combine(snap(10.0, 0, 1.0), snap(12.0, int(1.5 * TICKS), 1.5), (0,))
@@ -120,14 +125,20 @@ def test_an_empty_tree_gives_none_with_reasons(tmp_path: Path) -> None:
         "throttled_flags": None,
         "other_cpu_pct": None,
         "cpus": [0],
+        "kernel": conditions.kernel.to_dict(),
         "unavailable": conditions.unavailable,
     }
+    # Only the process's context switches are known: getrusage's, not the tree's.
+    known = {name for name, count in conditions.kernel.counts.items() if count is not None}
+    assert known == set(kernel_counters.SWITCH_FIELDS)
     assert set(conditions.unavailable) == {
         "cpu_freq_mhz",
         "governor",
         "temp_c",
         "throttled_flags",
         "other_cpu_pct",
+        *kernel_counters.SOFTIRQ_FIELDS,
+        *kernel_counters.SNMP_FIELDS,
     }
     assert "cpufreq" in conditions.unavailable["cpu_freq_mhz"]
     assert "thermal" in conditions.unavailable["temp_c"]

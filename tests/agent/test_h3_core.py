@@ -18,7 +18,6 @@ from agent.h3.amplification import packet_end_with_padding
 from agent.h3.credit import CreditLedger
 from agent.h3.settings import H3_COUNTERPARTS, QH3_SETTINGS, QuicWindows
 from agent.h3.stack import CAPACITY_EXHAUSTED, CoreTap, TransportCounts
-from agent.h3.udp import udp_counters
 from agent.site import build_site, load_manifest
 
 
@@ -107,16 +106,6 @@ def test_padding_counts_only_when_the_rest_is_all_zeros(packet: bytes, tail: byt
     datagram = packet + tail
     end = packet_end_with_padding(datagram, len(packet))
     assert end == (len(datagram) if tail and not any(tail) else len(packet))
-
-
-def test_the_udp_row_of_proc_net_snmp_is_read_by_name() -> None:
-    text = (
-        "Ip: Forwarding DefaultTTL\nIp: 1 64\n"
-        "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n"
-        "Udp: 10 0 3 9 3 0\n"
-    )
-    assert udp_counters(text)["RcvbufErrors"] == 3
-    assert udp_counters("Ip: 1\n") == {}
 
 
 class _ExhaustedCore:

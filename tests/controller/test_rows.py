@@ -11,6 +11,7 @@ from agent.workloads import SPECS
 from analysis.trial_columns import (
     BENCH_COLUMNS,
     CONDITION_FIELDS,
+    KERNEL_FIELDS,
     LEADING_COLUMNS,
     METRIC_COLUMNS,
     QUIC_COLUMNS,
@@ -18,6 +19,7 @@ from analysis.trial_columns import (
     SOURCES,
     condition_columns,
     header,
+    kernel_columns,
     workload_columns,
 )
 from controller.config.model import Config
@@ -41,6 +43,7 @@ def _record(role: str) -> dict[str, Any]:
     """A node's trial record with every field the row reads."""
     conditions: dict[str, Any] = {field.name: 1 for field in CONDITION_FIELDS}
     conditions["unavailable"] = {"temp_c": "no thermal zone"}
+    conditions["kernel"] = {field.name: 7 for field in KERNEL_FIELDS}
     record: dict[str, Any] = {
         "ok": True,
         "t_wall_start_ns": 1_000,
@@ -72,7 +75,7 @@ def _record(role: str) -> dict[str, Any]:
 def test_the_copied_columns_are_the_ones_every_row_has_and_name_a_part_of_the_trial() -> None:
     for column in SEARCH_COLUMNS + BENCH_COLUMNS + QUIC_COLUMNS + workload_columns(KIND):
         assert not column.source, column.name
-    for column in condition_columns():
+    for column in condition_columns() + kernel_columns():
         assert not column.source, column.name
     for column in LEADING_COLUMNS + METRIC_COLUMNS:
         if column.source:
@@ -99,6 +102,16 @@ def test_a_trial_with_every_part_fills_every_declared_column() -> None:
     assert (row["window_source"], row["meter_frame_gaps"], row["samples"]) == ("marker", 3, 40)
     assert (row["samples_lost"], row["samples_saturated"]) == (1, 4)
     assert row["initial_window_size"] == 4096
+    assert row["client_net_rx_softirqs"] == row["server_tcp_retransmitted_segments"] == 7
+
+
+def test_a_record_from_before_the_kernel_counts_leaves_their_cells_out() -> None:
+    """Records of agents older than agent.kernel_counters have conditions without `kernel`."""
+    client = _record("client")
+    del client["conditions"]["kernel"]
+    row = trial_row(TRIAL, 1, error=None, client=client, server=None, power=None, energy=None)
+    assert row["client_temp_c"] == 1
+    assert not {column.name for column in kernel_columns()} & set(row)
 
 
 def test_a_failed_trial_has_no_cells_of_the_parts_it_lacks() -> None:

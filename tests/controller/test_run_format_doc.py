@@ -14,6 +14,7 @@ from analysis.trial_columns import (
     SEARCH_COLUMNS,
     Column,
     condition_columns,
+    kernel_columns,
     workload_columns,
 )
 
@@ -27,7 +28,7 @@ def _declared() -> tuple[Column, ...]:
     own = tuple(column for kind in SPECS for column in workload_columns(kind))
     return (
         *LEADING_COLUMNS, PROTOCOL_COLUMN, *SEARCH_COLUMNS, *BENCH_COLUMNS, *METRIC_COLUMNS,
-        *QUIC_COLUMNS, *own, *condition_columns(),
+        *QUIC_COLUMNS, *own, *condition_columns(), *kernel_columns(),
     )  # fmt: skip
 
 

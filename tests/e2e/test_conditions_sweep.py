@@ -1,5 +1,6 @@
 """A real local sweep records each node's conditions per trial: trials.csv columns (a value,
-or empty with the node's reason), the manifest's summary, the report's section."""
+or empty with the node's reason), the manifest's summary, the report's section; and each node's
+kernel work over the trial (softirqs, context switches, UDP and TCP counts)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.trial_columns import CONDITION_FIELDS
+from analysis.trial_columns import CONDITION_FIELDS, KERNEL_FIELDS
 from tests.conftest import h2iot, require_tool
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "local.toml"
@@ -40,6 +41,12 @@ def test_a_sweep_records_the_nodes_conditions(tmp_path: Path, engine: str) -> No
                 cell = row[f"{role}_{field}"]
                 assert bool(cell) != (f"{field}: " in missing), (role, field, row)
             assert float(row[f"{role}_other_cpu_pct"]) >= 0.0
+            kernel = {field.name: int(row[f"{role}_{field.name}"]) for field in KERNEL_FIELDS}
+            # The fetch's segments, on a shared loopback both nodes count them all; the
+            # process (or nghttp, nghttpd) waited on its socket at least once.
+            assert kernel["tcp_segments_in"] > 0 and kernel["tcp_segments_out"] > 0, row
+            assert kernel["voluntary_ctx_switches"] > 0, (role, row)
+            assert min(kernel.values()) >= 0
     summary = json.loads((run / "manifest.json").read_text())["conditions"]
     for role in ("client", "server"):
         assert summary[role]["trials"] == 2

@@ -70,8 +70,14 @@ def test_the_same_config_on_the_c_tools_nghttp_and_ngtcp2(tmp_path: Path) -> Non
     for row in rows:
         assert row["page_resource_count"] == "8" and float(row["server_cpu_s"]) > 0
         assert row["client_window_on_wire"] == row["initial_window_size"]
+        # The tools' kernel work: their packets node-wide, their switches as reaped children.
+        assert int(row["client_voluntary_ctx_switches"]) > 0
+        assert int(row["server_voluntary_ctx_switches"]) > 0
         if row["protocol"] == "h3":
             assert row["client_tls_version"] == "TLSv1.3" and row["client_udp_rcvbuf_errors"]
+            assert min(int(row[f"client_udp_datagrams_{way}"]) for way in ("in", "out")) > 0
+        else:
+            assert int(row["client_tcp_segments_in"]) > 0
 
 
 def test_the_datagram_size_is_swept_and_sets_what_travels(tmp_path: Path) -> None:

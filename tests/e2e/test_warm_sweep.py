@@ -63,6 +63,10 @@ def test_a_killed_warm_agent_fails_one_attempt_and_the_sweep_completes(tmp_path:
     rows = _rows(run)
     ok = [r for r in rows if r["status"] == "ok"]
     assert len(ok) == 8  # 2 windows x 4 repetitions, each planned trial ok in the end
+    # One process for many trials counts each trial's kernel work (agent.kernel_counters).
+    for row in ok:
+        assert int(row["client_voluntary_ctx_switches"]) > 0, row
+        assert int(row["client_tcp_segments_in"]) > 0, row
     # The trial the kill hit (if it was mid-trial) failed naming the agent, and was retried;
     # a kill between trials shows at the next trial's start the same way.
     failed = [r for r in rows if r["status"] != "ok"]

@@ -27,7 +27,6 @@ from agent.engines.nghttp2.record import build_record
 from agent.engines.nghttp2.timing import ResourceTimes
 from agent.engines.nghttp2.tools import find_tool
 from agent.errors import BodyMismatchError
-from agent.h3.udp import rcvbuf_errors
 from agent.marker import Marker
 from agent.site.manifest import SiteManifest
 
@@ -96,11 +95,9 @@ class GtlsFetcher:
             self.tool, self.target.host, self.target.port, self.urls, str(download)
         )
         conditions = TrialWatch()  # the node's state, read outside the measured window
-        drops = rcvbuf_errors()
         self.marker.raise_line()
         child = run_child(argv, self.run.options.timeout_s)
         self.marker.lower_line()
-        drops_after = rcvbuf_errors()
         node = conditions.end()
         started = time.perf_counter()
         try:
@@ -131,9 +128,8 @@ class GtlsFetcher:
             "protocol": self.run.options.protocol,
             "datagram_bytes": self.options.datagram_bytes,
             "connection_window_bytes": self.options.connection_window_bytes,
-            "udp_rcvbuf_errors": None
-            if drops is None or drops_after is None
-            else drops_after - drops,
+            # The node's drops over the trial, from its kernel counts (agent.kernel_counters).
+            "udp_rcvbuf_errors": node.kernel.counts["udp_rcvbuf_errors"],
         }
         record = replace(
             record,

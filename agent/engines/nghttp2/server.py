@@ -34,6 +34,7 @@ from agent.engines.nghttp2.poller import POLL_S, ActivityPoller, wait_until_idle
 from agent.engines.nghttp2.procfs import CpuSample, ProcessProbe
 from agent.engines.nghttp2.tools import find_tool
 from agent.errors import AgentError, TrialControlError, UsageError
+from agent.kernel_counters import own_switches, process_switches
 from agent.protocols import protocol_of_scheme, protocol_spec
 from agent.trial_control import Begin, End, listen_control
 from agent.trial_log import TrialLog
@@ -99,6 +100,16 @@ class _OpenTrial:
     watch: TrialWatch
 
 
+def _with_nghttpd_switches(pid: int) -> tuple[int, int] | None:
+    """This supervisor's context switches and nghttpd's (a child it does not wait for, so not
+    in getrusage's); None once nghttpd is gone."""
+    child = process_switches(pid)
+    if child is None:
+        return None
+    own = own_switches()
+    return own[0] + child[0], own[1] + child[1]
+
+
 class Supervisor:
     """Trial bookkeeping around one nghttpd process; one trial at a time."""
 
@@ -110,7 +121,10 @@ class Supervisor:
         self._read_runtime = probe.leader_runtime_reader()
         # The node's state over each trial (agent.conditions), as the h2 server's records
         # have; nghttpd's CPU time is the trial's own, not another process's.
-        self._node = Host(own_cpu=lambda: own_cpu_s() + probe.runtime_ns() / 1e9)
+        self._node = Host(
+            own_cpu=lambda: own_cpu_s() + probe.runtime_ns() / 1e9,
+            own_switches=lambda: _with_nghttpd_switches(probe.pid),
+        )
 
     async def begin(self, message: Begin) -> None:
         if self.trial is not None:
