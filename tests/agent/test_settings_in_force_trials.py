@@ -36,7 +36,12 @@ def test_an_h2c_trial_records_both_announcements_in_force_as_asked(
     with agent_server(
         site, tmp_path, "--setting", setting, "--setting", "header_table_size=8192"
     ) as server:
-        record = _fetch(server.url, site, "--setting", setting)
+        record = _fetch(server.url, site, "--setting", setting, "--trial-id", "h2c-in-force")
+        served = server.wait_for_trials("h2c-in-force")["h2c-in-force"]
+    # Each side received what the other announced.
+    assert (served["settings_received"], served["settings_announced"]) == (
+        record["settings_announced"], record["settings_received"],
+    )  # fmt: skip
     announced, received = record["settings_announced"], record["settings_received"]
     assert announced["SETTINGS_INITIAL_WINDOW_SIZE"] == WINDOW
     assert announced["SETTINGS_HEADER_TABLE_SIZE"] == 4096  # HPACK's default, not asked
@@ -59,8 +64,12 @@ def test_an_h3_trial_records_transport_parameters_and_settings_both_ways(
     with h3_server(site, tmp_path, credentials, "--setting", setting) as server:
         record = _fetch(
             f"https://127.0.0.1:{server.port}/", site, "--protocol", "h3", "--ca-file",
-            str(credentials.ca), "--setting", setting,
+            str(credentials.ca), "--setting", setting, "--trial-id", "h3-in-force",
         )  # fmt: skip
+        served = server.wait_for_trials("h3-in-force")["h3-in-force"]
+    assert (served["settings_received"], served["settings_announced"]) == (
+        record["settings_announced"], record["settings_received"],
+    )  # fmt: skip
     announced, received = record["settings_announced"], record["settings_received"]
     assert announced["initial_max_stream_data_bidi_local"] == WINDOW
     assert received["initial_max_stream_data_bidi_remote"] == WINDOW
