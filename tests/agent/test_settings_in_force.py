@@ -3,6 +3,7 @@ connections joined in memory, and the mismatches against a point's settings (pur
 
 from __future__ import annotations
 
+from h2.events import RequestReceived
 from hypothesis import given
 from hypothesis import strategies as st
 from qh3.h3.connection import H3Connection
@@ -10,7 +11,7 @@ from qh3.quic.connection import QuicConnection
 
 from agent.engines.nghttp2.gtls import GtlsOptions
 from agent.engines.nghttp2.options import NghttpOptions
-from agent.h2.connection import h2_connection
+from agent.h2.connection import h2_connection, initiate_server
 from agent.h2.settings import SETTING_SPECS, by_protocol_name, settings_exchange, to_h2
 from agent.h3.settings import H3_COUNTERPARTS, QuicWindows
 from agent.h3.stack import AnnouncingH3, configuration
@@ -186,3 +187,20 @@ def test_a_mismatch_is_named_exactly_where_an_observed_value_differs_from_the_as
     }
     found = mismatches(protocol, asked, exchange)
     assert {(m.setting, m.side, m.asked, m.in_force) for m in found} == expected
+
+
+def test_a_server_table_below_hpacks_default_is_in_force_from_the_clients_acknowledgement() -> None:
+    """A client's first requests may use HPACK's 4,096-byte table before it has read the
+    server's SETTINGS_HEADER_TABLE_SIZE 0: the server decodes them, and holds 0 once acked."""
+    server = h2_connection(False, to_h2({"header_table_size": 0}))
+    initiate_server(server)
+    client = h2_connection(True, {})
+    client.initiate_connection()
+    request = [(":method", "GET"), (":scheme", "http"), (":authority", "a"), (":path", "/x")]
+    client.send_headers(1, [*request, ("h2iot-trial-id", "t1")], end_stream=True)
+    events = server.receive_data(client.data_to_send())
+    assert any(isinstance(event, RequestReceived) for event in events)
+    client.receive_data(server.data_to_send())  # the server's SETTINGS, acknowledged
+    server.receive_data(client.data_to_send())
+    assert server.decoder.max_allowed_table_size == 0
+    assert settings_exchange(server, True).announced["SETTINGS_HEADER_TABLE_SIZE"] == 0
