@@ -337,8 +337,9 @@ SETTINGS_COLUMNS: tuple[Column, ...] = (
     Column(
         "server_header_table_bytes",
         "B",
-        "the server's, as the client received it: the most the client's encoder may use; "
-        "empty where not observed (the nghttp2 engine's tools)",
+        "the server's, as the client received it (or, where the client cannot see it, as the "
+        "server's record says it announced it): the most the client's encoder may use; empty "
+        "where neither side observed it",
         numeric=True,
     ),
 )

@@ -87,13 +87,25 @@ def test_nghttp_asked_for_4096_announces_4095_and_the_row_says_so(
     site: Path, tmp_path: Path
 ) -> None:
     require_tool("nghttp")
-    with agent_server(site, tmp_path) as server:
-        record = _fetch(server.url, site, "--engine", "nghttp2", "--initial-window-size", "4096")
+    setting = "initial_window_size=4096"
+    with agent_server(site, tmp_path, "--setting", setting) as server:
+        record = _fetch(
+            server.url, site, "--engine", "nghttp2", "--setting", setting, "--trial-id", "ng"
+        )
+        served = server.wait_for_trials("ng")["ng"]
     assert record["settings_announced"]["SETTINGS_INITIAL_WINDOW_SIZE"] == 4095
     assert record["settings_received"] is None  # nghttp without -v prints no SETTINGS
-    cells = settings_cells("h2c", {"initial_window_size": 4096}, record)
+    # What the server received is what the record read from nghttp's argv (and RFC 9113's
+    # defaults for what nghttp did not send).
+    assert record["settings_announced"].items() <= served["settings_received"].items()
+    asked = {"initial_window_size": 4096}
+    cells = settings_cells("h2c", asked, record)
     assert cells["settings_mismatch"] == 1
     assert cells["settings_mismatches"] == (
         "initial_window_size 4096 asked, 4095 in force (client SETTINGS_INITIAL_WINDOW_SIZE)"
     )
     assert cells["server_header_table_bytes"] is None
+    # The server's record of its own announcement stands in for what nghttp could not see.
+    with_server = settings_cells("h2c", asked, record, served)
+    assert with_server["settings_mismatches"] == cells["settings_mismatches"]
+    assert with_server["server_header_table_bytes"] == 4096
