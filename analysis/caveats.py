@@ -5,7 +5,9 @@ drifting idle baseline, trials on a throttled, hot or busy node, client nodes th
 a modelled meter's energy straying from its model, a study finding or energy differences between
 neighbouring points below the meter's floor, ok rows without their power trace, trials that
 never succeeded, a torn trial table, samples the meter lost, trials with too many samples
-clipped or lost (analysis.meter_flags), HTTP/3 set beside cleartext HTTP/2. The sections compute
+clipped or lost (analysis.meter_flags), HTTP/3 set beside cleartext HTTP/2, settings in force
+at other values than asked and the header-compression tables in force on each protocol
+(analysis.settings_in_force). The sections compute
 these; this module only gathers their one-line forms. Pure reads of a loaded run.
 """
 
@@ -25,6 +27,7 @@ from analysis.energy_report import idle_caveats, truth_caveats
 from analysis.facts import emulated_core_fractions, ok_rows_without_trace
 from analysis.load import Run
 from analysis.meter_flags import meter_flags
+from analysis.settings_in_force import header_table_lines, mismatch_lines
 from analysis.study import HIGH_WINDOW, LOW_WINDOW, study_checks
 from analysis.workloads.base import report_of
 
@@ -161,4 +164,6 @@ def caveats(
         *late_starts(client_nodes),
         *_trial_caveats(run),
         *_protocol_caveats(run),
+        *mismatch_lines(run),
+        *header_table_lines(run),
     ]

@@ -24,6 +24,7 @@ from analysis.load import Run, read_events
 from analysis.manifest import config_value
 from analysis.meter_flags import meter_flags
 from analysis.points import plain, x_axis_of
+from analysis.settings_in_force import settings_facts
 from analysis.times import Zone, created_ns, duration_text, iso, zone_of
 
 _CONFIG_FACTS = (
@@ -312,6 +313,7 @@ def trial_facts(run: Run) -> list[tuple[str, str]]:
         facts.append(
             ("energy window source", ", ".join(f"{k}: {n}" for k, n in sorted(sources.items())))
         )
+    facts += settings_facts(run)
     return facts
 
 

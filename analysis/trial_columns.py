@@ -312,6 +312,42 @@ METRIC_COLUMNS: tuple[Column, ...] = (
 """The common metrics, in every run after the axes (and a search's or bench's columns)."""
 
 
+SETTINGS_COLUMNS: tuple[Column, ...] = (
+    Column(
+        "settings_mismatch",
+        "",
+        "1 where a setting the point asked is in force at another value on either side "
+        "(nghttp2's 2^N - 1 windows, an engine's defaults), else 0; empty where the client "
+        "record has no announcement (a trial that never ran, an agent before it)",
+        numeric=True,
+    ),
+    Column(
+        "settings_mismatches",
+        "",
+        "each such setting, '; '-separated: 'NAME ASKED asked, VALUE in force (SIDE KEY)', "
+        "KEY the protocol's own name of what carries it",
+    ),
+    Column(
+        "client_header_table_bytes",
+        "B",
+        "header compression's dynamic table the client announced, the most the server's "
+        "encoder may use for what it sends (HPACK SETTINGS_HEADER_TABLE_SIZE; QPACK "
+        "SETTINGS_QPACK_MAX_TABLE_CAPACITY); empty where not observed",
+        numeric=True,
+    ),
+    Column(
+        "server_header_table_bytes",
+        "B",
+        "the server's, as the client received it (or, where the client cannot see it, as the "
+        "server's record says it announced it): the most the client's encoder may use; empty "
+        "where neither side observed it",
+        numeric=True,
+    ),
+)
+"""What was in force, not only asked (agent.protocols.in_force), in every run recorded since:
+the full announcements are events.jsonl's `settings_in_force`."""
+
+
 SEARCH_COLUMNS: tuple[Column, ...] = (
     Column(
         "search_group",
@@ -508,8 +544,8 @@ def trial_columns(
     own = workload_columns(workload)
     transport = QUIC_COLUMNS if quic else ()
     return (
-        LEADING_COLUMNS + protocol + swept + probes + benches + METRIC_COLUMNS + transport + own
-        + condition_columns() + kernel_columns()
+        LEADING_COLUMNS + protocol + swept + probes + benches + METRIC_COLUMNS + SETTINGS_COLUMNS
+        + transport + own + condition_columns() + kernel_columns()
     )  # fmt: skip
 
 
@@ -525,6 +561,6 @@ def header(
 
 
 NUMERIC_COLUMNS: tuple[str, ...] = tuple(
-    column.name for column in LEADING_COLUMNS + METRIC_COLUMNS if column.numeric
+    column.name for column in LEADING_COLUMNS + METRIC_COLUMNS + SETTINGS_COLUMNS if column.numeric
 )
 """Columns converted to numbers in ok rows when present (empty cells become NaN)."""

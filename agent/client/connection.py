@@ -52,7 +52,8 @@ from agent.h2.fastpath import (
     window_updates,
 )
 from agent.h2.flow import FlowControlOptions, ReceiveWindow
-from agent.h2.settings import DEFAULT_INITIAL_WINDOW_SIZE, from_h2, to_h2
+from agent.h2.settings import DEFAULT_INITIAL_WINDOW_SIZE, from_h2, settings_exchange, to_h2
+from agent.protocols.in_force import SettingsExchange
 
 # What this client announces for names it is not given: no push (it never accepts one), h2's own
 # client defaults made explicit so the record shows them, and the protocol's stream window.
@@ -456,6 +457,9 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def peer_settings(self) -> dict[str, int]:
         return from_h2(self.conn.remote_settings)
+
+    def settings_exchange(self) -> SettingsExchange:
+        return settings_exchange(self.conn, self._settings_received.done())
 
     @property
     def tls_version(self) -> str | None:

@@ -38,10 +38,12 @@ from agent.h3.stack import (
     TransportCounts,
     configuration,
     inside_data_frame,
+    settings_exchange,
     tap,
 )
 from agent.h3.udp import SocketBuffers, datagram_transport, rcvbuf_errors, udp_socket
 from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, close_code, h3_code, h3_error_name
+from agent.protocols.in_force import SettingsExchange
 from agent.traffic import FrameCounts
 
 # The peer's HTTP/3 SETTINGS under the names the records use.
@@ -195,6 +197,9 @@ class H3ClientConnection:
     def peer_settings(self) -> dict[str, int]:
         received = self._h3.received_settings or {}
         return {_PEER_SETTING_NAMES.get(k, f"0x{k:x}"): v for k, v in sorted(received.items())}
+
+    def settings_exchange(self) -> SettingsExchange:
+        return settings_exchange(self._quic, self._h3)
 
     @property
     def tls_version(self) -> str:

@@ -64,6 +64,13 @@ class ClientRecord:
     # The protocol's error code of the peer error that failed the trial (PeerProtocolError's
     # `error_code`: a GOAWAY's, a reset's, a QUIC close's); None, and left out, otherwise.
     error_code: Mapping[str, object] | None = None
+    # What the client announced and what it received from the server, by the protocol's own
+    # names (agent.protocols.in_force): HTTP/2 SETTINGS; QUIC transport parameters and HTTP/3
+    # SETTINGS. `settings_received` None where the engine cannot observe it (the nghttp2
+    # engine's tools, whose announcement is read from their argv) or nothing arrived; both
+    # None where the trial never ran.
+    settings_announced: Mapping[str, int] | None = None
+    settings_received: Mapping[str, int] | None = None
 
     def to_dict(self) -> dict[str, object]:
         record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
@@ -75,7 +82,7 @@ class ClientRecord:
                 del record[name]
             else:
                 record[name] = dict(value)
-        for name in ("sent", "received"):
+        for name in ("sent", "received", "settings_announced", "settings_received"):
             if record[name] is not None:
                 record[name] = dict(record[name])
         return {**record, **self.extra}

@@ -29,6 +29,7 @@ from agent.event_loop import running_loop_name
 from agent.h2.fastpath import H2Internals
 from agent.marker import Marker
 from agent.protocols import protocol_spec
+from agent.protocols.in_force import SettingsExchange
 from agent.trial_header import TRIAL_HEADER
 
 
@@ -69,6 +70,8 @@ class TrialConnection(Protocol):
     def peer_max_concurrent_streams(self) -> int: ...
 
     def peer_settings(self) -> dict[str, int]: ...
+
+    def settings_exchange(self) -> SettingsExchange: ...
 
     @property
     def tls_version(self) -> str | None: ...
@@ -275,6 +278,7 @@ async def run_trial(
     ends = [r.t_end_ns for r in responses if r.t_end_ns]
     end_ns = max(ends) if error is None and ends else span.end.t_mono_ns
     firsts = [r.t_headers_ns for r in responses if r.t_headers_ns]
+    exchange = connection.settings_exchange() if connection else None
     return ClientRecord(
         ok=error is None,
         error=error,
@@ -317,6 +321,8 @@ async def run_trial(
         transport=connection.transport_record() if connection else None,
         event_loop=running_loop_name(),
         error_code=error_code,
+        settings_announced=exchange.announced if exchange else None,
+        settings_received=exchange.received if exchange else None,
     )
 
 

@@ -10,9 +10,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from h2.connection import H2Connection
 from h2.settings import SettingCodes, Settings
 
 from agent.errors import SettingsError
+from agent.protocols.in_force import SettingsExchange
 
 _U32_MAX = 2**32 - 1
 # RFC 9113 section 6.5.2: a stream's window while SETTINGS_INITIAL_WINDOW_SIZE is not announced.
@@ -94,3 +96,40 @@ def from_h2(settings: Settings) -> dict[str, int]:
     """h2's settings (ours as the SETTINGS frame carries them, or the peer's) by lower-case name;
     the names are RFC 9113's and the extensions h2 knows (`enable_connect_protocol`)."""
     return {code.name.lower(): int(settings[code]) for code in SettingCodes if code in settings}
+
+
+def protocol_key(name: str) -> str:
+    """A setting's name as RFC 9113 writes it: `initial_window_size` ->
+    `SETTINGS_INITIAL_WINDOW_SIZE`."""
+    return f"SETTINGS_{name.upper()}"
+
+
+# The study's setting -> what carries it in the client's and the server's SETTINGS
+# (agent.protocols.in_force): over HTTP/2, the setting itself on both sides.
+IN_FORCE_KEYS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        name: (protocol_key(name), protocol_key(name))
+        for name in (*SETTING_SPECS, "enable_connect_protocol")
+    }
+)
+
+
+def by_protocol_name(settings: Settings) -> dict[str, int]:
+    """h2's settings in force under RFC 9113's names; one h2 does not know (an extension a
+    peer sent) by its identifier in hex."""
+    named = {}
+    for code in settings:
+        try:
+            name = protocol_key(SettingCodes(code).name.lower())
+        except ValueError:
+            name = f"0x{int(code):x}"
+        named[name] = int(settings[code])
+    return dict(sorted(named.items()))
+
+
+def settings_exchange(connection: H2Connection, peer_settings_seen: bool) -> SettingsExchange:
+    """What `connection` announced and, once the peer's SETTINGS frame has arrived
+    (`peer_settings_seen`), what it received: h2's remote settings, the peer's values with
+    RFC 9113's defaults for the ones it left out, as both sides hold them in force."""
+    received = by_protocol_name(connection.remote_settings) if peer_settings_seen else None
+    return SettingsExchange(by_protocol_name(connection.local_settings), received)

@@ -28,6 +28,23 @@ H3_COUNTERPARTS: Mapping[str, str | None] = MappingProxyType(
     }
 )
 
+# The study's setting -> what carries it in the client's and the server's announcements
+# (agent.protocols.in_force). The stream window is the receiver's per-stream window on the
+# request streams: the client's limit for streams it opened (bidi local), the server's for
+# streams its peer opened (bidi remote).
+IN_FORCE_KEYS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        "initial_window_size": (
+            "initial_max_stream_data_bidi_local",
+            "initial_max_stream_data_bidi_remote",
+        ),
+        "header_table_size": ("SETTINGS_QPACK_MAX_TABLE_CAPACITY",) * 2,
+        "max_concurrent_streams": ("initial_max_streams_bidi",) * 2,
+        "max_header_list_size": ("SETTINGS_MAX_FIELD_SECTION_SIZE",) * 2,
+        "enable_connect_protocol": ("SETTINGS_ENABLE_CONNECT_PROTOCOL",) * 2,
+    }
+)
+
 # What the qh3 engine can announce (qh3 fixes initial_max_streams_bidi at 100 and has no
 # extended CONNECT): the window, and the two HTTP/3 SETTINGS its H3 layer takes.
 QH3_SETTINGS: tuple[str, ...] = ("initial_window_size", "header_table_size", "max_header_list_size")

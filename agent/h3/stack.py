@@ -12,22 +12,24 @@ agent.h3.amplification read private attributes of this exact version.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from qh3._hazmat import QuicConnectionCore
+from qh3._hazmat import Buffer, QuicConnectionCore
 from qh3.h3.connection import H3_ALPN, FrameType, H3Connection, Setting
 from qh3.quic.configuration import QuicConfiguration
 from qh3.quic.connection import NetworkAddress, QuicConnection, QuicConnectionError
 from qh3.quic.events import StreamDataReceived
-from qh3.quic.packet import QuicErrorCode
+from qh3.quic.packet import QuicErrorCode, QuicTransportParameters, pull_quic_transport_parameters
+from qh3.tls import ExtensionType
 
 from agent.errors import UsageError
 from agent.h3.credit import CreditLedger
 from agent.h3.empty_cid import EmptyPeerCidConnection
 from agent.h3.settings import QuicWindows
+from agent.protocols.in_force import SettingsExchange
 
 # qh3's H3 layer always announces SETTINGS_H3_DATAGRAM; a qh3 client then insists on the
 # max_datagram_frame_size transport parameter, which a qh3 server omits unless configured.
@@ -346,3 +348,46 @@ def tap(
     connection.tap_counts = counts
     connection.tap_capacity_as_blocked = capacity_as_blocked
     return connection
+
+
+def _numbers(parameters: QuicTransportParameters | None) -> dict[str, int]:
+    """The transport parameters that are numbers (windows, limits, sizes, timeouts), by RFC
+    9000's names; the connection IDs, tokens and addresses are not settings."""
+    if parameters is None:
+        return {}
+    values = ((f.name, getattr(parameters, f.name)) for f in fields(parameters))
+    return {name: value for name, value in values if type(value) is int}
+
+
+def _h3_named(settings: Mapping[int, int] | None) -> dict[str, int]:
+    """HTTP/3 SETTINGS by RFC 9114's and RFC 9204's names; one qh3 does not know (a GREASE
+    identifier) by its identifier in hex."""
+    named = {}
+    for identifier, value in (settings or {}).items():
+        try:
+            name = f"SETTINGS_{Setting(identifier).name}"
+        except ValueError:
+            name = f"0x{identifier:x}"
+        named[name] = value
+    return named
+
+
+def settings_exchange(quic: QuicConnection, h3: H3Connection) -> SettingsExchange:
+    """What the endpoint announced (its transport parameters as its TLS handshake carried them,
+    its HTTP/3 SETTINGS frame) and received (the peer's transport parameters, once its
+    handshake message arrived, and SETTINGS frame, once read); received is None until both
+    have. Reads qh3's private `_tls` of the pinned version."""
+    bridge = quic._tls
+    announced: dict[str, int] = {}
+    received: dict[str, int] | None = None
+    if bridge is not None:
+        for kind, data in bridge.tls.handshake_extensions:
+            if kind == ExtensionType.QUIC_TRANSPORT_PARAMETERS:
+                announced.update(_numbers(pull_quic_transport_parameters(Buffer(data=data))))
+        remote = bridge.remote_transport_parameters
+        if remote is not None and h3.received_settings is not None:
+            received = {**_numbers(remote), **_h3_named(h3.received_settings)}
+    announced.update(_h3_named(h3.sent_settings))
+    if received is not None:
+        received = dict(sorted(received.items()))
+    return SettingsExchange(dict(sorted(announced.items())), received)

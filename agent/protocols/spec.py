@@ -16,7 +16,9 @@ class ProtocolSpec:
     quic: bool  # over QUIC on UDP, not TCP
     alpn: str | None  # what TLS or QUIC negotiates; None: prior knowledge, no negotiation
     # How the study's HTTP/2-named settings reach this protocol: as HTTP/2 SETTINGS, or mapped
-    # by the module named (one table, a setting without a counterpart refused naming it).
+    # by the module named (one table, a setting without a counterpart refused naming it). Its
+    # (or agent.h2.settings') IN_FORCE_KEYS name what carries each in either side's
+    # announcement, to read what was in force (agent.protocols.in_force).
     settings_map: str | None = None
     # The pip extra holding its stack, and the module that stack is imported as; None: the
     # agent's core dependencies.

@@ -32,6 +32,7 @@ from agent.errors import AgentError, UsageError
 from agent.h2.settings import parse_settings, to_h2
 from agent.limits import ConnectionLimits
 from agent.protocols import DEFAULT_PROTOCOL, protocol_spec
+from agent.protocols.in_force import SettingsExchange
 from agent.server.connection import ServerConnection
 from agent.server.handler import Handler, Reply, Streamed
 from agent.server.host import HostedConnection
@@ -186,11 +187,22 @@ class ServerApp:
         sent: FrameCounts,
         received: FrameCounts,
         transport: Mapping[str, object] | None = None,
+        *,
+        settings: SettingsExchange | None,
     ) -> None:
         record = self.ledger.detach(trial_id, connection_id, sent, received, probe.peak_rss_bytes())
         if record is not None:
             peak = self.cpu_peaks.close(trial_id)
-            self._write_record(replace(record, cpu_peak_pct=peak, transport=transport))
+            # A trial runs on one connection (a client opens one per trial): its last one's.
+            self._write_record(
+                replace(
+                    record,
+                    cpu_peak_pct=peak,
+                    transport=transport,
+                    settings_announced=None if settings is None else settings.announced,
+                    settings_received=None if settings is None else settings.received,
+                )
+            )
 
     def _write_record(self, record: TrialRecord) -> None:
         watch = self._conditions.pop(record.trial_id, None)

@@ -53,6 +53,8 @@ from agent.h2.fastpath import (
     window_increment,
 )
 from agent.h2.frames import CLIENT_PREFACE
+from agent.h2.settings import settings_exchange
+from agent.protocols.in_force import SettingsExchange
 from agent.server.connection_trials import ConnectionTrials
 from agent.server.guard import ResetRateGuard
 from agent.server.handler import Reply
@@ -98,7 +100,9 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._fast_enabled = fast_path and H2Internals.available()
         self.tally_out = SplitTally()
         self.guard = ResetRateGuard()
-        self.trials = ConnectionTrials(host, connection_id, self.tally_out, self.tally_in)
+        self.trials = ConnectionTrials(
+            host, connection_id, self.tally_out, self.tally_in, self._settings_exchange
+        )
         self.streamed = StreamedExchanges(self)
         self.sender = ReplySender(
             self.conn,
@@ -378,6 +382,11 @@ class ServerConnection(asyncio.BufferedProtocol):
             return
         self.sender.pump()
         self._flush()
+
+    def _settings_exchange(self) -> SettingsExchange:
+        """What the connection announced and received: a trial begins with a request, which
+        follows the client's preface and its SETTINGS, so the client's are in by then."""
+        return settings_exchange(self.conn, peer_settings_seen=True)
 
     # limits, shutdown and failures --------------------------------------------------------------
 

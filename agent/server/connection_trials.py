@@ -10,9 +10,10 @@ preface, SETTINGS) count for that trial.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from agent.protocols.in_force import SettingsExchange
 from agent.traffic import FrameCounts
 
 
@@ -31,7 +32,13 @@ class TrialAccounting(Protocol):
     def trial_responses_done(self, trial_ids: Sequence[str]) -> None: ...
     def trial_stream_reset(self, trial_id: str) -> None: ...
     def trial_detach(
-        self, trial_id: str, connection_id: int, sent: FrameCounts, received: FrameCounts
+        self,
+        trial_id: str,
+        connection_id: int,
+        sent: FrameCounts,
+        received: FrameCounts,
+        *,
+        settings: SettingsExchange | None,
     ) -> None: ...
 
 
@@ -42,8 +49,12 @@ class ConnectionTrials:
         connection_id: int,
         tally_out: Tally,
         tally_in: Tally,
+        settings: Callable[[], SettingsExchange | None],
     ) -> None:
+        """`settings`: what the connection announced and received so far (None before its
+        stack exists), read as a trial leaves it."""
         self._host = host
+        self._settings = settings
         self._id = connection_id
         self._tally_out = tally_out
         self._tally_in = tally_in
@@ -92,7 +103,11 @@ class ConnectionTrials:
             self.last_bytes_left()
         sent, received = self._tally_out.counts(), self._tally_in.counts()
         self._host.trial_detach(
-            self._current, self._id, sent.minus(self._marks[0]), received.minus(self._marks[1])
+            self._current,
+            self._id,
+            sent.minus(self._marks[0]),
+            received.minus(self._marks[1]),
+            settings=self._settings(),
         )
         self._marks = (sent, received)
         self._current = None

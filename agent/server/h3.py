@@ -45,6 +45,7 @@ from agent.h3.settings import QuicWindows
 from agent.h3.stack import configuration
 from agent.h3.udp import SocketBuffers, udp_socket
 from agent.limits import DEFAULT_IDLE_TIMEOUT_S
+from agent.protocols.in_force import SettingsExchange
 from agent.server.app import ServerApp, ServerOptions
 from agent.server.h3_connection import H3ServerConnection
 from agent.server.handler import Handler
@@ -179,11 +180,15 @@ class H3Server:
         sent: FrameCounts,
         received: FrameCounts,
         transport: Mapping[str, object],
+        *,
+        settings: SettingsExchange | None,
     ) -> None:
         extra = {**transport, "listener": self.input.to_dict()}
         if self.buffers is not None:
             extra["socket_buffers"] = self.buffers.to_dict()
-        self.app.trial_detach(trial_id, connection_id, sent, received, transport=extra)
+        self.app.trial_detach(
+            trial_id, connection_id, sent, received, transport=extra, settings=settings
+        )
 
 
 class BoundedQuicServer(QuicServer):

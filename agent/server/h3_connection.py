@@ -23,9 +23,10 @@ from agent.errors import ProtocolCode
 from agent.h3.credit import CreditLedger
 from agent.h3.protocol import H3
 from agent.h3.settings import QuicWindows
-from agent.h3.stack import AnnouncingH3, TransportCounts, tap
+from agent.h3.stack import AnnouncingH3, TransportCounts, settings_exchange, tap
 from agent.h3.udp import rcvbuf_errors
 from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, close_code, h3_error_name
+from agent.protocols.in_force import SettingsExchange
 from agent.server.app import ServerApp
 from agent.server.connection_trials import ConnectionTrials
 from agent.server.h3_lifecycle import ENDED, H3Lifecycle, Input, ended_reason
@@ -90,6 +91,8 @@ class H3Host(Protocol):
         sent: FrameCounts,
         received: FrameCounts,
         transport: Mapping[str, object],
+        *,
+        settings: SettingsExchange | None,
     ) -> None: ...
 
 
@@ -115,10 +118,18 @@ class _TrialHost:
         self._server.app.trial_stream_reset(trial_id)
 
     def trial_detach(
-        self, trial_id: str, connection_id: int, sent: FrameCounts, received: FrameCounts
+        self,
+        trial_id: str,
+        connection_id: int,
+        sent: FrameCounts,
+        received: FrameCounts,
+        *,
+        settings: SettingsExchange | None,
     ) -> None:
         transport = self._connection.trial_transport()
-        self._server.trial_detach(trial_id, connection_id, sent, received, transport)
+        self._server.trial_detach(
+            trial_id, connection_id, sent, received, transport, settings=settings
+        )
 
 
 class H3ServerConnection(QuicConnectionProtocol):
@@ -139,6 +150,7 @@ class H3ServerConnection(QuicConnectionProtocol):
             self.id,
             QuicTally(self._counts, None),
             QuicTally(self._counts, self._credit),
+            self._settings_exchange,
         )
         self._sending: set[int] = set()  # streams whose Reply the core still buffers
         self._unsent: dict[int, memoryview] = {}  # the rest of a Reply not handed to qh3 yet
@@ -159,6 +171,10 @@ class H3ServerConnection(QuicConnectionProtocol):
         self._credit.reset()
         if not self.lifecycle.advance(Input.TRIAL):
             self._marks = (core.loss_total, core.pto_total, rcvbuf_errors())
+
+    def _settings_exchange(self) -> SettingsExchange | None:
+        """What the connection announced and received; None before its HTTP/3 layer exists."""
+        return None if self._h3 is None else settings_exchange(self._tapped, self._h3)
 
     def trial_transport(self) -> dict[str, object]:
         core = self._tapped.core

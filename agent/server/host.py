@@ -15,6 +15,7 @@ from typing import Protocol
 from h2.settings import SettingCodes
 
 from agent.limits import ConnectionLimits
+from agent.protocols.in_force import SettingsExchange
 from agent.server.handler import Reply, Streamed
 from agent.server.request import Request
 from agent.traffic import FrameCounts
@@ -69,7 +70,14 @@ class ConnectionHost(Protocol):
     def trial_stream_reset(self, trial_id: str) -> None: ...
 
     def trial_detach(
-        self, trial_id: str, connection_id: int, sent: FrameCounts, received: FrameCounts
+        self,
+        trial_id: str,
+        connection_id: int,
+        sent: FrameCounts,
+        received: FrameCounts,
+        *,
+        settings: SettingsExchange | None,
     ) -> None:
-        """The connection stopped carrying the trial; its frames while it did."""
+        """The connection stopped carrying the trial; its frames while it did, and what it
+        announced and received (agent.protocols.in_force)."""
         ...

@@ -45,6 +45,10 @@ class TrialRecord:
     # HTTP/3: the QUIC connection's counts over the trial (agent.server.h3_connection); None
     # over HTTP/2.
     transport: Mapping[str, object] | None = None
+    # What the server announced on the trial's connection and received from the client, by
+    # the protocol's own names (agent.protocols.in_force); None where not read (hypercorn).
+    settings_announced: Mapping[str, int] | None = None
+    settings_received: Mapping[str, int] | None = None
 
     @classmethod
     def over(
@@ -114,6 +118,13 @@ class TrialRecord:
             "overlapping_trials": list(self.overlapping_trials),
             "cpu_peak_pct": self.cpu_peak_pct,
             **({} if self.transport is None else {"transport": dict(self.transport)}),
+            **{
+                name: None if value is None else dict(value)
+                for name, value in (
+                    ("settings_announced", self.settings_announced),
+                    ("settings_received", self.settings_received),
+                )
+            },
         }
 
 

@@ -28,7 +28,7 @@ from controller.run.recorder import RunRecorder
 from controller.sweep.errors import SweepError, SweepPaused
 from controller.sweep.interfaces import PowerMeter, PowerWindow, SharedTrials, TrialNodes
 from controller.sweep.plan import PlannedTrial
-from controller.sweep.rows import trial_row
+from controller.sweep.rows import settings_exchange_of, trial_row
 from controller.sweep.window import WindowError, trial_span
 
 # How long the server's record may lag behind the client's last byte.
@@ -219,6 +219,7 @@ class SweepEngine:
                 workload=self.recorder.workload,
                 bench=self.recorder.bench,
             )
+            self._record_settings(trial.trial_id, attempt, result.client)
             if result.error is None and result.power is not None:
                 window = result.power
                 self.recorder.save_power(
@@ -244,6 +245,21 @@ class SweepEngine:
                 "trial_failed", trial_id=trial.trial_id, attempt=attempt, error=result.error
             )
         return None
+
+    def _record_settings(
+        self, trial_id: str, attempt: int, client: Mapping[str, object] | None
+    ) -> None:
+        """The client's full announcement and what it received (the row keeps only the
+        mismatches and the header tables), as events.jsonl's `settings_in_force`."""
+        exchange = None if client is None else settings_exchange_of(client)
+        if exchange is not None:
+            self.recorder.event(
+                "settings_in_force",
+                trial_id=trial_id,
+                attempt=attempt,
+                announced=dict(exchange.announced),
+                received=None if exchange.received is None else dict(exchange.received),
+            )
 
     def _attempt(self, trial: PlannedTrial) -> _Attempt:
         self.nodes.ensure_server(trial.point)

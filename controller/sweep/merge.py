@@ -8,8 +8,10 @@ node's measured offset, so spans are exact within the two nodes' offset uncertai
   within the offsets' uncertainty.
 - `cpu_s`, bytes and frames sent and received: sums; exact.
 - `rss_peak_bytes`, `ttfb_s`: the largest node's (each node is its own machine); exact.
-- `t_wall_*`, `flow_control`, `conditions`: the metered node's (the first), whose energy window
-  they give and whose CPU (and kernel work) the trials.csv `client_*` condition columns describe.
+- `t_wall_*`, `flow_control`, `conditions`, `settings_announced`, `settings_received`: the
+  metered node's (the first), whose energy window they give and whose CPU (and kernel work) the
+  trials.csv `client_*` condition columns describe (every node's agent announces the point's
+  settings).
 - a workload field `*_count`, `*_bytes`, `*_errors`: sum; exact.
 - `*_max_*` / `*_min_*`: largest / smallest; exact.
 - `*_mean_*`: the mean weighted by the kind's count field (`WorkloadSpec.count_field`); exact.
@@ -134,6 +136,13 @@ def _counts(records: Sequence[Mapping[str, Any]], direction: str) -> dict[str, A
     return {"bytes": total, "frames": frames}
 
 
+# The record's fields taken from the metered node alone.
+_METERED_NODE_FIELDS = (
+    "trial_id", "workload", "engine", "flow_control", "conditions", "settings_announced",
+    "settings_received",
+)  # fmt: skip
+
+
 def merge(kind: str, runs: Sequence[NodeRun]) -> dict[str, Any]:
     """The merged client record of a trial every node ran to the end (`NodeRun.ok`); the first
     node is the metered one."""
@@ -149,10 +158,7 @@ def merge(kind: str, runs: Sequence[NodeRun]) -> dict[str, Any]:
     metrics = [r.get("metrics") or {} for r in records]
     names = [field.name for field in SPECS[kind].fields] if kind in SPECS else []
     return {
-        **{
-            key: first.get(key)
-            for key in ("trial_id", "workload", "engine", "flow_control", "conditions")
-        },
+        **{key: first.get(key) for key in _METERED_NODE_FIELDS},
         "ok": True,
         "error": None,
         "t_wall_start_ns": first.get("t_wall_start_ns"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agent.protocols.in_force import SettingsExchange, in_force, mismatches
 from agent.workloads import DEFAULT_KIND, SPECS
 from analysis.trial_columns import (
     CONDITION_FIELDS,
@@ -95,6 +96,41 @@ def _quic_cells(role: str, record: Mapping[str, Any]) -> dict[str, object]:
     return cells
 
 
+def settings_exchange_of(
+    record: Mapping[str, Any], server: Mapping[str, Any] | None = None
+) -> SettingsExchange | None:
+    """The client's announcement and what it received, from its record; None where the record
+    has no announcement (a trial that never ran, an agent from before them). Where the client
+    could not see what it received (nghttp), the server's record of what it announced on the
+    trial's connection stands in: the same SETTINGS, read at the other end."""
+    announced, received = record.get("settings_announced"), record.get("settings_received")
+    if not isinstance(announced, Mapping):
+        return None
+    if not isinstance(received, Mapping) and server is not None:
+        received = server.get("settings_announced")
+    return SettingsExchange(announced, received if isinstance(received, Mapping) else None)
+
+
+def settings_cells(
+    protocol: str,
+    asked: Mapping[str, int],
+    record: Mapping[str, Any],
+    server: Mapping[str, Any] | None = None,
+) -> dict[str, object]:
+    """What was in force against what the point asked (analysis.trial_columns'
+    SETTINGS_COLUMNS), from the client's record (and the server's, `settings_exchange_of`)."""
+    exchange = settings_exchange_of(record, server)
+    if exchange is None:
+        return {}
+    found = mismatches(protocol, asked, exchange)
+    return {
+        "settings_mismatch": int(bool(found)),
+        "settings_mismatches": "; ".join(m.describe() for m in found),
+        "client_header_table_bytes": in_force(protocol, "header_table_size", "client", exchange),
+        "server_header_table_bytes": in_force(protocol, "header_table_size", "server", exchange),
+    }
+
+
 def _copied(parts: Mapping[str, object | None]) -> dict[str, object]:
     """The cells copied from the trial's parts that it has (a record's missing key: None)."""
     cells: dict[str, object] = {}
@@ -164,6 +200,7 @@ def trial_row(
                 row[f"{workload}_{field.name}"] = metrics.get(field.name)
         row.update(condition_cells("client", client))
         row.update(_quic_cells("client", client))
+        row.update(settings_cells(trial.point.protocol, dict(trial.point.settings), client, server))
     if server is not None:
         row.update(
             server_bytes_sent=_bytes(server, "sent"),

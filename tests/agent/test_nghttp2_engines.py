@@ -142,6 +142,8 @@ def test_the_announced_settings_are_what_nghttpd_receives(site: Path, tmp_path: 
         for name, value in re.findall(r"\[SETTINGS_(\w+)\(0x..\):(\d+)\]", received.group(1))
     }
     assert record["settings"] == seen
+    # The record's announcement, read from nghttp's argv, by RFC 9113's names: the frame's.
+    assert record["settings_announced"] == {f"SETTINGS_{k.upper()}": v for k, v in seen.items()}
 
 
 def _wait_listening(log: Path, process: subprocess.Popen[bytes]) -> None:

@@ -84,9 +84,14 @@ def test_the_record_says_which_fields_are_unavailable_and_why() -> None:
     counted = _record(PAGE, CHILD)
     assert set(counted["unavailable"]) == {
         "sent.frames", "sent.frame_bytes", "received", "peer_settings", "window_updates_sent",
+        "settings_received",
     }  # fmt: skip
-    assert all("only with -v" in why for why in counted["unavailable"].values())
-    for field in ("received", "window_updates_sent"):
+    unavailable = counted["unavailable"]
+    assert all(
+        "only with -v" in why for key, why in unavailable.items() if key != "settings_received"
+    )
+    assert "only verbosely" in unavailable["settings_received"]
+    for field in ("received", "window_updates_sent", "settings_received"):
         assert counted[field] is None
     unread = replace(CHILD, io=None, io_unavailable="/proc/self/io: No such file or directory")
     uncounted = _record(PAGE, unread)

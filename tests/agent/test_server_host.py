@@ -14,6 +14,7 @@ from h2.events import ConnectionTerminated, DataReceived, ResponseReceived, Stre
 from h2.settings import SettingCodes
 
 from agent.limits import ConnectionLimits
+from agent.protocols.in_force import SettingsExchange
 from agent.server.connection import ServerConnection
 from agent.server.handler import NOT_FOUND, Reply
 from agent.server.host import HostedConnection
@@ -58,8 +59,16 @@ class StandInHost:
         self.calls.append(("reset", trial_id))
 
     def trial_detach(
-        self, trial_id: str, connection_id: int, sent: FrameCounts, received: FrameCounts
+        self,
+        trial_id: str,
+        connection_id: int,
+        sent: FrameCounts,
+        received: FrameCounts,
+        *,
+        settings: SettingsExchange | None,
     ) -> None:
+        assert settings is not None and settings.received is not None
+        assert settings.received["SETTINGS_INITIAL_WINDOW_SIZE"] >= 0
         assert sent.frames["DATA"] >= 1
         assert received.frames["HEADERS"] == 2
         self.calls.append(("detach", trial_id, connection_id))

@@ -255,3 +255,31 @@ def test_the_early_stop_never_aims_below_the_meters_floor_and_says_when_that_is_
     assert event["floor"] == pytest.approx(step_mj + noise_mj, rel=1e-3)
     assert event["half_width"] <= event["floor"]
     assert any("settled after 3 trials at the meter's floor" in text for text in notices)
+
+
+class AnnouncingNodes(StandInNodes):
+    """Stand-in nodes whose client announces a window one byte short of the point's, as nghttp
+    does (2^N - 1), and sees nothing of the server's."""
+
+    def run_trial(self, trial_id: str, point: TrialPoint, timeout_s: float) -> dict[str, Any]:
+        record = super().run_trial(trial_id, point, timeout_s)
+        window = dict(point.settings)["initial_window_size"]
+        record["settings_announced"] = {"SETTINGS_INITIAL_WINDOW_SIZE": window - 1}
+        record["settings_received"] = None
+        return record
+
+
+def test_each_trials_announcements_are_logged_and_its_row_flags_the_mismatch(
+    tmp_path: Path,
+) -> None:
+    plan = plan_trials(windows(4096), 2, "sequential", seed=1)
+    _engine(tmp_path / "run", AnnouncingNodes(set())).run(plan)
+    rows = read_trials(tmp_path / "run")
+    assert [(r["settings_mismatch"], r["settings_mismatches"]) for r in rows] == [
+        ("1", "initial_window_size 4096 asked, 4095 in force (client SETTINGS_INITIAL_WINDOW_SIZE)")
+    ] * 2
+    events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    logged = [e for e in events if e["event"] == "settings_in_force"]
+    assert [(e["trial_id"], e["attempt"]) for e in logged] == [(t.trial_id, 1) for t in plan]
+    assert logged[0]["announced"] == {"SETTINGS_INITIAL_WINDOW_SIZE": 4095}
+    assert logged[0]["received"] is None

@@ -69,6 +69,13 @@ def _record(role: str) -> dict[str, Any]:
         record[TRIAL_INTERFACE] = {"bytes": 100, "packets": 2}
         record[TRIAL_PROCESS] = {"t_mono_start_ns": 0, "t_mono_end_ns": 10**9, "cpu_s": 0.3}
         record["metrics"] = {field.name: 1 for field in SPECS[KIND].fields}
+        # The point asks a 4096-byte window; the client's stack announced 4095 (nghttp's -w 12).
+        record["settings_announced"] = {
+            "SETTINGS_INITIAL_WINDOW_SIZE": 4095, "SETTINGS_HEADER_TABLE_SIZE": 4096,
+        }  # fmt: skip
+        record["settings_received"] = {
+            "SETTINGS_INITIAL_WINDOW_SIZE": 4096, "SETTINGS_HEADER_TABLE_SIZE": 0,
+        }  # fmt: skip
     return record
 
 
@@ -103,6 +110,11 @@ def test_a_trial_with_every_part_fills_every_declared_column() -> None:
     assert (row["samples_lost"], row["samples_saturated"]) == (1, 4)
     assert row["initial_window_size"] == 4096
     assert row["client_net_rx_softirqs"] == row["server_tcp_retransmitted_segments"] == 7
+    assert (row["settings_mismatch"], row["settings_mismatches"]) == (
+        1,
+        "initial_window_size 4096 asked, 4095 in force (client SETTINGS_INITIAL_WINDOW_SIZE)",
+    )
+    assert (row["client_header_table_bytes"], row["server_header_table_bytes"]) == (4096, 0)
 
 
 def test_a_record_from_before_the_kernel_counts_leaves_their_cells_out() -> None:
@@ -112,6 +124,20 @@ def test_a_record_from_before_the_kernel_counts_leaves_their_cells_out() -> None
     row = trial_row(TRIAL, 1, error=None, client=client, server=None, power=None, energy=None)
     assert row["client_temp_c"] == 1
     assert not {column.name for column in kernel_columns()} & set(row)
+
+
+def test_settings_in_force_as_asked_are_no_mismatch_and_an_unseen_side_is_empty() -> None:
+    client = {**_record("client"), "settings_received": None}
+    client["settings_announced"] = {"SETTINGS_INITIAL_WINDOW_SIZE": 4096}
+    row = trial_row(TRIAL, 1, error=None, client=client, server=None, power=None, energy=None)
+    assert (row["settings_mismatch"], row["settings_mismatches"]) == (0, "")
+    assert row["client_header_table_bytes"] is None and row["server_header_table_bytes"] is None
+
+
+def test_a_record_without_an_announcement_leaves_the_settings_cells_empty() -> None:
+    client = {key: value for key, value in _record("client").items() if "settings" not in key}
+    row = trial_row(TRIAL, 1, error=None, client=client, server=None, power=None, energy=None)
+    assert not {"settings_mismatch", "settings_mismatches", "client_header_table_bytes"} & set(row)
 
 
 def test_a_failed_trial_has_no_cells_of_the_parts_it_lacks() -> None:

@@ -12,6 +12,7 @@ from analysis.trial_columns import (
     PROTOCOL_COLUMN,
     QUIC_COLUMNS,
     SEARCH_COLUMNS,
+    SETTINGS_COLUMNS,
     Column,
     condition_columns,
     kernel_columns,
@@ -28,7 +29,7 @@ def _declared() -> tuple[Column, ...]:
     own = tuple(column for kind in SPECS for column in workload_columns(kind))
     return (
         *LEADING_COLUMNS, PROTOCOL_COLUMN, *SEARCH_COLUMNS, *BENCH_COLUMNS, *METRIC_COLUMNS,
-        *QUIC_COLUMNS, *own, *condition_columns(), *kernel_columns(),
+        *SETTINGS_COLUMNS, *QUIC_COLUMNS, *own, *condition_columns(), *kernel_columns(),
     )  # fmt: skip
 
 

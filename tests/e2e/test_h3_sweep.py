@@ -42,6 +42,7 @@ def test_h2_and_h3_sweep_side_by_side_with_the_window_kept_fixed(tmp_path: Path)
         assert row["client_tls_version"] == "TLSv1.3"
         assert row["page_resource_count"] == "8"
         window = int(row["initial_window_size"])
+        assert (row["settings_mismatch"], row["settings_mismatches"]) == ("0", "")
         if row["protocol"] == "h2":
             assert row["client_datagrams_received"] == row["server_max_stream_data_frames"] == ""
             continue
@@ -58,6 +59,11 @@ def test_h2_and_h3_sweep_side_by_side_with_the_window_kept_fixed(tmp_path: Path)
     for protocol in ("h2", "h3"):
         assert f"| client response time falls as the window grows | protocol = {protocol} |" in text
     assert "h3 is set beside h2c" not in text  # h2 is the fair comparison, no caveat
+    # HPACK's default table against the one qh3 announces when none is asked.
+    tables = "| header compression's dynamic tables in force, {} | client's {} B, server's {} B |"
+    assert tables.format("h2 HPACK", "4,096", "4,096") in text
+    assert tables.format("h3 QPACK", "65,536", "65,536") in text
+    assert "| settings in force other than asked | none |" in text
 
 
 def test_the_same_config_on_the_c_tools_nghttp_and_ngtcp2(tmp_path: Path) -> None:
@@ -73,6 +79,8 @@ def test_the_same_config_on_the_c_tools_nghttp_and_ngtcp2(tmp_path: Path) -> Non
         # The tools' kernel work: their packets node-wide, their switches as reaped children.
         assert int(row["client_voluntary_ctx_switches"]) > 0
         assert int(row["server_voluntary_ctx_switches"]) > 0
+        # 2^N - 1 windows are what nghttp announces exactly: nothing differs from the point.
+        assert row["settings_mismatch"] == "0"
         if row["protocol"] == "h3":
             assert row["client_tls_version"] == "TLSv1.3" and row["client_udp_rcvbuf_errors"]
             assert min(int(row[f"client_udp_datagrams_{way}"]) for way in ("in", "out")) > 0

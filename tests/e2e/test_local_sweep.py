@@ -96,9 +96,20 @@ def test_local_sweep_records_every_trial_with_energy_matching_the_ground_truth(
         trace = np.load(run / "power" / f"{row['trial_id']}.npy")
         assert trace.shape[1] == 2 and trace.shape[0] >= int(row["samples"])
         assert float(row["client_response_s"]) > 0 and float(row["server_cpu_s"]) > 0
+        # The agents announce the point's settings as asked; HPACK's table is its default.
+        assert (row["settings_mismatch"], row["settings_mismatches"]) == ("0", "")
+        assert row["client_header_table_bytes"] == row["server_header_table_bytes"] == "4096"
     assert measured_total == pytest.approx(exact_total, rel=0.02)
-    events = [json.loads(line)["event"] for line in (run / "events.jsonl").read_text().splitlines()]
+    logged = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    events = [e["event"] for e in logged]
     assert events.count("trial_started") == 6
+    in_force = [e for e in logged if e["event"] == "settings_in_force"]
+    assert len(in_force) == 6
+    for event in in_force:
+        window = event["announced"]["SETTINGS_INITIAL_WINDOW_SIZE"]
+        assert (
+            window in (1024, 65535) and event["received"]["SETTINGS_INITIAL_WINDOW_SIZE"] == window
+        )
     by_window: dict[str, list[float]] = {}
     for row in rows:
         by_window.setdefault(row["initial_window_size"], []).append(float(row["client_response_s"]))

@@ -82,3 +82,12 @@ class GtlsOptions:
 
     def announced(self) -> dict[str, int]:
         return {"initial_window_size": self.stream_window_bytes}
+
+    def settings_announced(self) -> dict[str, int]:
+        """The transport parameters `window_args` sets, by RFC 9000's names."""
+        return {
+            "initial_max_data": self.connection_window_bytes,
+            "initial_max_stream_data_bidi_local": self.stream_window_bytes,
+            "initial_max_stream_data_bidi_remote": self.stream_window_bytes,
+            "max_udp_payload_size": self.datagram_bytes,
+        }

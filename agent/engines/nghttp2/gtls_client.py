@@ -40,6 +40,9 @@ class GtlsFlow:
     def announced(self) -> dict[str, int]:
         return self._options.announced()
 
+    def settings_announced(self) -> dict[str, int]:
+        return self._options.settings_announced()
+
     def flow_control(self) -> dict[str, object]:
         options = self._options
         return {

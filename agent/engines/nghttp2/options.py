@@ -18,7 +18,7 @@ from agent.engines.nghttp2.errors import UnsupportedSettingError
 from agent.engines.nghttp2.spec import NGHTTP_SETTINGS, NGHTTPD_SETTINGS
 from agent.engines.nghttp2.windows import WindowMapping, map_window
 from agent.engines.spec import UnrepresentablePolicy
-from agent.h2.settings import initial_window_size
+from agent.h2.settings import initial_window_size, protocol_key
 from agent.trial_header import TRIAL_HEADER
 
 NGHTTP_DEFAULT_MAX_CONCURRENT_STREAMS = 100
@@ -83,6 +83,10 @@ class NghttpOptions:
         if self.settings.get("enable_push", 0) == 0:
             announced["enable_push"] = 0
         return announced
+
+    def settings_announced(self) -> dict[str, int]:
+        """The same under RFC 9113's names, as the record's `settings_announced` keys them."""
+        return {protocol_key(name): value for name, value in self.announced().items()}
 
     def flow_control(self) -> dict[str, object]:
         """The flow-control record: the windows nghttp used, and what was asked for."""

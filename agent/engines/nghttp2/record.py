@@ -32,12 +32,18 @@ from agent.workloads.page.spec import PAGE
 ENGINE = "nghttp2"
 VERIFICATION = "size"
 _NEEDS_VERBOSE = "nghttp prints frames and SETTINGS only with -v, which costs nghttp CPU"
+# The announcement is read from the tool's argv; what the peer announced is not seen.
+_PEER_UNSEEN = (
+    "the tools print the peer's SETTINGS or transport parameters only verbosely (nghttp -v, "
+    "gtlsclient without -q), which costs their CPU"
+)
 # The fields this engine never fills, and why.
 NOT_COUNTED: dict[str, str] = {
     "sent.frames": _NEEDS_VERBOSE,
     "sent.frame_bytes": _NEEDS_VERBOSE,
     "received": _NEEDS_VERBOSE,
     "peer_settings": _NEEDS_VERBOSE,
+    "settings_received": _PEER_UNSEEN,
     "window_updates_sent": _NEEDS_VERBOSE,
 }
 
@@ -100,6 +106,7 @@ class ToolOptions(Protocol):
     """What a tool's options say of the trial: what it announced, its flow control."""
 
     def announced(self) -> dict[str, int]: ...
+    def settings_announced(self) -> dict[str, int]: ...
     def flow_control(self) -> dict[str, object]: ...
 
 
@@ -175,6 +182,7 @@ def build_record(
         marker=marker,
         params=page_params(manifest),
         metrics=page_metrics(resources),
+        settings_announced=options.settings_announced(),
         extra={
             **page_extra(resources, verification, wall_s, command),
             "unavailable": unavailable_fields(child, written),
