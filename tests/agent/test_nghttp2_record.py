@@ -84,6 +84,7 @@ def test_the_record_says_which_fields_are_unavailable_and_why() -> None:
     counted = _record(PAGE, CHILD)
     assert set(counted["unavailable"]) == {
         "sent.frames", "sent.frame_bytes", "received", "peer_settings", "window_updates_sent",
+        "phases",
     }  # fmt: skip
     assert all("only with -v" in why for why in counted["unavailable"].values())
     for field in ("received", "window_updates_sent"):

@@ -39,6 +39,10 @@ NOT_COUNTED: dict[str, str] = {
     "received": _NEEDS_VERBOSE,
     "peer_settings": _NEEDS_VERBOSE,
     "window_updates_sent": _NEEDS_VERBOSE,
+    # From outside, a trial is nghttp's start and exit: when its handshake ended and its last
+    # byte came, nghttp timestamps only with -v.
+    "phases": "nghttp prints its handshake's and frames' times only with -v, which costs "
+    "nghttp CPU",
 }
 
 
