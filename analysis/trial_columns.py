@@ -7,7 +7,8 @@ reverse, so the declaration lives here. Adding a column is a line in one of the 
 (and its row in data/README.md, which a test holds to these).
 
 After the leading columns come one column per sweep axis, named as in the config (settings and
-workload parameters alike), then the common metrics, then the workload's own: `<kind>_<field>`
+workload parameters alike), then the common metrics and the window's phases, then the
+workload's own: `<kind>_<field>`
 for each field its declaration lists (agent.workloads), then each node's conditions over the
 trial: `<role>_<field>` (agent.conditions).
 """
@@ -253,8 +254,8 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     Column(
         "window_s",
         "s",
-        "duration of the energy window: the fetch, or the client's trial process "
-        "(manifest energy_window)",
+        "duration of the energy window: the fetch and its connection's close, or the client's "
+        "trial process (manifest energy_window)",
         numeric=True,
         source="energy.duration_s",
     ),
@@ -309,6 +310,53 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     ),
 )
 """The common metrics, in every run after the axes (and a search's or bench's columns)."""
+
+PHASES = ("connect", "exchange", "close")
+"""A trial window's phases, in order (controller.sweep.phases)."""
+_PHASE_MEANING = {
+    "connect": "the window's start -> the connection usable (TCP and TLS, or QUIC's handshake)",
+    "exchange": "the connection usable -> the workload's last response byte",
+    "close": "the last byte -> the connection closed (GOAWAY and TCP's close, or QUIC's "
+    "CONNECTION_CLOSE sent) and the window's end",
+}
+PHASE_COLUMNS: tuple[Column, ...] = (
+    Column(
+        "phase_clock",
+        "",
+        "how the client's phase boundaries were placed on the meter's samples: marker (a "
+        "linear map between the marker's edges on both clocks, drift removed) or clock_offset "
+        "(the measured clock offset); empty where the engine records no phases (nghttp2)",
+    ),
+    *(
+        Column(
+            f"phase_{phase}_s",
+            "s",
+            f"{phase} phase on the meter's timebase: {meaning}",
+            numeric=True,
+        )
+        for phase, meaning in _PHASE_MEANING.items()
+    ),
+    *(
+        Column(
+            f"energy_{phase}_mj",
+            "mJ",
+            f"energy over the {phase} phase; the three phases sum to energy_mj",
+            numeric=True,
+        )
+        for phase in PHASES
+    ),
+    *(
+        Column(
+            f"energy_{phase}_above_idle_mj",
+            "mJ",
+            f"energy_{phase}_mj minus idle power x phase_{phase}_s",
+            numeric=True,
+        )
+        for phase in PHASES
+    ),
+)
+"""Every trial window's phases, after the common metrics (empty where the engine cannot tell
+its phases apart, or the trial failed)."""
 
 
 SEARCH_COLUMNS: tuple[Column, ...] = (
@@ -455,7 +503,7 @@ def trial_columns(
 ) -> tuple[Column, ...]:
     """A search's run has SEARCH_COLUMNS after the axes (a breakdown search's parameter first
     among them), a shared study's bench BENCH_COLUMNS after those; a run with HTTP/3 trials
-    QUIC_COLUMNS after the common metrics."""
+    QUIC_COLUMNS after the common metrics and the phases."""
     swept = tuple(_axis_column(name) for name in axes)
     protocol = () if PROTOCOL_COLUMN.name in axes else (PROTOCOL_COLUMN,)
     probes = SEARCH_COLUMNS if search else ()
@@ -463,9 +511,17 @@ def trial_columns(
     own = workload_columns(workload)
     transport = QUIC_COLUMNS if quic else ()
     return (
-        LEADING_COLUMNS + protocol + swept + probes + benches + METRIC_COLUMNS + transport + own
+        LEADING_COLUMNS
+        + protocol
+        + swept
+        + probes
+        + benches
+        + METRIC_COLUMNS
+        + PHASE_COLUMNS
+        + transport
+        + own
         + condition_columns()
-    )  # fmt: skip
+    )
 
 
 def header(
@@ -480,6 +536,6 @@ def header(
 
 
 NUMERIC_COLUMNS: tuple[str, ...] = tuple(
-    column.name for column in LEADING_COLUMNS + METRIC_COLUMNS if column.numeric
+    column.name for column in LEADING_COLUMNS + METRIC_COLUMNS + PHASE_COLUMNS if column.numeric
 )
 """Columns converted to numbers in ok rows when present (empty cells become NaN)."""

@@ -27,6 +27,7 @@ from controller.energy import WindowEnergy, energy_in_window
 from controller.run.recorder import RunRecorder
 from controller.sweep.errors import SweepError, SweepPaused
 from controller.sweep.interfaces import PowerMeter, PowerWindow, SharedTrials, TrialNodes
+from controller.sweep.phases import PhaseEnergy, clock_map, phase_bounds, phase_energy
 from controller.sweep.plan import PlannedTrial
 from controller.sweep.rows import trial_row
 from controller.sweep.window import WindowError, trial_span
@@ -68,6 +69,7 @@ class _Attempt:
     server: Mapping[str, Any] | None
     power: PowerWindow | None
     energy: WindowEnergy | None
+    phases: PhaseEnergy | None = None  # None where the client's engine records no phases
 
 
 class SweepEngine:
@@ -218,6 +220,7 @@ class SweepEngine:
                 energy=result.energy,
                 workload=self.recorder.workload,
                 bench=self.recorder.bench,
+                phases=result.phases,
             )
             if result.error is None and result.power is not None:
                 window = result.power
@@ -274,4 +277,15 @@ class SweepEngine:
             )
         except ValueError as exc:
             return _Attempt(f"meter trace: {exc}", client, server, power, None)
-        return _Attempt(None, client, server, power, energy)
+        # The window's ends before the process window widened them: where the client's clock
+        # is known on the meter's.
+        clock = clock_map(
+            client, power.source, power.start_s + span.before_s, power.end_s - span.after_s
+        )
+        phases = None
+        if clock is not None:
+            bounds = phase_bounds(client, clock, power.start_s, power.end_s)
+            phases = phase_energy(
+                power.t_s, power.power_mw, bounds, clock.phase_clock, self.idle_mw
+            )
+        return _Attempt(None, client, server, power, energy, phases)

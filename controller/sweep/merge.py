@@ -8,8 +8,9 @@ node's measured offset, so spans are exact within the two nodes' offset uncertai
   within the offsets' uncertainty.
 - `cpu_s`, bytes and frames sent and received: sums; exact.
 - `rss_peak_bytes`, `ttfb_s`: the largest node's (each node is its own machine); exact.
-- `t_wall_*`, `flow_control`, `conditions`: the metered node's (the first), whose energy window
-  they give and whose CPU the trials.csv `client_*` condition columns describe.
+- `t_wall_*`, `t_mono_*`, `phases`, `flow_control`, `conditions`: the metered node's (the
+  first), whose energy window and its phases they give and whose CPU the trials.csv
+  `client_*` condition columns describe.
 - a workload field `*_count`, `*_bytes`, `*_errors`: sum; exact.
 - `*_max_*` / `*_min_*`: largest / smallest; exact.
 - `*_mean_*`: the mean weighted by the kind's count field (`WorkloadSpec.count_field`); exact.
@@ -151,7 +152,16 @@ def merge(kind: str, runs: Sequence[NodeRun]) -> dict[str, Any]:
     return {
         **{
             key: first.get(key)
-            for key in ("trial_id", "workload", "engine", "flow_control", "conditions")
+            for key in (
+                "trial_id",
+                "workload",
+                "engine",
+                "flow_control",
+                "conditions",
+                "t_mono_start_ns",
+                "t_mono_end_ns",
+                "phases",
+            )
         },
         "ok": True,
         "error": None,

@@ -10,11 +10,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.workloads import DEFAULT_KIND, SPECS
-from analysis.trial_columns import CONDITION_FIELDS, LEADING_COLUMNS, METRIC_COLUMNS
+from analysis.trial_columns import CONDITION_FIELDS, LEADING_COLUMNS, METRIC_COLUMNS, PHASES
 from controller.energy import WindowEnergy
 from controller.nodes.agent import TRIAL_PROCESS
 from controller.sweep.agent_pair import TRIAL_INTERFACE
 from controller.sweep.interfaces import PowerWindow
+from controller.sweep.phases import PhaseEnergy
 from controller.sweep.plan import PlannedTrial
 
 # (column, part, name) for each column that copies a part of the trial as it is.
@@ -110,6 +111,7 @@ def trial_row(
     energy: WindowEnergy | None,
     workload: str = DEFAULT_KIND,
     bench: str | None = None,
+    phases: PhaseEnergy | None = None,
 ) -> dict[str, object]:
     parts = {"trial": trial, "point": trial.point, "client": client, "server": server,
              "power": power, "energy": energy}  # fmt: skip
@@ -169,4 +171,12 @@ def trial_row(
             energy_above_idle_mj=round(energy.energy_above_idle_mj, 6),
             mean_power_mw=round(energy.mean_power_mw, 6),
         )
+    if phases is not None:
+        row["phase_clock"] = phases.phase_clock
+        for phase, duration, energy_mj, above in zip(
+            PHASES, phases.durations_s, phases.energies_mj, phases.above_idle_mj, strict=True
+        ):
+            row[f"phase_{phase}_s"] = duration
+            row[f"energy_{phase}_mj"] = round(energy_mj, 6)
+            row[f"energy_{phase}_above_idle_mj"] = round(above, 6)
     return row

@@ -25,6 +25,7 @@ from controller.energy import WindowEnergy
 from controller.nodes.agent import TRIAL_PROCESS
 from controller.sweep.agent_pair import TRIAL_INTERFACE
 from controller.sweep.interfaces import PowerWindow
+from controller.sweep.phases import PhaseEnergy
 from controller.sweep.plan import PlannedTrial
 from controller.sweep.rows import trial_row
 
@@ -35,6 +36,7 @@ TRIAL = PlannedTrial(
 )
 POWER = PowerWindow(np.zeros(3), np.zeros(3), 0.25, 0.75, "marker", 1, 2, 3, 4)
 ENERGY = WindowEnergy(1.0, 0.5, 2.0, 0.5, 40)
+PHASES = PhaseEnergy("marker", (0.1, 0.3, 0.1), (0.25, 0.5, 0.25), (0.15, 0.2, 0.15))
 
 
 def _record(role: str) -> dict[str, Any]:
@@ -92,8 +94,15 @@ def test_a_trial_with_every_part_fills_every_declared_column() -> None:
         energy=ENERGY,
         workload=KIND,
         bench="b1",
+        phases=PHASES,
     )
     assert set(row) == set(header(AXES, KIND, True, True, bench=True))
+    assert (row["phase_clock"], row["phase_exchange_s"], row["energy_close_mj"]) == (
+        "marker",
+        0.3,
+        0.25,
+    )
+    assert row["energy_exchange_above_idle_mj"] == 0.2
     assert (row["trial_id"], row["order_index"], row["repetition"]) == ("g001p01r01", 4, 1)
     assert (row["client_response_s"], row["server_serve_s"]) == (0.5, 0.4)
     assert (row["window_source"], row["meter_frame_gaps"], row["samples"]) == ("marker", 3, 40)
