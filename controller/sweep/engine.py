@@ -239,6 +239,7 @@ class SweepEngine:
                     client.get("cpu_s"),
                     result.energy.energy_mj if result.energy else None,
                     time.monotonic(),
+                    result.phases.energies_mj if result.phases else None,
                 )
             )
             if result.error is None:
