@@ -471,11 +471,32 @@ def condition_columns() -> tuple[Column, ...]:
 
 
 def workload_columns(kind: str) -> tuple[Column, ...]:
-    """The columns a workload adds, from its declaration's fields."""
-    return tuple(
-        Column(f"{kind}_{field.name}", unit_of(field.name), field.doc)
-        for field in SPECS[kind].fields
+    """The columns a workload adds, from its declaration's fields, then its split of the
+    exchange phase where it declares one."""
+    spec = SPECS[kind]
+    own = tuple(
+        Column(f"{kind}_{field.name}", unit_of(field.name), field.doc) for field in spec.fields
     )
+    if spec.exchange_split is None:
+        return own
+    before, after = spec.exchange_split
+    spans = {
+        before: "the connection usable -> the first response's headers",
+        after: "the first response's headers -> the last byte",
+    }
+    split = tuple(
+        column
+        for part, span in spans.items()
+        for column in (
+            Column(f"{kind}_{part}_s", "s", f"exchange's {part} part: {span}, meter timebase"),
+            Column(
+                f"{kind}_energy_{part}_mj",
+                "mJ",
+                f"energy over the {part} part; the two parts sum to energy_exchange_mj",
+            ),
+        )
+    )
+    return own + split
 
 
 PROTOCOL_COLUMN = Column(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 PHASE_MARKS = (
     "marker_raised_mono_ns",  # the marker's rising edge: the window, and connect, start
     "connect_done_mono_ns",  # the connection usable (TCP + TLS, or QUIC's handshake, done)
+    "first_byte_mono_ns",  # the first response's headers; left out when none came
     "exchange_done_mono_ns",  # the workload's last response byte
     "close_done_mono_ns",  # GOAWAY and the TCP close, or QUIC's CONNECTION_CLOSE, sent
     "marker_lowered_mono_ns",  # the marker's falling edge: the window ends

@@ -285,8 +285,9 @@ async def run_trial(
     responses = driver.responses
     ends = [r.t_end_ns for r in responses if r.t_end_ns]
     end_ns = max(ends) if error is None and ends else span.end.t_mono_ns
-    marks = (raised_ns, connect_done_ns, end_ns, close_done_ns, lowered_ns)
     firsts = [r.t_headers_ns for r in responses if r.t_headers_ns]
+    first_ns = min(firsts) if firsts else None
+    marks = (raised_ns, connect_done_ns, first_ns, end_ns, close_done_ns, lowered_ns)
     return ClientRecord(
         ok=error is None,
         error=error,
@@ -302,7 +303,7 @@ async def run_trial(
         flow_control=options.flow.record(options.initial_window_size),
         peer_settings=connection.peer_settings() if connection else {},
         response_s=(end_ns - start_ns) / 1e9,
-        ttfb_s=(min(firsts) - start_ns) / 1e9 if firsts else None,
+        ttfb_s=(first_ns - start_ns) / 1e9 if first_ns is not None else None,
         cpu_user_s=span.cpu_user_s,
         cpu_sys_s=span.cpu_sys_s,
         cpu_s=span.cpu_s,
@@ -329,8 +330,13 @@ async def run_trial(
         transport=connection.transport_record() if connection else None,
         event_loop=running_loop_name(),
         error_code=error_code,
-        phases=dict(zip(PHASE_MARKS, marks, strict=True)) if error is None else None,
+        phases=_phases(marks) if error is None else None,
     )
+
+
+def _phases(marks: Sequence[int | None]) -> dict[str, int]:
+    """The record's `phases` from its marks in PHASE_MARKS order, those it lacks left out."""
+    return {name: at for name, at in zip(PHASE_MARKS, marks, strict=True) if at is not None}
 
 
 def unrun_record(

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent.workloads import SPECS
 from analysis.meter_floor import trials_floor
 from analysis.stopping import settled
 from controller.config.model import TrialPoint
@@ -27,7 +28,13 @@ from controller.energy import WindowEnergy, energy_in_window
 from controller.run.recorder import RunRecorder
 from controller.sweep.errors import SweepError, SweepPaused
 from controller.sweep.interfaces import PowerMeter, PowerWindow, SharedTrials, TrialNodes
-from controller.sweep.phases import PhaseEnergy, clock_map, phase_bounds, phase_energy
+from controller.sweep.phases import (
+    PhaseEnergy,
+    clock_map,
+    first_byte_s,
+    phase_bounds,
+    phase_energy,
+)
 from controller.sweep.plan import PlannedTrial
 from controller.sweep.rows import trial_row
 from controller.sweep.window import WindowError, trial_span
@@ -286,7 +293,13 @@ class SweepEngine:
         phases = None
         if clock is not None:
             bounds = phase_bounds(client, clock, power.start_s, power.end_s)
+            split = SPECS[self.recorder.workload].exchange_split is not None
             phases = phase_energy(
-                power.t_s, power.power_mw, bounds, clock.phase_clock, self.idle_mw
+                power.t_s,
+                power.power_mw,
+                bounds,
+                clock.phase_clock,
+                idle_mw=self.idle_mw,
+                split_s=first_byte_s(client, clock, bounds) if split else None,
             )
         return _Attempt(None, client, server, power, energy, phases)

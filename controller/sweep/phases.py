@@ -28,12 +28,13 @@ import numpy.typing as npt
 
 from analysis.energy import window_energy_mj
 
-__all__ = ["ClockMap", "PhaseEnergy", "clock_map", "phase_bounds", "phase_energy"]
+__all__ = ["ClockMap", "PhaseEnergy", "clock_map", "first_byte_s", "phase_bounds", "phase_energy"]
 
 FloatArray = npt.NDArray[np.float64]
 
 # The record's inner boundaries (agent.client.record.PHASE_MARKS), the client's clock, in order.
 _INNER_MARKS = ("connect_done_mono_ns", "exchange_done_mono_ns")
+# (`first_byte_mono_ns`, inside exchange, splits it for a workload that declares the split.)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,9 @@ class PhaseEnergy:
     durations_s: tuple[float, float, float]
     energies_mj: tuple[float, float, float]
     above_idle_mj: tuple[float, float, float]
+    # The exchange split at the first response's headers: (duration s, energy mJ) before and
+    # after; None where the trial had no response (for a workload that declares the split).
+    exchange_parts: tuple[tuple[float, float], tuple[float, float]] | None = None
 
 
 def phase_bounds(
@@ -96,20 +100,41 @@ def phase_bounds(
     return start_s, connect_done, exchange_done, end_s
 
 
+def first_byte_s(
+    client: Mapping[str, Any], clock: ClockMap, bounds: tuple[float, float, float, float]
+) -> float | None:
+    """The first response's headers on the meter's timebase, held within the exchange phase
+    of `bounds` (phase_bounds); None when the record has no such mark."""
+    at = client["phases"].get("first_byte_mono_ns")
+    if at is None:
+        return None
+    return min(max(clock.meter_s_of(int(at)), bounds[1]), bounds[2])
+
+
 def phase_energy(
     t_s: FloatArray,
     power_mw: FloatArray,
     bounds: tuple[float, float, float, float],
     phase_clock: str,
+    *,
     idle_mw: float = 0.0,
+    split_s: float | None = None,
 ) -> PhaseEnergy:
     """Each phase's energy between consecutive `bounds` (phase_bounds), integrated as the
-    window's, and above idle (its energy less `idle_mw` over its duration)."""
+    window's, and above idle (its energy less `idle_mw` over its duration); with `split_s`
+    (first_byte_s), the exchange's two parts on either side of it too."""
     spans = tuple(itertools.pairwise(bounds))
     durations = tuple(end - start for start, end in spans)
     energies = tuple(window_energy_mj(t_s, power_mw, start, end)[0] for start, end in spans)
     above = tuple(e - idle_mw * d for e, d in zip(energies, durations, strict=True))
-    return PhaseEnergy(phase_clock, _three(durations), _three(energies), _three(above))
+    parts = None
+    if split_s is not None:
+        before, after = (bounds[1], split_s), (split_s, bounds[2])
+        parts = (
+            (before[1] - before[0], window_energy_mj(t_s, power_mw, *before)[0]),
+            (after[1] - after[0], window_energy_mj(t_s, power_mw, *after)[0]),
+        )
+    return PhaseEnergy(phase_clock, _three(durations), _three(energies), _three(above), parts)
 
 
 def _three(values: tuple[float, ...]) -> tuple[float, float, float]:

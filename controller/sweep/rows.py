@@ -172,11 +172,22 @@ def trial_row(
             mean_power_mw=round(energy.mean_power_mw, 6),
         )
     if phases is not None:
-        row["phase_clock"] = phases.phase_clock
-        for phase, duration, energy_mj, above in zip(
-            PHASES, phases.durations_s, phases.energies_mj, phases.above_idle_mj, strict=True
-        ):
-            row[f"phase_{phase}_s"] = duration
-            row[f"energy_{phase}_mj"] = round(energy_mj, 6)
-            row[f"energy_{phase}_above_idle_mj"] = round(above, 6)
+        row.update(_phase_cells(phases, workload))
     return row
+
+
+def _phase_cells(phases: PhaseEnergy, workload: str) -> dict[str, object]:
+    """The window's phases, and the workload's split of the exchange where it declares one."""
+    cells: dict[str, object] = {"phase_clock": phases.phase_clock}
+    for phase, duration, energy_mj, above in zip(
+        PHASES, phases.durations_s, phases.energies_mj, phases.above_idle_mj, strict=True
+    ):
+        cells[f"phase_{phase}_s"] = duration
+        cells[f"energy_{phase}_mj"] = round(energy_mj, 6)
+        cells[f"energy_{phase}_above_idle_mj"] = round(above, 6)
+    split = SPECS[workload].exchange_split
+    if split is not None and phases.exchange_parts is not None:
+        for part, (duration, energy_mj) in zip(split, phases.exchange_parts, strict=True):
+            cells[f"{workload}_{part}_s"] = duration
+            cells[f"{workload}_energy_{part}_mj"] = round(energy_mj, 6)
+    return cells

@@ -54,6 +54,7 @@ def test_the_phases_are_stamped_in_order_between_the_markers_edges(
         phases["marker_raised_mono_ns"]
         <= record["t_mono_start_ns"]
         <= phases["connect_done_mono_ns"]
+        <= phases["first_byte_mono_ns"]  # the page's response headers
         <= phases["exchange_done_mono_ns"]
         <= phases["close_done_mono_ns"]
         <= phases["marker_lowered_mono_ns"]

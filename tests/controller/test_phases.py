@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.energy import window_energy_mj
-from controller.sweep.phases import ClockMap, clock_map, phase_bounds, phase_energy
+from controller.sweep.phases import ClockMap, clock_map, first_byte_s, phase_bounds, phase_energy
 
 RATE_HZ = 1000.0
 
@@ -156,3 +156,37 @@ def test_the_marker_map_removes_the_clocks_drift_within_the_trial(
         assert clock.meter_s_of(stamped) == pytest.approx(
             meter_start_s + fraction * length_s, abs=2e-9 + 1e-12 * meter_start_s
         )
+
+
+@given(
+    powers=st.lists(st.floats(0, 5000), min_size=60, max_size=60),
+    window=_window,
+    marks=st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(-0.2, 1.2)),
+)
+def test_a_workloads_split_of_the_exchange_sums_to_it(
+    powers: list[float], window: tuple[int, int], marks: tuple[float, float, float]
+) -> None:
+    t_s, power = _trace(powers)
+    first, length = window
+    start_s, end_s = first / RATE_HZ, (first + length) / RATE_HZ
+    span_ns = 10_000_000
+    connect, exchange = sorted(marks[:2])
+    record = _record(0, int(connect * span_ns), int(exchange * span_ns), 0, span_ns)
+    # The first byte may be stamped anywhere: it is held within the exchange.
+    record["phases"]["first_byte_mono_ns"] = int(marks[2] * span_ns)
+    clock = clock_map(record, "marker", start_s, end_s)
+    assert clock is not None
+    bounds = phase_bounds(record, clock, start_s, end_s)
+    split_s = first_byte_s(record, clock, bounds)
+    assert split_s is not None and bounds[1] <= split_s <= bounds[2]
+    phases = phase_energy(t_s, power, bounds, "marker", split_s=split_s)
+    assert phases.exchange_parts is not None
+    (before_s, before_mj), (after_s, after_mj) = phases.exchange_parts
+    assert before_mj + after_mj == pytest.approx(phases.energies_mj[1], rel=1e-9, abs=1e-9)
+    assert before_s + after_s == pytest.approx(phases.durations_s[1], rel=1e-9, abs=1e-15)
+
+
+def test_no_first_byte_no_split() -> None:
+    record = _record(0, 10, 20, 30, 40)
+    clock = ClockMap((0, 40), (0.0, 0.04), "marker")
+    assert first_byte_s(record, clock, phase_bounds(record, clock, 0.0, 0.04)) is None

@@ -115,3 +115,15 @@ def test_a_failed_trial_has_no_cells_of_the_parts_it_lacks() -> None:
     assert row["status"] == "failed" and row["error"] == "timeout"
     meter = {"samples_lost", "samples_saturated"}
     assert not {"client_response_s", "server_cpu_s", "window_s", *meter} & set(row)
+
+
+def test_the_page_splits_its_exchange_in_columns_of_its_own() -> None:
+    split = PhaseEnergy("clock_offset", (0.1, 0.3, 0.1), (1.0, 3.0, 1.0), (0.5, 1.5, 0.5),
+                        exchange_parts=((0.05, 0.4), (0.25, 2.6)))  # fmt: skip
+    client = {**_record("client"), "metrics": {"resource_count": 8, "body_bytes": 100}}
+    row = trial_row(TRIAL, 1, error=None, client=client, server=_record("server"), power=POWER,
+                    energy=ENERGY, workload="page", phases=split)  # fmt: skip
+    assert set(row) <= set(header(AXES, "page", True, True))
+    assert (row["page_first_byte_s"], row["page_energy_first_byte_mj"]) == (0.05, 0.4)
+    assert (row["page_transfer_s"], row["page_energy_transfer_mj"]) == (0.25, 2.6)
+    assert row["phase_clock"] == "clock_offset"

@@ -17,7 +17,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 import pytest
 
 from analysis.energy import window_energy_mj, window_samples
@@ -37,7 +36,7 @@ SWEEP = (
 # or more, and one beyond 5 sigma comes once in millions.
 NOISE_SIGMAS = 5.0
 
-FloatArray = npt.NDArray[np.float64]
+PAGE_PARTS = ("first_byte", "transfer")
 
 
 def _sweep(config: str, out: Path, *extra: str) -> tuple[Path, list[dict[str, str]]]:
@@ -73,6 +72,12 @@ def _check_sums(row: dict[str, str]) -> None:
     durations_s = [float(row[f"phase_{phase}_s"]) for phase in PHASES]
     assert min(durations_s) >= 0
     assert sum(durations_s) == pytest.approx(float(row["window_s"]), rel=1e-9)
+    # The page's own split of its exchange: the page's head, then its bodies.
+    parts_mj = [float(row[f"page_energy_{part}_mj"]) for part in PAGE_PARTS]
+    assert sum(parts_mj) == pytest.approx(float(row["energy_exchange_mj"]), abs=3e-6)
+    parts_s = [float(row[f"page_{part}_s"]) for part in PAGE_PARTS]
+    assert min(parts_s) >= 0
+    assert sum(parts_s) == pytest.approx(float(row["phase_exchange_s"]), rel=1e-9, abs=1e-12)
 
 
 def test_each_phase_on_the_virtual_meter_agrees_with_the_ground_truth(tmp_path: Path) -> None:
