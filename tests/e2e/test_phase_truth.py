@@ -5,7 +5,8 @@ A modelled meter writes the exact power of every sample it took (meter-truth.csv
 measured energy must agree with the truth integrated over the same interval on the meter's
 timebase (the window's start plus the phases before it) within the meter's resolution over that
 interval, and the three phases must sum to the trial's energy. Nothing here depends on how long
-anything took: the bounds scale with each phase's own duration and samples.
+anything took: the bounds scale with each phase's own duration and samples. Without a marker
+line, the phases go by the clock offset and still tile the window.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from analysis.energy import window_energy_mj, window_samples
 from analysis.trial_columns import PHASES
 from analysis.truth import Truth
 from controller.meter.ppk2 import RANGE_CEILINGS_UA, SAMPLE_RATE_HZ
+from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
 from tests.conftest import h2iot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -151,3 +153,21 @@ def test_on_the_emulated_ppk2_the_handshake_is_its_own_interval(tmp_path: Path) 
             # one sample's share smeared over its neighbours.
             assert float(row["phase_connect_s"]) * rate_hz >= 5, row
     print(f"emulated PPK2: worst phase {worst:.3f} of one code over it")
+
+
+def test_without_a_marker_the_phases_are_placed_through_the_clock_offset(tmp_path: Path) -> None:
+    # A board on a serial port the controller did not start: no software marker line reaches
+    # it, so every window, and its phases, go by the clock.
+    board = VirtualMeter(VirtualMeterOptions())
+    board.start()
+    try:
+        _run, rows = _sweep(
+            "local.toml", tmp_path, "--set", "run.repetitions=1", "--set", "meter.source=serial",
+            "--set", f"meter.port={board.port}",
+        )  # fmt: skip
+    finally:
+        board.stop()
+        board.close()
+    for row in rows:
+        assert row["window_source"] == "clock" and row["phase_clock"] == "clock_offset", row
+        _check_sums(row)
