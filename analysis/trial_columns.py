@@ -7,7 +7,8 @@ reverse, so the declaration lives here. Adding a column is a line in one of the 
 (and its row in data/README.md, which a test holds to these).
 
 After the leading columns come one column per sweep axis, named as in the config (settings and
-workload parameters alike), then the common metrics, then the workload's own: `<kind>_<field>`
+workload parameters alike), then the common metrics and the window's phases, then the
+workload's own: `<kind>_<field>`
 for each field its declaration lists (agent.workloads), then each node's conditions over the
 trial: `<role>_<field>` (agent.conditions), then each node's kernel work over the trial (its
 softirqs, context switches and UDP/TCP counts, agent.kernel_counters): `<role>_<field>`.
@@ -254,8 +255,8 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     Column(
         "window_s",
         "s",
-        "duration of the energy window: the fetch, or the client's trial process "
-        "(manifest energy_window)",
+        "duration of the energy window: the fetch and its connection's close, or the client's "
+        "trial process (manifest energy_window)",
         numeric=True,
         source="energy.duration_s",
     ),
@@ -310,6 +311,53 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     ),
 )
 """The common metrics, in every run after the axes (and a search's or bench's columns)."""
+
+PHASES = ("connect", "exchange", "close")
+"""A trial window's phases, in order (controller.sweep.phases)."""
+_PHASE_MEANING = {
+    "connect": "the window's start -> the connection usable (TCP and TLS, or QUIC's handshake)",
+    "exchange": "the connection usable -> the workload's last response byte",
+    "close": "the last byte -> the connection closed (GOAWAY and TCP's close, or QUIC's "
+    "CONNECTION_CLOSE sent) and the window's end",
+}
+PHASE_COLUMNS: tuple[Column, ...] = (
+    Column(
+        "phase_clock",
+        "",
+        "how the client's phase boundaries were placed on the meter's samples: marker (a "
+        "linear map between the marker's edges on both clocks, drift removed) or clock_offset "
+        "(the measured clock offset); empty where the engine records no phases (nghttp2)",
+    ),
+    *(
+        Column(
+            f"phase_{phase}_s",
+            "s",
+            f"{phase} phase on the meter's timebase: {meaning}",
+            numeric=True,
+        )
+        for phase, meaning in _PHASE_MEANING.items()
+    ),
+    *(
+        Column(
+            f"energy_{phase}_mj",
+            "mJ",
+            f"energy over the {phase} phase; the three phases sum to energy_mj",
+            numeric=True,
+        )
+        for phase in PHASES
+    ),
+    *(
+        Column(
+            f"energy_{phase}_above_idle_mj",
+            "mJ",
+            f"energy_{phase}_mj minus idle power x phase_{phase}_s",
+            numeric=True,
+        )
+        for phase in PHASES
+    ),
+)
+"""Every trial window's phases, after the common metrics (empty where the engine cannot tell
+its phases apart, or the trial failed)."""
 
 
 SETTINGS_COLUMNS: tuple[Column, ...] = (
@@ -504,11 +552,32 @@ def kernel_columns() -> tuple[Column, ...]:
 
 
 def workload_columns(kind: str) -> tuple[Column, ...]:
-    """The columns a workload adds, from its declaration's fields."""
-    return tuple(
-        Column(f"{kind}_{field.name}", unit_of(field.name), field.doc)
-        for field in SPECS[kind].fields
+    """The columns a workload adds, from its declaration's fields, then its split of the
+    exchange phase where it declares one."""
+    spec = SPECS[kind]
+    own = tuple(
+        Column(f"{kind}_{field.name}", unit_of(field.name), field.doc) for field in spec.fields
     )
+    if spec.exchange_split is None:
+        return own
+    before, after = spec.exchange_split
+    spans = {
+        before: "the connection usable -> the first response's headers",
+        after: "the first response's headers -> the last byte",
+    }
+    split = tuple(
+        column
+        for part, span in spans.items()
+        for column in (
+            Column(f"{kind}_{part}_s", "s", f"exchange's {part} part: {span}, meter timebase"),
+            Column(
+                f"{kind}_energy_{part}_mj",
+                "mJ",
+                f"energy over the {part} part; the two parts sum to energy_exchange_mj",
+            ),
+        )
+    )
+    return own + split
 
 
 PROTOCOL_COLUMN = Column(
@@ -536,7 +605,7 @@ def trial_columns(
 ) -> tuple[Column, ...]:
     """A search's run has SEARCH_COLUMNS after the axes (a breakdown search's parameter first
     among them), a shared study's bench BENCH_COLUMNS after those; a run with HTTP/3 trials
-    QUIC_COLUMNS after the common metrics."""
+    QUIC_COLUMNS after the common metrics and the phases."""
     swept = tuple(_axis_column(name) for name in axes)
     protocol = () if PROTOCOL_COLUMN.name in axes else (PROTOCOL_COLUMN,)
     probes = SEARCH_COLUMNS if search else ()
@@ -545,7 +614,7 @@ def trial_columns(
     transport = QUIC_COLUMNS if quic else ()
     return (
         LEADING_COLUMNS + protocol + swept + probes + benches + METRIC_COLUMNS + SETTINGS_COLUMNS
-        + transport + own + condition_columns() + kernel_columns()
+        + PHASE_COLUMNS + transport + own + condition_columns() + kernel_columns()
     )  # fmt: skip
 
 
@@ -561,6 +630,8 @@ def header(
 
 
 NUMERIC_COLUMNS: tuple[str, ...] = tuple(
-    column.name for column in LEADING_COLUMNS + METRIC_COLUMNS + SETTINGS_COLUMNS if column.numeric
+    column.name
+    for column in LEADING_COLUMNS + METRIC_COLUMNS + SETTINGS_COLUMNS + PHASE_COLUMNS
+    if column.numeric
 )
 """Columns converted to numbers in ok rows when present (empty cells become NaN)."""

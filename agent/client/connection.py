@@ -477,6 +477,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         """What the transport under HTTP/2 adds to the record: nothing (HTTP/3's has one)."""
         return None
 
+    async def shut(self) -> None:
+        """The client's part of closing, the trial's close phase: over TCP that is all of it
+        (GOAWAY, then the socket closed, its FIN sent, by the time the transport is lost)."""
+        await self.close()
+
     async def close(self) -> None:
         if self.transport is None or self.transport.is_closing():
             return

@@ -229,6 +229,12 @@ class H3ClientConnection:
             "socket_buffers": self.buffers.to_dict(),
         }
 
+    async def shut(self) -> None:
+        """The client's part of closing, the trial's close phase: CONNECTION_CLOSE sent. QUIC's
+        closing period after it (three PTOs, only answering with CONNECTION_CLOSE again) is
+        `close`'s, outside the trial's window."""
+        self._protocol.close()
+
     async def close(self) -> None:
         self._protocol.close()
         if self._protocol.handshake_done:  # else there is no peer to wait for

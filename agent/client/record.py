@@ -7,6 +7,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+PHASE_MARKS = (
+    "marker_raised_mono_ns",  # the marker's rising edge: the window, and connect, start
+    "connect_done_mono_ns",  # the connection usable (TCP + TLS, or QUIC's handshake, done)
+    "first_byte_mono_ns",  # the first response's headers; left out when none came
+    "exchange_done_mono_ns",  # the workload's last response byte
+    "close_done_mono_ns",  # GOAWAY and the TCP close, or QUIC's CONNECTION_CLOSE, sent
+    "marker_lowered_mono_ns",  # the marker's falling edge: the window ends
+)
+"""A record's `phases`, in order on the clock; the controller reads them by these names."""
+
 
 @dataclass(frozen=True)
 class ClientRecord:
@@ -71,12 +81,16 @@ class ClientRecord:
     # None where the trial never ran.
     settings_announced: Mapping[str, int] | None = None
     settings_received: Mapping[str, int] | None = None
+    # The trial's phase boundaries on the marker's clock (CLOCK_MONOTONIC, ns), which the
+    # controller places on the meter's samples (`PHASE_MARKS`); None, and left out, where the
+    # engine cannot see them (nghttp2's tools) or the trial failed.
+    phases: Mapping[str, int] | None = None
 
     def to_dict(self) -> dict[str, object]:
         record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         for name in ("settings", "flow_control", "peer_settings", "params", "metrics"):
             record[name] = dict(record[name])
-        for name in ("transport", "error_code"):
+        for name in ("transport", "error_code", "phases"):
             value = getattr(self, name)
             if value is None:
                 del record[name]

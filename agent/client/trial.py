@@ -21,7 +21,7 @@ from agent import __version__, probe
 from agent.client.connect import Target, open_connection
 from agent.client.exchange import ClientExchange
 from agent.client.options import RunPlan, TrialOptions
-from agent.client.record import ClientRecord
+from agent.client.record import PHASE_MARKS, ClientRecord
 from agent.client.response import Response
 from agent.conditions import TrialWatch
 from agent.errors import AgentError, BodyMismatchError, FetchError, PeerProtocolError
@@ -81,6 +81,11 @@ class TrialConnection(Protocol):
     def received_counts(self) -> dict[str, object]: ...
 
     def transport_record(self) -> dict[str, object] | None: ...
+
+    async def shut(self) -> None:
+        """Close as far as the client's own work goes (the trial's close phase); `close` then
+        waits for the rest."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -240,11 +245,13 @@ async def run_trial(
     connect_s: float | None = None
     connect_cpu_s: float | None = None
     tls_version: str | None = None
+    connect_done_ns = 0
 
     async def connect_and_run() -> None:
-        nonlocal connection, connect_s, connect_cpu_s, tls_version
+        nonlocal connection, connect_s, connect_cpu_s, tls_version, connect_done_ns
         started_s, cpu_s = time.perf_counter(), time.process_time()
         connection = await open_trial_connection(target, options)
+        connect_done_ns = time.monotonic_ns()
         connect_s = time.perf_counter() - started_s
         connect_cpu_s = time.process_time() - cpu_s
         tls_version = connection.tls_version
@@ -255,7 +262,7 @@ async def run_trial(
         # here, outside the measured window, rather than by the first trial's connection.
         H2Internals.available()
     conditions = TrialWatch()  # the node's state, read outside the measured window
-    marker.raise_line()
+    raised_ns = marker.raise_line()
     window = probe.ProbeWindow()
     try:
         await asyncio.wait_for(connect_and_run(), options.timeout_s)
@@ -269,7 +276,11 @@ async def run_trial(
     except H2Error as exc:  # h2 refused what we asked of it, e.g. a stream the peer forbids
         error = f"HTTP/2: {type(exc).__name__}: {exc}"
     span = window.close()
-    marker.lower_line()
+    if connection is not None:
+        # Inside the marker's window: closing is the trial's third phase.
+        await connection.shut()
+    close_done_ns = time.monotonic_ns()
+    lowered_ns = marker.lower_line()
     node = conditions.end()
     if connection is not None:
         await connection.close()
@@ -278,6 +289,8 @@ async def run_trial(
     ends = [r.t_end_ns for r in responses if r.t_end_ns]
     end_ns = max(ends) if error is None and ends else span.end.t_mono_ns
     firsts = [r.t_headers_ns for r in responses if r.t_headers_ns]
+    first_ns = min(firsts) if firsts else None
+    marks = (raised_ns, connect_done_ns, first_ns, end_ns, close_done_ns, lowered_ns)
     exchange = connection.settings_exchange() if connection else None
     return ClientRecord(
         ok=error is None,
@@ -294,7 +307,7 @@ async def run_trial(
         flow_control=options.flow.record(options.initial_window_size),
         peer_settings=connection.peer_settings() if connection else {},
         response_s=(end_ns - start_ns) / 1e9,
-        ttfb_s=(min(firsts) - start_ns) / 1e9 if firsts else None,
+        ttfb_s=(first_ns - start_ns) / 1e9 if first_ns is not None else None,
         cpu_user_s=span.cpu_user_s,
         cpu_sys_s=span.cpu_sys_s,
         cpu_s=span.cpu_s,
@@ -321,9 +334,15 @@ async def run_trial(
         transport=connection.transport_record() if connection else None,
         event_loop=running_loop_name(),
         error_code=error_code,
+        phases=_phases(marks) if error is None else None,
         settings_announced=exchange.announced if exchange else None,
         settings_received=exchange.received if exchange else None,
     )
+
+
+def _phases(marks: Sequence[int | None]) -> dict[str, int]:
+    """The record's `phases` from its marks in PHASE_MARKS order, those it lacks left out."""
+    return {name: at for name, at in zip(PHASE_MARKS, marks, strict=True) if at is not None}
 
 
 def unrun_record(

@@ -138,6 +138,10 @@ class WorkloadSpec:
     # The field counting what its `*_mean_*` and percentile fields are taken over, which weighs
     # them when several client nodes' records merge into one; None: nothing to weigh.
     count_field: str | None = None
+    # Its two parts of a trial's exchange phase, split at the first response's headers (the
+    # record's `first_byte` mark): the controller adds `<kind>_<part>_s` and
+    # `<kind>_energy_<part>_mj` for each; None: the exchange is one piece.
+    exchange_split: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         # A declaration's own mistake, caught where the workload is defined, not mid-sweep.

@@ -12,7 +12,7 @@ from typing import Any
 
 from agent.h2.settings import SETTING_SPECS
 from agent.workloads import SPECS, ParamError
-from analysis.trial_columns import METRIC_COLUMNS, workload_columns
+from analysis.trial_columns import METRIC_COLUMNS, PHASE_COLUMNS, workload_columns
 from controller.config.channels import (
     INA219_RATE_MAX_HZ,
     INA226_RATE_MAX_HZ,
@@ -354,7 +354,7 @@ def _repetitions(stack: Stack, search: SearchConfig | OptimizeConfig) -> None:
 
 
 def _columns_of(stack: Stack, kind: str, key: str, names: Sequence[str | None]) -> None:
-    columns = [c.name for c in (*METRIC_COLUMNS, *workload_columns(kind))]
+    columns = [c.name for c in (*METRIC_COLUMNS, *PHASE_COLUMNS, *workload_columns(kind))]
     for index, name in enumerate(names):
         if name is not None and name not in columns:
             at = f"search.{key}" + (f"[{index}]" if len(names) > 1 else "")

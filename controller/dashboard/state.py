@@ -43,6 +43,9 @@ class TrialFinished:
     client_cpu_s: float | None
     energy_mj: float | None
     t_mono_s: float
+    # Its energy's connect, exchange and close (controller.sweep.phases); None where the
+    # client's engine records no phases.
+    phases_mj: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ class SweepState:
     started_mono_s: float = 0.0
     last_finished_mono_s: float = 0.0
     current: TrialStarted | None = None
+    last_split: TrialFinished | None = None  # the last trial with its energy's phases
     meter: MeterHealth | None = None
     nodes: dict[str, str] = field(default_factory=dict)
     power: deque[tuple[float, float]] = field(default_factory=deque)
@@ -188,6 +192,8 @@ def _finish(state: SweepState, event: TrialFinished) -> None:
     state.done_trials += 1
     state.done_this_session += 1
     state.last_finished_mono_s = event.t_mono_s
+    if event.phases_mj is not None:
+        state.last_split = event
     for values, value in (
         (results.response_s, event.response_s),
         (results.client_cpu_s, event.client_cpu_s),

@@ -11,11 +11,13 @@ from rich.table import Table
 from rich.text import Text
 
 from analysis.stats import summarize
+from analysis.trial_columns import PHASES
 from controller.dashboard.state import (
     OptimizeProgress,
     PointResults,
     SearchProgress,
     SweepState,
+    TrialFinished,
 )
 
 _BARS = "▁▂▃▄▅▆▇█"
@@ -107,6 +109,17 @@ def search_text(search: SearchProgress | OptimizeProgress) -> str:
     )
 
 
+def phases_text(finished: TrialFinished) -> str:
+    """A trial's energy by phase, each in mJ and as its share of the three."""
+    assert finished.phases_mj is not None
+    total = sum(finished.phases_mj) or 1.0
+    split = ", ".join(
+        f"{phase} {mj:.1f} mJ ({mj / total:.0%})"
+        for phase, mj in zip(PHASES, finished.phases_mj, strict=True)
+    )
+    return f"{finished.trial_id}: {split}"
+
+
 def _status(state: SweepState) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -122,6 +135,9 @@ def _status(state: SweepState) -> Table:
         grid.add_row(
             "trial", f"{current.trial_id}: {settings}, repetition {current.repetition}{attempt}"
         )
+    if state.last_split is not None:
+        # The trial in progress has no split yet: the last finished one's.
+        grid.add_row("phases", phases_text(state.last_split))
     if state.search is not None:
         grid.add_row("search", search_text(state.search))
     meter = state.meter

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent.workloads import SPECS
 from analysis.meter_floor import trials_floor
 from analysis.stopping import settled
 from controller.config.model import TrialPoint
@@ -27,6 +28,13 @@ from controller.energy import WindowEnergy, energy_in_window
 from controller.run.recorder import RunRecorder
 from controller.sweep.errors import SweepError, SweepPaused
 from controller.sweep.interfaces import PowerMeter, PowerWindow, SharedTrials, TrialNodes
+from controller.sweep.phases import (
+    PhaseEnergy,
+    clock_map,
+    first_byte_s,
+    phase_bounds,
+    phase_energy,
+)
 from controller.sweep.plan import PlannedTrial
 from controller.sweep.rows import settings_exchange_of, trial_row
 from controller.sweep.window import WindowError, trial_span
@@ -68,6 +76,7 @@ class _Attempt:
     server: Mapping[str, Any] | None
     power: PowerWindow | None
     energy: WindowEnergy | None
+    phases: PhaseEnergy | None = None  # None where the client's engine records no phases
 
 
 class SweepEngine:
@@ -218,6 +227,7 @@ class SweepEngine:
                 energy=result.energy,
                 workload=self.recorder.workload,
                 bench=self.recorder.bench,
+                phases=result.phases,
             )
             self._record_settings(trial.trial_id, attempt, result.client)
             if result.error is None and result.power is not None:
@@ -237,6 +247,7 @@ class SweepEngine:
                     client.get("cpu_s"),
                     result.energy.energy_mj if result.energy else None,
                     time.monotonic(),
+                    result.phases.energies_mj if result.phases else None,
                 )
             )
             if result.error is None:
@@ -290,4 +301,21 @@ class SweepEngine:
             )
         except ValueError as exc:
             return _Attempt(f"meter trace: {exc}", client, server, power, None)
-        return _Attempt(None, client, server, power, energy)
+        # The window's ends before the process window widened them: where the client's clock
+        # is known on the meter's.
+        clock = clock_map(
+            client, power.source, power.start_s + span.before_s, power.end_s - span.after_s
+        )
+        phases = None
+        if clock is not None:
+            bounds = phase_bounds(client, clock, power.start_s, power.end_s)
+            split = SPECS[self.recorder.workload].exchange_split is not None
+            phases = phase_energy(
+                power.t_s,
+                power.power_mw,
+                bounds,
+                clock.phase_clock,
+                idle_mw=self.idle_mw,
+                split_s=first_byte_s(client, clock, bounds) if split else None,
+            )
+        return _Attempt(None, client, server, power, energy, phases)

@@ -8,10 +8,10 @@ node's measured offset, so spans are exact within the two nodes' offset uncertai
   within the offsets' uncertainty.
 - `cpu_s`, bytes and frames sent and received: sums; exact.
 - `rss_peak_bytes`, `ttfb_s`: the largest node's (each node is its own machine); exact.
-- `t_wall_*`, `flow_control`, `conditions`, `settings_announced`, `settings_received`: the
-  metered node's (the first), whose energy window they give and whose CPU (and kernel work) the
-  trials.csv `client_*` condition columns describe (every node's agent announces the point's
-  settings).
+- `t_wall_*`, `t_mono_*`, `phases`, `flow_control`, `conditions`, `settings_announced`,
+  `settings_received`: the metered node's (the first), whose energy window and its phases they
+  give and whose CPU (and kernel work) the trials.csv `client_*` condition columns describe
+  (every node's agent announces the point's settings).
 - a workload field `*_count`, `*_bytes`, `*_errors`: sum; exact.
 - `*_max_*` / `*_min_*`: largest / smallest; exact.
 - `*_mean_*`: the mean weighted by the kind's count field (`WorkloadSpec.count_field`); exact.
@@ -139,7 +139,7 @@ def _counts(records: Sequence[Mapping[str, Any]], direction: str) -> dict[str, A
 # The record's fields taken from the metered node alone.
 _METERED_NODE_FIELDS = (
     "trial_id", "workload", "engine", "flow_control", "conditions", "settings_announced",
-    "settings_received",
+    "settings_received", "t_mono_start_ns", "t_mono_end_ns", "phases",
 )  # fmt: skip
 
 

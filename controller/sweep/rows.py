@@ -16,11 +16,13 @@ from analysis.trial_columns import (
     KERNEL_FIELDS,
     LEADING_COLUMNS,
     METRIC_COLUMNS,
+    PHASES,
 )
 from controller.energy import WindowEnergy
 from controller.nodes.agent import TRIAL_PROCESS
 from controller.sweep.agent_pair import TRIAL_INTERFACE
 from controller.sweep.interfaces import PowerWindow
+from controller.sweep.phases import PhaseEnergy
 from controller.sweep.plan import PlannedTrial
 
 # (column, part, name) for each column that copies a part of the trial as it is.
@@ -154,6 +156,7 @@ def trial_row(
     energy: WindowEnergy | None,
     workload: str = DEFAULT_KIND,
     bench: str | None = None,
+    phases: PhaseEnergy | None = None,
 ) -> dict[str, object]:
     parts = {"trial": trial, "point": trial.point, "client": client, "server": server,
              "power": power, "energy": energy}  # fmt: skip
@@ -214,4 +217,23 @@ def trial_row(
             energy_above_idle_mj=round(energy.energy_above_idle_mj, 6),
             mean_power_mw=round(energy.mean_power_mw, 6),
         )
+    if phases is not None:
+        row.update(_phase_cells(phases, workload))
     return row
+
+
+def _phase_cells(phases: PhaseEnergy, workload: str) -> dict[str, object]:
+    """The window's phases, and the workload's split of the exchange where it declares one."""
+    cells: dict[str, object] = {"phase_clock": phases.phase_clock}
+    for phase, duration, energy_mj, above in zip(
+        PHASES, phases.durations_s, phases.energies_mj, phases.above_idle_mj, strict=True
+    ):
+        cells[f"phase_{phase}_s"] = duration
+        cells[f"energy_{phase}_mj"] = round(energy_mj, 6)
+        cells[f"energy_{phase}_above_idle_mj"] = round(above, 6)
+    split = SPECS[workload].exchange_split
+    if split is not None and phases.exchange_parts is not None:
+        for part, (duration, energy_mj) in zip(split, phases.exchange_parts, strict=True):
+            cells[f"{workload}_{part}_s"] = duration
+            cells[f"{workload}_energy_{part}_mj"] = round(energy_mj, 6)
+    return cells

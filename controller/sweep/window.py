@@ -1,7 +1,8 @@
 """The span a trial's energy integrates over (`[energy] window`), from the client's record. Pure.
 
-"fetch" (the default): the fetch itself, from the client agent's probe start to its last byte,
-cut by the trial's marker edges where they arrived (else the client's wall clock, mapped).
+"fetch" (the default): the fetch itself, from the client agent's probe start to its connection
+closed (its last byte for an engine that records no phases), cut by the trial's marker edges
+where they arrived (else the client's wall clock, mapped).
 
 "process": the client's whole trial process, start-up and teardown included, as the study
 integrated power "over each process's duration" (one `nghttp` per fetch). The fetch window is
@@ -40,8 +41,12 @@ class TrialSpan:
 def trial_span(client: Mapping[str, Any], offset_ns: int, window: str) -> TrialSpan:
     """The span of `window` for one trial; `offset_ns` is the client's clock minus the
     controller's."""
+    # The close phase is the window's (the marker's falling edge follows it): the window runs
+    # past the last byte (t_*_end_ns) to the connection closed, where the record says when.
+    closing_ns = _closing_ns(client)
     fetch = TrialSpan(
-        int(client["t_wall_start_ns"]) - offset_ns, int(client["t_wall_end_ns"]) - offset_ns
+        int(client["t_wall_start_ns"]) - offset_ns,
+        int(client["t_wall_end_ns"]) - offset_ns + closing_ns,
     )
     if window == "fetch":
         return fetch
@@ -53,7 +58,7 @@ def trial_span(client: Mapping[str, Any], offset_ns: int, window: str) -> TrialS
         )
     try:
         before_ns = int(client["t_mono_start_ns"]) - int(process["t_mono_start_ns"])
-        after_ns = int(process["t_mono_end_ns"]) - int(client["t_mono_end_ns"])
+        after_ns = int(process["t_mono_end_ns"]) - int(client["t_mono_end_ns"]) - closing_ns
     except KeyError as exc:
         raise WindowError(f'energy.window = "process": the record has no {exc.args[0]}') from None
     if before_ns < 0 or after_ns < 0:
@@ -62,3 +67,12 @@ def trial_span(client: Mapping[str, Any], offset_ns: int, window: str) -> TrialS
             f"({before_ns / _NS:.6f} s before, {after_ns / _NS:.6f} s after): not one clock?"
         )
     return TrialSpan(fetch.start_wall_ns, fetch.end_wall_ns, before_ns / _NS, after_ns / _NS)
+
+
+def _closing_ns(client: Mapping[str, Any]) -> int:
+    """From the last byte to the connection closed, on the client's clock; 0 for a record
+    without phases (the nghttp2 engine's tools, whose close cannot be seen from outside)."""
+    phases = client.get("phases")
+    if not isinstance(phases, Mapping):
+        return 0
+    return int(phases["close_done_mono_ns"]) - int(client["t_mono_end_ns"])

@@ -85,6 +85,7 @@ def test_the_record_says_which_fields_are_unavailable_and_why() -> None:
     assert set(counted["unavailable"]) == {
         "sent.frames", "sent.frame_bytes", "received", "peer_settings", "window_updates_sent",
         "settings_received",
+        "phases",
     }  # fmt: skip
     unavailable = counted["unavailable"]
     assert all(

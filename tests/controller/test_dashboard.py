@@ -39,7 +39,9 @@ def test_dashboard_shows_progress_current_trial_meter_power_and_results() -> Non
             tuple(i / 1000 for i in range(20000)), tuple(1200.0 + i % 7 for i in range(20000))
         ),
         TrialFinished("t1", point, True, None, 0.5, 0.2, 110.0, t_mono_s=110.0),
-        TrialFinished("t2", point, True, None, 0.7, 0.3, 130.0, t_mono_s=120.0),
+        TrialFinished(
+            "t2", point, True, None, 0.7, 0.3, 130.0, t_mono_s=120.0, phases_mj=(13.0, 104.0, 13.0)
+        ),
         TrialFinished(
             "t3",
             (("initial_window_size", 65535),),
@@ -61,6 +63,8 @@ def test_dashboard_shows_progress_current_trial_meter_power_and_results() -> Non
     assert "mW (last 10 s)" in text
     assert "local, pinned to core 1" in text
     assert "t3 failed: timeout" in text
+    # The last trial with phases (t3 failed): its split while t4 runs.
+    assert "t2: connect 13.0 mJ (10%), exchange 104.0 mJ (80%), close 13.0 mJ (10%)" in text
     # Two fetches at 256: mean 600 ms with a 90 % t interval (t = 6.314, sd = 141.4 ms),
     # rounded to the interval's second significant figure.
     assert "600 ± 631" in text

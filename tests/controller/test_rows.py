@@ -27,6 +27,7 @@ from controller.energy import WindowEnergy
 from controller.nodes.agent import TRIAL_PROCESS
 from controller.sweep.agent_pair import TRIAL_INTERFACE
 from controller.sweep.interfaces import PowerWindow
+from controller.sweep.phases import PhaseEnergy
 from controller.sweep.plan import PlannedTrial
 from controller.sweep.rows import trial_row
 
@@ -37,6 +38,7 @@ TRIAL = PlannedTrial(
 )
 POWER = PowerWindow(np.zeros(3), np.zeros(3), 0.25, 0.75, "marker", 1, 2, 3, 4)
 ENERGY = WindowEnergy(1.0, 0.5, 2.0, 0.5, 40)
+PHASES = PhaseEnergy("marker", (0.1, 0.3, 0.1), (0.25, 0.5, 0.25), (0.15, 0.2, 0.15))
 
 
 def _record(role: str) -> dict[str, Any]:
@@ -102,8 +104,15 @@ def test_a_trial_with_every_part_fills_every_declared_column() -> None:
         energy=ENERGY,
         workload=KIND,
         bench="b1",
+        phases=PHASES,
     )
     assert set(row) == set(header(AXES, KIND, True, True, bench=True))
+    assert (row["phase_clock"], row["phase_exchange_s"], row["energy_close_mj"]) == (
+        "marker",
+        0.3,
+        0.25,
+    )
+    assert row["energy_exchange_above_idle_mj"] == 0.2
     assert (row["trial_id"], row["order_index"], row["repetition"]) == ("g001p01r01", 4, 1)
     assert (row["client_response_s"], row["server_serve_s"]) == (0.5, 0.4)
     assert (row["window_source"], row["meter_frame_gaps"], row["samples"]) == ("marker", 3, 40)
@@ -145,3 +154,15 @@ def test_a_failed_trial_has_no_cells_of_the_parts_it_lacks() -> None:
     assert row["status"] == "failed" and row["error"] == "timeout"
     meter = {"samples_lost", "samples_saturated"}
     assert not {"client_response_s", "server_cpu_s", "window_s", *meter} & set(row)
+
+
+def test_the_page_splits_its_exchange_in_columns_of_its_own() -> None:
+    split = PhaseEnergy("clock_offset", (0.1, 0.3, 0.1), (1.0, 3.0, 1.0), (0.5, 1.5, 0.5),
+                        exchange_parts=((0.05, 0.4), (0.25, 2.6)))  # fmt: skip
+    client = {**_record("client"), "metrics": {"resource_count": 8, "body_bytes": 100}}
+    row = trial_row(TRIAL, 1, error=None, client=client, server=_record("server"), power=POWER,
+                    energy=ENERGY, workload="page", phases=split)  # fmt: skip
+    assert set(row) <= set(header(AXES, "page", True, True))
+    assert (row["page_first_byte_s"], row["page_energy_first_byte_mj"]) == (0.05, 0.4)
+    assert (row["page_transfer_s"], row["page_energy_transfer_mj"]) == (0.25, 2.6)
+    assert row["phase_clock"] == "clock_offset"

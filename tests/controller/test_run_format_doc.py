@@ -9,6 +9,7 @@ from analysis.trial_columns import (
     BENCH_COLUMNS,
     LEADING_COLUMNS,
     METRIC_COLUMNS,
+    PHASE_COLUMNS,
     PROTOCOL_COLUMN,
     QUIC_COLUMNS,
     SEARCH_COLUMNS,
@@ -29,7 +30,8 @@ def _declared() -> tuple[Column, ...]:
     own = tuple(column for kind in SPECS for column in workload_columns(kind))
     return (
         *LEADING_COLUMNS, PROTOCOL_COLUMN, *SEARCH_COLUMNS, *BENCH_COLUMNS, *METRIC_COLUMNS,
-        *SETTINGS_COLUMNS, *QUIC_COLUMNS, *own, *condition_columns(), *kernel_columns(),
+        *SETTINGS_COLUMNS, *PHASE_COLUMNS, *QUIC_COLUMNS, *own, *condition_columns(),
+        *kernel_columns(),
     )  # fmt: skip
 
 

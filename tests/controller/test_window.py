@@ -41,3 +41,18 @@ def test_the_process_window_needs_the_node_to_have_timed_the_process() -> None:
     }
     with pytest.raises(WindowError, match="outside its process"):
         trial_span(inside_out, offset_ns=0, window="process")
+
+
+def test_a_record_with_phases_takes_its_connections_close_into_the_window() -> None:
+    # The marker falls once the client closed its connection: the clock's window ends there too.
+    closed = {**FETCH, "phases": {"close_done_mono_ns": 1_352_000_000}}
+    assert trial_span(closed, offset_ns=0, window="fetch") == TrialSpan(
+        5_000_000_000, 5_052_000_000
+    )
+    process = {
+        **closed,
+        TRIAL_PROCESS: {"t_mono_start_ns": 1_000_000_000, "t_mono_end_ns": 1_400_000_000},
+    }
+    span = trial_span(process, offset_ns=0, window="process")
+    assert span.end_wall_ns == 5_052_000_000
+    assert span.after_s == pytest.approx(0.048)  # the process's teardown after the close

@@ -45,6 +45,10 @@ NOT_COUNTED: dict[str, str] = {
     "peer_settings": _NEEDS_VERBOSE,
     "settings_received": _PEER_UNSEEN,
     "window_updates_sent": _NEEDS_VERBOSE,
+    # From outside, a trial is nghttp's start and exit: when its handshake ended and its last
+    # byte came, nghttp timestamps only with -v.
+    "phases": "nghttp prints its handshake's and frames' times only with -v, which costs "
+    "nghttp CPU",
 }
 
 

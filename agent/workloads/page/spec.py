@@ -28,4 +28,7 @@ PAGE = WorkloadSpec(
         Field("resource_count", "resources fetched and verified (the page and its subresources)"),
         Field("body_bytes", "response body bytes received, bytes"),
     ),
+    # The page's own head (its request's round trip and the server's answer) against its
+    # bodies' transfer.
+    exchange_split=("first_byte", "transfer"),
 )
