@@ -30,6 +30,7 @@ from analysis.figures import (
     figure_frames,
     figure_server,
     save,
+    window_note,
 )
 from analysis.load import Run, require_results
 from analysis.points import metric_rows, per_emulated_core, plain, row_resolvability, summary_of
@@ -209,7 +210,11 @@ def write_comparison(
     emulated = [f"{role} ({s.label})" for s, f in per_run for role in f]
     cores_caption = "".join(f" {s.label}:{emulated_cores_caption(f)}" for s, f in per_run if f)
     figures = [
-        ("figure1_client", figure_client(sources, bounds), "Figure 1 (client), both runs."),
+        (
+            "figure1_client",
+            figure_client(sources, bounds),
+            "Figure 1 (client), both runs." + window_note((*base.protocols, *other.protocols)),
+        ),
         ("figure2_server", figure_server(sources, bounds), "Figure 2 (server), both runs."),
         (
             "figure3_cpu_pct",
