@@ -237,7 +237,8 @@ def _panel(
 ) -> None:
     xs, ys = _errorbars(ax, sources, metrics)
     if bounds and sources and sources[0].x_axis == WINDOW_AXIS:
-        measured = [y for y in ys if math.isfinite(y)]
+        # An interval reaching below zero (n = 2 gives t = 6.3) must not set a log axis's bottom.
+        measured = [y for y in ys if math.isfinite(y) and y > 0]
         drawn: list[float] = []
         for index, (source, bound) in enumerate(zip(sources, bounds, strict=True)):
             windows = [float(x) for x in xs if isinstance(x, int | float)]
