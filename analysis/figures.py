@@ -172,10 +172,13 @@ def _errorbars(
     for source_index, source in enumerate(sources):
         for metric_index, metric in enumerate(metrics):
             info = metric_of(metric)
-            for series_index, (series, rows) in enumerate(source.lines(metric)):
+            lines = source.lines(metric)
+            for series_index, (series, rows) in enumerate(lines):
                 # Several runs: a colour per run, a line style per metric, a marker per series.
-                if len(sources) > 1:
-                    color = f"C{source_index}"
+                # One run of several series (h2 and h3): the colour per series too, the same in
+                # every panel, so the series read side by side.
+                if len(sources) > 1 or len(lines) > 1:
+                    color = f"C{source_index if len(sources) > 1 else series_index}"
                     style = _LINESTYLES[metric_index % len(_LINESTYLES)]
                     marker = _MARKERS[series_index % len(_MARKERS)]
                 else:
