@@ -46,8 +46,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.columns import MANIFEST, TRIALS, metric_of
-from analysis.compare import check_comparable, interval_text
+from analysis.compare import check_comparable
 from analysis.detectability import resolvability
+from analysis.differences import interval_text
 from analysis.document import (
     Block,
     Bullets,

@@ -129,18 +129,26 @@ def _protocol_caveats(run: Run) -> list[str]:
 
 
 def _finding_caveats(run: Run, summary: pd.DataFrame) -> list[str]:
-    """A study finding that rests on a difference the meter cannot see."""
+    """A study finding that rests on a difference the meter cannot see; one line per finding
+    however many series (an h2+h3 run's two would take the first screen's room twice)."""
     if report_of(run.workload).study is None or WINDOW_AXIS not in run.axes:
         return []
     checks = study_checks(summary, run.axes, run.confidence, emulated_core_fractions(run))
-    return [
-        f"The finding '{check.finding}'{f' ({check.series})' if check.series else ''} rests on "
-        f"a difference between {LOW_WINDOW} and {HIGH_WINDOW} below the meter's floor "
-        f"({check.resolvability.floor_mj:.3g} mJ): no number of repetitions resolves it "
-        "(Against the study's findings)."
-        for check in checks
-        if check.resolvability is not None and check.resolvability.verdict == "below_meter_floor"
-    ]
+    floors: dict[str, dict[str, float]] = {}
+    for check in checks:
+        if check.resolvability is not None and check.resolvability.verdict == "below_meter_floor":
+            floors.setdefault(check.finding, {})[check.series] = check.resolvability.floor_mj or 0.0
+    lines = []
+    for finding, per_series in floors.items():
+        series = "; ".join(name for name in per_series if name)
+        floor = f"{max(per_series.values()):.3g} mJ"
+        lines.append(
+            f"The finding '{finding}'{f' ({series})' if series else ''} rests on a difference "
+            f"between {LOW_WINDOW} and {HIGH_WINDOW} below the meter's floor "
+            f"({'up to ' if len(per_series) > 1 else ''}{floor}): no number of repetitions "
+            "resolves it (Against the study's findings)."
+        )
+    return lines
 
 
 def caveats(

@@ -20,6 +20,7 @@ import pandas as pd
 
 from analysis.bounds import bounds_of
 from analysis.columns import metric_of
+from analysis.differences import compare_summaries, interval_text
 from analysis.document import Block, Heading, Image, Links, Paragraph, Table, to_html, to_markdown
 from analysis.errors import ComparisonError
 from analysis.facts import emulated_core_fractions, flatten, manifest_facts, text_of
@@ -30,13 +31,13 @@ from analysis.figures import (
     figure_frames,
     figure_server,
     save,
+    window_note,
 )
 from analysis.load import Run, require_results
-from analysis.points import metric_rows, per_emulated_core, plain, row_resolvability, summary_of
+from analysis.points import metric_rows, per_emulated_core, plain
 from analysis.report import FIGURES_DIR, REPORT_DIR, emulated_cores_caption
-from analysis.stats import welch_difference
 from analysis.study import Check, study_checks
-from analysis.tables import number, value_text
+from analysis.tables import value_text
 
 _PROVENANCE = ("source", "layers", "origins")  # where values came from, not what they are
 
@@ -65,50 +66,6 @@ def check_comparable(base: Run, other: Run) -> None:
         )
 
 
-def compare_summaries(
-    base_summary: pd.DataFrame,
-    other_summary: pd.DataFrame,
-    axes: Sequence[str],
-    confidence: float,
-) -> pd.DataFrame:
-    """One row per metric and point present in both runs (points in one run only are dropped
-    here and listed by `unmatched_points`)."""
-    keys = ["metric", *axes]
-    merged = base_summary.merge(other_summary, on=keys, suffixes=("_base", "_other"))
-    rows: list[dict[str, Any]] = []
-    for _, row in merged.iterrows():
-        base_row = row.rename(lambda c: c.removesuffix("_base"))
-        other_row = row.rename(lambda c: c.removesuffix("_other"))
-        base, other = summary_of(base_row), summary_of(other_row)
-        difference = welch_difference(base, other, confidence)
-        resolvable = row_resolvability(base_row, other_row, confidence)
-        rows.append(
-            {
-                **{key: row[key] for key in keys},
-                "n_base": base.n,
-                "mean_base": base.mean,
-                "ci_low_base": base.ci_low,
-                "ci_high_base": base.ci_high,
-                "n_other": other.n,
-                "mean_other": other.mean,
-                "ci_low_other": other.ci_low,
-                "ci_high_other": other.ci_high,
-                "difference": difference.estimate,
-                "difference_ci_low": difference.ci_low,
-                "difference_ci_high": difference.ci_high,
-                "relative": other.mean / base.mean - 1 if base.mean != 0 else math.nan,
-                "differs": difference.excludes_zero,
-                "confidence": confidence,
-                "min_detectable": resolvable.min_detectable,
-                "meter_floor_mj": math.nan if resolvable.floor_mj is None else resolvable.floor_mj,
-                "resolvability": resolvable.verdict,
-                "repetitions_needed": resolvable.repetitions,
-                "resolvable": resolvable.text(metric_of(row["metric"]).unit),
-            }
-        )
-    return pd.DataFrame(rows).astype({"repetitions_needed": "Int64"}, errors="ignore")
-
-
 def unmatched_points(
     base_summary: pd.DataFrame, other_summary: pd.DataFrame, axes: Sequence[str]
 ) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
@@ -134,14 +91,6 @@ def config_differences(base: Run, other: Run) -> list[tuple[str, str, str]]:
         for key in sorted(set(a) | set(b))
         if a.get(key) != b.get(key)
     ]
-
-
-def interval_text(mean: float, low: float, high: float, scale: float) -> str:
-    """A mean and its interval as tables show them, "mean [low, high]" (the mean alone when
-    there is no interval), in the column's scale."""
-    if math.isnan(low):
-        return number(mean, scale)
-    return f"{number(mean, scale)} [{number(low, scale)}, {number(high, scale)}]"
 
 
 def _side(row: pd.Series, side: str, scale: float) -> str:
@@ -209,7 +158,11 @@ def write_comparison(
     emulated = [f"{role} ({s.label})" for s, f in per_run for role in f]
     cores_caption = "".join(f" {s.label}:{emulated_cores_caption(f)}" for s, f in per_run if f)
     figures = [
-        ("figure1_client", figure_client(sources, bounds), "Figure 1 (client), both runs."),
+        (
+            "figure1_client",
+            figure_client(sources, bounds),
+            "Figure 1 (client), both runs." + window_note((*base.protocols, *other.protocols)),
+        ),
         ("figure2_server", figure_server(sources, bounds), "Figure 2 (server), both runs."),
         (
             "figure3_cpu_pct",

@@ -6,20 +6,34 @@ A difference between two points is bounded by the larger of their floors: either
 off by its own. The report's own comparisons are those its figures draw, each pair of points
 that differ in one swept setting and are neighbours along it; the report's "Meter floor" section
 lists them for the energy metrics, and the first screen counts those no repetition resolves.
+
+`compare_summaries` sets two summaries' points against each other (two runs, analysis.compare;
+two series of one run, analysis.categories): the Welch difference per metric and point with its
+resolvability; `interval_text` is how tables show a mean or a difference with its interval.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
+from analysis.columns import metric_of
 from analysis.detectability import Resolvability
 from analysis.document import Block, Heading, Paragraph, Table
-from analysis.points import ENERGY_METRICS, metric_rows, row_resolvability
+from analysis.points import ENERGY_METRICS, metric_rows, row_resolvability, summary_of
+from analysis.stats import welch_difference
 from analysis.tables import number, point_text, value_text
 
-__all__ = ["floor_blocks", "floor_caveats", "neighbour_differences"]
+__all__ = [
+    "compare_summaries",
+    "floor_blocks",
+    "floor_caveats",
+    "interval_text",
+    "neighbour_differences",
+]
 
 
 def neighbour_differences(
@@ -125,3 +139,55 @@ def floor_blocks(summary: pd.DataFrame, axes: Sequence[str]) -> list[Block]:
                 )
             )
     return blocks
+
+
+def compare_summaries(
+    base_summary: pd.DataFrame,
+    other_summary: pd.DataFrame,
+    axes: Sequence[str],
+    confidence: float,
+) -> pd.DataFrame:
+    """One row per metric and point present in both runs (points in one run only are dropped
+    here and listed by `unmatched_points`)."""
+    keys = ["metric", *axes]
+    merged = base_summary.merge(other_summary, on=keys, suffixes=("_base", "_other"))
+    rows: list[dict[str, Any]] = []
+    for _, row in merged.iterrows():
+        base_row = row.rename(lambda c: c.removesuffix("_base"))
+        other_row = row.rename(lambda c: c.removesuffix("_other"))
+        base, other = summary_of(base_row), summary_of(other_row)
+        difference = welch_difference(base, other, confidence)
+        resolvable = row_resolvability(base_row, other_row, confidence)
+        rows.append(
+            {
+                **{key: row[key] for key in keys},
+                "n_base": base.n,
+                "mean_base": base.mean,
+                "ci_low_base": base.ci_low,
+                "ci_high_base": base.ci_high,
+                "n_other": other.n,
+                "mean_other": other.mean,
+                "ci_low_other": other.ci_low,
+                "ci_high_other": other.ci_high,
+                "difference": difference.estimate,
+                "difference_ci_low": difference.ci_low,
+                "difference_ci_high": difference.ci_high,
+                "relative": other.mean / base.mean - 1 if base.mean != 0 else math.nan,
+                "differs": difference.excludes_zero,
+                "confidence": confidence,
+                "min_detectable": resolvable.min_detectable,
+                "meter_floor_mj": math.nan if resolvable.floor_mj is None else resolvable.floor_mj,
+                "resolvability": resolvable.verdict,
+                "repetitions_needed": resolvable.repetitions,
+                "resolvable": resolvable.text(metric_of(row["metric"]).unit),
+            }
+        )
+    return pd.DataFrame(rows).astype({"repetitions_needed": "Int64"}, errors="ignore")
+
+
+def interval_text(mean: float, low: float, high: float, scale: float) -> str:
+    """A mean and its interval as tables show them, "mean [low, high]" (the mean alone when
+    there is no interval), in the column's scale."""
+    if math.isnan(low):
+        return number(mean, scale)
+    return f"{number(mean, scale)} [{number(low, scale)}, {number(high, scale)}]"

@@ -98,15 +98,29 @@ def _powers_of_two(values: Sequence[float]) -> bool:
     return all(v > 0 and float(v).is_integer() and int(v) & (int(v) - 1) == 0 for v in values)
 
 
+def _window_setting(protocol: str) -> str:
+    """What the window axis sets in `protocol`: HTTP/2's SETTINGS or QUIC's per-stream window
+    (initial_max_stream_data, agent.h3.settings)."""
+    quic = protocol in PROTOCOLS and protocol_spec(protocol).quic
+    return "initial_max_stream_data" if quic else "SETTINGS_INITIAL_WINDOW_SIZE"
+
+
 def window_label(protocols: Iterable[str]) -> str:
-    """The window axis by what it sets in the protocols drawn: HTTP/2's SETTINGS, QUIC's
-    initial_max_stream_data (the receiver's per-stream window, agent.h3.settings), or both."""
-    quic = {p: p in PROTOCOLS and protocol_spec(p).quic for p in protocols}
-    if not any(quic.values()):
-        return "SETTINGS_INITIAL_WINDOW_SIZE (B, log2)"
-    if all(quic.values()):
-        return "initial_max_stream_data (B, log2)"
-    return "stream window (B, log2): SETTINGS_INITIAL_WINDOW_SIZE / initial_max_stream_data"
+    """The window axis by what it sets in the protocols drawn; when they set different
+    settings, a short name for both, short enough for three panels side by side (their names:
+    `window_note`, for the caption)."""
+    settings = {_window_setting(p) for p in protocols}
+    return f"{settings.pop()} (B, log2)" if len(settings) == 1 else "stream window (B, log2)"
+
+
+def window_note(protocols: Iterable[str]) -> str:
+    """The caption's sentence naming what the window axis sets per protocol, when the
+    protocols drawn set different settings (window_label then names neither); "" otherwise."""
+    drawn = tuple(dict.fromkeys(protocols))
+    if len({_window_setting(p) for p in drawn}) < 2:
+        return ""
+    per = "; ".join(f"{p}: {_window_setting(p)}" for p in drawn)
+    return f" The stream window is the receiver's per-stream window ({per})."
 
 
 def _x_axis(ax: Axes, name: str, values: Sequence[object], window: str) -> None:
@@ -158,10 +172,13 @@ def _errorbars(
     for source_index, source in enumerate(sources):
         for metric_index, metric in enumerate(metrics):
             info = metric_of(metric)
-            for series_index, (series, rows) in enumerate(source.lines(metric)):
+            lines = source.lines(metric)
+            for series_index, (series, rows) in enumerate(lines):
                 # Several runs: a colour per run, a line style per metric, a marker per series.
-                if len(sources) > 1:
-                    color = f"C{source_index}"
+                # One run of several series (h2 and h3): the colour per series too, the same in
+                # every panel, so the series read side by side.
+                if len(sources) > 1 or len(lines) > 1:
+                    color = f"C{source_index if len(sources) > 1 else series_index}"
                     style = _LINESTYLES[metric_index % len(_LINESTYLES)]
                     marker = _MARKERS[series_index % len(_MARKERS)]
                 else:
@@ -223,7 +240,8 @@ def _panel(
 ) -> None:
     xs, ys = _errorbars(ax, sources, metrics)
     if bounds and sources and sources[0].x_axis == WINDOW_AXIS:
-        measured = [y for y in ys if math.isfinite(y)]
+        # An interval reaching below zero (n = 2 gives t = 6.3) must not set a log axis's bottom.
+        measured = [y for y in ys if math.isfinite(y) and y > 0]
         drawn: list[float] = []
         for index, (source, bound) in enumerate(zip(sources, bounds, strict=True)):
             windows = [float(x) for x in xs if isinstance(x, int | float)]

@@ -8,7 +8,8 @@ section needs (the study comparison needs the window axis); the metric whose tab
 when it has none; and, where the workload's own figures hold too many panels to read on a
 first screen, the columns of a figure drawn for it (HEADLINE_STEM), which then leads. A
 breakdown search's table, or an optimizing search's best settings, leads any search run,
-whatever its workload.
+whatever its workload. A run sweeping a category axis (protocol, encoding, ...) opens its
+findings with the comparison of its series (analysis.categories).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from analysis.breakdown import breakdown_blocks
+from analysis.categories import category_blocks
 from analysis.document import Block, Bullets, Heading, Paragraph
 from analysis.facts import node_hardware
 from analysis.load import Run
@@ -82,13 +84,16 @@ def _metric_lead(run: Run, summary: pd.DataFrame, metric: str, target: float) ->
 def arrange(
     run: Run, summary: pd.DataFrame, target: float, grid: Run | None = None
 ) -> tuple[list[Block], list[Block]]:
-    """(the findings the report leads with, the other result sections in sections_of's order)."""
+    """(the findings the report leads with, the other result sections in sections_of's order).
+    A run sweeping a category axis was made to compare its series: that comparison opens the
+    findings (analysis.categories)."""
     sections = sections_of(run, grid)
     made = {name: list(section(run, summary)) for name, section in sections.items()}
     headline = headline_of(run)
     own = headline.section if set(headline.needs_axes) <= set(run.axes) else None
     lead = next((name for name in ("breakdown", "search", own) if name and made[name]), None)
     rest = [block for name, blocks in made.items() if name != lead for block in blocks]
+    compared = category_blocks(run, summary)
     if lead is None:
-        return _metric_lead(run, summary, headline.metric, target), rest
-    return made[lead], rest
+        return compared + _metric_lead(run, summary, headline.metric, target), rest
+    return compared + made[lead], rest

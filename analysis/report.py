@@ -73,6 +73,7 @@ from analysis.figures import (
     figure_server,
     figure_workload,
     save,
+    window_note,
 )
 from analysis.findings import arrange, headline_figure, headline_of
 from analysis.frame_model import Fit, fit_run, summary_rows
@@ -193,7 +194,7 @@ def _figures(
         "energy total and above idle. " + bounds.caption() + "."
         if drawn
         else "Figure 1 (client): response time, CPU time, energy total and above idle."
-    )
+    ) + window_note(run.protocols)
     figures: list[tuple[str, Figure, str]] = [
         ("figure1_client", figure_client([source], drawn), caption),
         (

@@ -103,3 +103,21 @@ def workload_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     """Per workload of WORKLOAD_RUNS, a reported run: two windows, 3 repetitions, no traces."""
     root = _built_once(tmp_path_factory, "workloads", _record_workload_runs)
     return {workload: root / workload for workload in WORKLOAD_RUNS}
+
+
+def _record_protocols_run(root: Path) -> None:
+    run_dir = record_run(
+        root / "h2-h3",
+        windows=(4096, 65535),
+        extra_axis=("protocol", ("h2", "h3")),
+        repetitions=3,
+        name="h2-h3",
+    )
+    write_report(load_run(run_dir))
+
+
+@pytest.fixture(scope="session")
+def protocols_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Issue 36's run, reported: configs/h3.toml at windows 4096 and 65535, 3 repetitions
+    (protocol h2 and h3)."""
+    return _built_once(tmp_path_factory, "protocols", _record_protocols_run) / "h2-h3"

@@ -124,7 +124,7 @@ def record_run(
     run_dir: Path,
     *,
     windows: tuple[int, ...] = STUDY_WINDOWS,
-    extra_axis: tuple[str, tuple[int, ...]] | None = None,
+    extra_axis: tuple[str, tuple[Any, ...]] | None = None,
     repetitions: int = 5,
     seed: int = 0,
     model: Model | None = None,

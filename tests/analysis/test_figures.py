@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.figures import Source, figure_workload
+from analysis.bounds import Bounds, RttEstimate
+from analysis.figures import Source, figure_server, figure_workload
 
 
 def _summary(axis: str, values: list[object]) -> pd.DataFrame:
@@ -58,3 +59,19 @@ def test_a_numeric_axis_wins_the_x_axis_over_a_categorical_one() -> None:
         "mode = concurrent",
         "mode = sequential",
     ]
+
+
+def test_an_interval_below_zero_does_not_hide_the_points_under_a_bound() -> None:
+    """Two trials a point (t = 6.3) put a CI's low end below zero; the log axis the bound
+    brings must still start above zero, below the lowest point (a real h2+h3 run's Figure 2
+    drew its response times off the panel, issue 36)."""
+    summary = _summary("initial_window_size", [4096, 65535])
+    summary["metric"] = "server_serve_s"
+    summary["mean"], summary["ci_high"] = [2.0, 0.02], [2.2, 0.022]
+    summary["ci_low"] = [-0.5, -0.2]
+    bounds = Bounds(RttEstimate(2.5e-5, "measured", False), 7.2e6, "median", None, 7, None)
+    figure = figure_server([Source(summary, ("initial_window_size",))], [bounds])
+    ax = figure.axes[0]
+    assert ax.get_yscale() == "log"
+    bottom, top = ax.get_ylim()
+    assert 0 < bottom < summary["mean"].min() < summary["mean"].max() < top

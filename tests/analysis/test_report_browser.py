@@ -175,3 +175,32 @@ def test_each_workloads_first_screen_shows_its_headline_figure(
     screenshot = tmp_path / f"first_screen_{workload}.png"
     html = workload_reports[workload] / "report" / "report.html"
     _assert_first_screen_shows_the_headline(_first_screen(browser, html, screenshot), screenshot)
+
+
+def test_an_h2_h3_runs_first_screen_shows_figure_1_and_h3_against_h2(
+    browser: WebDriver, protocols_report: Path, tmp_path: Path
+) -> None:
+    """Issue 36's run: the headline figure on the first screen, and next after it the
+    comparison the run was made for, heading and table."""
+    screenshot = tmp_path / "first_screen_h2_h3.png"
+    html = protocols_report / "report" / "report.html"
+    measured = _first_screen(browser, html, screenshot)
+    _assert_first_screen_shows_the_headline(measured, screenshot)
+    table: dict[str, Any] = browser.execute_script(_COMPARISON)
+    assert table["heading"] == "h3 against h2 (protocol)", table
+    assert measured["bottom"] < table["headingTop"] < table["top"], table
+    assert table["header"][:4] == ["metric", "initial_window_size", "h2 (reference)", "h3"], table
+
+
+# The first table after the headline figure: the findings' first.
+_COMPARISON = """
+const heading = document.querySelector('figure.lead ~ h2');
+const table = document.querySelector('figure.lead ~ div.table table');
+const box = table ? table.getBoundingClientRect() : null;
+return {
+  heading: heading ? heading.textContent : null,
+  headingTop: heading ? heading.getBoundingClientRect().top : null,
+  top: box ? box.top : null,
+  header: table ? Array.from(table.querySelectorAll('th')).map(th => th.textContent) : [],
+};
+"""

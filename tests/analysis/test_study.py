@@ -169,3 +169,32 @@ def test_knee_and_increase_by_hand() -> None:
     assert change.holds
     assert change.text() == "+300 % (90 % CI +270 % .. +332 %; t, Welch df 18.0)"
     assert percent(-0.001) == "+0 %" and percent(0.42) == "+42 %"
+
+
+def test_a_run_of_4096_and_65535_alone_judges_the_cpu_pct_rise_but_not_flatness() -> None:
+    """Issue 36: such a run has both windows, yet its CPU % rows said it needed them; what it
+    lacks is a second window up to 4096 to judge flatness by."""
+    both = _table(STUDY_LIKE, sd=0.001)
+    both = both[both["initial_window_size"].isin([4096, 65535])]
+    checks = _by_finding(study_checks(both, ["initial_window_size"], 0.9))
+    client = checks["client CPU % flat up to 4096, then rising"]
+    assert client.verdict == "n/a"
+    assert client.measured.startswith("21 % at 4096, 60 % at 65535 (+186 %")
+    assert client.measured.endswith(
+        "flat not judged: it needs two windows up to 4096, the run has one"
+    )
+    assert client.resolvability is not None
+    falling = both.copy()
+    pct = falling["metric"] == "server_cpu_pct"
+    falling.loc[pct, "mean"] = falling.loc[pct, "mean"].to_numpy()[::-1]
+    server = _by_finding(study_checks(falling, ["initial_window_size"], 0.9))
+    assert server["server CPU % flat up to 4096, then rising"].verdict == "differs"
+
+
+def test_a_run_without_65535_says_which_windows_cpu_pct_needs() -> None:
+    short = _table(STUDY_LIKE, sd=0.001)
+    short = short[short["initial_window_size"] <= 8192]
+    check = _by_finding(study_checks(short, ["initial_window_size"], 0.9))
+    assert check["client CPU % flat up to 4096, then rising"].measured == (
+        "needs windows 4096 and 65535"
+    )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from analysis.figures import Source, figure_client
+from analysis.figures import Source, figure_client, window_note
 from analysis.load import load_run
 from analysis.manifest import protocols_of
 from analysis.points import summarize_points
@@ -17,7 +17,7 @@ from tests.analysis.fake_run import record_run
 
 H2_LABEL = "SETTINGS_INITIAL_WINDOW_SIZE (B, log2)"
 H3_LABEL = "initial_max_stream_data (B, log2)"
-BOTH_LABEL = "stream window (B, log2): SETTINGS_INITIAL_WINDOW_SIZE / initial_max_stream_data"
+BOTH_LABEL = "stream window (B, log2)"  # short: three panels side by side (issue 36)
 
 
 def _window_axis_label(run_dir: Path) -> str:
@@ -46,6 +46,12 @@ def test_a_run_of_h3_alone_labels_the_window_as_quics(tmp_path: Path) -> None:
 def test_a_run_sweeping_h2_and_h3_names_both_windows(tmp_path: Path) -> None:
     run_dir = _small_run(tmp_path / "both", ("protocol", ("h2", "h3")))
     assert _window_axis_label(run_dir) == BOTH_LABEL
+    caption = window_note(("h2", "h3"))
+    assert caption == (
+        " The stream window is the receiver's per-stream window "
+        "(h2: SETTINGS_INITIAL_WINDOW_SIZE; h3: initial_max_stream_data)."
+    )
+    assert window_note(("h2c", "h2")) == window_note(("h3",)) == ""
 
 
 def test_an_http2_run_keeps_the_settings_name(tmp_path: Path) -> None:
