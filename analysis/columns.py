@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.trial_columns import unit_of
+from analysis.trial_columns import PHASES, unit_of
 
 FORMAT_VERSION = 2
 
@@ -74,6 +74,24 @@ CONNECT_METRICS: tuple[Metric, ...] = (
 """The connection's set-up, TCP and, for protocol h2, TLS's handshake (h2 engine): what TLS
 costs per trial apart from what it costs per byte."""
 
+PHASE_METRICS: tuple[Metric, ...] = tuple(
+    metric
+    for phase in PHASES
+    for metric in (
+        Metric(f"energy_{phase}_mj", f"client energy, {phase} phase", "mJ", "mJ", 1.0),
+        Metric(
+            f"energy_{phase}_above_idle_mj",
+            f"client energy above idle, {phase} phase",
+            "mJ",
+            "mJ",
+            1.0,
+        ),
+        Metric(f"phase_{phase}_s", f"{phase} phase", "s", "ms", 1e3),
+    )
+)
+"""The trial window's phases (data/README.md, "A trial's phases"): their energies sum to
+energy_mj, so a point's mean energy splits into what connecting, exchanging and closing cost."""
+
 FRAME_SOURCES = {
     "client_data_frames_per_byte": "client_data_frames",
     "client_window_update_frames_per_byte": "client_window_update_frames",
@@ -82,7 +100,10 @@ BYTES_RECEIVED = "client_bytes_received"
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("trial_id", "status", *(m.name for m in METRICS))
 
-METRIC_BY_NAME = {m.name: m for m in (*METRICS, *FRAME_METRICS, *PROCESS_METRICS, *CONNECT_METRICS)}
+METRIC_BY_NAME = {
+    m.name: m
+    for m in (*METRICS, *FRAME_METRICS, *PROCESS_METRICS, *CONNECT_METRICS, *PHASE_METRICS)
+}
 
 
 def metric_of(name: str) -> Metric:

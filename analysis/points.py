@@ -23,6 +23,7 @@ from analysis.columns import (
     FRAME_METRICS,
     FRAME_SOURCES,
     METRICS,
+    PHASE_METRICS,
     PROCESS_METRICS,
     WINDOW_AXIS,
     Metric,
@@ -84,9 +85,9 @@ def x_axis_of(table: pd.DataFrame, axes: Sequence[str]) -> str:
 def metrics_present(
     table: pd.DataFrame, workload_columns: Sequence[str] = ()
 ) -> tuple[Metric, ...]:
-    """The report's metrics, the connection, frame and process metrics this run has values
-    for, and the workload's."""
-    optional = (*CONNECT_METRICS, *FRAME_METRICS, *PROCESS_METRICS)
+    """The report's metrics, the connection, phase, frame and process metrics this run has
+    values for, and the workload's."""
+    optional = (*CONNECT_METRICS, *PHASE_METRICS, *FRAME_METRICS, *PROCESS_METRICS)
     derived = tuple(m for m in optional if m.name in table and table[m.name].notna().any())
     own = tuple(metric_of(name) for name in workload_columns if name in table)
     return METRICS + derived + own
