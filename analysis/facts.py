@@ -343,6 +343,16 @@ def event_counts(run: Run) -> list[tuple[str, str]]:
     return [(kind, str(n)) for kind, n in sorted(counts.items())]
 
 
+def median_trial(rows: pd.DataFrame) -> pd.Series:
+    """The row whose energy (else response time) is nearest the rows' median: a trial that
+    stands for its point; the first row where neither was measured."""
+    column = "energy_mj" if rows["energy_mj"].notna().any() else "client_response_s"
+    measured = rows[column].to_numpy(dtype=np.float64)
+    if np.isnan(measured).all():
+        return rows.iloc[0]
+    return rows.iloc[int(np.nanargmin(np.abs(measured - np.nanmedian(measured))))]
+
+
 def representative_trials(run: Run, wanted: tuple[int, ...] = (4096,)) -> list[tuple[str, str]]:
     """(trial_id, title) for the smallest, the largest and the `wanted` windows: at each, the
     trial whose energy (else response time) is nearest the point's median."""
@@ -363,13 +373,7 @@ def representative_trials(run: Run, wanted: tuple[int, ...] = (4096,)) -> list[t
     chosen.append(values[-1])
     picks: list[tuple[str, str]] = []
     for value in dict.fromkeys(chosen):
-        rows = ok[ok[x_axis] == value]
-        column = "energy_mj" if rows["energy_mj"].notna().any() else "client_response_s"
-        measured = rows[column].to_numpy(dtype=np.float64)
-        if np.isnan(measured).all():
-            row = rows.iloc[0]
-        else:
-            row = rows.iloc[int(np.nanargmin(np.abs(measured - np.nanmedian(measured))))]
+        row = median_trial(ok[ok[x_axis] == value])
         energy = row["energy_mj"]
         detail = f", {energy:.0f} mJ" if math.isfinite(energy) else ""
         picks.append((str(row["trial_id"]), f"{x_axis} = {value}: {row['trial_id']}{detail}"))

@@ -367,37 +367,44 @@ class Trace:
     power_mw: np.ndarray
 
 
+def draw_trace(
+    ax: Axes, t: np.ndarray, p: np.ndarray, color: str = "tab:blue", marker: str = ""
+) -> None:
+    """Power against time; beyond `_MAX_TRACE_POINTS` samples, a min..max band and the mean
+    per block of samples, so a long trace neither hides its spikes nor draws every sample."""
+    block = math.ceil(t.size / _MAX_TRACE_POINTS)
+    if block > 1:
+        usable = t.size // block * block
+        tb = t[:usable].reshape(-1, block)
+        pb = p[:usable].reshape(-1, block)
+        span_ms = (t[block] - t[0]) * 1e3
+        ax.fill_between(
+            tb[:, 0],
+            pb.min(axis=1),
+            pb.max(axis=1),
+            color=color,
+            alpha=0.25,
+            linewidth=0,
+            label="min .. max per block",
+        )
+        ax.plot(
+            tb[:, 0],
+            pb.mean(axis=1),
+            color=color,
+            linewidth=0.8,
+            label=f"mean of {block} samples (~{span_ms:.0f} ms)",
+        )
+    else:
+        ax.plot(t, p, color=color, linewidth=0.7, marker=marker, markersize=3, label="power")
+
+
 def figure_power(traces: Sequence[Trace], idle_mw: float | None) -> Figure | None:
     if not traces:
         return None
     figure = new_figure(4.3 * len(traces) + 0.5, 3.8)
     axes = figure.subplots(1, len(traces), squeeze=False)[0]
     for ax, trace in zip(axes, traces, strict=True):
-        t, p = trace.t_s, trace.power_mw
-        block = math.ceil(t.size / _MAX_TRACE_POINTS)
-        if block > 1:
-            usable = t.size // block * block
-            tb = t[:usable].reshape(-1, block)
-            pb = p[:usable].reshape(-1, block)
-            span_ms = (t[block] - t[0]) * 1e3
-            ax.fill_between(
-                tb[:, 0],
-                pb.min(axis=1),
-                pb.max(axis=1),
-                color="tab:blue",
-                alpha=0.25,
-                linewidth=0,
-                label="min .. max per block",
-            )
-            ax.plot(
-                tb[:, 0],
-                pb.mean(axis=1),
-                color="tab:blue",
-                linewidth=0.8,
-                label=f"mean of {block} samples (~{span_ms:.0f} ms)",
-            )
-        else:
-            ax.plot(t, p, color="tab:blue", linewidth=0.7, label="power")
+        draw_trace(ax, trace.t_s, trace.power_mw)
         if idle_mw is not None:
             ax.axhline(idle_mw, color="0.4", linestyle="--", linewidth=1, label="idle baseline")
         ax.set_title(trace.title, fontsize=9)
