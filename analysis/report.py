@@ -81,6 +81,8 @@ from analysis.load import Run, load_power, require_results
 from analysis.opening import first_screen, what_ran
 from analysis.optimize import FIGURE_STEM as SEARCH_STEM
 from analysis.optimize import figure_search
+from analysis.phases import STEMS as PHASE_STEMS
+from analysis.phases import phase_blocks, phase_figures
 from analysis.points import (
     DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
     per_emulated_core,
@@ -245,6 +247,9 @@ def _figures(
         ("memory", figure_memory([source]), "Peak resident set size, client and server.")
     )
     figures += own.figures(run, summary, source)
+    phased, phase_notes = phase_figures(run, source)
+    figures += phased
+    notes += phase_notes
     headline = headline_of(run)
     lead = figure_workload([source], run.workload, headline.draws) if headline.draws else None
     if lead is not None:
@@ -340,10 +345,18 @@ def build_blocks(
     blocks += sections
     blocks += [
         Heading("Figures"),
-        *(_image(stem, caption) for stem, caption in figure_entries if stem != lead),
+        *(
+            _image(stem, caption)
+            for stem, caption in figure_entries
+            if stem != lead and stem not in PHASE_STEMS
+        ),
     ]
     if notes:
         blocks.append(Bullets(tuple(notes)))
+    phase_images = {
+        stem: _image(stem, caption) for stem, caption in figure_entries if stem in PHASE_STEMS
+    }
+    blocks += phase_blocks(run, summary, phase_images)
     blocks += frame_model_blocks(fits)
     blocks += [
         Heading("Tables"),
