@@ -138,8 +138,10 @@ def record_run(
     workload: str = "page",
     workload_params: dict[str, Any] | None = None,
     meter_resolution: dict[str, Any] | None = None,
+    phases: bool = False,
 ) -> Path:
-    """`meter_resolution`: the manifest's `meter.resolution` record in place of the ACS712's."""
+    """`meter_resolution`: the manifest's `meter.resolution` record in place of the ACS712's;
+    `phases`: fill the window's phase columns (`phase_row`), as a run from the agent does."""
     model = model or Model()
     rng = np.random.default_rng(seed)
     axes: dict[str, tuple[int, ...]] = {"initial_window_size": windows}
@@ -196,6 +198,8 @@ def record_run(
             if extra_axis is not None:
                 row[extra_axis[0]] = extra
             row |= {c.name: _own_value(c.name, c.unit, row) for c in own}
+            if phases:
+                row |= phase_row(row, trial)
             recorder.append_trial(row)
             if power:
                 recorder.save_power(trial_id, trace[:, 0], trace[:, 1])
@@ -252,6 +256,29 @@ def _trial(
         "meter_frame_gaps": 0,
     }
     return row, np.column_stack((t_s, power_mw))
+
+
+CONNECT_S = 0.012
+CLOSE_S = 0.004
+CONNECT_SHARE = 0.03  # of the energy above idle
+CLOSE_SHARE = 0.005
+
+
+def phase_row(row: dict[str, Any], trial: int) -> dict[str, Any]:
+    """The phase columns of a trial: connect and close of fixed lengths and shares of the
+    energy above idle, exchange the rest, so the phases sum to the window and its energy as the
+    controller's do; every fourth trial placed by the clock offset, the others by the marker."""
+    window_s, above_idle = float(row["window_s"]), float(row["energy_above_idle_mj"])
+    spans = {"connect": CONNECT_S, "close": CLOSE_S}
+    spans["exchange"] = window_s - CONNECT_S - CLOSE_S
+    above = {"connect": CONNECT_SHARE * above_idle, "close": CLOSE_SHARE * above_idle}
+    above["exchange"] = above_idle - above["connect"] - above["close"]
+    return {
+        "phase_clock": "clock_offset" if trial % 4 == 0 else "marker",
+        **{f"phase_{p}_s": spans[p] for p in spans},
+        **{f"energy_{p}_mj": above[p] + IDLE_MW * spans[p] for p in spans},
+        **{f"energy_{p}_above_idle_mj": above[p] for p in spans},
+    }
 
 
 def _own_value(name: str, unit: str, row: dict[str, Any]) -> float:
