@@ -105,12 +105,13 @@ def _window_setting(protocol: str) -> str:
     return "initial_max_stream_data" if quic else "SETTINGS_INITIAL_WINDOW_SIZE"
 
 
-def window_label(protocols: Iterable[str]) -> str:
+def window_label(protocols: Iterable[str], log2: bool = True) -> str:
     """The window axis by what it sets in the protocols drawn; when they set different
     settings, a short name for both, short enough for three panels side by side (their names:
-    `window_note`, for the caption)."""
+    `window_note`, for the caption). `log2`: the axis is scaled so (bars a value each are not)."""
     settings = {_window_setting(p) for p in protocols}
-    return f"{settings.pop()} (B, log2)" if len(settings) == 1 else "stream window (B, log2)"
+    unit = "B, log2" if log2 else "B"
+    return f"{settings.pop()} ({unit})" if len(settings) == 1 else f"stream window ({unit})"
 
 
 def window_note(protocols: Iterable[str]) -> str:

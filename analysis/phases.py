@@ -164,7 +164,10 @@ def figure_phase_energy(source: Source) -> Figure | None:
             xs = _stack(ax, source, phases, above_idle)
             ax.set_xticks(range(len(xs)), [value_text(x) for x in xs], fontsize=8)
             x_axis = source.x_axis
-            ax.set_xlabel(window_label(source.protocols) if x_axis == WINDOW_AXIS else x_axis)
+            # A bar per value, evenly spaced: the window's values, not a log2 scale.
+            ax.set_xlabel(
+                window_label(source.protocols, log2=False) if x_axis == WINDOW_AXIS else x_axis
+            )
             ax.set_ylabel("mJ")
             ax.grid(True, axis="y", alpha=0.3)
             ax.set_title(

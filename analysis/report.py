@@ -8,7 +8,8 @@ Layout of the report, findings first:
 - the comparison links and the other result sections;
 - the other figures (Figures 1-3 of the study with the flow-control and link bounds, power
   traces, frames per byte, memory, the workload's own, the per-frame model's fit), the
-  per-frame cost model (`analysis.energy_report`), one table per metric;
+  energy by phase (`analysis.phases`), the per-frame cost model (`analysis.energy_report`),
+  one table per metric;
 - at the end, folded in the HTML: the run's facts (manifest, trial accounting, events), the
   nodes' conditions, the client nodes, the idle baseline, the modelled meter's ground truth,
   the manifest's other keys, the sample size, outliers and missing values.
