@@ -105,14 +105,17 @@ def _stack(ax: Axes, source: Source, phases: Sequence[str], above_idle: bool) ->
     for index, (label, per_x) in enumerate(totals.items()):
         shift = (index - (len(totals) - 1) / 2) * width
         positions = np.array([xs.index(x) + shift for x in per_x])
-        bottom = np.zeros(len(per_x))
+        # A phase can cost less than idle (a short close at idle power, less noise): stacked
+        # from zero downwards, apart from the others, so no segment hides another.
+        above, below = np.zeros(len(per_x)), np.zeros(len(per_x))
         for phase in phases:
             rows = _means(source, _energy(phase, above_idle)).get(label, {})
-            heights = np.array([rows[x]["mean"] if x in rows else np.nan for x in per_x])
+            heights = np.nan_to_num([rows[x]["mean"] if x in rows else np.nan for x in per_x])
+            bottom = np.where(heights < 0, below, above)
             alpha, hatch = _STYLE[phase]
             ax.bar(
                 positions,
-                np.nan_to_num(heights),
+                heights,
                 width,
                 bottom=bottom,
                 color=_series_color(index),
@@ -122,7 +125,8 @@ def _stack(ax: Axes, source: Source, phases: Sequence[str], above_idle: bool) ->
                 linewidth=0.5,
                 label=f"{label}: {phase}" if label else phase,
             )
-            bottom = bottom + np.nan_to_num(heights)
+            above += np.maximum(heights, 0.0)
+            below += np.minimum(heights, 0.0)
         if len(phases) == len(PHASES):
             mean = np.array([row["mean"] for row in per_x.values()])
             low = np.array([row["ci_low"] for row in per_x.values()])

@@ -226,3 +226,27 @@ def test_the_table_rows_are_total_then_above_idle_per_point(phased: Run) -> None
     (table,) = [b for b in blocks if isinstance(b, Table)]
     assert [row[1] for row in table.rows] == ["total"] * 4 + ["above idle"] * 4
     assert table.header[3:6] == ("connect (mJ)", "exchange (mJ)", "close (mJ)")
+
+
+def test_a_phase_below_idle_hangs_under_zero_and_the_stack_still_sums(phased: Run) -> None:
+    ok = phased.ok.copy()
+    # Close a millijoule under idle, exchange the difference over: each trial's sum unchanged.
+    ok["energy_exchange_above_idle_mj"] += ok["energy_close_above_idle_mj"] + 1.0
+    ok["energy_close_above_idle_mj"] = -1.0
+    source = _source(replace(phased, ok=ok))
+    figure = figure_phase_energy(source)
+    assert figure is not None
+    drawn = _bars(figure.axes[2])
+    closes = [
+        patch
+        for container in figure.axes[2].containers
+        if isinstance(container, BarContainer) and str(container.get_label()).endswith("close")
+        for patch in container.patches
+    ]
+    assert closes and all(p.get_y() == 0.0 and p.get_height() == -1.0 for p in closes)
+    means = metric_rows(source.summary, "energy_above_idle_mj")
+    h2 = means[means["protocol"] == "h2"].sort_values("initial_window_size")["mean"]
+    stacks: dict[float, float] = defaultdict(float)
+    for x, _bottom, height in drawn["protocol = h2"]:
+        stacks[round(x, 9)] += height
+    assert list(stacks.values()) == pytest.approx(h2.tolist(), rel=1e-9)
