@@ -3,6 +3,7 @@ with a reader of the test's own that checks the qlog schema's required fields.""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -34,7 +35,7 @@ def _wire(frames: list[tuple[int, int, int, int]]) -> bytes:
 
 def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({min(cut, len(data)) for cut in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
 def read_json_seq(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -81,7 +82,7 @@ def test_every_frame_appears_once_in_order_with_monotone_times(
     assert times == sorted(times)
 
     data = qlog.encode("client", "t", trace.qlog_events(1_000), {"reference_time": 0})
-    header, events = read_json_seq(data)
+    _header, events = read_json_seq(data)
     assert len(events) == len(sent) + len(received)
     assert [e["time"] for e in events] == sorted(e["time"] for e in events)
     assert {e["name"] for e in events} <= {f"{NAMESPACE}:frame_sent", f"{NAMESPACE}:frame_received"}
