@@ -21,6 +21,8 @@ CUT_EVENT = "h2iot:trace_cut"
 DEFAULT_MAX_BYTES = 20_000_000
 # Room kept for the cut event (its counts are at most 20 digits each).
 _CUT_ROOM_BYTES = 160
+MIN_MAX_BYTES = 4_096
+"""The smallest limit taken: room for the header record, the cut event and a few events."""
 
 
 def encode(
