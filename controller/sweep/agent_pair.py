@@ -179,6 +179,8 @@ class AgentPair:
                     ca_file=self._ca_file(point),
                     datagram_bytes=point.datagram_bytes,
                     event_loop=self.config.run.event_loop,
+                    events_dir=self.client.events_dir if self.config.run.events else None,
+                    events_max_bytes=self.config.run.events_max_bytes,
                 )
             )
         except NodeUnreachableError as exc:
@@ -201,6 +203,15 @@ class AgentPair:
             raise NodeLost(str(exc), role="server") from None
         except NodeError:
             return None
+
+    def trial_events(self, trial_id: str) -> dict[str, bytes]:
+        """The trial's event traces by role, fetched from the nodes; none unless run.events."""
+        if not self.config.run.events:
+            return {}
+        try:
+            return {"client": self.client.take_events(trial_id, "client")}
+        except NodeUnreachableError as exc:
+            raise NodeLost(str(exc), role="client") from None
 
     def measure_rtt_s(self, samples: int = 20) -> float:
         """Round-trip time between the client and the running server: the best of `samples`
