@@ -4,8 +4,6 @@ with a reader of the test's own that checks the qlog schema's required fields.""
 from __future__ import annotations
 
 import itertools
-import json
-from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,6 +11,7 @@ from hypothesis import strategies as st
 from agent import qlog
 from agent.h2.frames import CLIENT_PREFACE, FrameTally
 from agent.h2.trace import NAMESPACE, FrameTrace
+from tests.qlog_reader import read_json_seq
 
 # (type, flags, stream id, payload length)
 _frames = st.lists(
@@ -36,22 +35,6 @@ def _wire(frames: list[tuple[int, int, int, int]]) -> bytes:
 def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({min(cut, len(data)) for cut in cuts} | {0, len(data)})
     return [data[a:b] for a, b in itertools.pairwise(points)]
-
-
-def read_json_seq(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """An independent JSON-SEQ qlog reader: RS-separated JSON texts, the first the file's header
-    with qlog_version, qlog_format and a trace's vantage_point, each next an event with a numeric
-    time and a `category:event` name."""
-    assert data.startswith(b"\x1e")
-    records = [json.loads(text) for text in data.split(b"\x1e")[1:]]
-    header, events = records[0], records[1:]
-    assert header["qlog_format"] == "JSON-SEQ"
-    assert isinstance(header["qlog_version"], str)
-    assert header["trace"]["vantage_point"]["type"] in ("client", "server")
-    for event in events:
-        assert isinstance(event["time"], int | float)
-        assert ":" in event["name"]
-    return header, events
 
 
 @given(_frames, _frames, st.lists(st.integers(0, 20_000)), st.lists(st.integers(0, 20_000)))

@@ -1,0 +1,87 @@
+"""Event traces end to end (`[run] events = true`): a local sweep's run holds each trial's
+client trace in events/, read back with the tests' own JSON-SEQ reader; over HTTP/2 its frames
+agree with the row's frame counters, over HTTP/3 qh3's datagram events with the row's datagrams;
+a trace past run.events_max_bytes is cut and says so."""
+
+from __future__ import annotations
+
+import collections
+import csv
+from pathlib import Path
+
+from agent.h2.trace import NAMESPACE
+from agent.qlog import CUT_EVENT
+from tests.conftest import h2iot
+from tests.qlog_reader import read_json_seq
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = ("--set", "run.idle_baseline_s=1", "--set", "run.repetitions=1", "--set", "run.events=true")
+
+
+def _sweep(tmp_path: Path, config: str, *extra: str) -> tuple[Path, list[dict[str, str]]]:
+    out = tmp_path / "runs"
+    result = h2iot(
+        "sweep", str(REPO / "configs" / config), "--no-dashboard", "--out", str(out), *SMALL,
+        *extra,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = out.iterdir()
+    with (run / "trials.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows and all(row["status"] == "ok" for row in rows), rows
+    return run, rows
+
+
+def _client_events(run: Path, row: dict[str, str]) -> list[dict[str, object]]:
+    header, events = read_json_seq(
+        (run / "events" / f"{row['trial_id']}.client.sqlog").read_bytes()
+    )
+    assert header["trace"]["vantage_point"]["type"] == "client"
+    return events
+
+
+def test_h2c_traces_hold_every_frame_the_row_counts(tmp_path: Path) -> None:
+    run, rows = _sweep(
+        tmp_path, "local.toml",
+        "--set", "workload.total_bytes=300000", "--set", "sweep.initial_window_size=[1024, 65535]",
+    )  # fmt: skip
+    assert len(rows) == 2
+    for row in rows:
+        events = _client_events(run, row)
+        times = [float(str(event["time"])) for event in events]
+        assert times == sorted(times) and times[0] >= 0
+        frames = collections.Counter(
+            (event["name"], event["data"]["frame_type"])  # type: ignore[index]
+            for event in events
+        )
+        assert frames[(f"{NAMESPACE}:frame_received", "data")] == int(row["client_data_frames"])
+        assert frames[(f"{NAMESPACE}:frame_sent", "window_update")] == int(
+            row["client_window_update_frames"]
+        )
+
+
+def test_h3_traces_hold_qh3s_quic_events(tmp_path: Path) -> None:
+    run, rows = _sweep(
+        tmp_path, "h3.toml",
+        "--set", "workload.total_bytes=300000", "--set", "sweep.initial_window_size=[65535]",
+    )  # fmt: skip
+    h3 = [row for row in rows if row["protocol"] == "h3"]
+    assert h3 and len(list((run / "events").iterdir())) == len(rows)
+    for row in h3:
+        names = collections.Counter(str(event["name"]) for event in _client_events(run, row))
+        assert names["transport:datagrams_received"] == int(row["client_datagrams_received"])
+        assert names["http:frame_parsed"] > 0
+
+
+def test_a_trace_past_the_limit_is_cut_and_says_so(tmp_path: Path) -> None:
+    run, rows = _sweep(
+        tmp_path, "local.toml",
+        "--set", "workload.total_bytes=300000", "--set", "sweep.initial_window_size=[1024]",
+        "--set", "run.events_max_bytes=8192",
+    )  # fmt: skip
+    (row,) = rows
+    path = run / "events" / f"{row['trial_id']}.client.sqlog"
+    assert path.stat().st_size <= 8192
+    events = _client_events(run, row)
+    assert events[-1]["name"] == CUT_EVENT
+    assert events[-1]["data"]["events_dropped"] > 0  # type: ignore[index]
