@@ -98,7 +98,12 @@ class RunRecorder:
             power.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise write_error(run_dir, power, exc) from None
-        for leftover in (*power.glob(f"*{PARTIAL}"), *run_dir.glob(f"*{PARTIAL}")):
+        events = run_dir / EVENTS_DIR
+        for leftover in (
+            *power.glob(f"*{PARTIAL}"),
+            *events.glob(f"*{PARTIAL}"),
+            *run_dir.glob(f"*{PARTIAL}"),
+        ):
             leftover.unlink(missing_ok=True)
         self._trials = self._open_trials()
         self._events = os.open(run_dir / EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
