@@ -8,12 +8,17 @@ cost is the tracing itself during the window (benchmarks/README.md, "Event trace
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterable, Mapping
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent import qlog
 from agent.errors import UsageError
+from agent.h2.trace import FrameEvent
 
 SUFFIX = ".sqlog"
 
@@ -55,3 +60,29 @@ def write_trace(
         partial.replace(path)
     except OSError as exc:
         raise UsageError(f"cannot write the event trace {path}: {exc.strerror or exc}") from None
+
+
+@dataclass(frozen=True)
+class TraceWriter:
+    """A server's traces: each trial's HTTP/2 frame events, written as the trial leaves its
+    connection (before the trial's record), to `directory`. A trace it cannot write is reported
+    on stderr and the server goes on serving: the trial's record does not depend on it."""
+
+    directory: Path
+    max_bytes: int = qlog.DEFAULT_MAX_BYTES
+
+    def write(self, trial_id: str, events: Sequence[FrameEvent]) -> None:
+        # The trace's reference is its first frame; the wall clock it had, read off now.
+        start_ns = events[0].time_ns if events else time.monotonic_ns()
+        wall_ns = time.time_ns() - (time.monotonic_ns() - start_ns)
+        try:
+            write_trace(
+                self.directory / trace_name(trial_id, "server"),
+                (event.qlog(start_ns) for event in events),
+                vantage_point="server",
+                trial_id=trial_id,
+                reference_wall_ns=wall_ns,
+                max_bytes=self.max_bytes,
+            )
+        except UsageError as exc:
+            print(json.dumps({"event": "trace_not_written", "error": str(exc)}), file=sys.stderr)

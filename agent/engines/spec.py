@@ -81,8 +81,8 @@ class EngineSpec:
     # Its server takes new SETTINGS for new connections on SIGHUP, without a restart (over
     # TCP protocols): a warm sweep keeps it across settings.
     reloads_settings: bool = False
-    # Its client writes a trial's event trace when asked (--events-dir; agent/README.md, Event
-    # traces).
+    # Its agents write a trial's event trace when asked (--events-dir; agent/README.md, Event
+    # traces): the client over every protocol, the server over HTTP/2.
     traces: bool = False
     # Its server keeps the agent's connection limits (--handshake-timeout, --idle-timeout,
     # --max-connections); one that keeps its own refuses them.

@@ -101,3 +101,10 @@ class FrameTrace:
 
     def qlog_events(self, start_ns: int) -> Iterator[dict[str, object]]:
         return (event.qlog(start_ns) for event in self.events)
+
+    def take(self) -> list[FrameEvent]:
+        """The events so far, which the trace then forgets (a server's connection hands each
+        trial its own)."""
+        taken = self.events[:]
+        self.events.clear()
+        return taken
