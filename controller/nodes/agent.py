@@ -50,6 +50,8 @@ class ServerMount:
     tls: tuple[str, str] | None = None  # (certificate, key): the protocol's, where it has TLS
     protocol: str = DEFAULT_PROTOCOL  # agent.protocols: what the server runs
     datagram_bytes: int | None = None  # HTTP/3's max_udp_payload_size; None: the agent's
+    # Each trial's event trace to the node's events_dir, cut at this size; None: no traces.
+    events_max_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,9 @@ class AgentNode:
             argv += ["--cert", cert, "--key", key]
         if mount.datagram_bytes is not None:
             argv += ["--datagram-size", str(mount.datagram_bytes)]
+        if mount.events_max_bytes is not None:
+            argv += ["--events-dir", self.events_dir, "--events-max-bytes"]
+            argv += [str(mount.events_max_bytes)]
         argv += ["--trial-log", self.trial_log, *self._cpu_args()]
         argv += _engine_args(engine, unrepresentable_window)
         settings_file = f"{self.state_dir}/server-settings.json" if reloadable else None

@@ -19,7 +19,7 @@ from agent.protocols import protocol_spec
 from agent.trial_request import TrialRequest
 from agent.workloads import ParamValue
 from agent.workloads.spec import ParamSide
-from controller.config.model import Config, TrialPoint
+from controller.config.model import Config, Role, TrialPoint
 from controller.meter.net_load import Counters
 from controller.nodes.agent import AgentNode, ServerMount, ServerProcess
 from controller.nodes.clock import PeerOffset
@@ -92,6 +92,7 @@ class AgentPair:
     def ensure_server(self, point: TrialPoint) -> None:
         try:
             served = self.prepare(dict(self._side(point, "setup")))
+            engine = point.server_engine or self.config.server.engine
             mount = ServerMount(
                 workload=self.config.workload.kind,
                 settings=point.settings,
@@ -100,8 +101,8 @@ class AgentPair:
                 tls=self._server_credentials(point),
                 protocol=point.protocol,
                 datagram_bytes=point.datagram_bytes,
+                events_max_bytes=self._server_events(engine, point.protocol),
             )
-            engine = point.server_engine or self.config.server.engine
             running = self._running
             if running is not None and self._engine == engine and self.server.server_pid():
                 if running.mount == mount:
@@ -133,6 +134,12 @@ class AgentPair:
             raise NodeLost(str(exc), role="server") from None
         except NodeError as exc:
             raise NodeLost(f"server agent: {exc}", role="server") from None
+
+    def _server_events(self, engine: str, protocol: str) -> int | None:
+        """The server's trace limit where it traces (run.events; an engine that traces, over
+        HTTP/2: agent/README.md, Event traces), else None."""
+        traces = engine_spec(engine).traces and not protocol_spec(protocol).quic
+        return self.config.run.events_max_bytes if self.config.run.events and traces else None
 
     def _server_credentials(self, point: TrialPoint) -> tuple[str, str] | None:
         if not point.tls:
@@ -208,10 +215,16 @@ class AgentPair:
         """The trial's event traces by role, fetched from the nodes; none unless run.events."""
         if not self.config.run.events:
             return {}
-        try:
-            return {"client": self.client.take_events(trial_id, "client")}
-        except NodeUnreachableError as exc:
-            raise NodeLost(str(exc), role="client") from None
+        traces: dict[str, bytes] = {}
+        nodes: list[tuple[Role, AgentNode]] = [("client", self.client)]
+        if self._running is not None and self._running.mount.events_max_bytes is not None:
+            nodes.append(("server", self.server))
+        for role, node in nodes:
+            try:
+                traces[role] = node.take_events(trial_id, role)
+            except NodeUnreachableError as exc:
+                raise NodeLost(str(exc), role=role) from None
+        return traces
 
     def measure_rtt_s(self, samples: int = 20) -> float:
         """Round-trip time between the client and the running server: the best of `samples`

@@ -1,7 +1,7 @@
 """Event traces end to end (`[run] events = true`): a local sweep's run holds each trial's
-client trace in events/, read back with the tests' own JSON-SEQ reader; over HTTP/2 its frames
-agree with the row's frame counters, over HTTP/3 qh3's datagram events with the row's datagrams;
-a trace past run.events_max_bytes is cut and says so."""
+traces in events/, read back with the tests' own JSON-SEQ reader; over HTTP/2 both nodes' frames
+agree with the row's frame counters, over HTTP/3 the client's qh3 datagram events with the row's
+datagrams; a trace past run.events_max_bytes is cut and says so."""
 
 from __future__ import annotations
 
@@ -32,12 +32,19 @@ def _sweep(tmp_path: Path, config: str, *extra: str) -> tuple[Path, list[dict[st
     return run, rows
 
 
-def _client_events(run: Path, row: dict[str, str]) -> list[dict[str, object]]:
+def _events(run: Path, row: dict[str, str], role: str = "client") -> list[dict[str, object]]:
     header, events = read_json_seq(
-        (run / "events" / f"{row['trial_id']}.client.sqlog").read_bytes()
+        (run / "events" / f"{row['trial_id']}.{role}.sqlog").read_bytes()
     )
-    assert header["trace"]["vantage_point"]["type"] == "client"
+    assert header["trace"]["vantage_point"]["type"] == role
     return events
+
+
+def _frames(events: list[dict[str, object]]) -> collections.Counter[tuple[object, object]]:
+    return collections.Counter(
+        (event["name"], event["data"]["frame_type"])  # type: ignore[index]
+        for event in events
+    )
 
 
 def test_h2c_traces_hold_every_frame_the_row_counts(tmp_path: Path) -> None:
@@ -47,15 +54,17 @@ def test_h2c_traces_hold_every_frame_the_row_counts(tmp_path: Path) -> None:
     )  # fmt: skip
     assert len(rows) == 2
     for row in rows:
-        events = _client_events(run, row)
+        events = _events(run, row)
         times = [float(str(event["time"])) for event in events]
         assert times == sorted(times) and times[0] >= 0
-        frames = collections.Counter(
-            (event["name"], event["data"]["frame_type"])  # type: ignore[index]
-            for event in events
-        )
+        frames = _frames(events)
         assert frames[(f"{NAMESPACE}:frame_received", "data")] == int(row["client_data_frames"])
         assert frames[(f"{NAMESPACE}:frame_sent", "window_update")] == int(
+            row["client_window_update_frames"]
+        )
+        served = _frames(_events(run, row, "server"))
+        assert served[(f"{NAMESPACE}:frame_sent", "data")] == int(row["server_data_frames"])
+        assert served[(f"{NAMESPACE}:frame_received", "window_update")] == int(
             row["client_window_update_frames"]
         )
 
@@ -66,9 +75,10 @@ def test_h3_traces_hold_qh3s_quic_events(tmp_path: Path) -> None:
         "--set", "workload.total_bytes=300000", "--set", "sweep.initial_window_size=[65535]",
     )  # fmt: skip
     h3 = [row for row in rows if row["protocol"] == "h3"]
-    assert h3 and len(list((run / "events").iterdir())) == len(rows)
+    # Every trial's client trace; the server's over HTTP/2 only (its HTTP/3 server traces none).
+    assert len(list((run / "events").iterdir())) == 2 * len(rows) - len(h3)
     for row in h3:
-        names = collections.Counter(str(event["name"]) for event in _client_events(run, row))
+        names = collections.Counter(str(event["name"]) for event in _events(run, row))
         assert names["transport:datagrams_received"] == int(row["client_datagrams_received"])
         assert names["http:frame_parsed"] > 0
 
@@ -82,6 +92,6 @@ def test_a_trace_past_the_limit_is_cut_and_says_so(tmp_path: Path) -> None:
     (row,) = rows
     path = run / "events" / f"{row['trial_id']}.client.sqlog"
     assert path.stat().st_size <= 8192
-    events = _client_events(run, row)
+    events = _events(run, row)
     assert events[-1]["name"] == CUT_EVENT
     assert events[-1]["data"]["events_dropped"] > 0  # type: ignore[index]
