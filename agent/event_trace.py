@@ -86,3 +86,16 @@ class TraceWriter:
             )
         except UsageError as exc:
             print(json.dumps({"event": "trace_not_written", "error": str(exc)}), file=sys.stderr)
+
+
+def cut_trace(path: Path, max_bytes: int) -> None:
+    """A tool's trace at `path` (ngtcp2's qlog), as it wrote it, unless longer than
+    `max_bytes`: then cut at a record (agent.qlog.cut). None written: nothing to cut."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"cannot read the event trace {path}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        path.write_bytes(qlog.cut(data, max_bytes))

@@ -67,5 +67,37 @@ def encode(
     return b"".join(records)
 
 
+def cut(data: bytes, max_bytes: int) -> bytes:
+    """A JSON-SEQ trace another program wrote (ngtcp2's), kept as it is when within
+    `max_bytes`, else cut at the last record that fits with the cut event after it. Its
+    records are not re-encoded: the trace stays the tool's own."""
+    if len(data) <= max_bytes:
+        return data
+    budget = max_bytes - _CUT_ROOM_BYTES
+    end = data.rfind(RECORD_SEPARATOR, 0, budget + 1)
+    kept_part = data[: max(end, 0)]
+    records = kept_part.count(RECORD_SEPARATOR)
+    cut_event = {
+        "time": _last_time(kept_part),
+        "name": CUT_EVENT,
+        "data": {
+            # The header record is not an event.
+            "events_kept": max(records - 1, 0),
+            "events_dropped": data.count(RECORD_SEPARATOR) - records,
+            "max_bytes": max_bytes,
+        },
+    }
+    return kept_part + _record(cut_event)
+
+
+def _last_time(data: bytes) -> object:
+    start = data.rfind(RECORD_SEPARATOR)
+    try:
+        last = json.loads(data[start + 1 :]) if start >= 0 else {}
+    except ValueError:
+        return 0
+    return last.get("time", 0) if isinstance(last, dict) else 0
+
+
 def _record(value: Mapping[str, Any]) -> bytes:
     return RECORD_SEPARATOR + json.dumps(value, separators=(",", ":")).encode() + b"\n"

@@ -161,8 +161,11 @@ def run(args: argparse.Namespace) -> int:
     protocol = serve_protocol(args)
     engine = engine_spec(args.engine)
     check_engine(engine, protocol, workload, client=False)
-    if args.events_dir is not None and not engine.traces:
-        raise UsageError(f"--events-dir: the {engine.name} engine writes no event trace yet")
+    if args.events_dir is not None and protocol.name not in engine.server_traces:
+        raise UsageError(
+            f"--events-dir: the {engine.name} engine's server writes no event trace over "
+            f"{protocol.name} yet"
+        )
     params = workload_params(workload, args, "server")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a TCP port")

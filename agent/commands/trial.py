@@ -232,8 +232,11 @@ def run_request(
     events_max_bytes = request.events_max_bytes or DEFAULT_MAX_BYTES
     if events_max_bytes < MIN_MAX_BYTES:
         raise UsageError(f"--events-max-bytes {events_max_bytes}: expected {MIN_MAX_BYTES} or more")
-    if request.events_dir is not None and not engine.traces:
-        raise UsageError(f"--events-dir: the {engine.name} engine writes no event trace yet")
+    if request.events_dir is not None and protocol.name not in engine.client_traces:
+        raise UsageError(
+            f"--events-dir: the {engine.name} engine's client writes no event trace over "
+            f"{protocol.name} yet"
+        )
     plan = RunPlan(
         url=request.url,
         options=TrialOptions(

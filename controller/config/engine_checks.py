@@ -62,10 +62,11 @@ def _check_events(stack: Stack, config: Config) -> None:
             "this run has nodes.clients"
         )
     engine = engine_spec(config.client.engine)
-    if not engine.traces:
+    untraced = [p for p in config.protocols if p not in engine.client_traces]
+    if untraced:
         raise ConfigError(
             f"{stack.origin(key)}: {key}: the client's engine {engine.name} writes no event "
-            "trace yet (builtin does)"
+            f"trace over {untraced[0]} yet"
         )
 
 

@@ -136,9 +136,9 @@ class AgentPair:
             raise NodeLost(f"server agent: {exc}", role="server") from None
 
     def _server_events(self, engine: str, protocol: str) -> int | None:
-        """The server's trace limit where it traces (run.events; an engine that traces, over
-        HTTP/2: agent/README.md, Event traces), else None."""
-        traces = engine_spec(engine).traces and not protocol_spec(protocol).quic
+        """The server's trace limit where it traces (run.events, over a protocol its engine
+        traces: agent/README.md, Event traces), else None."""
+        traces = protocol in engine_spec(engine).server_traces
         return self.config.run.events_max_bytes if self.config.run.events and traces else None
 
     def _server_credentials(self, point: TrialPoint) -> tuple[str, str] | None:

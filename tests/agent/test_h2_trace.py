@@ -99,3 +99,16 @@ def test_a_trace_within_its_limit_is_whole() -> None:
     events = [{"time": 1.0, "name": "x:y", "data": {}}]
     _, read = read_json_seq(qlog.encode("client", "t", events, {}))
     assert read == events
+
+
+def test_a_tools_trace_is_kept_as_written_or_cut_at_a_record() -> None:
+    events = [{"time": float(i), "name": "transport:packet_sent", "data": {}} for i in range(500)]
+    written = qlog.encode("client", "ngtcp2", events, {})
+    assert qlog.cut(written, len(written)) == written
+    cut = qlog.cut(written, 4_096)
+    assert len(cut) <= 4_096
+    _, read = read_json_seq(cut)
+    assert read[:-1] == events[: len(read) - 1]
+    assert read[-1]["name"] == qlog.CUT_EVENT
+    assert read[-1]["time"] == read[-2]["time"]
+    assert read[-1]["data"]["events_kept"] + read[-1]["data"]["events_dropped"] == 500

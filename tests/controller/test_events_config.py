@@ -25,7 +25,7 @@ def test_traces_are_off_unless_asked() -> None:
     [
         (
             ['nodes.client.engine="nghttp2"'],
-            "--set: run.events: the client's engine nghttp2 writes no event trace yet",
+            "--set: run.events: the client's engine nghttp2 writes no event trace over h2c yet",
         ),
         (["run.events_max_bytes=100"], "run.events_max_bytes"),
     ],

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from agent.h2.trace import NAMESPACE
 from agent.qlog import CUT_EVENT
-from tests.conftest import h2iot
+from tests.conftest import h2iot, require_tool
 from tests.qlog_reader import read_json_seq
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,3 +95,18 @@ def test_a_trace_past_the_limit_is_cut_and_says_so(tmp_path: Path) -> None:
     events = _events(run, row)
     assert events[-1]["name"] == CUT_EVENT
     assert events[-1]["data"]["events_dropped"] > 0  # type: ignore[index]
+
+
+def test_ngtcp2s_own_qlog_is_kept_as_gtlsclient_wrote_it(tmp_path: Path) -> None:
+    require_tool("gtlsclient", "gtlsserver")
+    run, rows = _sweep(
+        tmp_path, "h3.toml",
+        "--set", "workload.total_bytes=300000", "--set", "sweep.initial_window_size=[65535]",
+        "--set", 'sweep.protocol=["h3"]',
+        "--set", "nodes.client.engine=nghttp2", "--set", "nodes.server.engine=nghttp2",
+    )  # fmt: skip
+    (row,) = rows
+    # Only the client's: the nghttp2 engine's servers trace nothing yet.
+    assert [path.name for path in (run / "events").iterdir()] == [f"{row['trial_id']}.client.sqlog"]
+    names = collections.Counter(str(event["name"]) for event in _events(run, row))
+    assert names["transport:packet_received"] > 0 and names["transport:packet_sent"] > 0

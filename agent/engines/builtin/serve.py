@@ -36,8 +36,6 @@ def serve(
 ) -> int:
     traces = _traces(args)
     if protocol.quic:
-        if traces is not None:
-            raise UsageError("--events-dir: the HTTP/3 server writes no event trace yet")
         return _serve_quic(args, protocol, workload, params, settings)
     limits = connection_limits(args, tls=protocol.tls)
     from agent.server.app import ServerOptions  # noqa: PLC0415

@@ -11,7 +11,8 @@ BUILTIN = EngineSpec(
     serve="agent.engines.builtin.serve:serve",
     trial="agent.engines.builtin.trial:run",
     event_loop=True,
-    traces=True,
+    client_traces=("h2c", "h2", "h3"),
+    server_traces=("h2c", "h2"),  # qh3's logger is per connection, not split per trial yet
     reloads_settings=True,
     connection_limits=True,
 )

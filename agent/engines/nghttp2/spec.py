@@ -42,6 +42,7 @@ NGHTTP2 = EngineSpec(
     quic_tools=("gtlsclient", "gtlsserver"),
     quic_settings=NGTCP2_SETTINGS,
     quic_stack="ngtcp2",
+    client_traces=("h3",),  # gtlsclient's own qlog (--qlog-file), read as it wrote it
     trial_counting="control",
     quic_client_needs_own_server=True,
 )
