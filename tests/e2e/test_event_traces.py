@@ -110,3 +110,18 @@ def test_ngtcp2s_own_qlog_is_kept_as_gtlsclient_wrote_it(tmp_path: Path) -> None
     assert [path.name for path in (run / "events").iterdir()] == [f"{row['trial_id']}.client.sqlog"]
     names = collections.Counter(str(event["name"]) for event in _events(run, row))
     assert names["transport:packet_received"] > 0 and names["transport:packet_sent"] > 0
+
+
+def test_nghttps_frame_log_becomes_the_same_frame_events(tmp_path: Path) -> None:
+    require_tool("nghttp", "nghttpd")
+    run, rows = _sweep(
+        tmp_path, "local.toml",
+        "--set", "workload.total_bytes=300000", "--set", "sweep.initial_window_size=[4095]",
+        "--set", "nodes.client.engine=nghttp2", "--set", "nodes.server.engine=nghttp2",
+    )  # fmt: skip
+    (row,) = rows
+    frames = _frames(_events(run, row))
+    resources = int(row["page_resource_count"])
+    assert frames[(f"{NAMESPACE}:frame_sent", "headers")] == resources
+    assert frames[(f"{NAMESPACE}:frame_received", "headers")] == resources
+    assert frames[(f"{NAMESPACE}:frame_received", "data")] >= resources
