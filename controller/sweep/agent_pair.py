@@ -212,7 +212,8 @@ class AgentPair:
             return None
 
     def trial_events(self, trial_id: str) -> dict[str, bytes]:
-        """The trial's event traces by role, fetched from the nodes; none unless run.events."""
+        """The trial's event traces by role, fetched from the nodes; none unless run.events, and
+        none of a role whose node has no trace of the trial."""
         if not self.config.run.events:
             return {}
         traces: dict[str, bytes] = {}
@@ -224,6 +225,10 @@ class AgentPair:
                 traces[role] = node.take_events(trial_id, role)
             except NodeUnreachableError as exc:
                 raise NodeLost(str(exc), role=role) from None
+            except CommandFailedError:
+                # Not on the node (its agent could not write it): the trial's row stands
+                # without it, as data/README.md says.
+                continue
         return traces
 
     def measure_rtt_s(self, samples: int = 20) -> float:
