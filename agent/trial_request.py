@@ -44,6 +44,8 @@ _OPTIONS: Mapping[str, str] = {
     "datagram_bytes": "--datagram-size",
     "event_loop": "--event-loop",
     "cpu": "--cpu",
+    "events_dir": "--events-dir",
+    "events_max_bytes": "--events-max-bytes",
 }
 _PAIRS: Mapping[str, str] = {"settings": "--setting", "params": "--param"}
 # argparse's names for the fields whose option is named otherwise.
@@ -83,6 +85,8 @@ class TrialRequest:
     datagram_bytes: int | None = None  # QUIC: the largest UDP payload
     event_loop: str | None = None
     cpu: int | None = None  # the core the agent pins itself to
+    events_dir: str | None = None  # each trial's qlog goes here, a folder on the node; None: none
+    events_max_bytes: int | None = None  # a trace longer is cut; None: agent.qlog's default
 
     def argv(self) -> list[str]:
         """The `h2iot-agent trial` words for it, one JSON record per line."""

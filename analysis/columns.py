@@ -17,6 +17,7 @@ MANIFEST = "manifest.json"
 TRIALS = "trials.csv"
 EVENTS = "events.jsonl"
 POWER_DIR = "power"
+EVENTS_DIR = "events"  # each trial's event traces, with run.events (data/README.md)
 BREAKDOWN = "breakdown.csv"  # a breakdown search's result (controller.sweep.search_run)
 OPTIMIZE = "optimize.csv"  # an optimizing search's trace (controller.sweep.optimize_run)
 

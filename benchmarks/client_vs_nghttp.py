@@ -3,7 +3,8 @@
 One process per fetch on both sides, as a sweep runs them: `h2iot-agent trial URL --workload
 page --json` (our figure is the trial record's own `cpu_s`, the fetch's window: connection,
 requests, every body checked against the manifest) in each variant asked for (`--variants`:
-the event loop, asyncio or uvloop, and the body check, sha256 or size), and `nghttp -nas
+the event loop, asyncio or uvloop, and the body check, sha256 or size, and `/events` to
+write each fetch's event trace, `--events-dir`), and `nghttp -nas
 --no-push --no-dep -w N -W N URL` (its figure is the whole process's getrusage, start-up
 included, as the nghttp2 engine records it; it checks nothing). Both against the same
 `nghttpd --no-tls` on the default site, nghttpd pinned to one core and the clients to the
@@ -86,8 +87,9 @@ def run_pinned(args: list[str], core: int, timeout_s: float) -> Child:
     )
 
 
-def ours_args(url: str, window: int, manifest: Path, variant: str) -> list[str]:
-    loop, check = variant.split("/")
+def ours_args(url: str, window: int, manifest: Path, variant: str, out: Path) -> list[str]:
+    loop, check, *traced = variant.split("/")
+    events = ["--events-dir", str(out / "events")] if traced else []
     return [
         sys.executable,
         "-m",
@@ -107,6 +109,7 @@ def ours_args(url: str, window: int, manifest: Path, variant: str) -> list[str]:
         loop,
         "--param",
         f"verify={check}",
+        *events,
     ]
 
 
@@ -116,7 +119,7 @@ def nghttp_args(url: str, window: int) -> list[str]:
 
 
 def fetch_ours(round_: int, window: int, url: str, args: argparse.Namespace, variant: str) -> Fetch:
-    command = ours_args(url, window, args.site / "manifest.json", variant)
+    command = ours_args(url, window, args.site / "manifest.json", variant, args.out)
     child = run_pinned(command, args.client_core, 600)
     record = json.loads(child.stdout.splitlines()[0])
     if not record["ok"]:
@@ -192,7 +195,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--variants",
         default=",".join(DEFAULT_VARIANTS),
-        help="our client's variants, LOOP/CHECK each: asyncio or uvloop, sha256 or size",
+        help="our client's variants, LOOP/CHECK[/events] each: asyncio or uvloop, sha256 or "
+        "size, and /events to write each fetch's event trace",
     )
     parser.add_argument("--site", type=Path, default=REPO / "data" / "site")
     parser.add_argument("--out", type=Path, help="results directory (default data/bench/...)")
@@ -202,9 +206,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.site = args.site.resolve()
     args.variants = args.variants.split(",")
     for variant in args.variants:
-        loop, _, check = variant.partition("/")
-        if loop not in ("asyncio", "uvloop") or check not in ("sha256", "size"):
-            parser.error(f"--variants: {variant!r} is not LOOP/CHECK (asyncio|uvloop/sha256|size)")
+        words = variant.split("/")
+        if not (
+            len(words) in (2, 3)
+            and words[0] in ("asyncio", "uvloop")
+            and words[1] in ("sha256", "size")
+            and words[2:] in ([], ["events"])
+        ):
+            parser.error(
+                f"--variants: {variant!r} is not LOOP/CHECK[/events] (asyncio|uvloop/sha256|size)"
+            )
     return args
 
 
@@ -221,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     paths, _page_bytes = prepare_site(args.site)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = args.out or REPO / "data" / "bench" / f"client-vs-nghttp-{stamp}"
+    out = args.out = args.out or REPO / "data" / "bench" / f"client-vs-nghttp-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
     port = free_port()
     url = f"http://127.0.0.1:{port}/"

@@ -63,6 +63,7 @@ AGENT_LAYERS: Layers = (
         "agent.marker",
         "agent.paths",
         "agent.probe",
+        "agent.qlog",
         "agent.registry",
         "agent.site",
         "agent.traffic",
@@ -78,7 +79,8 @@ AGENT_LAYERS: Layers = (
     # The protocols' own parts, sans-IO but for HTTP/3's socket; a protocol's declaration too.
     ("agent.h2", "agent.h3"),
     # The endpoints: the asyncio client and server that run exchanges over a protocol.
-    ("agent.client", "agent.exchange_queues", "agent.server"),
+    # The event traces' writer, beside them (both write theirs through it).
+    ("agent.client", "agent.event_trace", "agent.exchange_queues", "agent.server"),
     # Each workload's server and client sides (agent/workloads/<kind>/), and their loader.
     ("agent.workloads.*",),
     # The engines, registry and folders whole (an engine's spec names its entry points' types,

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from agent.client.connection import ClientConnection
 from agent.client.options import TrialOptions
 from agent.errors import FetchError, UsageError
+from agent.h2.trace import FrameTrace
 from agent.protocols import protocol_of_scheme, protocol_spec
 
 
@@ -51,9 +52,10 @@ def client_tls_context(options: TrialOptions) -> ssl.SSLContext:
 async def open_connection(target: Target, options: TrialOptions) -> ClientConnection:
     loop = asyncio.get_running_loop()
     context = client_tls_context(options) if target.scheme == "https" else None
+    trace = None if options.events_dir is None else FrameTrace(client_side=True)
     try:
         transport, connection = await loop.create_connection(
-            lambda: ClientConnection(options.settings, options.flow),
+            lambda: ClientConnection(options.settings, options.flow, trace=trace),
             target.host,
             target.port,
             ssl=context,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -53,6 +53,7 @@ from agent.h2.fastpath import (
 )
 from agent.h2.flow import FlowControlOptions, ReceiveWindow
 from agent.h2.settings import DEFAULT_INITIAL_WINDOW_SIZE, from_h2, settings_exchange, to_h2
+from agent.h2.trace import FrameTrace
 from agent.protocols.in_force import SettingsExchange
 
 # What this client announces for names it is not given: no push (it never accepts one), h2's own
@@ -79,10 +80,15 @@ class _FastStream:
 
 class ClientConnection(asyncio.BufferedProtocol):
     def __init__(
-        self, settings: Mapping[str, int], flow: FlowControlOptions, fast_path: bool = True
+        self,
+        settings: Mapping[str, int],
+        flow: FlowControlOptions,
+        fast_path: bool = True,
+        trace: FrameTrace | None = None,
     ) -> None:
         """`settings`: canonical names (agent.h2.settings), checked values; announced as given,
-        the defaults filling in only names absent from them."""
+        the defaults filling in only names absent from them. `trace`: every frame sent and
+        received, for the trial's event trace."""
         asked = to_h2({**DEFAULT_SETTINGS, **settings})
         self.conn = h2_connection(client_side=True, settings=asked)
         # The first SETTINGS frame exactly: the above and h2's values for the names it sends
@@ -97,7 +103,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._reader = FrameReader(self.conn.max_inbound_frame_size)
         self._fast_enabled = fast_path and H2Internals.available()
         self._fast: dict[int, _FastStream] = {}
-        self._out = Outgoing(TYPE_WINDOW_UPDATE)
+        self.trace = trace
+        self._out = Outgoing(TYPE_WINDOW_UPDATE, trace)
         self._settings_received = asyncio.get_running_loop().create_future()
         self._closed = asyncio.get_running_loop().create_future()
         # Exchanges by stream; those with bytes or an end to send; extended CONNECTs waiting
@@ -122,6 +129,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         reader = self._reader
         reader.commit(nbytes)
+        if self.trace is not None:
+            self.trace.received(reader.view[reader.end - nbytes : reader.end], time.monotonic_ns())
         fast = self._fast
         tally = self.tally_in
         while True:
@@ -472,6 +481,11 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def received_counts(self) -> dict[str, object]:
         return self.tally_in.counts().to_dict()
+
+    def qlog_events(self, start_ns: int, start_wall_ns: int) -> Iterable[Mapping[str, object]]:
+        """The trace's qlog events, `time` in ms after `start_ns` (the monotonic clock's reading
+        at `start_wall_ns`); none untraced."""
+        return () if self.trace is None else self.trace.qlog_events(start_ns)
 
     def transport_record(self) -> dict[str, object] | None:
         """What the transport under HTTP/2 adds to the record: nothing (HTTP/3's has one)."""

@@ -17,12 +17,13 @@ import asyncio
 import ipaddress
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from qh3.h3.connection import ErrorCode, Setting
 from qh3.h3.events import DataReceived, HeadersReceived, StopSending, StreamReset
 from qh3.quic.connection import QuicConnection
 from qh3.quic.events import ConnectionTerminated, QuicEvent
+from qh3.quic.logger import QuicLogger
 
 from agent.client.connect import Target
 from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
@@ -214,6 +215,19 @@ class H3ClientConnection:
         datagrams = {"datagrams": counts.datagrams_received}
         return FrameCounts(datagrams, {}, counts.bytes_received).to_dict()
 
+    def qlog_events(self, start_ns: int, start_wall_ns: int) -> Iterable[Mapping[str, object]]:
+        """qh3's events for this connection, `time` in ms after `start_wall_ns` (qh3 stamps
+        them with the wall clock); none untraced."""
+        logger = self._quic.configuration.quic_logger
+        if logger is None:
+            return ()
+        reference_ms = start_wall_ns / 1e6
+        return (
+            {**event, "time": event["time"] - reference_ms}
+            for trace in logger.to_dict()["traces"]
+            for event in trace["events"]
+        )
+
     def transport_record(self) -> dict[str, object]:
         """The connection's QUIC counts so far, for the trial's record."""
         core = self._quic.core
@@ -376,6 +390,9 @@ async def open_h3_connection(
         insecure=options.insecure,
         server_name=server_name,
     )
+    if options.events_dir is not None:
+        # qh3's own QUIC events; with a logger, the stack leaves its batch fast path (stack.py).
+        config.quic_logger = QuicLogger()
     local = "::" if infos[0][0] == socket.AF_INET6 else "0.0.0.0"
     kwargs: dict[str, int] = {} if buffer_bytes is None else {"buffer_bytes": buffer_bytes}
     try:

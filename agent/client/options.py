@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from agent.h2.flow import FlowControlOptions
 from agent.h2.settings import initial_window_size
 from agent.protocols import DEFAULT_PROTOCOL, protocol_spec
+from agent.qlog import DEFAULT_MAX_BYTES
 from agent.workloads import DEFAULT_KIND
 
 if TYPE_CHECKING:
@@ -41,6 +42,10 @@ class TrialOptions:
     protocol: str = DEFAULT_PROTOCOL  # agent.protocols: what each trial's connection runs
     datagram_bytes: int | None = None  # HTTP/3: max_udp_payload_size; None: agent.h3's default
     udp_buffer_bytes: int | None = None  # HTTP/3: socket buffers asked; None: agent.h3's default
+    # Each trial's qlog goes to events_dir/<trial_id>.client.sqlog (agent.event_trace); None: no
+    # trace, and the connection pays nothing for one.
+    events_dir: Path | None = None
+    events_max_bytes: int = DEFAULT_MAX_BYTES
 
     @property
     def quic(self) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from h2.exceptions import H2Error
@@ -26,6 +26,7 @@ from agent.client.response import Response
 from agent.conditions import TrialWatch
 from agent.errors import AgentError, BodyMismatchError, FetchError, PeerProtocolError
 from agent.event_loop import running_loop_name
+from agent.event_trace import trace_name, write_trace
 from agent.h2.fastpath import H2Internals
 from agent.marker import Marker
 from agent.protocols import protocol_spec
@@ -81,6 +82,11 @@ class TrialConnection(Protocol):
     def received_counts(self) -> dict[str, object]: ...
 
     def transport_record(self) -> dict[str, object] | None: ...
+
+    def qlog_events(self, start_ns: int, start_wall_ns: int) -> Iterable[Mapping[str, object]]:
+        """Its event trace's qlog events (none if untraced), `time` in ms after the trial's
+        start, given on both clocks."""
+        ...
 
     async def shut(self) -> None:
         """Close as far as the client's own work goes (the trial's close phase); `close` then
@@ -282,8 +288,7 @@ async def run_trial(
     close_done_ns = time.monotonic_ns()
     lowered_ns = marker.lower_line()
     node = conditions.end()
-    if connection is not None:
-        await connection.close()
+    await _close(connection, options, trial_id, span.start)
     start_ns = span.start.t_mono_ns
     responses = driver.responses
     ends = [r.t_end_ns for r in responses if r.t_end_ns]
@@ -337,6 +342,28 @@ async def run_trial(
         phases=_phases(marks) if error is None else None,
         settings_announced=exchange.announced if exchange else None,
         settings_received=exchange.received if exchange else None,
+    )
+
+
+async def _close(
+    connection: TrialConnection | None,
+    options: TrialOptions,
+    trial_id: str,
+    start: probe.ProbeSample,
+) -> None:
+    """The connection closed, then its event trace written (if asked): after the measured
+    window and the marker's edge, so what a trace costs the trial is the tracing alone."""
+    if connection is not None:
+        await connection.close()
+    if options.events_dir is None:
+        return
+    write_trace(
+        options.events_dir / trace_name(trial_id, "client"),
+        connection.qlog_events(start.t_mono_ns, start.t_wall_ns) if connection else (),
+        vantage_point="client",
+        trial_id=trial_id,
+        reference_wall_ns=start.t_wall_ns,
+        max_bytes=options.events_max_bytes,
     )
 
 

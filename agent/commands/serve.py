@@ -28,6 +28,7 @@ from agent.limits import (
     RESERVED_DESCRIPTORS,
 )
 from agent.protocols import protocol_of_scheme, protocol_spec, protocols_where
+from agent.qlog import DEFAULT_MAX_BYTES
 from agent.registry import load_dotted
 from agent.workloads import DEFAULT_KIND
 
@@ -94,6 +95,20 @@ def configure(serve: argparse.ArgumentParser) -> None:
         type=Path,
         help="append one JSON line per finished trial here (default: stdout)",
     )
+    serve.add_argument(
+        "--events-dir",
+        type=Path,
+        metavar="DIR",
+        help="builtin engine over HTTP/2: write each trial's frames (qlog, JSON-SEQ) to "
+        "DIR/<trial-id>.server.sqlog as the trial leaves its connection (agent/README.md)",
+    )
+    serve.add_argument(
+        "--events-max-bytes",
+        type=int,
+        default=DEFAULT_MAX_BYTES,
+        metavar="BYTES",
+        help="cut a longer trace at an event, saying so (default %(default)s)",
+    )
     serve.add_argument("--cpu", type=int, help="pin the process to this core")
     serve.add_argument(
         "--handshake-timeout",
@@ -146,6 +161,11 @@ def run(args: argparse.Namespace) -> int:
     protocol = serve_protocol(args)
     engine = engine_spec(args.engine)
     check_engine(engine, protocol, workload, client=False)
+    if args.events_dir is not None and protocol.name not in engine.server_traces:
+        raise UsageError(
+            f"--events-dir: the {engine.name} engine's server writes no event trace over "
+            f"{protocol.name} yet"
+        )
     params = workload_params(workload, args, "server")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a TCP port")

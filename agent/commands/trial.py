@@ -32,6 +32,7 @@ from agent.h2.flow import (
 )
 from agent.h2.settings import check_value, parse_settings
 from agent.protocols import PROTOCOLS, protocol_of_scheme, protocol_spec, protocols_where
+from agent.qlog import DEFAULT_MAX_BYTES, MIN_MAX_BYTES
 from agent.registry import load_dotted
 from agent.trial_request import DEFAULT_TIMEOUT_S, TrialRequest
 from agent.workloads import DEFAULT_KIND
@@ -112,6 +113,19 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
         help="begin the first trial at this instant of this node's wall clock (Unix seconds), "
         "once the workload is prepared; at once if it has passed. Several clients started "
         "together agree on it through their clock offsets",
+    )
+    parser.add_argument(
+        "--events-dir",
+        type=Path,
+        metavar="DIR",
+        help="write each trial's event trace (qlog, JSON-SEQ) to DIR/<trial-id>.client.sqlog: "
+        "HTTP/2 frames or qh3's QUIC events (agent/README.md, Event traces)",
+    )
+    parser.add_argument(
+        "--events-max-bytes",
+        type=int,
+        metavar="BYTES",
+        help=f"cut a longer trace at an event, saying so (default {DEFAULT_MAX_BYTES})",
     )
     parser.add_argument(
         "--peer-clock-offset-ns",
@@ -215,6 +229,14 @@ def run_request(
     peer_clock = _peer_clock(request.peer_clock_offset_ns, request.peer_clock_uncertainty_ns or 0)
     if engine.event_loop:
         check_event_loop(request.event_loop or DEFAULT_EVENT_LOOP)
+    events_max_bytes = request.events_max_bytes or DEFAULT_MAX_BYTES
+    if events_max_bytes < MIN_MAX_BYTES:
+        raise UsageError(f"--events-max-bytes {events_max_bytes}: expected {MIN_MAX_BYTES} or more")
+    if request.events_dir is not None and protocol.name not in engine.client_traces:
+        raise UsageError(
+            f"--events-dir: the {engine.name} engine's client writes no event trace over "
+            f"{protocol.name} yet"
+        )
     plan = RunPlan(
         url=request.url,
         options=TrialOptions(
@@ -234,6 +256,8 @@ def run_request(
             protocol=protocol.name,
             datagram_bytes=request.datagram_bytes,
             udp_buffer_bytes=udp_buffer_bytes,
+            events_dir=None if request.events_dir is None else Path(request.events_dir),
+            events_max_bytes=events_max_bytes,
         ),
         trial_id=request.trial_id or f"{socket.gethostname()}-{os.getpid()}",
         engine=engine.name,

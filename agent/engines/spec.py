@@ -81,6 +81,10 @@ class EngineSpec:
     # Its server takes new SETTINGS for new connections on SIGHUP, without a restart (over
     # TCP protocols): a warm sweep keeps it across settings.
     reloads_settings: bool = False
+    # The protocols over which its client and its server write a trial's event trace when asked
+    # (--events-dir; agent/README.md, Event traces).
+    client_traces: tuple[str, ...] = ()
+    server_traces: tuple[str, ...] = ()
     # Its server keeps the agent's connection limits (--handshake-timeout, --idle-timeout,
     # --max-connections); one that keeps its own refuses them.
     connection_limits: bool = False

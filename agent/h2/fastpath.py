@@ -24,6 +24,7 @@ installed h2 has them, else the fast path stays off.
 from __future__ import annotations
 
 import struct
+import time
 from typing import Any, Final
 
 from h2.config import H2Configuration
@@ -34,6 +35,7 @@ from hyperframe.frame import FRAMES, Frame
 
 from agent.h2.flow import MAX_WINDOW
 from agent.h2.frames import FrameTally, frame_type_name
+from agent.h2.trace import FrameTrace
 from agent.traffic import FrameCounts
 
 FRAME_HEADER_BYTES: Final = 9
@@ -273,11 +275,13 @@ class SplitTally:
 class Outgoing:
     """What a connection's next write sends, in order: h2's output, which the tally walks frame
     by frame, and the frames of `own_type` the fast path builds itself, which are only counted
-    (`add_own`)."""
+    (`add_own`). With a `trace` (agent.h2.trace), each write's bytes also go to it, with the
+    time."""
 
-    __slots__ = ("_h2", "chunks", "own_bytes", "own_frames", "own_type")
+    __slots__ = ("_h2", "chunks", "own_bytes", "own_frames", "own_type", "trace")
 
-    def __init__(self, own_type: int) -> None:
+    def __init__(self, own_type: int, trace: FrameTrace | None = None) -> None:
+        self.trace = trace
         self.chunks: list[bytes | memoryview] = []
         self._h2: list[bytes] = []
         self.own_type = own_type
@@ -309,6 +313,8 @@ class Outgoing:
                 tally.feed(chunk)
             tally.frames[self.own_type] += self.own_frames
             tally.frame_bytes[self.own_type] += self.own_bytes
+            if self.trace is not None:
+                self.trace.sent(data, time.monotonic_ns())
             transport.write(data)
         self._h2.clear()
         self.own_frames = self.own_bytes = 0

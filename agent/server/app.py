@@ -29,6 +29,7 @@ from agent import probe
 from agent.conditions import Host, TrialWatch
 from agent.cpu_peak import CpuSampler
 from agent.errors import AgentError, UsageError
+from agent.event_trace import TraceWriter
 from agent.h2.settings import parse_settings, to_h2
 from agent.limits import ConnectionLimits
 from agent.protocols import DEFAULT_PROTOCOL, protocol_spec
@@ -61,6 +62,7 @@ class ServerOptions:
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     settings_file: Path | None = None  # read on SIGHUP: new SETTINGS for new connections
     protocol: str = DEFAULT_PROTOCOL  # agent.protocols: whose ALPN a TLS handshake offers
+    traces: TraceWriter | None = None  # each trial's HTTP/2 frames, written as it leaves
 
 
 class ServerApp:
@@ -116,7 +118,7 @@ class ServerApp:
         return self._next_id
 
     def new_connection(self) -> ServerConnection:
-        return ServerConnection(self, self.next_connection_id())
+        return ServerConnection(self, self.next_connection_id(), traces=self.options.traces)
 
     # ConnectionHost ----------------------------------------------------------------------------
 

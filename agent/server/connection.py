@@ -42,6 +42,7 @@ from h2.exceptions import ProtocolError
 from hyperframe.frame import GoAwayFrame
 
 from agent.errors import ProtocolCode
+from agent.event_trace import TraceWriter
 from agent.exchange_queues import error_code_name, http2_code
 from agent.h2.connection import h2_connection, initiate_server
 from agent.h2.fastpath import (
@@ -54,6 +55,7 @@ from agent.h2.fastpath import (
 )
 from agent.h2.frames import CLIENT_PREFACE
 from agent.h2.settings import settings_exchange
+from agent.h2.trace import FrameTrace
 from agent.protocols.in_force import SettingsExchange
 from agent.server.connection_trials import ConnectionTrials
 from agent.server.guard import ResetRateGuard
@@ -79,8 +81,18 @@ _SHEDDABLE = frozenset({State.HANDSHAKE, State.OPEN})
 
 
 class ServerConnection(asyncio.BufferedProtocol):
-    def __init__(self, host: ConnectionHost, connection_id: int, fast_path: bool = True) -> None:
+    def __init__(
+        self,
+        host: ConnectionHost,
+        connection_id: int,
+        fast_path: bool = True,
+        traces: TraceWriter | None = None,
+    ) -> None:
+        """`traces`: with it, every frame is traced and each trial's written as it leaves the
+        connection (agent/README.md, Event traces)."""
         self.host = host
+        self.trace = None if traces is None else FrameTrace(client_side=False)
+        self._traces = traces
         self.id = connection_id
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -101,7 +113,12 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.tally_out = SplitTally()
         self.guard = ResetRateGuard()
         self.trials = ConnectionTrials(
-            host, connection_id, self.tally_out, self.tally_in, self._settings_exchange
+            host,
+            connection_id,
+            self.tally_out,
+            self.tally_in,
+            self._settings_exchange,
+            on_finish=None if traces is None else self._write_trace,
         )
         self.streamed = StreamedExchanges(self)
         self.sender = ReplySender(
@@ -111,6 +128,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             fast_enabled=self._fast_enabled,
             tally=self.tally_out,
             flush=self._flush,
+            trace=self.trace,
         )
         self._last_byte_timer: asyncio.TimerHandle | None = None
         self._handshake_timer: asyncio.TimerHandle | None = None
@@ -162,6 +180,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         if self.lifecycle.state in ENDED:
             # Bytes a TLS transport still hands over after we closed it: nothing reads them.
             return
+        if self.trace is not None:
+            self.trace.received(reader.view[reader.end - nbytes : reader.end], time.monotonic_ns())
         tally = self.tally_in
         if reader.preface_left:
             preface = reader.take_preface()
@@ -433,8 +453,17 @@ class ServerConnection(asyncio.BufferedProtocol):
         frame = goaway.serialize()
         if self.transport is not None and not self.transport.is_closing():
             self.tally_out.feed(frame)
+            self._traced(frame)
             self.transport.write(frame)
         self._flush()
+
+    def _traced(self, data: bytes) -> None:
+        if self.trace is not None:
+            self.trace.sent(data, time.monotonic_ns())
+
+    def _write_trace(self, trial_id: str) -> None:
+        assert self.trace is not None and self._traces is not None
+        self._traces.write(trial_id, self.trace.take())
 
     def _close_gracefully(self) -> None:
         self._advance(Input.IDLE)
@@ -443,6 +472,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.conn.close_connection(ErrorCodes.NO_ERROR)
         data = self.conn.data_to_send()
         self.tally_out.feed(data)
+        self._traced(data)
         self.transport.write(data)
         self._close_transport()
 

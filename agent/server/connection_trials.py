@@ -50,10 +50,14 @@ class ConnectionTrials:
         tally_out: Tally,
         tally_in: Tally,
         settings: Callable[[], SettingsExchange | None],
+        *,
+        on_finish: Callable[[str], None] | None = None,
     ) -> None:
         """`settings`: what the connection announced and received so far (None before its
-        stack exists), read as a trial leaves it."""
+        stack exists), read as a trial leaves it. `on_finish`: told each trial's id as it
+        leaves, before the host (the connection's event trace, written before the record)."""
         self._host = host
+        self._on_finish = on_finish
         self._settings = settings
         self._id = connection_id
         self._tally_out = tally_out
@@ -101,6 +105,8 @@ class ConnectionTrials:
             return
         if self.done:
             self.last_bytes_left()
+        if self._on_finish is not None:
+            self._on_finish(self._current)
         sent, received = self._tally_out.counts(), self._tally_in.counts()
         self._host.trial_detach(
             self._current,

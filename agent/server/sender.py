@@ -27,6 +27,7 @@ from agent.h2.fastpath import (
     data_frame_header,
 )
 from agent.h2.flow import MAX_WINDOW
+from agent.h2.trace import FrameTrace
 from agent.server.connection_trials import ConnectionTrials
 from agent.server.streamed import StreamedExchanges
 
@@ -56,6 +57,7 @@ class ReplySender:
         fast_enabled: bool,
         tally: SplitTally,
         flush: Callable[[], None],
+        trace: FrameTrace | None = None,
     ) -> None:
         self.conn = conn
         self._fast_enabled = fast_enabled
@@ -65,7 +67,7 @@ class ReplySender:
         self.pending: dict[int, _OutStream] = {}
         self._tally = tally
         self.paused = False
-        self._out = Outgoing(TYPE_DATA)
+        self._out = Outgoing(TYPE_DATA, trace)
         # Response frames queued since the last write (one clock read per write, not per frame).
         self._sent_response = False
 

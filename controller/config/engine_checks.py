@@ -28,6 +28,7 @@ def check_protocols(stack: Stack, config: Config) -> None:
     """The client's event loop and the run's protocols, against the nodes' engines."""
     _check_event_loop(stack, config)
     _check_protocol(stack, config)
+    _check_events(stack, config)
 
 
 def _quoted_or(names: tuple[str, ...]) -> str:
@@ -47,6 +48,26 @@ def _check_event_loop(stack: Stack, config: Config) -> None:
                 f"node {node.name or 'nodes.client'} runs {node.engine} "
                 f"({engine_spec(node.engine).client_tool}, no Python loop)"
             )
+
+
+def _check_events(stack: Stack, config: Config) -> None:
+    """Event traces come from one client node whose engine writes them (agent/README.md, Event
+    traces); several client nodes' traces are not fetched yet."""
+    if not config.run.events:
+        return
+    key = "run.events"
+    if config.clients:
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: traces come from one client node; "
+            "this run has nodes.clients"
+        )
+    engine = engine_spec(config.client.engine)
+    untraced = [p for p in config.protocols if p not in engine.client_traces]
+    if untraced:
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: the client's engine {engine.name} writes no event "
+            f"trace over {untraced[0]} yet"
+        )
 
 
 def _with_event_loop() -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from agent.engines import DEFAULT_ENGINE, UnrepresentablePolicy
 from agent.h2.settings import SETTING_SPECS
 from agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS, protocol_spec
+from agent.qlog import DEFAULT_MAX_BYTES
 from agent.workloads import DEFAULT_KIND, ParamValue, spec_of
 from analysis.trial_columns import MAX_LOST_FRACTION, MAX_SATURATED_FRACTION
 from controller.config.meter_sources import DEFAULT_SOURCE, MeterSourceSpec
@@ -75,6 +76,10 @@ class RunConfig:
     stop_metric: str = "client_response_s"
     stop_half_width: float | None = None
     stop_min_n: int = 5
+    # Each trial's event trace (qlog) from the client agent, in the run's events/ folder
+    # (data/README.md); a trace longer than events_max_bytes is cut at an event, saying so.
+    events: bool = False
+    events_max_bytes: int = DEFAULT_MAX_BYTES
 
 
 AxisValue = ParamValue

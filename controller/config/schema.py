@@ -23,6 +23,7 @@ from agent.h2.flow import WINDOW_UPDATE_POLICIES
 from agent.h2.settings import SETTING_SPECS, canonical_name, check_value
 from agent.h3.settings import MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES
 from agent.protocols import PROTOCOLS
+from agent.qlog import MIN_MAX_BYTES
 from agent.workloads import SPECS
 from controller.config.channels import (
     INA226_CHANNEL,
@@ -395,6 +396,8 @@ SCHEMA: Schema = {
         "stop_metric": choice(STOP_METRICS),
         "stop_half_width": optional(number(0, 1, low_open=True)),
         "stop_min_n": integer(2, 1_000_000),
+        "events": boolean,
+        "events_max_bytes": integer(MIN_MAX_BYTES, 1 << 40),
     },
     "sweep": sweep,
     "workload": {

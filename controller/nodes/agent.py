@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from agent.engines import DEFAULT_ENGINE
+from agent.event_trace import trace_name
 from agent.protocols import DEFAULT_PROTOCOL
 from agent.trial_request import TrialRequest
 from agent.workloads import DEFAULT_KIND, ParamValue
@@ -49,6 +50,8 @@ class ServerMount:
     tls: tuple[str, str] | None = None  # (certificate, key): the protocol's, where it has TLS
     protocol: str = DEFAULT_PROTOCOL  # agent.protocols: what the server runs
     datagram_bytes: int | None = None  # HTTP/3's max_udp_payload_size; None: the agent's
+    # Each trial's event trace to the node's events_dir, cut at this size; None: no traces.
+    events_max_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class AgentNode:
         self.pidfile = f"{self.state_dir}/server.pid"
         self.log = f"{self.state_dir}/server.log"
         self.trial_log = node.path(trial_log or f"{self.state_dir}/server-trials.jsonl")
+        self.events_dir = f"{self.state_dir}/events"  # where its trials' traces are written
         self._trial_offset_bytes = 0
         self._trials: dict[str, dict[str, Any]] = {}
         self.warm: WarmAgent | None = None
@@ -171,6 +175,9 @@ class AgentNode:
             argv += ["--cert", cert, "--key", key]
         if mount.datagram_bytes is not None:
             argv += ["--datagram-size", str(mount.datagram_bytes)]
+        if mount.events_max_bytes is not None:
+            argv += ["--events-dir", self.events_dir, "--events-max-bytes"]
+            argv += [str(mount.events_max_bytes)]
         argv += ["--trial-log", self.trial_log, *self._cpu_args()]
         argv += _engine_args(engine, unrepresentable_window)
         settings_file = f"{self.state_dir}/server-settings.json" if reloadable else None
@@ -323,6 +330,14 @@ class AgentNode:
             time.sleep(POLL_S)
             self.new_trial_records()
         return self._trials.pop(trial_id)
+
+    def take_events(self, trial_id: str, role: str) -> bytes:
+        """The trial's event trace its agent wrote (agent.event_trace), removed from the node
+        once read: the run keeps the copy."""
+        path = f"{self.events_dir}/{trace_name(trial_id, role)}"
+        data = self.node.read_file(path).encode()
+        self.node.run(["rm", "-f", "--", path])
+        return data
 
     def _cpu_args(self) -> list[str]:
         return [] if self.cpu is None else ["--cpu", str(self.cpu)]

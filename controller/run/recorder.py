@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from agent.event_trace import trace_name
 from agent.protocols import PROTOCOLS, protocol_spec
 from agent.workloads import DEFAULT_KIND
-from analysis.columns import EVENTS, FORMAT_VERSION, MANIFEST, POWER_DIR, TRIALS
+from analysis.columns import EVENTS, EVENTS_DIR, FORMAT_VERSION, MANIFEST, POWER_DIR, TRIALS
 from analysis.errors import RunFormatError
 from analysis.manifest import protocols_of, read_manifest
 from analysis.trial_columns import header
@@ -97,7 +98,12 @@ class RunRecorder:
             power.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise write_error(run_dir, power, exc) from None
-        for leftover in (*power.glob(f"*{PARTIAL}"), *run_dir.glob(f"*{PARTIAL}")):
+        events = run_dir / EVENTS_DIR
+        for leftover in (
+            *power.glob(f"*{PARTIAL}"),
+            *events.glob(f"*{PARTIAL}"),
+            *run_dir.glob(f"*{PARTIAL}"),
+        ):
             leftover.unlink(missing_ok=True)
         self._trials = self._open_trials()
         self._events = os.open(run_dir / EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -198,6 +204,15 @@ class RunRecorder:
         np.save(buffer, trace, allow_pickle=False)
         path = self.run_dir / POWER_DIR / f"{trial_id}.npy"
         _write_atomically(self.run_dir, path, buffer.getvalue())
+
+    def save_events(self, trial_id: str, role: str, data: bytes) -> None:
+        """A role's event trace of the trial, durable before its row, as its power trace."""
+        events = self.run_dir / EVENTS_DIR
+        try:
+            events.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise write_error(self.run_dir, events, exc) from None
+        _write_atomically(self.run_dir, events / trace_name(trial_id, role), data)
 
     def check_space(self) -> None:
         """RunDiskFull when the run's disk has less than RESERVE_BYTES free."""

@@ -19,7 +19,7 @@ from agent.protocols import protocol_spec
 from agent.trial_request import TrialRequest
 from agent.workloads import ParamValue
 from agent.workloads.spec import ParamSide
-from controller.config.model import Config, TrialPoint
+from controller.config.model import Config, Role, TrialPoint
 from controller.meter.net_load import Counters
 from controller.nodes.agent import AgentNode, ServerMount, ServerProcess
 from controller.nodes.clock import PeerOffset
@@ -92,6 +92,7 @@ class AgentPair:
     def ensure_server(self, point: TrialPoint) -> None:
         try:
             served = self.prepare(dict(self._side(point, "setup")))
+            engine = point.server_engine or self.config.server.engine
             mount = ServerMount(
                 workload=self.config.workload.kind,
                 settings=point.settings,
@@ -100,8 +101,8 @@ class AgentPair:
                 tls=self._server_credentials(point),
                 protocol=point.protocol,
                 datagram_bytes=point.datagram_bytes,
+                events_max_bytes=self._server_events(engine, point.protocol),
             )
-            engine = point.server_engine or self.config.server.engine
             running = self._running
             if running is not None and self._engine == engine and self.server.server_pid():
                 if running.mount == mount:
@@ -133,6 +134,12 @@ class AgentPair:
             raise NodeLost(str(exc), role="server") from None
         except NodeError as exc:
             raise NodeLost(f"server agent: {exc}", role="server") from None
+
+    def _server_events(self, engine: str, protocol: str) -> int | None:
+        """The server's trace limit where it traces (run.events, over a protocol its engine
+        traces: agent/README.md, Event traces), else None."""
+        traces = protocol in engine_spec(engine).server_traces
+        return self.config.run.events_max_bytes if self.config.run.events and traces else None
 
     def _server_credentials(self, point: TrialPoint) -> tuple[str, str] | None:
         if not point.tls:
@@ -179,6 +186,8 @@ class AgentPair:
                     ca_file=self._ca_file(point),
                     datagram_bytes=point.datagram_bytes,
                     event_loop=self.config.run.event_loop,
+                    events_dir=self.client.events_dir if self.config.run.events else None,
+                    events_max_bytes=self.config.run.events_max_bytes,
                 )
             )
         except NodeUnreachableError as exc:
@@ -201,6 +210,26 @@ class AgentPair:
             raise NodeLost(str(exc), role="server") from None
         except NodeError:
             return None
+
+    def trial_events(self, trial_id: str) -> dict[str, bytes]:
+        """The trial's event traces by role, fetched from the nodes; none unless run.events, and
+        none of a role whose node has no trace of the trial."""
+        if not self.config.run.events:
+            return {}
+        traces: dict[str, bytes] = {}
+        nodes: list[tuple[Role, AgentNode]] = [("client", self.client)]
+        if self._running is not None and self._running.mount.events_max_bytes is not None:
+            nodes.append(("server", self.server))
+        for role, node in nodes:
+            try:
+                traces[role] = node.take_events(trial_id, role)
+            except NodeUnreachableError as exc:
+                raise NodeLost(str(exc), role=role) from None
+            except CommandFailedError:
+                # Not on the node (its agent could not write it): the trial's row stands
+                # without it, as data/README.md says.
+                continue
+        return traces
 
     def measure_rtt_s(self, samples: int = 20) -> float:
         """Round-trip time between the client and the running server: the best of `samples`

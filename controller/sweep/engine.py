@@ -230,6 +230,9 @@ class SweepEngine:
                 phases=result.phases,
             )
             self._record_settings(trial.trial_id, attempt, result.client)
+            if result.error is None:
+                for role, data in self.nodes.trial_events(trial.trial_id).items():
+                    self.recorder.save_events(trial.trial_id, role, data)
             if result.error is None and result.power is not None:
                 window = result.power
                 self.recorder.save_power(

@@ -59,6 +59,10 @@ class TrialNodes(Protocol):
         """Client clock minus controller clock (0 for local nodes)."""
         ...
 
+    def trial_events(self, trial_id: str) -> dict[str, bytes]:
+        """The trial's event traces (qlog) by role, `{}` when the run takes none."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -374,13 +374,14 @@ KEY_ERRORS = [
         "[run]\nrepetition = 1",
         "run.repetition: unknown key (known: name, seed, repetitions, "
         "confidence, order, idle_baseline_s, retries, trial_timeout_s, agent, event_loop, "
-        "stop_metric, stop_half_width, stop_min_n; did you mean repetitions?)",
+        "stop_metric, stop_half_width, stop_min_n, events, events_max_bytes; did you mean "
+        "repetitions?)",
     ),
     (
         '[run."a\\nb"]',
         'run."a\\nb": unknown key (known: name, seed, repetitions, confidence, order, '
         "idle_baseline_s, retries, trial_timeout_s, agent, event_loop, stop_metric, "
-        "stop_half_width, stop_min_n)",
+        "stop_half_width, stop_min_n, events, events_max_bytes)",
     ),
     ("run = 5", "run: expected a table, got an integer (5)"),
     ("[nodes.gateway]", "nodes.gateway: unknown key (known: client, server, clients)"),

@@ -81,6 +81,9 @@ class StandInNodes:
     def client_clock_offset_ns(self) -> int:
         return 0
 
+    def trial_events(self, trial_id: str) -> dict[str, bytes]:
+        return {}
+
     def close(self) -> None:
         pass
 

@@ -8,6 +8,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from agent.errors import UsageError
+from agent.event_trace import TraceWriter
 from agent.limits import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
     DEFAULT_IDLE_TIMEOUT_S,
@@ -17,6 +18,7 @@ from agent.limits import (
     connection_budget_bytes,
     default_max_connections,
 )
+from agent.qlog import MIN_MAX_BYTES
 from agent.workloads.load import server_mount
 
 if TYPE_CHECKING:
@@ -32,6 +34,7 @@ def serve(
     params: dict[str, ParamValue],
     settings: dict[str, int],
 ) -> int:
+    traces = _traces(args)
     if protocol.quic:
         return _serve_quic(args, protocol, workload, params, settings)
     limits = connection_limits(args, tls=protocol.tls)
@@ -50,8 +53,19 @@ def serve(
         limits=limits,
         settings_file=args.settings_file,
         protocol=protocol.name,
+        traces=traces,
     )
     return asyncio.run(serve_h2(options, handler))
+
+
+def _traces(args: argparse.Namespace) -> TraceWriter | None:
+    if args.events_max_bytes < MIN_MAX_BYTES:
+        raise UsageError(
+            f"--events-max-bytes {args.events_max_bytes}: expected {MIN_MAX_BYTES} or more"
+        )
+    if args.events_dir is None:
+        return None
+    return TraceWriter(args.events_dir, args.events_max_bytes)
 
 
 def _serve_quic(

@@ -1,6 +1,7 @@
 """The builtin engine's declaration."""
 
 from agent.engines.spec import EngineSpec
+from agent.protocols import protocols_where
 
 BUILTIN = EngineSpec(
     name="builtin",
@@ -11,6 +12,9 @@ BUILTIN = EngineSpec(
     serve="agent.engines.builtin.serve:serve",
     trial="agent.engines.builtin.trial:run",
     event_loop=True,
+    client_traces=protocols_where(),
+    # Not over QUIC: qh3's logger is per connection, not split per trial yet.
+    server_traces=protocols_where(quic=False),
     reloads_settings=True,
     connection_limits=True,
 )

@@ -24,6 +24,7 @@ from agent.client.record import ClientRecord
 from agent.client.run import print_record, print_unrun
 from agent.conditions import TrialWatch
 from agent.engines.nghttp2.errors import NghttpOutputError
+from agent.engines.nghttp2.frame_log import frame_events
 from agent.engines.nghttp2.har import parse_har
 from agent.engines.nghttp2.options import NghttpOptions
 from agent.engines.nghttp2.process import run_child
@@ -32,6 +33,7 @@ from agent.engines.nghttp2.stats import parse_stats
 from agent.engines.nghttp2.timing import ResourceTimes, resource_times
 from agent.engines.nghttp2.tools import find_tool
 from agent.errors import AgentError, UsageError
+from agent.event_trace import trace_name, write_trace
 from agent.marker import Marker, open_marker
 from agent.site.manifest import SiteManifest
 from agent.trial_control import TrialControl
@@ -71,12 +73,25 @@ class NghttpFetcher:
     def fetch(self, trial_id: str, repetition: int, workdir: Path) -> tuple[ClientRecord, int]:
         """The trial's record, and how many responses nghttp received."""
         har_path = workdir / f"{repetition}.har"
-        argv = self.options.argv(self.nghttp, self.run.url, trial_id, str(har_path))
+        events_dir = self.run.options.events_dir
+        argv = self.options.argv(
+            self.nghttp, self.run.url, trial_id, str(har_path), verbose=events_dir is not None
+        )
         conditions = TrialWatch()  # the node's state, read outside the measured window
         self.marker.raise_line()
         child = run_child(argv, self.run.options.timeout_s)
         self.marker.lower_line()
         node = conditions.end()
+        if events_dir is not None:
+            write_trace(
+                events_dir / trace_name(trial_id, "client"),
+                (event.qlog(0) for event in frame_events(child.stdout.decode(errors="replace"))),
+                vantage_point="client",
+                trial_id=trial_id,
+                # nghttp's times count from its own start, a little after the process's.
+                reference_wall_ns=child.t_wall_start_ns,
+                max_bytes=self.run.options.events_max_bytes,
+            )
         started = time.perf_counter()
         times: tuple[ResourceTimes, ...] = ()
         har_bytes = 0

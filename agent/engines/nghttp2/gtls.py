@@ -58,12 +58,21 @@ class GtlsOptions:
         ]
 
     def client_argv(
-        self, tool: str, host: str, port: int, urls: Sequence[str], download: str
+        self,
+        tool: str,
+        host: str,
+        port: int,
+        urls: Sequence[str],
+        download: str,
+        *,
+        qlog_file: str | None = None,
     ) -> list[str]:
-        """One connection fetching every URL at once, each body saved under `download`."""
+        """One connection fetching every URL at once, each body saved under `download`; with
+        `qlog_file`, ngtcp2's own qlog of the connection written there."""
         return [
             tool,
             "-q",
+            *([] if qlog_file is None else [f"--qlog-file={qlog_file}"]),
             "--exit-on-all-streams-close",
             "--no-pmtud",
             f"--timeout={_UNBOUNDED_S}",

@@ -27,6 +27,7 @@ from agent.engines.nghttp2.record import build_record
 from agent.engines.nghttp2.timing import ResourceTimes
 from agent.engines.nghttp2.tools import find_tool
 from agent.errors import BodyMismatchError
+from agent.event_trace import cut_trace, trace_name
 from agent.marker import Marker
 from agent.site.manifest import SiteManifest
 
@@ -94,14 +95,25 @@ class GtlsFetcher:
     def fetch(self, trial_id: str, repetition: int, workdir: Path) -> tuple[ClientRecord, int]:
         download = workdir / str(repetition)
         download.mkdir()
+        events_dir = self.run.options.events_dir
+        qlog_file = None if events_dir is None else events_dir / trace_name(trial_id, "client")
+        if qlog_file is not None:
+            qlog_file.parent.mkdir(parents=True, exist_ok=True)
         argv = self.options.client_argv(
-            self.tool, self.target.host, self.target.port, self.urls, str(download)
+            self.tool,
+            self.target.host,
+            self.target.port,
+            self.urls,
+            str(download),
+            qlog_file=None if qlog_file is None else str(qlog_file),
         )
         conditions = TrialWatch()  # the node's state, read outside the measured window
         self.marker.raise_line()
         child = run_child(argv, self.run.options.timeout_s)
         self.marker.lower_line()
         node = conditions.end()
+        if qlog_file is not None:
+            cut_trace(qlog_file, self.run.options.events_max_bytes)
         started = time.perf_counter()
         try:
             times, mismatch = saved_bodies(download, self.manifest, child.wall_s)

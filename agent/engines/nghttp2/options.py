@@ -59,8 +59,11 @@ class NghttpOptions:
             others,
         )
 
-    def argv(self, nghttp: str, url: str, trial_id: str, har_path: str) -> list[str]:
-        argv = [nghttp, *STUDY_FLAGS]
+    def argv(
+        self, nghttp: str, url: str, trial_id: str, har_path: str, *, verbose: bool = False
+    ) -> list[str]:
+        """`verbose`: its frame log too (-v), for the trial's event trace."""
+        argv = [nghttp, *STUDY_FLAGS, *(["-v"] if verbose else [])]
         if self.settings.get("enable_push", 0) == 0:
             argv.append("--no-push")
         argv += ["-w", str(self.stream_window.bits), "-W", str(self.connection_window.bits)]

@@ -5,6 +5,7 @@ ngtcp2's `gtlsclient` and `gtlsserver` (agent.engines.nghttp2.gtls): the C ancho
 protocols, exact windows there."""
 
 from agent.engines.spec import EngineSpec
+from agent.protocols import protocols_where
 from agent.workloads.page.spec import PAGE
 
 NGHTTP_SETTINGS = (
@@ -42,6 +43,8 @@ NGHTTP2 = EngineSpec(
     quic_tools=("gtlsclient", "gtlsserver"),
     quic_settings=NGTCP2_SETTINGS,
     quic_stack="ngtcp2",
+    # nghttp -v's frame log as our HTTP/2 frame events; gtlsclient's own qlog, kept as written.
+    client_traces=protocols_where(),
     trial_counting="control",
     quic_client_needs_own_server=True,
 )

@@ -1,0 +1,127 @@
+"""Event traces end to end (`[run] events = true`): a local sweep's run holds each trial's
+traces in events/, read back with the tests' own JSON-SEQ reader; over HTTP/2 both nodes' frames
+agree with the row's frame counters, over HTTP/3 the client's qh3 datagram events with the row's
+datagrams; a trace past run.events_max_bytes is cut and says so."""
+
+from __future__ import annotations
+
+import collections
+import csv
+from pathlib import Path
+
+from agent.h2.trace import NAMESPACE
+from agent.qlog import CUT_EVENT
+from tests.conftest import h2iot, require_tool
+from tests.qlog_reader import read_json_seq
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = ("--set", "run.idle_baseline_s=1", "--set", "run.repetitions=1", "--set", "run.events=true")
+
+
+def _sweep(tmp_path: Path, config: str, *extra: str) -> tuple[Path, list[dict[str, str]]]:
+    out = tmp_path / "runs"
+    result = h2iot(
+        "sweep", str(REPO / "configs" / config), "--no-dashboard", "--out", str(out), *SMALL,
+        *extra,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = out.iterdir()
+    with (run / "trials.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows and all(row["status"] == "ok" for row in rows), rows
+    return run, rows
+
+
+def _events(run: Path, row: dict[str, str], role: str = "client") -> list[dict[str, object]]:
+    header, events = read_json_seq(
+        (run / "events" / f"{row['trial_id']}.{role}.sqlog").read_bytes()
+    )
+    assert header["trace"]["vantage_point"]["type"] == role
+    return events
+
+
+def _frames(events: list[dict[str, object]]) -> collections.Counter[tuple[object, object]]:
+    return collections.Counter(
+        (event["name"], event["data"]["frame_type"])  # type: ignore[index]
+        for event in events
+    )
+
+
+def test_h2c_traces_hold_every_frame_the_row_counts(tmp_path: Path) -> None:
+    run, rows = _sweep(
+        tmp_path, "local.toml",
+        "--set", "workload.total_bytes=300000", "--set", "sweep.initial_window_size=[1024, 65535]",
+    )  # fmt: skip
+    assert len(rows) == 2
+    for row in rows:
+        events = _events(run, row)
+        times = [float(str(event["time"])) for event in events]
+        assert times == sorted(times) and times[0] >= 0
+        frames = _frames(events)
+        assert frames[(f"{NAMESPACE}:frame_received", "data")] == int(row["client_data_frames"])
+        assert frames[(f"{NAMESPACE}:frame_sent", "window_update")] == int(
+            row["client_window_update_frames"]
+        )
+        served = _frames(_events(run, row, "server"))
+        assert served[(f"{NAMESPACE}:frame_sent", "data")] == int(row["server_data_frames"])
+        assert served[(f"{NAMESPACE}:frame_received", "window_update")] == int(
+            row["client_window_update_frames"]
+        )
+
+
+def test_h3_traces_hold_qh3s_quic_events(tmp_path: Path) -> None:
+    run, rows = _sweep(
+        tmp_path, "h3.toml",
+        "--set", "workload.total_bytes=300000", "--set", "sweep.initial_window_size=[65535]",
+    )  # fmt: skip
+    h3 = [row for row in rows if row["protocol"] == "h3"]
+    # Every trial's client trace; the server's over HTTP/2 only (its HTTP/3 server traces none).
+    assert len(list((run / "events").iterdir())) == 2 * len(rows) - len(h3)
+    for row in h3:
+        names = collections.Counter(str(event["name"]) for event in _events(run, row))
+        assert names["transport:datagrams_received"] == int(row["client_datagrams_received"])
+        assert names["http:frame_parsed"] > 0
+
+
+def test_a_trace_past_the_limit_is_cut_and_says_so(tmp_path: Path) -> None:
+    run, rows = _sweep(
+        tmp_path, "local.toml",
+        "--set", "workload.total_bytes=300000", "--set", "sweep.initial_window_size=[1024]",
+        "--set", "run.events_max_bytes=8192",
+    )  # fmt: skip
+    (row,) = rows
+    path = run / "events" / f"{row['trial_id']}.client.sqlog"
+    assert path.stat().st_size <= 8192
+    events = _events(run, row)
+    assert events[-1]["name"] == CUT_EVENT
+    assert events[-1]["data"]["events_dropped"] > 0  # type: ignore[index]
+
+
+def test_ngtcp2s_own_qlog_is_kept_as_gtlsclient_wrote_it(tmp_path: Path) -> None:
+    require_tool("gtlsclient", "gtlsserver")
+    run, rows = _sweep(
+        tmp_path, "h3.toml",
+        "--set", "workload.total_bytes=300000", "--set", "sweep.initial_window_size=[65535]",
+        "--set", 'sweep.protocol=["h3"]',
+        "--set", "nodes.client.engine=nghttp2", "--set", "nodes.server.engine=nghttp2",
+    )  # fmt: skip
+    (row,) = rows
+    # Only the client's: the nghttp2 engine's servers trace nothing yet.
+    assert [path.name for path in (run / "events").iterdir()] == [f"{row['trial_id']}.client.sqlog"]
+    names = collections.Counter(str(event["name"]) for event in _events(run, row))
+    assert names["transport:packet_received"] > 0 and names["transport:packet_sent"] > 0
+
+
+def test_nghttps_frame_log_becomes_the_same_frame_events(tmp_path: Path) -> None:
+    require_tool("nghttp", "nghttpd")
+    run, rows = _sweep(
+        tmp_path, "local.toml",
+        "--set", "workload.total_bytes=300000", "--set", "sweep.initial_window_size=[4095]",
+        "--set", "nodes.client.engine=nghttp2", "--set", "nodes.server.engine=nghttp2",
+    )  # fmt: skip
+    (row,) = rows
+    frames = _frames(_events(run, row))
+    resources = int(row["page_resource_count"])
+    assert frames[(f"{NAMESPACE}:frame_sent", "headers")] == resources
+    assert frames[(f"{NAMESPACE}:frame_received", "headers")] == resources
+    assert frames[(f"{NAMESPACE}:frame_received", "data")] >= resources
