@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from agent.engines import ENGINE_OF_UNNAMED_RUNS
+from agent.engines import ENGINE_OF_UNNAMED_RUNS, RENAMED, engine_spec
 from analysis.columns import WINDOW_AXIS, metric_of
 from analysis.document import Block, Heading, Image, Paragraph, Table
 from analysis.facts import idle_power_mw, median_trial
@@ -48,7 +48,6 @@ _STYLE: dict[str, tuple[float, str]] = {
 _ZOOM_CONNECTS = 3.0  # the connect zoom spans this many connect phases
 _MIN_ZOOM_SAMPLES = 5  # ... and at least this many samples, so a sub-sample connect shows some
 _SLICE_SAMPLES = 50  # the transfer slice: this many samples from the middle of exchange
-_NGHTTP2 = "nghttp2"
 
 EventTimes = Mapping[str, Sequence[float]]
 """One trial's events: per event class (a qlog event name), seconds since the window's start."""
@@ -74,10 +73,10 @@ def _not_recorded(run: Run) -> str | None:
     """Why a run whose engine cannot tell phases apart has none; None for a run from before
     phases (its report says nothing of them, as it did then)."""
     engine = config_value(run.manifest, "nodes.client.engine") or ENGINE_OF_UNNAMED_RUNS
-    if engine != _NGHTTP2 or "phase_clock" not in run.ok:
+    if "phase_clock" not in run.ok or engine_spec(RENAMED.get(engine, engine)).client_phases:
         return None
     return (
-        "Energy by phase: not recorded. The nghttp2 engine's tools show the agent nothing "
+        f"Energy by phase: not recorded. The {engine} engine's tools show the agent nothing "
         "between their start and their end, so its trials leave the phase columns empty."
     )
 

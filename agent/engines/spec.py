@@ -85,6 +85,9 @@ class EngineSpec:
     # (--events-dir; agent/README.md, Event traces).
     client_traces: tuple[str, ...] = ()
     server_traces: tuple[str, ...] = ()
+    # Its client stamps a trial's phase boundaries (connect, exchange, close: the record's
+    # `phases`); a tool that shows the agent nothing between its start and its end cannot.
+    client_phases: bool = True
     # Its server keeps the agent's connection limits (--handshake-timeout, --idle-timeout,
     # --max-connections); one that keeps its own refuses them.
     connection_limits: bool = False

@@ -45,6 +45,7 @@ NGHTTP2 = EngineSpec(
     quic_stack="ngtcp2",
     # nghttp -v's frame log as our HTTP/2 frame events; gtlsclient's own qlog, kept as written.
     client_traces=protocols_where(),
+    client_phases=False,
     trial_counting="control",
     quic_client_needs_own_server=True,
 )
