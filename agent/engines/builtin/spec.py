@@ -11,6 +11,7 @@ BUILTIN = EngineSpec(
     serve="agent.engines.builtin.serve:serve",
     trial="agent.engines.builtin.trial:run",
     event_loop=True,
+    quic_ack_policy=True,
     reloads_settings=True,
     connection_limits=True,
 )
