@@ -21,6 +21,7 @@ from agent.protocols import DEFAULT_PROTOCOL, protocol_spec
 from agent.workloads import DEFAULT_KIND
 
 if TYPE_CHECKING:
+    from agent.h3.ack_policy import AckPolicy
     from agent.h3.settings import QuicWindows
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -41,6 +42,7 @@ class TrialOptions:
     protocol: str = DEFAULT_PROTOCOL  # agent.protocols: what each trial's connection runs
     datagram_bytes: int | None = None  # HTTP/3: max_udp_payload_size; None: agent.h3's default
     udp_buffer_bytes: int | None = None  # HTTP/3: socket buffers asked; None: agent.h3's default
+    ack_policy: AckPolicy | None = None  # HTTP/3: when the client ACKs; None: qh3's own
 
     @property
     def quic(self) -> bool:
@@ -53,7 +55,8 @@ class TrialOptions:
 
     def quic_windows(self) -> QuicWindows:
         """The settings as QUIC's: the stream window, the connection window as initial_max_data,
-        the datagram size (checked where the options were built)."""
+        the datagram size and the ACK policy (checked where the options were built)."""
+        from agent.h3.ack_policy import QH3_OWN  # noqa: PLC0415
         from agent.h3.settings import QuicWindows  # noqa: PLC0415
 
         return QuicWindows.from_settings(
@@ -61,6 +64,7 @@ class TrialOptions:
             default_stream_window_bytes=self.initial_window_size,
             connection_window_bytes=self.flow.connection_window,
             datagram_bytes=self.datagram_bytes,
+            ack_policy=self.ack_policy or QH3_OWN,
         )
 
 

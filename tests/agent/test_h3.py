@@ -183,6 +183,27 @@ def test_our_server_survives_garbage_and_an_initial_flood(
             "datagram size 900",
         ),
         (["fetch", "https://127.0.0.1:1/", "--datagram-size", "1400"], "are for --protocol h3"),
+        (
+            ["fetch", "https://127.0.0.1:1/", "--ack-eliciting-threshold", "4"],
+            "--ack-eliciting-threshold is for --protocol h3",
+        ),
+        (
+            ["fetch", "https://127.0.0.1:1/", "--protocol", "h3", "--max-ack-delay-ms", "0"],
+            "max_ack_delay_ms 0 is outside 1..16383",
+        ),
+        (
+            [
+                "fetch",
+                "https://127.0.0.1:1/",
+                "--protocol",
+                "h3",
+                "--engine",
+                "nghttp2",
+                "--ack-eliciting-threshold",
+                "4",
+            ],
+            "the nghttp2 engine's client has no ACK policy",
+        ),
         (["serve", "--protocol", "h3", "--root", "."], "--protocol h3 needs --cert and --key"),
         (["serve", "--quic-retry", "--root", "."], "are for --protocol h3"),
     ],
@@ -303,3 +324,44 @@ def test_the_servers_amplification_options_serve_both_clients(
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
     assert len(verify_downloads(site, tmp_path)) == len(urls)
+
+
+def test_the_clients_ack_threshold_cuts_the_datagrams_it_sends_and_its_delay_is_announced(
+    credentials: Credentials, tmp_path: Path
+) -> None:
+    """The receiver's ACK policy (agent.h3.ack_policy) over real sockets: a 1 MiB body (about
+    820 packets) at threshold 10 draws far fewer client datagrams (nearly all of them ACKs)
+    than at 2, and the server received the max_ack_delay the client announced."""
+    sent: dict[int, int] = {}
+    with h3_server(None, tmp_path, credentials, "--workload", "blob") as server:
+        for threshold in (2, 10):
+            trial_id = f"h3-ack-{threshold}"
+            (record,) = _fetch(
+                server.port,
+                credentials,
+                "--workload", "blob",
+                "--param", f"size_bytes={2**20}",
+                "--param", "requests=1",
+                "--ack-eliciting-threshold", str(threshold),
+                "--max-ack-delay-ms", "40",
+                "--trial-id", trial_id,
+            )  # fmt: skip
+            assert record["ok"], record["error"]
+            transport = record["transport"]
+            assert isinstance(transport, dict)
+            assert transport["ack_eliciting_threshold"] == threshold
+            assert transport["max_ack_delay_ms"] == 40
+            frames = record["sent"]
+            assert isinstance(frames, dict)
+            sent[threshold] = int(frames["frames"]["datagrams"])
+            received = record["received"]
+            assert isinstance(received, dict)
+            packets = int(received["frames"]["datagrams"])
+            served = server.wait_for_trials(trial_id)[trial_id]
+            assert served["settings_received"]["max_ack_delay"] == 40
+            # At most one send per `threshold` packets, and a few more: the handshake, the
+            # request, the close, and holds ended by the 40 ms delay.
+            assert sent[threshold] <= packets // threshold + 15
+    # On loopback qh3's own client already acknowledges once per receive batch (80-96 for the
+    # body's 824 packets here), not per two packets; threshold 10 sent 29-32.
+    assert sent[10] * 2 < sent[2]
