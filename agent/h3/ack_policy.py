@@ -20,7 +20,8 @@ parameters, as RFC 9000 asks (the peer adds it to its probe timeout). What it co
   counts toward the threshold, which only makes an ACK go sooner;
 - it holds whatever the core would send with the ACK, so a flow-control update (MAX_DATA,
   MAX_STREAM_DATA) rides with it, at most `max_ack_delay_ms` late; stream data the endpoint
-  has queued (a request) is never held, nor anything before the handshake is confirmed;
+  has queued (a request) is never held, nor anything before the handshake is confirmed or
+  once the connection closes;
 - while it holds, a core timer other than its ACK and pacing ones (loss detection, idle)
   hidden behind the ACK timer is looked at when the hold ends, at most `max_ack_delay_ms`
   later.

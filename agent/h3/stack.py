@@ -354,12 +354,14 @@ class TappedQuicConnection(EmptyPeerCidConnection):
 
     def _ack_held(self, tapped: CoreTap, gate: AckGate, now: float) -> bool:
         """Whether the ACK policy holds the transmit: never before the handshake is confirmed
-        (a client's Finished must go) or while stream data (a request) waits to be sent
-        (agent.h3.ack_policy)."""
+        (a client's Finished must go), once the connection closes (its CONNECTION_CLOSE must),
+        or while stream data (a request) waits to be sent (agent.h3.ack_policy)."""
+        native = tapped.native
         return (
             self._handshake_confirmed
             and gate.holds(now)
-            and tapped.native.get_send_buffer_size(None) == 0
+            and native.state == "connected"
+            and native.get_send_buffer_size(None) == 0
         )
 
     def deadline(self) -> float | None:

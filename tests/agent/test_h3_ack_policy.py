@@ -195,8 +195,9 @@ def test_a_threshold_cuts_the_clients_acks_against_qh3s_own(credentials: Credent
     assert tenth * 3 < own
 
 
-def test_a_request_is_never_held(credentials: Credentials) -> None:
-    """Stream data the client has to send goes at once, whatever the gate counts."""
+def test_a_request_and_a_close_are_never_held(credentials: Credentials) -> None:
+    """Stream data the client has to send and its CONNECTION_CLOSE go at once, whatever the
+    gate counts."""
     pair = _handshaken(credentials, AckPolicy(MAX_ACK_ELICITING_THRESHOLD, LONG_DELAY_MS))
     client, server, now = pair.client, pair.server, pair.now
     # A packet from the server is waiting for its ACK: the gate would hold an ACK alone.
@@ -205,4 +206,10 @@ def test_a_request_is_never_held(credentials: Credentials) -> None:
         client.receive_datagram(data, SERVER, now)
     assert client.datagrams_to_send(now) == []
     client.send_stream_data(client.get_next_available_stream_id(), b"GET", end_stream=True)
+    assert len(client.datagrams_to_send(now)) == 1
+    server.send_ping(2)
+    for data, _ in server.datagrams_to_send(now):
+        client.receive_datagram(data, SERVER, now)
+    assert client.datagrams_to_send(now) == []
+    client.close()
     assert len(client.datagrams_to_send(now)) == 1
