@@ -102,6 +102,32 @@ def test_the_datagram_size_is_swept_and_sets_what_travels(tmp_path: Path) -> Non
     assert min(received["1200"]) > max(received["1452"])
 
 
+def test_the_clients_ack_threshold_is_swept_and_cuts_the_datagrams_it_sends(
+    tmp_path: Path,
+) -> None:
+    """The receiver's ACK policy as an axis (agent.h3.ack_policy): the same 2 MB page (about
+    1,600 packets) at thresholds 2 and 10. The client sends once per threshold's packets at
+    most, beside its handshake, requests, close and the holds the sender's stalls end (a
+    flight shorter than the threshold, as under its first congestion window, waits for
+    max_ack_delay, so long that no hold ends by time otherwise): a bound on counts, not on
+    timing. On loopback qh3 already acknowledges once per receive batch (140-260 datagrams
+    here at threshold 2; 110-135 at 10), so the threshold shows only above a batch's packets."""
+    _run, rows = _sweep(
+        tmp_path, 4,
+        "--set", "sweep={initial_window_size = [65535], ack_eliciting_threshold = [2, 10]}",
+        "--set", 'workload.protocol="h3"',
+        "--set", "workload.max_ack_delay_ms=1000",
+        "--set", "workload.total_bytes=2000000",
+    )  # fmt: skip
+    sent: dict[int, list[int]] = {}
+    for row in rows:
+        threshold = int(row["ack_eliciting_threshold"])
+        datagrams = int(row["client_datagrams_sent"])
+        assert datagrams <= int(row["client_datagrams_received"]) // threshold + 30, row
+        sent.setdefault(threshold, []).append(datagrams)
+    assert sum(sent[10]) < sum(sent[2])
+
+
 def test_stream_over_websocket_and_grpc_runs_over_h2_and_h3_in_one_sweep(tmp_path: Path) -> None:
     """The workloads whose bodies go piece by piece ride HTTP/3 too: stream's transports that
     need more than a GET (WebSocket over RFC 9220's extended CONNECT, gRPC with its trailers;
