@@ -19,7 +19,9 @@ parameters, as RFC 9000 asks (the peer adds it to its probe timeout). What it co
   apart): a packet carrying only an ACK (the server's, of the client's request or credit)
   counts toward the threshold, which only makes an ACK go sooner;
 - it holds whatever the core would send with the ACK, so a flow-control update (MAX_DATA,
-  MAX_STREAM_DATA) rides with it, at most `max_ack_delay_ms` late; stream data the endpoint
+  MAX_STREAM_DATA) rides with it, at most `max_ack_delay_ms` late: under a window of fewer
+  packets than the threshold the sender stalls that long each window (65535 bytes at 32: a
+  2 MB page in 11 s, not 50 ms); stream data the endpoint
   has queued (a request) is never held, nor anything before the handshake is confirmed or
   once the connection closes;
 - while it holds, a core timer other than its ACK and pacing ones (loss detection, idle)

@@ -329,10 +329,11 @@ def test_the_servers_amplification_options_serve_both_clients(
 def test_the_clients_ack_threshold_cuts_the_datagrams_it_sends_and_its_delay_is_announced(
     credentials: Credentials, tmp_path: Path
 ) -> None:
-    """The receiver's ACK policy (agent.h3.ack_policy) over real sockets: a 1 MiB body (about
-    820 packets) at threshold 10 draws far fewer client datagrams (nearly all of them ACKs)
-    than at 2, and the server received the max_ack_delay the client announced."""
-    sent: dict[int, int] = {}
+    """The receiver's ACK policy (agent.h3.ack_policy) over real sockets: over a 1 MiB body
+    (about 820 packets) the client sends at most one datagram per `threshold` packets beside
+    the handshake, the request, the close and the tail; and the server received the
+    max_ack_delay the client announced. The delay is long
+    enough that no hold ends by time mid-transfer: the counts do not depend on timing."""
     with h3_server(None, tmp_path, credentials, "--workload", "blob") as server:
         for threshold in (2, 10):
             trial_id = f"h3-ack-{threshold}"
@@ -343,25 +344,21 @@ def test_the_clients_ack_threshold_cuts_the_datagrams_it_sends_and_its_delay_is_
                 "--param", f"size_bytes={2**20}",
                 "--param", "requests=1",
                 "--ack-eliciting-threshold", str(threshold),
-                "--max-ack-delay-ms", "40",
+                "--max-ack-delay-ms", "1000",
                 "--trial-id", trial_id,
             )  # fmt: skip
             assert record["ok"], record["error"]
             transport = record["transport"]
             assert isinstance(transport, dict)
             assert transport["ack_eliciting_threshold"] == threshold
-            assert transport["max_ack_delay_ms"] == 40
-            frames = record["sent"]
-            assert isinstance(frames, dict)
-            sent[threshold] = int(frames["frames"]["datagrams"])
-            received = record["received"]
-            assert isinstance(received, dict)
-            packets = int(received["frames"]["datagrams"])
+            assert transport["max_ack_delay_ms"] == 1000
+            frames, received = record["sent"], record["received"]
+            assert isinstance(frames, dict) and isinstance(received, dict)
+            sent = int(frames["frames"]["datagrams"])
+            assert sent <= int(received["frames"]["datagrams"]) // threshold + 10
             served = server.wait_for_trials(trial_id)[trial_id]
-            assert served["settings_received"]["max_ack_delay"] == 40
-            # At most one send per `threshold` packets, and a few more: the handshake, the
-            # request, the close, and holds ended by the 40 ms delay.
-            assert sent[threshold] <= packets // threshold + 15
-    # On loopback qh3's own client already acknowledges once per receive batch (80-96 for the
-    # body's 824 packets here), not per two packets; threshold 10 sent 29-32.
-    assert sent[10] * 2 < sent[2]
+            assert served["settings_received"]["max_ack_delay"] == 1000
+    # No order between the two is asserted: on loopback the client reads the body in batches,
+    # often of 10 packets or more, and sends at most once per batch whatever the threshold
+    # (46-69 datagrams with qh3's own policy, 29-74 at threshold 10, run to run); the
+    # in-memory test has the exact counts, the e2e sweep the order at a larger threshold.
