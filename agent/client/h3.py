@@ -397,7 +397,7 @@ async def open_h3_connection(
         CreditLedger(),
         counts,
         False,
-        ack_gate(windows.ack_policy),
+        ack_gate(windows),
     )
     transport, protocol = await datagram_transport(lambda: QuicClientProtocol(quic, counts), sock)
     assert isinstance(protocol, QuicClientProtocol)

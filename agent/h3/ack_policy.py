@@ -18,10 +18,12 @@ parameters, as RFC 9000 asks (the peer adds it to its probe timeout). What it co
 - the gate counts packets received, not ack-eliciting ones (the core does not tell them
   apart): a packet carrying only an ACK (the server's, of the client's request or credit)
   counts toward the threshold, which only makes an ACK go sooner;
-- it holds whatever the core would send with the ACK, so a flow-control update (MAX_DATA,
-  MAX_STREAM_DATA) rides with it, at most `max_ack_delay_ms` late: under a window of fewer
-  packets than the threshold the sender stalls that long each window (65535 bytes at 32: a
-  2 MB page in 11 s, not 50 ms); stream data the endpoint
+- it holds whatever the core would send with the ACK, a flow-control update (MAX_DATA,
+  MAX_STREAM_DATA) too, which the core does not show: so it never holds once half the
+  smaller receive window has come in since the endpoint last sent (where a sliding window's
+  credit falls due), else a window of fewer packets than the threshold would stall the sender
+  for `max_ack_delay_ms` each window (65535 bytes at 32: a 2 MB page in 11 s, not 50 ms). A
+  window that small then sets the ACKs' pace, not the threshold; stream data the endpoint
   has queued (a request) is never held, nor anything before the handshake is confirmed or
   once the connection closes;
 - while it holds, a core timer other than its ACK and pacing ones (loss detection, idle)
@@ -81,9 +83,10 @@ class AckPolicy:
         """What qh3's core does unaided (its 1 ms delay is within the default 25 ms)."""
         return self == QH3_OWN
 
-    def gate(self, qh3_version: str) -> AckGate | None:
-        """The gate that makes this policy on qh3 `qh3_version` (None: qh3's own needs
-        none); SettingsError where that core was never read."""
+    def gate(self, qh3_version: str, credit_bytes: int) -> AckGate | None:
+        """The gate that makes this policy on qh3 `qh3_version` for a receiver whose credit is
+        due every `credit_bytes` (None: qh3's own needs none); SettingsError where that core
+        was never read."""
         if self.is_qh3s_own:
             return None
         if qh3_version not in CHECKED_QH3:
@@ -91,7 +94,7 @@ class AckPolicy:
                 f"ack_eliciting_threshold and max_ack_delay_ms are made around qh3 "
                 f"{', '.join(sorted(CHECKED_QH3))}'s core, not qh3 {qh3_version}'s"
             )
-        return AckGate(self)
+        return AckGate(self, credit_bytes)
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -106,34 +109,40 @@ QH3_OWN = AckPolicy()
 
 class AckGate:
     """Whether a receiver's transmits wait for more packets (the module's docstring). Pure:
-    `now` is the caller's clock, in seconds."""
+    `now` is the caller's clock, in seconds. `credit_bytes`: received bytes after which the
+    receiver's flow-control credit may be due (half its smaller window): a hold never keeps
+    the sender waiting for credit, only for an ACK."""
 
-    def __init__(self, policy: AckPolicy) -> None:
+    def __init__(self, policy: AckPolicy, credit_bytes: int) -> None:
         self.policy = policy
         self._threshold = policy.ack_eliciting_threshold
         self._delay_s = policy.max_ack_delay_ms / 1000
+        self._credit_bytes = credit_bytes
         self._unacked = 0  # packets received since the endpoint last sent
+        self._unacked_bytes = 0  # their UDP payload bytes
         self._first_at: float | None = None  # when the first of them came
 
-    def received(self, packets: int, now: float) -> None:
+    def received(self, packets: int, size_bytes: int, now: float) -> None:
         if packets <= 0:
             return
         if self._first_at is None:
             self._first_at = now
         self._unacked += packets
+        self._unacked_bytes += size_bytes
 
     def holds(self, now: float) -> bool:
-        """Whether to send nothing yet: some packets wait, fewer than the threshold, the first
-        for less than max_ack_delay."""
+        """Whether to send nothing yet: some packets wait, fewer than the threshold, less than
+        the credit's bytes, the first for less than max_ack_delay."""
         return (
             self._first_at is not None
             and self._unacked < self._threshold
+            and self._unacked_bytes < self._credit_bytes
             and now < self._first_at + self._delay_s
         )
 
     def sent(self) -> None:
         """The endpoint sent: its packets carry the ACK of all it received."""
-        self._unacked = 0
+        self._unacked = self._unacked_bytes = 0
         self._first_at = None
 
     @property

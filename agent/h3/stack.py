@@ -33,7 +33,7 @@ from qh3.quic.tls_bridge import QuicTlsBridge
 from qh3.tls import ExtensionType
 
 from agent.errors import UsageError
-from agent.h3.ack_policy import AckGate, AckPolicy
+from agent.h3.ack_policy import AckGate
 from agent.h3.credit import CreditLedger
 from agent.h3.empty_cid import EmptyPeerCidConnection
 from agent.h3.settings import QuicWindows
@@ -246,11 +246,12 @@ _RECEIVES = {"receive_datagram": 2, "receive_many_datagrams": 2, "receive_gro_bu
 
 
 def _counting(receive: Callable[..., Any], now_at: int, gate: AckGate) -> Callable[..., Any]:
-    """`receive`, telling `gate` the packets each call processed."""
+    """`receive`, telling `gate` the packets each call processed and their bytes (the
+    report's second number)."""
 
     def counted(*args: Any) -> Any:
         report = receive(*args)
-        gate.received(report[2], args[now_at])
+        gate.received(report[2], report[1], args[now_at])
         return report
 
     return counted
@@ -415,9 +416,11 @@ def announce_max_ack_delay(bridge: QuicTlsBridge, max_ack_delay_ms: int) -> None
     bridge.tls.handshake_extensions = [(ExtensionType.QUIC_TRANSPORT_PARAMETERS, announcing())]
 
 
-def ack_gate(policy: AckPolicy) -> AckGate | None:
-    """The gate making `policy` on this process's qh3 (agent.h3.ack_policy)."""
-    return policy.gate(qh3.__version__)
+def ack_gate(windows: QuicWindows) -> AckGate | None:
+    """The gate making the receiver's ACK policy on this process's qh3, its credit due every
+    half of its smaller window (agent.h3.ack_policy)."""
+    credit_bytes = min(windows.stream_window_bytes, windows.connection_window_bytes) // 2
+    return windows.ack_policy.gate(qh3.__version__, credit_bytes)
 
 
 def _core_failure(exc: RuntimeError) -> QuicConnectionError:

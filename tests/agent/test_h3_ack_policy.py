@@ -24,7 +24,7 @@ from agent.h3.ack_policy import (
 )
 from agent.h3.credit import CreditLedger
 from agent.h3.settings import QuicWindows
-from agent.h3.stack import TransportCounts, ack_gate, configuration, tap
+from agent.h3.stack import TappedQuicConnection, TransportCounts, ack_gate, configuration, tap
 from tests.agent.h3_peers import Credentials
 
 CLIENT = ("127.0.0.1", 50000)
@@ -46,28 +46,39 @@ def test_a_policy_outside_its_ranges_is_refused_naming_the_key(
 
 
 def test_qh3s_own_policy_needs_no_gate_and_another_is_refused_on_an_unread_qh3() -> None:
-    assert QH3_OWN.gate(next(iter(CHECKED_QH3))) is None
-    assert isinstance(AckPolicy(10).gate(next(iter(CHECKED_QH3))), AckGate)
+    assert QH3_OWN.gate(next(iter(CHECKED_QH3)), 1 << 20) is None
+    assert isinstance(AckPolicy(10).gate(next(iter(CHECKED_QH3)), 1 << 20), AckGate)
     with pytest.raises(SettingsError, match=r"qh3 9\.9\.9"):
-        AckPolicy(10).gate("9.9.9")
+        AckPolicy(10).gate("9.9.9", 1 << 20)
 
 
 def test_the_gate_holds_below_the_threshold_until_the_delay_and_opens_on_a_send() -> None:
-    gate = AckGate(AckPolicy(3, 20))
+    gate = AckGate(AckPolicy(3, 20), credit_bytes=10_000)
     assert not gate.holds(0.0)  # nothing received: nothing to hold back
-    gate.received(1, 1.0)
-    gate.received(0, 1.001)  # a datagram that was no packet of the connection
+    gate.received(1, 1300, 1.0)
+    gate.received(0, 40, 1.001)  # a datagram that was no packet of the connection
     assert gate.holds(1.019) and gate.release_at == pytest.approx(1.02)
     assert not gate.holds(1.02)  # the first waited max_ack_delay
-    gate.received(2, 1.005)
+    gate.received(2, 2600, 1.005)
     assert not gate.holds(1.005)  # three packets: the threshold
     gate.sent()
     assert not gate.holds(1.006) and gate.release_at is None
 
 
-def _client(credentials: Credentials, policy: AckPolicy) -> QuicConnection:
+def test_the_gate_never_holds_the_credit_half_a_window_asks_for() -> None:
+    gate = AckGate(AckPolicy(100, 20), credit_bytes=4000)
+    gate.received(3, 3900, 1.0)
+    assert gate.holds(1.0)
+    gate.received(1, 100, 1.0)
+    assert not gate.holds(1.0)
+
+
+def _client(
+    credentials: Credentials, policy: AckPolicy, window_bytes: int = 1 << 22
+) -> TappedQuicConnection:
+    windows = QuicWindows(window_bytes, 2 * window_bytes, ack_policy=policy)
     config = configuration(
-        QuicWindows(1 << 22, 1 << 23, ack_policy=policy),
+        windows,
         is_client=True,
         idle_timeout_s=60.0,
         ca_file=str(credentials.ca),
@@ -78,7 +89,7 @@ def _client(credentials: Credentials, policy: AckPolicy) -> QuicConnection:
         CreditLedger(),
         TransportCounts(),
         capacity_as_blocked=False,
-        ack_gate=ack_gate(policy),
+        ack_gate=ack_gate(windows),
     )
     client.connect(SERVER, now=0.0)
     return client
@@ -101,8 +112,10 @@ def _server(credentials: Credentials, client: QuicConnection) -> QuicConnection:
 class _Pair:
     """A client of ours and qh3's server in memory, on the tests' clock."""
 
-    def __init__(self, credentials: Credentials, policy: AckPolicy) -> None:
-        self.client = _client(credentials, policy)
+    def __init__(
+        self, credentials: Credentials, policy: AckPolicy, window_bytes: int = 1 << 22
+    ) -> None:
+        self.client = _client(credentials, policy, window_bytes)
         self.server = _server(credentials, self.client)
         self.now = 0.0
         self.client_sent = 0  # datagrams
@@ -136,7 +149,8 @@ class _Pair:
         waits for ACKs) and the timers due."""
         self.exchange()
         while not done():
-            due = [t for c in (self.client, self.server) if (t := c.get_timer()) is not None]
+            # The client's deadline is its core's timer or the end of its ACK policy's hold.
+            due = [t for t in (self.client.deadline(), self.server.get_timer()) if t is not None]
             self.now = max(self.now, min(due))
             for connection in (self.client, self.server):
                 timer = connection.get_timer()
@@ -145,24 +159,29 @@ class _Pair:
             self.exchange()
 
 
-def _handshaken(credentials: Credentials, policy: AckPolicy) -> _Pair:
-    pair = _Pair(credentials, policy)
+def _handshaken(credentials: Credentials, policy: AckPolicy, window_bytes: int = 1 << 22) -> _Pair:
+    pair = _Pair(credentials, policy, window_bytes)
     pair.run_until(lambda: pair.client._handshake_complete and pair.server._handshake_complete)
     return pair
 
 
-def _client_datagrams_for_transfer(
-    credentials: Credentials, policy: AckPolicy
-) -> tuple[int, QuicConnection]:
-    """The datagrams a client sends while it receives TRANSFER_PACKETS packets of one
-    response (after its request arrived), and the server."""
-    pair = _handshaken(credentials, policy)
+def _transfer(credentials: Credentials, policy: AckPolicy, window_bytes: int = 1 << 22) -> _Pair:
+    """The pair once the client received TRANSFER_PACKETS packets of one response, counting
+    the datagrams the client sent since its request arrived."""
+    pair = _handshaken(credentials, policy, window_bytes)
     stream_id = pair.client.get_next_available_stream_id()
     pair.client.send_stream_data(stream_id, b"GET", end_stream=True)
     pair.run_until(lambda: pair.server_asked)
     pair.client_sent = 0
     pair.server.send_stream_data(stream_id, bytes(PACKET_BYTES * TRANSFER_PACKETS), end_stream=True)
     pair.run_until(lambda: pair.client_ended)
+    return pair
+
+
+def _client_datagrams_for_transfer(
+    credentials: Credentials, policy: AckPolicy
+) -> tuple[int, QuicConnection]:
+    pair = _transfer(credentials, policy)
     return pair.client_sent, pair.server
 
 
@@ -213,3 +232,15 @@ def test_a_request_and_a_close_are_never_held(credentials: Credentials) -> None:
     assert client.datagrams_to_send(now) == []
     client.close()
     assert len(client.datagrams_to_send(now)) == 1
+
+
+def test_a_window_smaller_than_the_threshold_gets_its_credit_without_waiting(
+    credentials: Credentials,
+) -> None:
+    """A 16 KiB window is about 12 packets: at threshold 1000 a hold would keep the sender
+    waiting for credit the whole max_ack_delay (10 s on the tests' clock) every window; the
+    gate lets the credit go at half the window, so the transfer needs no hold to end by
+    time."""
+    start = _handshaken(credentials, QH3_OWN).now  # the handshake alone, on the same clock
+    pair = _transfer(credentials, AckPolicy(MAX_ACK_ELICITING_THRESHOLD, LONG_DELAY_MS), 16384)
+    assert pair.now - start < LONG_DELAY_MS / 1000

@@ -110,9 +110,9 @@ def test_the_clients_ack_threshold_is_swept_and_cuts_the_datagrams_it_sends(
     threshold's packets at most, beside its handshake, requests, close and the holds a
     sender's stall ends at max_ack_delay: a bound on counts, not on timing. On loopback qh3
     acknowledges at most once per receive batch, often of 10 packets or more (59-250 datagrams
-    at threshold 2, 34-63 at 32 here), so the threshold shows above a batch's packets. Under a
-    window of fewer packets than the threshold the sender waits for the delay each window
-    (65535 bytes at 32: 11 s a page, not 50 ms): the credit rides with the held ACK."""
+    at threshold 2, 34-63 at 32 here), so the threshold shows above a batch's packets. The
+    window is large so that the threshold, not the credit due every half window, sets when
+    the client sends."""
     _run, rows = _sweep(
         tmp_path, 4,
         "--set", "sweep={initial_window_size = [1048575], ack_eliciting_threshold = [2, 32]}",
