@@ -42,6 +42,8 @@ _OPTIONS: Mapping[str, str] = {
     "peer_clock_uncertainty_ns": "--peer-clock-uncertainty-ns",
     "ca_file": "--ca-file",
     "datagram_bytes": "--datagram-size",
+    "ack_eliciting_threshold": "--ack-eliciting-threshold",
+    "max_ack_delay_ms": "--max-ack-delay-ms",
     "event_loop": "--event-loop",
     "cpu": "--cpu",
     "events_dir": "--events-dir",
@@ -83,6 +85,8 @@ class TrialRequest:
     peer_clock_uncertainty_ns: int | None = None
     ca_file: str | None = None  # TLS: the authority, a path on the node
     datagram_bytes: int | None = None  # QUIC: the largest UDP payload
+    ack_eliciting_threshold: int | None = None  # QUIC: packets the client takes per ACK
+    max_ack_delay_ms: int | None = None  # QUIC: the longest the client holds an ACK
     event_loop: str | None = None
     cpu: int | None = None  # the core the agent pins itself to
     events_dir: str | None = None  # each trial's qlog goes here, a folder on the node; None: none

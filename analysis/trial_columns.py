@@ -420,6 +420,12 @@ BENCH_COLUMNS: tuple[Column, ...] = (
 QUIC_COLUMNS: tuple[Column, ...] = (
     Column("client_datagrams_received", "", "h3 runs only: UDP datagrams the client received"),
     Column(
+        "client_datagrams_sent",
+        "",
+        "h3 runs only: UDP datagrams the client sent; over a download nearly all carry only its "
+        "ACKs, which its ACK policy (ack_eliciting_threshold) sets",
+    ),
+    Column(
         "client_packets_lost", "", "h3 runs only: packets the client's QUIC stack declared lost"
     ),
     Column("client_pto_count", "", "h3 runs only: the client's probe timeouts (PTO)"),

@@ -37,6 +37,7 @@ from agent.h3.settings import QuicWindows
 from agent.h3.stack import (
     AnnouncingH3,
     TransportCounts,
+    ack_gate,
     configuration,
     inside_data_frame,
     settings_exchange,
@@ -235,6 +236,7 @@ class H3ClientConnection:
         return {
             "protocol": H3.name,
             "datagram_bytes": self.windows.datagram_bytes,
+            **self.windows.ack_policy.to_dict(),
             "connection_window_bytes": self.windows.connection_window_bytes,
             "packets_lost": None if core is None else core.loss_total,
             "pto_count": None if core is None else core.pto_total,
@@ -407,7 +409,13 @@ async def open_h3_connection(
             f"cannot reach {target.authority} over UDP: {exc.strerror or exc}"
         ) from None
     counts = TransportCounts()
-    quic = tap(QuicConnection(configuration=config), CreditLedger(), counts, False)
+    quic = tap(
+        QuicConnection(configuration=config),
+        CreditLedger(),
+        counts,
+        False,
+        ack_gate(windows),
+    )
     transport, protocol = await datagram_transport(lambda: QuicClientProtocol(quic, counts), sock)
     assert isinstance(protocol, QuicClientProtocol)
     connection = H3ClientConnection(protocol, transport, windows, buffers)

@@ -22,6 +22,7 @@ from agent.qlog import DEFAULT_MAX_BYTES
 from agent.workloads import DEFAULT_KIND
 
 if TYPE_CHECKING:
+    from agent.h3.ack_policy import AckPolicy
     from agent.h3.settings import QuicWindows
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -46,6 +47,7 @@ class TrialOptions:
     # trace, and the connection pays nothing for one.
     events_dir: Path | None = None
     events_max_bytes: int = DEFAULT_MAX_BYTES
+    ack_policy: AckPolicy | None = None  # HTTP/3: when the client ACKs; None: qh3's own
 
     @property
     def quic(self) -> bool:
@@ -58,7 +60,8 @@ class TrialOptions:
 
     def quic_windows(self) -> QuicWindows:
         """The settings as QUIC's: the stream window, the connection window as initial_max_data,
-        the datagram size (checked where the options were built)."""
+        the datagram size and the ACK policy (checked where the options were built)."""
+        from agent.h3.ack_policy import QH3_OWN  # noqa: PLC0415
         from agent.h3.settings import QuicWindows  # noqa: PLC0415
 
         return QuicWindows.from_settings(
@@ -66,6 +69,7 @@ class TrialOptions:
             default_stream_window_bytes=self.initial_window_size,
             connection_window_bytes=self.flow.connection_window,
             datagram_bytes=self.datagram_bytes,
+            ack_policy=self.ack_policy or QH3_OWN,
         )
 
 

@@ -51,6 +51,24 @@ def add_quic_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_ack_options(parser: argparse.ArgumentParser) -> None:
+    """When an HTTP/3 client acknowledges what it receives (agent.h3.ack_policy)."""
+    parser.add_argument(
+        "--ack-eliciting-threshold",
+        type=int,
+        metavar="PACKETS",
+        help="h3: acknowledge at once after this many packets received (2..1000; default 2, "
+        "RFC 9000's and qh3's own)",
+    )
+    parser.add_argument(
+        "--max-ack-delay-ms",
+        type=int,
+        metavar="MS",
+        help="h3: hold an acknowledgement at most this long, announced as max_ack_delay "
+        "(1..16383; default 25, RFC 9000's: qh3 itself waits 1 ms)",
+    )
+
+
 def add_protocol_option(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument(
         "--protocol",

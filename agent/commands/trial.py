@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, cast
 
 from agent.commands import add_example
 from agent.commands.common import (
+    add_ack_options,
     add_engine_options,
     add_protocol_option,
     add_quic_options,
@@ -22,7 +23,7 @@ from agent.commands.common import (
     pin,
 )
 from agent.engines import DEFAULT_ENGINE, engine_spec
-from agent.errors import UsageError
+from agent.errors import SettingsError, UsageError
 from agent.event_loop import DEFAULT_EVENT_LOOP, EVENT_LOOPS, check_event_loop
 from agent.h2.flow import (
     DEFAULT_WINDOW_UPDATE_POLICY,
@@ -41,8 +42,9 @@ DEFAULT_CONNECTION_WINDOW = 65535  # the protocol's own
 
 if TYPE_CHECKING:
     from agent.client.options import PeerClock
-    from agent.engines.spec import TrialEntry
+    from agent.engines.spec import EngineSpec, TrialEntry
     from agent.h2.flow import WindowUpdatePolicyName
+    from agent.h3.ack_policy import AckPolicy
     from agent.protocols import ProtocolSpec
 
 
@@ -97,6 +99,7 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
         "reached at an https URL's UDP port",
     )
     add_quic_options(parser)
+    add_ack_options(parser)
     parser.add_argument("--insecure", action="store_true", help="TLS: skip certificate checks")
     parser.add_argument("--ca-file", help="TLS: trust this CA bundle")
     add_engine_options(parser)
@@ -258,6 +261,7 @@ def run_request(
             udp_buffer_bytes=udp_buffer_bytes,
             events_dir=None if request.events_dir is None else Path(request.events_dir),
             events_max_bytes=events_max_bytes,
+            ack_policy=_ack_policy(request, protocol, engine),
         ),
         trial_id=request.trial_id or f"{socket.gethostname()}-{os.getpid()}",
         engine=engine.name,
@@ -305,6 +309,35 @@ def _protocol(request: TrialRequest, udp_buffer_bytes: int | None) -> ProtocolSp
         )
     check_udp_buffer(udp_buffer_bytes)
     return protocol
+
+
+def _ack_policy(
+    request: TrialRequest, protocol: ProtocolSpec, engine: EngineSpec
+) -> AckPolicy | None:
+    """The client's ACK policy, where the request sets one: over QUIC, on an engine whose
+    client takes one (agent.h3.ack_policy)."""
+    threshold, delay_ms = request.ack_eliciting_threshold, request.max_ack_delay_ms
+    if threshold is None and delay_ms is None:
+        return None
+    option = "--ack-eliciting-threshold" if threshold is not None else "--max-ack-delay-ms"
+    if not protocol.quic:
+        over_quic = " or ".join(protocols_where(quic=True))
+        raise UsageError(f"{option} is for --protocol {over_quic}")
+    if not engine.quic_ack_policy:
+        raise UsageError(f"{option}: the {engine.name} engine's client has no ACK policy")
+    from agent.h3.ack_policy import (  # noqa: PLC0415
+        DEFAULT_ACK_ELICITING_THRESHOLD,
+        DEFAULT_MAX_ACK_DELAY_MS,
+        AckPolicy,
+    )
+
+    try:
+        return AckPolicy(
+            DEFAULT_ACK_ELICITING_THRESHOLD if threshold is None else threshold,
+            DEFAULT_MAX_ACK_DELAY_MS if delay_ms is None else delay_ms,
+        )
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _peer_clock(offset_ns: int | None, uncertainty_ns: int) -> PeerClock | None:

@@ -95,6 +95,9 @@ class EngineSpec:
     # Its client over QUIC sends no trial header, so only this engine's own server counts its
     # trials there.
     quic_client_needs_own_server: bool = False
+    # Its client over QUIC acknowledges by a chosen ACK policy (agent.h3.ack_policy:
+    # ack_eliciting_threshold, max_ack_delay_ms).
+    quic_ack_policy: bool = False
 
     @property
     def serves_only(self) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from agent.errors import SettingsError
+from agent.h3.ack_policy import QH3_OWN, AckPolicy
 
 # HTTP/2 setting -> what carries its meaning over HTTP/3 (None: nothing does).
 H3_COUNTERPARTS: Mapping[str, str | None] = MappingProxyType(
@@ -89,13 +90,15 @@ def refuse_without_counterpart(
 @dataclass(frozen=True)
 class QuicWindows:
     """What one endpoint announces: its receive windows (bytes), its HTTP/3 SETTINGS (RFC
-    9114 identifiers' canonical names) and the largest UDP payload it sends and takes."""
+    9114 identifiers' canonical names), the largest UDP payload it sends and takes, and when
+    it acknowledges (its max_ack_delay is announced; agent.h3.ack_policy)."""
 
     stream_window_bytes: int
     connection_window_bytes: int
     datagram_bytes: int = DEFAULT_DATAGRAM_BYTES
     qpack_max_table_capacity: int | None = None
     max_field_section_size: int | None = None
+    ack_policy: AckPolicy = QH3_OWN
 
     def __post_init__(self) -> None:
         datagram_bytes_of(self.datagram_bytes)  # for its range check
@@ -111,6 +114,7 @@ class QuicWindows:
         default_stream_window_bytes: int,
         connection_window_bytes: int,
         datagram_bytes: int | None = None,
+        ack_policy: AckPolicy = QH3_OWN,
     ) -> QuicWindows:
         """The HTTP/2-named `settings` (range-checked already) as QUIC's, refusing one without
         a counterpart the qh3 engine can announce; `datagram_bytes` as `datagram_bytes_of`."""
@@ -121,6 +125,7 @@ class QuicWindows:
             datagram_bytes=datagram_bytes_of(datagram_bytes),
             qpack_max_table_capacity=settings.get("header_table_size"),
             max_field_section_size=settings.get("max_header_list_size"),
+            ack_policy=ack_policy,
         )
 
     def announced(self) -> dict[str, int]:

@@ -17,15 +17,23 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import qh3
 from qh3._hazmat import Buffer, QuicConnectionCore
 from qh3.h3.connection import H3_ALPN, FrameType, H3Connection, Setting
 from qh3.quic.configuration import QuicConfiguration
 from qh3.quic.connection import NetworkAddress, QuicConnection, QuicConnectionError
 from qh3.quic.events import StreamDataReceived
-from qh3.quic.packet import QuicErrorCode, QuicTransportParameters, pull_quic_transport_parameters
+from qh3.quic.packet import (
+    QuicErrorCode,
+    QuicTransportParameters,
+    pull_quic_transport_parameters,
+    push_quic_transport_parameters,
+)
+from qh3.quic.tls_bridge import QuicTlsBridge
 from qh3.tls import ExtensionType
 
 from agent.errors import UsageError
+from agent.h3.ack_policy import AckGate
 from agent.h3.credit import CreditLedger
 from agent.h3.empty_cid import EmptyPeerCidConnection
 from agent.h3.settings import QuicWindows
@@ -35,6 +43,8 @@ from agent.protocols.in_force import SettingsExchange
 # max_datagram_frame_size transport parameter, which a qh3 server omits unless configured.
 _DATAGRAM_FRAME_BYTES = 65536
 CAPACITY_EXHAUSTED = "capacity exhausted"
+# The core's timers (get_timer's kinds) that only send what an ACK policy's hold keeps back.
+_HELD_TIMERS = ("ack_", "pacing")
 
 
 def configuration(
@@ -119,7 +129,8 @@ class TransportCounts:
 
 class CoreTap:
     """Stands in for a connection's native core: every call passes through; the credit events
-    go to `credit` as well, each datagram polled is counted, and with `capacity_as_blocked` the
+    go to `credit` as well, each datagram polled is counted, the packets received go to
+    `ack_gate` where there is one (agent.h3.ack_policy), and with `capacity_as_blocked` the
     core's "packet builder capacity exhausted" (agent.h3.amplification) ends the poll instead
     of the connection."""
 
@@ -129,11 +140,17 @@ class CoreTap:
         credit: CreditLedger,
         counts: TransportCounts,
         capacity_as_blocked: bool,
+        ack_gate: AckGate | None = None,
     ) -> None:
         self.native = core
         self._credit = credit
         self._counts = counts
         self._capacity_as_blocked = capacity_as_blocked
+        self.ack_gate = ack_gate
+        if ack_gate is not None:
+            # Only then do receives cost a call more: the core's own are kept otherwise.
+            for name, now_at in _RECEIVES.items():
+                setattr(self, name, _counting(getattr(core, name), now_at, ack_gate))
         self._written: dict[int, int] = {}  # bytes handed to the core per stream
         self._written_total = 0
         self._held: tuple[Any, ...] | None = None
@@ -223,6 +240,23 @@ class CoreTap:
         return value
 
 
+# The core's receive calls, with where `now` is among their arguments; each returns a report
+# whose third number is the packets it processed.
+_RECEIVES = {"receive_datagram": 2, "receive_many_datagrams": 2, "receive_gro_buffer": 3}
+
+
+def _counting(receive: Callable[..., Any], now_at: int, gate: AckGate) -> Callable[..., Any]:
+    """`receive`, telling `gate` the packets each call processed and their bytes (the
+    report's second number)."""
+
+    def counted(*args: Any) -> Any:
+        report = receive(*args)
+        gate.received(report[2], report[1], args[now_at])
+        return report
+
+    return counted
+
+
 # Takes a stream's data as it leaves the core (stream ID, data, end of stream), or declines it
 # (False) for qh3's layer to have.
 StreamDataTaker = Callable[[int, bytes, bool], bool]
@@ -237,6 +271,7 @@ class TappedQuicConnection(EmptyPeerCidConnection):
     tap_credit: CreditLedger
     tap_counts: TransportCounts
     tap_capacity_as_blocked: bool
+    tap_ack_gate: AckGate | None = None
     take_stream_data: StreamDataTaker | None = None
 
     def _create_core(self, *args: Any, **kwargs: Any) -> None:
@@ -248,7 +283,14 @@ class TappedQuicConnection(EmptyPeerCidConnection):
             self.tap_credit,
             self.tap_counts,
             self.tap_capacity_as_blocked,
+            self.tap_ack_gate,
         )
+
+    def _create_tls(self, remote_source_cid: bytes | None) -> QuicTlsBridge:
+        bridge = super()._create_tls(remote_source_cid)
+        if self.tap_ack_gate is not None:
+            announce_max_ack_delay(bridge, self.tap_ack_gate.policy.max_ack_delay_ms)
+        return bridge
 
     @property
     def core(self) -> Any:
@@ -270,7 +312,7 @@ class TappedQuicConnection(EmptyPeerCidConnection):
             return
         core = tapped.native
         try:
-            core.receive_many_datagrams(datagrams, addr, now)
+            tapped.receive_many_datagrams(datagrams, addr, now)  # the core's own, or counted
         except RuntimeError as exc:
             raise _core_failure(exc) from exc
         take = self.take_stream_data
@@ -295,18 +337,46 @@ class TappedQuicConnection(EmptyPeerCidConnection):
         """What qh3's datagrams_to_send returns, in runs to one address (as a transport's
         sendto_many takes them): [(address, datagrams)]."""
         tapped: CoreTap | None = self._core  # type: ignore[assignment]
-        if tapped is None or self._quic_logger is not None:
-            return [(addr, [data]) for data, addr in super().datagrams_to_send(now)]
-        try:
-            return tapped.transmits(now)
-        except RuntimeError as exc:
-            raise _core_failure(exc) from exc
+        if tapped is None:
+            return []
+        gate = tapped.ack_gate
+        if gate is not None and self._ack_held(tapped, gate, now):
+            return []
+        if self._quic_logger is not None:
+            batches = [(addr, [data]) for data, addr in super().datagrams_to_send(now)]
+        else:
+            try:
+                batches = tapped.transmits(now)
+            except RuntimeError as exc:
+                raise _core_failure(exc) from exc
+        if batches and gate is not None:
+            gate.sent()
+        return batches
+
+    def _ack_held(self, tapped: CoreTap, gate: AckGate, now: float) -> bool:
+        """Whether the ACK policy holds the transmit: never before the handshake is confirmed
+        (a client's Finished must go), once the connection closes (its CONNECTION_CLOSE must),
+        or while stream data (a request) waits to be sent (agent.h3.ack_policy)."""
+        native = tapped.native
+        return (
+            self._handshake_confirmed
+            and gate.holds(now)
+            and native.state == "connected"
+            and native.get_send_buffer_size(None) == 0
+        )
 
     def deadline(self) -> float | None:
-        """When the core's next timer is due (qh3's get_timer, one call less)."""
+        """When the core's next timer is due (qh3's get_timer, one call less); while the ACK
+        policy holds, its ACK and pacing timers give way to the hold's end."""
         tapped: CoreTap | None = self._core  # type: ignore[assignment]
         timer = None if tapped is None else tapped.native.get_timer()
-        return None if timer is None else timer[1]
+        gate = None if tapped is None else tapped.ack_gate
+        release = None if gate is None else gate.release_at
+        if release is None or not self._handshake_confirmed:
+            return None if timer is None else timer[1]
+        if timer is None or timer[0].startswith(_HELD_TIMERS):
+            return release
+        return min(timer[1], release)
 
 
 def inside_data_frame(h3: H3Connection, stream_id: int, size: int, end_stream: bool) -> bool:
@@ -328,6 +398,31 @@ def inside_data_frame(h3: H3Connection, stream_id: int, size: int, end_stream: b
     return True
 
 
+def announce_max_ack_delay(bridge: QuicTlsBridge, max_ack_delay_ms: int) -> None:
+    """Make `bridge`'s transport parameters say `max_ack_delay_ms` (qh3 writes a fixed 25 ms
+    for a server, nothing for a client), now and whenever qh3 writes them again (a version
+    negotiation does)."""
+    write = bridge.serialize_transport_parameters
+
+    def announcing() -> bytes:
+        written = write()
+        parameters = pull_quic_transport_parameters(Buffer(data=written))
+        parameters.max_ack_delay = max_ack_delay_ms
+        buffer = Buffer(capacity=len(written) + 16)  # one parameter more at most
+        push_quic_transport_parameters(buffer, parameters)
+        return bytes(buffer.data)
+
+    bridge.serialize_transport_parameters = announcing  # type: ignore[method-assign]
+    bridge.tls.handshake_extensions = [(ExtensionType.QUIC_TRANSPORT_PARAMETERS, announcing())]
+
+
+def ack_gate(windows: QuicWindows) -> AckGate | None:
+    """The gate making the receiver's ACK policy on this process's qh3, its credit due every
+    half of its smaller window (agent.h3.ack_policy)."""
+    credit_bytes = min(windows.stream_window_bytes, windows.connection_window_bytes) // 2
+    return windows.ack_policy.gate(qh3.__version__, credit_bytes)
+
+
 def _core_failure(exc: RuntimeError) -> QuicConnectionError:
     """What qh3 makes of its core's failure (QuicConnection._call_core): the connection's."""
     return QuicConnectionError(QuicErrorCode.INTERNAL_ERROR, None, str(exc))
@@ -338,15 +433,18 @@ def tap(
     credit: CreditLedger,
     counts: TransportCounts,
     capacity_as_blocked: bool,
+    ack_gate: AckGate | None = None,
 ) -> TappedQuicConnection:
-    """`connection` tapped. qh3's server makes its connections itself (qh3.asyncio.server), of
-    its own class, before their core exists: the class is swapped here, the one place, rather
-    than copying qh3's server to construct ours."""
+    """`connection` tapped, before its first datagram; with `ack_gate` it acknowledges by that
+    gate's policy. qh3's server makes its connections itself (qh3.asyncio.server), of its own
+    class, before their core exists: the class is swapped here, the one place, rather than
+    copying qh3's server to construct ours."""
     connection.__class__ = TappedQuicConnection
     assert isinstance(connection, TappedQuicConnection)
     connection.tap_credit = credit
     connection.tap_counts = counts
     connection.tap_capacity_as_blocked = capacity_as_blocked
+    connection.tap_ack_gate = ack_gate
     return connection
 
 

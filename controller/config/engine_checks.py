@@ -15,6 +15,7 @@ from agent.protocols import protocol_spec, protocols_where
 from agent.workloads import SPECS
 from controller.config.layers import Stack
 from controller.config.model import (
+    ACK_AXES,
     DATAGRAM_AXIS,
     PROTOCOL_AXIS,
     SERVER_ENGINE_AXIS,
@@ -95,6 +96,7 @@ def _check_protocol(stack: Stack, config: Config) -> None:
             f"protocols are {', '.join(config.protocols)}: use it in a run of "
             f"{_quoted_or(protocols_where(quic=True))} alone"
         )
+    _check_ack_policy(stack, config, quic)
     encrypted = [p for p in config.protocols if protocol_spec(p).tls]
     if encrypted and len(config.client_nodes) > 1:
         raise ConfigError(
@@ -147,6 +149,29 @@ def _check_protocol(stack: Stack, config: Config) -> None:
                 )
     except SettingsError as exc:
         raise ConfigError(f"{origin}: {key}: {exc}") from None
+
+
+def _check_ack_policy(stack: Stack, config: Config, quic: tuple[str, ...]) -> None:
+    """The client's ACK policy (model.ACK_AXES) is HTTP/3's receiver's: a run of QUIC protocols
+    alone, on client engines whose client takes one."""
+    for name in ACK_AXES:
+        swept = name in config.sweep.names
+        if not swept and getattr(config.workload, name) is None:
+            continue
+        key = f"sweep.{name}" if swept else f"workload.{name}"
+        if quic != config.protocols:
+            raise ConfigError(
+                f"{stack.origin(key)}: {key}: HTTP/3's client's ACK policy, in a run whose "
+                f"protocols are {', '.join(config.protocols)}: use it in a run of "
+                f"{_quoted_or(protocols_where(quic=True))} alone"
+            )
+        for node in config.client_nodes:
+            if not engine_spec(node.engine).quic_ack_policy:
+                takes = tuple(e for e in engines_where() if engine_spec(e).quic_ack_policy)
+                raise ConfigError(
+                    f'{stack.origin(key)}: {key}: the "{node.engine}" engine\'s client has no '
+                    f"ACK policy (nodes.{node.role}.engine); use engine {_quoted_or(takes)}"
+                )
 
 
 def _servers(config: Config) -> list[tuple[str, NodeConfig]]:

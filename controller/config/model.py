@@ -93,6 +93,11 @@ DATAGRAM_AXIS = "datagram_bytes"
 """[workload] datagram_bytes, HTTP/3's largest UDP payload (max_udp_payload_size) both agents
 send and take, sweepable; None: the agent's default (agent.h3.settings)."""
 
+ACK_AXES = ("ack_eliciting_threshold", "max_ack_delay_ms")
+"""[workload] keys of HTTP/3's receiver (the client): packets it takes before it acknowledges at
+once, and the longest it holds an acknowledgement (announced as max_ack_delay), sweepable; None:
+qh3's own (agent.h3.ack_policy)."""
+
 FLOW_KEYS = ("connection_window", "window_update_policy")
 """The client's flow-control keys of [workload]: sweepable beside the settings and parameters."""
 
@@ -137,6 +142,8 @@ class WorkloadConfig:
     unrepresentable_window: UnrepresentablePolicy = "map"
     protocol: Protocol = DEFAULT_PROTOCOL
     datagram_bytes: int | None = None
+    ack_eliciting_threshold: int | None = None
+    max_ack_delay_ms: int | None = None
 
     def param(self, name: str) -> ParamValue:
         return dict(self.params)[name]
@@ -156,6 +163,8 @@ class TrialPoint:
     server_engine: Engine | None = None  # swept (server_engine); None: nodes.server.engine
     protocol: Protocol = DEFAULT_PROTOCOL
     datagram_bytes: int | None = None  # HTTP/3's; None: the agents' default
+    ack_eliciting_threshold: int | None = None  # HTTP/3 client's (ACK_AXES); None: qh3's own
+    max_ack_delay_ms: int | None = None
 
     @property
     def tls(self) -> bool:
@@ -413,6 +422,12 @@ class Config:
                 (p for p in PROTOCOLS if p == axes.get(PROTOCOL_AXIS)), self.workload.protocol
             ),
             datagram_bytes=_optional_int(axes.get(DATAGRAM_AXIS, self.workload.datagram_bytes)),
+            ack_eliciting_threshold=_optional_int(
+                axes.get("ack_eliciting_threshold", self.workload.ack_eliciting_threshold)
+            ),
+            max_ack_delay_ms=_optional_int(
+                axes.get("max_ack_delay_ms", self.workload.max_ack_delay_ms)
+            ),
         )
 
     def trial_points(self) -> list[TrialPoint]:

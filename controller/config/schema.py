@@ -21,6 +21,12 @@ from agent.errors import SettingsError
 from agent.event_loop import EVENT_LOOPS
 from agent.h2.flow import WINDOW_UPDATE_POLICIES
 from agent.h2.settings import SETTING_SPECS, canonical_name, check_value
+from agent.h3.ack_policy import (
+    MAX_ACK_ELICITING_THRESHOLD,
+    MAX_MAX_ACK_DELAY_MS,
+    MIN_ACK_ELICITING_THRESHOLD,
+    MIN_MAX_ACK_DELAY_MS,
+)
 from agent.h3.settings import MAX_DATAGRAM_BYTES, MIN_DATAGRAM_BYTES
 from agent.protocols import PROTOCOLS
 from agent.qlog import MIN_MAX_BYTES
@@ -367,11 +373,16 @@ FLOW_READERS: dict[str, Reader] = {
     "connection_window": optional(_window),
     "window_update_policy": choice(WINDOW_UPDATE_POLICIES),
 }
-# [workload] protocol: HTTP/2 in cleartext or over TLS, or HTTP/3 (model.PROTOCOLS); and
-# HTTP/3's datagram size (max_udp_payload_size, RFC 9000's 1200 up to qh3's 65527).
+# [workload] protocol: HTTP/2 in cleartext or over TLS, or HTTP/3 (model.PROTOCOLS); HTTP/3's
+# datagram size (max_udp_payload_size, RFC 9000's 1200 up to qh3's 65527) and its client's ACK
+# policy (agent.h3.ack_policy).
 PROTOCOL_READERS: dict[str, Reader] = {
     PROTOCOL_AXIS: choice(PROTOCOLS),
     DATAGRAM_AXIS: optional(integer(MIN_DATAGRAM_BYTES, MAX_DATAGRAM_BYTES)),
+    "ack_eliciting_threshold": optional(
+        integer(MIN_ACK_ELICITING_THRESHOLD, MAX_ACK_ELICITING_THRESHOLD)
+    ),
+    "max_ack_delay_ms": optional(integer(MIN_MAX_ACK_DELAY_MS, MAX_MAX_ACK_DELAY_MS)),
 }
 PARAM_NAMES = tuple(dict.fromkeys(p.name for spec in SPECS.values() for p in spec.params))
 # Node keys a sweep may vary: the server's stack (model.SERVER_ENGINE_AXIS).

@@ -185,6 +185,8 @@ class AgentPair:
                     peer_clock_uncertainty_ns=None if peer is None else peer.uncertainty_ns,
                     ca_file=self._ca_file(point),
                     datagram_bytes=point.datagram_bytes,
+                    ack_eliciting_threshold=point.ack_eliciting_threshold,
+                    max_ack_delay_ms=point.max_ack_delay_ms,
                     event_loop=self.config.run.event_loop,
                     events_dir=self.client.events_dir if self.config.run.events else None,
                     events_max_bytes=self.config.run.events_max_bytes,

@@ -89,6 +89,7 @@ def _quic_cells(role: str, record: Mapping[str, Any]) -> dict[str, object]:
     }
     if role == "client":
         cells["client_datagrams_received"] = _frames(record, "received", "datagrams")
+        cells["client_datagrams_sent"] = _frames(record, "sent", "datagrams")
     else:
         cells["server_max_stream_data_frames"] = transport.get("max_stream_data_frames")
         cells["server_max_data_frames"] = transport.get("max_data_frames")

@@ -438,7 +438,8 @@ KEY_ERRORS = [
         "sweep.window: not an HTTP/2 setting, flow-control key, protocol or workload parameter "
         "(known: header_table_size, enable_push, max_concurrent_streams, initial_window_size, "
         "max_frame_size, max_header_list_size, connection_window, window_update_policy, protocol, "
-        "datagram_bytes, site_seed, total_bytes, verify, size_bytes, requests, mode"
+        "datagram_bytes, ack_eliciting_threshold, max_ack_delay_ms, site_seed, total_bytes, "
+        "verify, size_bytes, requests, mode"
         f"{LATER_PARAMS}, server_engine)",
     ),
     (
@@ -727,6 +728,44 @@ def test_the_datagram_size_is_http3s_own_axis() -> None:
     )
     assert error_of(None, ('workload.protocol="h3"', "workload.datagram_bytes=1100")) == (
         "--set: workload.datagram_bytes: 1100 is outside 1200..65527"
+    )
+
+
+def test_the_clients_ack_policy_is_http3s_own_axis_on_the_builtin_client() -> None:
+    config = load_config(
+        None,
+        (
+            "sweep={initial_window_size = [4096], ack_eliciting_threshold = [2, 10]}",
+            'workload.protocol="h3"',
+            "workload.max_ack_delay_ms=40",
+        ),
+    )
+    points = [config.point(axes) for axes in config.sweep.points()]
+    assert [p.ack_eliciting_threshold for p in points] == [2, 10]
+    assert {p.max_ack_delay_ms for p in points} == {40}
+    default = load_config(None)
+    assert default.point(default.sweep.points()[0]).ack_eliciting_threshold is None
+    assert error_of(None, ("sweep.ack_eliciting_threshold=[2, 4]",)) == (
+        "--set: sweep.ack_eliciting_threshold: HTTP/3's client's ACK policy, in a run whose "
+        'protocols are h2c: use it in a run of "h3" alone'
+    )
+    assert error_of(None, ('workload.protocol="h3"', "workload.ack_eliciting_threshold=1")) == (
+        "--set: workload.ack_eliciting_threshold: 1 is outside 2..1000"
+    )
+    assert error_of(None, ('workload.protocol="h3"', "workload.max_ack_delay_ms=16384")) == (
+        "--set: workload.max_ack_delay_ms: 16384 is outside 1..16383"
+    )
+    assert error_of(
+        None,
+        (
+            'workload.protocol="h3"',
+            "workload.max_ack_delay_ms=40",
+            'nodes.client.engine="nghttp2"',
+            'nodes.server.engine="nghttp2"',
+        ),
+    ) == (
+        '--set: workload.max_ack_delay_ms: the "nghttp2" engine\'s client has no ACK policy '
+        '(nodes.client.engine); use engine "builtin"'
     )
 
 

@@ -102,6 +102,36 @@ def test_the_datagram_size_is_swept_and_sets_what_travels(tmp_path: Path) -> Non
     assert min(received["1200"]) > max(received["1452"])
 
 
+def test_the_clients_ack_threshold_is_swept_and_cuts_the_datagrams_it_sends(
+    tmp_path: Path,
+) -> None:
+    """The receiver's ACK policy as an axis (agent.h3.ack_policy): the same 2 MB page (about
+    1,600 packets) at thresholds 2 and 32, under a 1 MiB window. The client sends once per
+    threshold's packets at most, beside its handshake, requests, close and the holds a
+    sender's stall ends at max_ack_delay: a bound on counts, not on timing. On loopback qh3
+    acknowledges at most once per receive batch, often of 10 packets or more (59-250 datagrams
+    at threshold 2, 34-63 at 32 here), so the threshold shows above a batch's packets. The
+    window is large so that the threshold, not the credit due every half window, sets when
+    the client sends."""
+    _run, rows = _sweep(
+        tmp_path, 4,
+        "--set", "sweep={initial_window_size = [1048575], ack_eliciting_threshold = [2, 32]}",
+        "--set", 'workload.protocol="h3"',
+        "--set", "workload.max_ack_delay_ms=200",
+        "--set", "workload.total_bytes=2000000",
+    )  # fmt: skip
+    sent: dict[int, list[int]] = {}
+    for row in rows:
+        threshold = int(row["ack_eliciting_threshold"])
+        datagrams = int(row["client_datagrams_sent"])
+        assert datagrams <= int(row["client_datagrams_received"]) // threshold + 30, row
+        sent.setdefault(threshold, []).append(datagrams)
+    # Bounds, not order: a busy machine reads larger batches, each acknowledged once, so the
+    # threshold-2 trials can come down to the others' counts; the order is the in-memory
+    # tests' (tests/agent/test_h3_ack_policy.py), where each packet is read alone.
+    assert set(sent) == {2, 32}
+
+
 def test_stream_over_websocket_and_grpc_runs_over_h2_and_h3_in_one_sweep(tmp_path: Path) -> None:
     """The workloads whose bodies go piece by piece ride HTTP/3 too: stream's transports that
     need more than a GET (WebSocket over RFC 9220's extended CONNECT, gRPC with its trailers;

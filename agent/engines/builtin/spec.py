@@ -15,6 +15,7 @@ BUILTIN = EngineSpec(
     client_traces=protocols_where(),
     # Not over QUIC: qh3's logger is per connection, not split per trial yet.
     server_traces=protocols_where(quic=False),
+    quic_ack_policy=True,
     reloads_settings=True,
     connection_limits=True,
 )
