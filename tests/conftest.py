@@ -3,10 +3,12 @@ when missing, with the reason naming the component."""
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -81,6 +83,9 @@ def require_tool(*names: str) -> None:
     pytest.skip(message)
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
 def h2iot(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
     """The controller's command line in a process of its own, output captured as text (rich
     tables 200 columns wide, so their lines do not wrap)."""
@@ -92,6 +97,20 @@ def h2iot(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str
         check=False,
         env={**os.environ, "COLUMNS": "200"},
     )
+
+
+def swept_ok(config: str, out: Path, *args: str) -> tuple[Path, list[dict[str, str]]]:
+    """The run `h2iot sweep configs/CONFIG --no-dashboard --out OUT ARGS` left in OUT (which
+    holds nothing else), and its rows, every one of them ok."""
+    result = h2iot(
+        "sweep", str(REPO / "configs" / config), "--no-dashboard", "--out", str(out), *args
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = out.iterdir()
+    with (run / "trials.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows and all(row["status"] == "ok" for row in rows), rows
+    return run, rows
 
 
 # A process of its own whose filesystem lacks what Debian installs in the sbin directories (the

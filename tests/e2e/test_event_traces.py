@@ -6,30 +6,18 @@ datagrams; a trace past run.events_max_bytes is cut and says so."""
 from __future__ import annotations
 
 import collections
-import csv
 from pathlib import Path
 
 from agent.h2.trace import NAMESPACE
 from agent.qlog import CUT_EVENT
-from tests.conftest import h2iot, require_tool
+from tests.conftest import require_tool, swept_ok
 from tests.qlog_reader import read_json_seq
 
-REPO = Path(__file__).resolve().parents[2]
 SMALL = ("--set", "run.idle_baseline_s=1", "--set", "run.repetitions=1", "--set", "run.events=true")
 
 
 def _sweep(tmp_path: Path, config: str, *extra: str) -> tuple[Path, list[dict[str, str]]]:
-    out = tmp_path / "runs"
-    result = h2iot(
-        "sweep", str(REPO / "configs" / config), "--no-dashboard", "--out", str(out), *SMALL,
-        *extra,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    (run,) = out.iterdir()
-    with (run / "trials.csv").open() as handle:
-        rows = list(csv.DictReader(handle))
-    assert rows and all(row["status"] == "ok" for row in rows), rows
-    return run, rows
+    return swept_ok(config, tmp_path / "runs", *SMALL, *extra)
 
 
 def _events(run: Path, row: dict[str, str], role: str = "client") -> list[dict[str, object]]:

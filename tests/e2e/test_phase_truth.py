@@ -11,7 +11,6 @@ line, the phases go by the clock offset and still tile the window.
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import math
@@ -25,9 +24,8 @@ from analysis.trial_columns import PHASES
 from analysis.truth import Truth
 from controller.meter.ppk2 import RANGE_CEILINGS_UA, SAMPLE_RATE_HZ
 from controller.meter.virtual import VirtualMeter, VirtualMeterOptions
-from tests.conftest import h2iot
+from tests.conftest import swept_ok
 
-REPO = Path(__file__).resolve().parents[2]
 PROTOCOLS = '["h2c", "h2", "h3"]'
 SWEEP = (
     "--set", "workload.total_bytes=300000",
@@ -42,15 +40,7 @@ PAGE_PARTS = ("first_byte", "transfer")
 
 
 def _sweep(config: str, out: Path, *extra: str) -> tuple[Path, list[dict[str, str]]]:
-    result = h2iot(
-        "sweep", str(REPO / "configs" / config), "--no-dashboard", "--out", str(out), *SWEEP,
-        *extra,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    (run,) = out.iterdir()
-    with (run / "trials.csv").open() as handle:
-        rows = list(csv.DictReader(handle))
-    assert rows and all(row["status"] == "ok" for row in rows), rows
+    run, rows = swept_ok(config, out, *SWEEP, *extra)
     assert {row["protocol"] for row in rows} == {"h2c", "h2", "h3"}
     return run, rows
 
