@@ -16,7 +16,7 @@ from agent.h2.trace import RECEIVED, SENT, FrameEvent
 
 _FRAME = re.compile(
     r"\[\s*(?P<s>\d+)\.(?P<ms>\d{3})\] (?P<dir>send|recv) (?P<name>[A-Z_]+) frame "
-    r"<length=(?P<length>\d+), flags=0x(?P<flags>[0-9a-f]{2}), stream_id=(?P<stream>\d+)>"
+    r"<length=(?P<length>\d+), flags=0x(?P<flags>[0-9a-f]{2}), stream_id=(?P<stream_id>\d+)>"
 )
 _TYPES = {name: frame_type for frame_type, name in FRAME_TYPE_NAMES.items()}
 _DIRECTIONS = {"send": SENT, "recv": RECEIVED}
@@ -36,7 +36,7 @@ def frame_events(text: str) -> list[FrameEvent]:
                 direction=_DIRECTIONS[match["dir"]],
                 frame_type=frame_type,
                 flags=int(match["flags"], 16),
-                stream_id=int(match["stream"]),
+                stream_id=int(match["stream_id"]),
                 length_bytes=int(match["length"]),
             )
         )
