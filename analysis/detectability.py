@@ -22,7 +22,7 @@ from typing import Literal
 
 from scipy.special import stdtrit
 
-from analysis.stats import DEFAULT_CONFIDENCE, Summary
+from analysis.stats import DEFAULT_CONFIDENCE, Summary, welch_df
 
 __all__ = [
     "DEFAULT_POWER",
@@ -66,12 +66,6 @@ def meter_floor(step_mw: float, noise_mw: float, window_s: float, samples: int) 
     return MeterFloor(step_mw * window_s, noise_mj)
 
 
-def _welch_df(va: float, vb: float, n_a: int, n_b: int) -> float:
-    if va + vb == 0:
-        return math.inf
-    return (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
-
-
 def min_detectable_difference(
     sd_a: float,
     n_a: int,
@@ -92,7 +86,7 @@ def min_detectable_difference(
     se = math.sqrt(va + vb)
     if se == 0:
         return 0.0
-    df = _welch_df(va, vb, n_a, n_b)
+    df = welch_df(va, vb, n_a, n_b)
     return (float(stdtrit(df, (1 + confidence) / 2)) + float(stdtrit(df, power))) * se
 
 

@@ -102,6 +102,14 @@ class Difference:
         return self.ci_low > 0 or self.ci_high < 0
 
 
+def welch_df(va: float, vb: float, n_a: int, n_b: int) -> float:
+    """The Welch-Satterthwaite degrees of freedom of a difference of two means whose squared
+    standard errors are `va` and `vb` (infinite when both are zero: no spread to estimate)."""
+    if va + vb == 0:
+        return math.inf
+    return (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+
+
 def welch_difference(a: Summary, b: Summary, confidence: float = DEFAULT_CONFIDENCE) -> Difference:
     """The difference of two independent means, unequal variances (Welch-Satterthwaite df)."""
     estimate = b.mean - a.mean
@@ -111,6 +119,6 @@ def welch_difference(a: Summary, b: Summary, confidence: float = DEFAULT_CONFIDE
     se = math.sqrt(va + vb)
     if se == 0:
         return Difference(estimate, estimate, estimate, math.inf, confidence)
-    df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
+    df = welch_df(va, vb, a.n, b.n)
     half = float(stdtrit(df, (1 + confidence) / 2)) * se
     return Difference(estimate, estimate - half, estimate + half, df, confidence)
