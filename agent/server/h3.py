@@ -38,11 +38,13 @@ from qh3.quic.configuration import QuicConfiguration
 from qh3.quic.connection import QuicConnection
 from qh3.quic.packet import QuicPacketType
 
+from agent.event_trace import TraceWriter
 from agent.h3.admission import H3Limits, Handshakes
 from agent.h3.amplification import AmplificationFixes, install_padding_credit
 from agent.h3.protocol import H3
 from agent.h3.settings import QuicWindows
 from agent.h3.stack import configuration
+from agent.h3.trace import TrialQuicLogger
 from agent.h3.udp import SocketBuffers, udp_socket
 from agent.limits import DEFAULT_IDLE_TIMEOUT_S
 from agent.protocols.in_force import SettingsExchange
@@ -73,6 +75,7 @@ class H3ServeOptions:
     fixes: AmplificationFixes = field(default_factory=AmplificationFixes)
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     buffer_bytes: int | None = None  # socket buffers asked each way; None: agent.h3.udp's
+    traces: TraceWriter | None = None  # each trial's qh3 events, written as it leaves
 
 
 @dataclass
@@ -103,7 +106,12 @@ class H3Server:
     def __init__(self, options: H3ServeOptions, trial_log: TrialLog, handler: Handler) -> None:
         self.options = options
         self.app = ServerApp(
-            ServerOptions(host=options.host, port=options.port, workload=options.workload),
+            ServerOptions(
+                host=options.host,
+                port=options.port,
+                workload=options.workload,
+                traces=options.traces,
+            ),
             trial_log,
             handler,
         )
@@ -114,6 +122,10 @@ class H3Server:
             cert=options.cert,
             key=options.key,
         )
+        if options.traces is not None:
+            # Each connection's own trace, handed out a trial at a time (agent.h3.trace); with
+            # a logger, qh3's stack leaves its batch fast path (agent.h3.stack).
+            self.configuration.quic_logger = TrialQuicLogger()
         self.input = InputCounts()
         self.buffers: SocketBuffers | None = None
         extra: Mapping[str, int] = getattr(handler, "extra_settings", {})

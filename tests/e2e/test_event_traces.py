@@ -63,12 +63,16 @@ def test_h3_traces_hold_qh3s_quic_events(tmp_path: Path) -> None:
         "--set", "workload.total_bytes=300000", "--set", "sweep.initial_window_size=[65535]",
     )  # fmt: skip
     h3 = [row for row in rows if row["protocol"] == "h3"]
-    # Every trial's client trace; the server's over HTTP/2 only (its HTTP/3 server traces none).
-    assert len(list((run / "events").iterdir())) == 2 * len(rows) - len(h3)
+    # Every trial's traces from both nodes, the HTTP/3 server's its connection's qh3 events.
+    assert len(list((run / "events").iterdir())) == 2 * len(rows)
     for row in h3:
         names = collections.Counter(str(event["name"]) for event in _events(run, row))
         assert names["transport:datagrams_received"] == int(row["client_datagrams_received"])
         assert names["http:frame_parsed"] > 0
+        served = collections.Counter(str(e["name"]) for e in _events(run, row, "server"))
+        # What the client received the server sent (and maybe more it never read, its close).
+        assert served["transport:datagrams_sent"] >= int(row["client_datagrams_received"])
+        assert served["http:frame_created"] >= int(row["page_resource_count"])
 
 
 def test_a_trace_past_the_limit_is_cut_and_says_so(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def serve(
 ) -> int:
     traces = _traces(args)
     if protocol.quic:
-        return _serve_quic(args, protocol, workload, params, settings)
+        return _serve_quic(args, protocol, workload, params, settings, traces=traces)
     limits = connection_limits(args, tls=protocol.tls)
     from agent.server.app import ServerOptions  # noqa: PLC0415
     from agent.server.app import serve as serve_h2  # noqa: PLC0415
@@ -74,6 +74,8 @@ def _serve_quic(
     workload: WorkloadSpec,
     params: dict[str, ParamValue],
     settings: dict[str, int],
+    *,
+    traces: TraceWriter | None,
 ) -> int:
     protocol.require_stack()
     from agent.h3.admission import h3_limits  # noqa: PLC0415
@@ -104,6 +106,7 @@ def _serve_quic(
         ),
         idle_timeout_s=limits.idle_timeout_s,
         buffer_bytes=args.udp_buffer,
+        traces=traces,
     )
     return asyncio.run(serve_h3(options, handler))
 
