@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import shutil
 import statistics
@@ -198,7 +199,36 @@ def summary_table(fetches: Sequence[Fetch], variants: Sequence[str]) -> str:
                 f"| {med(ours, 'cpu_s') / med(theirs, 'cpu_s'):.2f} "
                 f"| {statistics.median(ratios):.2f} |"
             )
+    if BASELINE in variants:
+        lines += ["", *baseline_table(fetches, [v for v in variants if v != BASELINE])]
     return "\n".join(lines) + "\n"
+
+
+def baseline_table(fetches: Sequence[Fetch], variants: Sequence[str]) -> list[str]:
+    """Each variant's fetch CPU against the baseline checkout's in the same round: the median
+    of the paired ratios and its 90 % bootstrap interval (the rounds resampled, seeded)."""
+    lines = [
+        "| window (bytes) | ours: loop/check | pairs | ours / baseline (median of paired ratios) "
+        "| 90 % interval |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    resample = random.Random(0)
+    for window in sorted({f.window for f in fetches}):
+        base = {f.round: f.cpu_s for f in fetches if f.window == window and f.client == BASELINE}
+        for variant in variants:
+            ratios = [
+                f.cpu_s / base[f.round]
+                for f in fetches
+                if f.window == window and f.client == variant and f.round in base
+            ]
+            medians = sorted(
+                statistics.median(resample.choices(ratios, k=len(ratios))) for _ in range(2000)
+            )
+            lines.append(
+                f"| {window} | {variant} | {len(ratios)} | {statistics.median(ratios):.3f} "
+                f"| {medians[100]:.3f} .. {medians[1899]:.3f} |"
+            )
+    return lines
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
