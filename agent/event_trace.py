@@ -51,6 +51,12 @@ def write_trace(
         },
         max_bytes,
     )
+    write_durably(path, data)
+
+
+def write_durably(path: Path, data: bytes) -> None:
+    """A trace's bytes at `path`, whole once it exists: written beside it, flushed to disk,
+    renamed."""
     partial = path.with_name(path.name + ".partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -98,10 +98,15 @@ def test_ngtcp2s_own_qlog_is_kept_as_gtlsclient_wrote_it(tmp_path: Path) -> None
         "--set", "nodes.client.engine=nghttp2", "--set", "nodes.server.engine=nghttp2",
     )  # fmt: skip
     (row,) = rows
-    # Only the client's: the nghttp2 engine's servers trace nothing yet.
-    assert [path.name for path in (run / "events").iterdir()] == [f"{row['trial_id']}.client.sqlog"]
     names = collections.Counter(str(event["name"]) for event in _events(run, row))
     assert names["transport:packet_received"] > 0 and names["transport:packet_sent"] > 0
+    # gtlsserver's qlog of the trial's connection, as ngtcp2 wrote it.
+    header, events = read_json_seq(
+        (run / "events" / f"{row['trial_id']}.server.sqlog").read_bytes()
+    )
+    assert header["trace"]["vantage_point"] == {"name": "ngtcp2", "type": "server"}
+    served = collections.Counter(str(event["name"]) for event in events)
+    assert served["transport:packet_sent"] > served["transport:packet_received"] > 0
 
 
 def test_nghttps_frame_log_becomes_the_same_frame_events(tmp_path: Path) -> None:
@@ -117,3 +122,8 @@ def test_nghttps_frame_log_becomes_the_same_frame_events(tmp_path: Path) -> None
     assert frames[(f"{NAMESPACE}:frame_sent", "headers")] == resources
     assert frames[(f"{NAMESPACE}:frame_received", "headers")] == resources
     assert frames[(f"{NAMESPACE}:frame_received", "data")] >= resources
+    # nghttpd -v's log of the trial's connection: the same frames from the other end.
+    served = _frames(_events(run, row, "server"))
+    for (name, frame_type), count in frames.items():
+        mirrored = name.replace("received", "?").replace("sent", "received").replace("?", "sent")
+        assert served[(mirrored, frame_type)] == count, (name, frame_type)
