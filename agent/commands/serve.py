@@ -28,7 +28,7 @@ from agent.limits import (
     RESERVED_DESCRIPTORS,
 )
 from agent.protocols import protocol_of_scheme, protocol_spec, protocols_where
-from agent.qlog import DEFAULT_MAX_BYTES
+from agent.qlog import DEFAULT_MAX_BYTES, MIN_MAX_BYTES
 from agent.registry import load_dotted
 from agent.workloads import DEFAULT_KIND
 
@@ -99,8 +99,8 @@ def configure(serve: argparse.ArgumentParser) -> None:
         "--events-dir",
         type=Path,
         metavar="DIR",
-        help="builtin engine over HTTP/2: write each trial's frames (qlog, JSON-SEQ) to "
-        "DIR/<trial-id>.server.sqlog as the trial leaves its connection (agent/README.md)",
+        help="write each trial's event trace (qlog, JSON-SEQ: HTTP/2 frames, or QUIC events) to "
+        "DIR/<trial-id>.server.sqlog before its record (agent/README.md, Event traces)",
     )
     serve.add_argument(
         "--events-max-bytes",
@@ -165,6 +165,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--events-dir: the {engine.name} engine's server writes no event trace over "
             f"{protocol.name} yet"
+        )
+    if args.events_max_bytes < MIN_MAX_BYTES:
+        raise UsageError(
+            f"--events-max-bytes {args.events_max_bytes}: expected {MIN_MAX_BYTES} or more"
         )
     params = workload_params(workload, args, "server")
     if not 0 <= args.port <= 65535:

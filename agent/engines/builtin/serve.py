@@ -18,7 +18,6 @@ from agent.limits import (
     connection_budget_bytes,
     default_max_connections,
 )
-from agent.qlog import MIN_MAX_BYTES
 from agent.workloads.load import server_mount
 
 if TYPE_CHECKING:
@@ -59,10 +58,6 @@ def serve(
 
 
 def _traces(args: argparse.Namespace) -> TraceWriter | None:
-    if args.events_max_bytes < MIN_MAX_BYTES:
-        raise UsageError(
-            f"--events-max-bytes {args.events_max_bytes}: expected {MIN_MAX_BYTES} or more"
-        )
     if args.events_dir is None:
         return None
     return TraceWriter(args.events_dir, args.events_max_bytes)
