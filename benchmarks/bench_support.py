@@ -1,13 +1,15 @@
 """What the benchmarks share: pinned child processes, stopping them, a process's CPU time from
-the scheduler, free ports, CSV output. Imported by the scripts beside it (run as
-`python benchmarks/NAME.py`, this directory is first on sys.path)."""
+the scheduler, free ports, CSV output, a median's bootstrap interval. Imported by the scripts
+beside it (run as `python benchmarks/NAME.py`, this directory is first on sys.path)."""
 
 from __future__ import annotations
 
 import csv
 import os
+import random
 import signal
 import socket
+import statistics
 import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -87,3 +89,13 @@ PROFILES: dict[str, tuple[str, ...]] = {
         'link.delay_method="relay"',
     ),
 }
+
+
+def median_interval(values: Sequence[float], seed: int = 0) -> tuple[float, float]:
+    """A 90 % bootstrap interval of the median of `values` (2,000 resamples, seeded: the same
+    measurements give the same interval)."""
+    resample = random.Random(seed)
+    medians = sorted(
+        statistics.median(resample.choices(values, k=len(values))) for _ in range(2000)
+    )
+    return medians[100], medians[1899]

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import resource
 import shutil
 import statistics
@@ -43,7 +42,7 @@ from functools import partial
 from pathlib import Path
 
 from agent_vs_nghttp2 import BenchError, nghttp2_bits, prepare_site, server
-from bench_support import free_port, pinned, write_csv
+from bench_support import free_port, median_interval, pinned, write_csv
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_WINDOWS = (255, 4095, 65535)
@@ -212,7 +211,6 @@ def baseline_table(fetches: Sequence[Fetch], variants: Sequence[str]) -> list[st
         "| 90 % interval |",
         "|---:|---|---:|---:|---:|",
     ]
-    resample = random.Random(0)
     for window in sorted({f.window for f in fetches}):
         base = {f.round: f.cpu_s for f in fetches if f.window == window and f.client == BASELINE}
         for variant in variants:
@@ -221,12 +219,10 @@ def baseline_table(fetches: Sequence[Fetch], variants: Sequence[str]) -> list[st
                 for f in fetches
                 if f.window == window and f.client == variant and f.round in base
             ]
-            medians = sorted(
-                statistics.median(resample.choices(ratios, k=len(ratios))) for _ in range(2000)
-            )
+            low, high = median_interval(ratios)
             lines.append(
                 f"| {window} | {variant} | {len(ratios)} | {statistics.median(ratios):.3f} "
-                f"| {medians[100]:.3f} .. {medians[1899]:.3f} |"
+                f"| {low:.3f} .. {high:.3f} |"
             )
     return lines
 

@@ -96,7 +96,7 @@ def _free_udp_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _fixed_windows(window: int) -> list[str]:
+def fixed_windows(window: int) -> list[str]:
     return [
         f"--max-stream-data-bidi-local={window}",
         f"--max-data={window}",
@@ -146,7 +146,7 @@ def _server(argv: Sequence[str], core: int, log: Path, port_line: bool) -> Itera
 
 def _gtlsserver(setup: Setup, port: int, log: Path) -> AbstractContextManager[int]:
     argv = [
-        "gtlsserver", "-q", "-d", str(setup.site), *_fixed_windows(65535),
+        "gtlsserver", "-q", "-d", str(setup.site), *fixed_windows(65535),
         "127.0.0.1", str(port), str(setup.key), str(setup.cert),
     ]  # fmt: skip
     return _server(argv, setup.server_core, log, port_line=False)
@@ -169,7 +169,7 @@ def _gtlsclient(setup: Setup, port: int, window: int, run: int) -> Measurement:
     cpu = wall = 0.0
     for _ in range(setup.fetches):
         argv = [
-            "gtlsclient", "-q", "--exit-on-all-streams-close", *_fixed_windows(window),
+            "gtlsclient", "-q", "--exit-on-all-streams-close", *fixed_windows(window),
             "127.0.0.1", str(port), *urls,
         ]  # fmt: skip
         _stdout, cpu_s, wall_s = _timed(argv, setup.client_core)

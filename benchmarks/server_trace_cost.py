@@ -19,7 +19,6 @@ Run from the repository root with the project's venv:
 from __future__ import annotations
 
 import argparse
-import random
 import shutil
 import statistics
 import subprocess
@@ -34,7 +33,15 @@ from pathlib import Path
 from typing import IO
 
 from agent_vs_nghttp2 import nghttp2_bits, prepare_site
-from bench_support import free_port, pinned, process_cpu_s, terminated, write_csv
+from bench_support import (
+    free_port,
+    median_interval,
+    pinned,
+    process_cpu_s,
+    terminated,
+    write_csv,
+)
+from h3_vs_ngtcp2 import fixed_windows
 
 from controller.run.tls import run_credentials
 
@@ -81,15 +88,6 @@ def _fetch(argv: Sequence[str], core: int, server_pid: int) -> float:
     return process_cpu_s(server_pid) - before
 
 
-def _gtls_windows(window: int) -> list[str]:
-    return [
-        f"--max-stream-data-bidi-local={window}",
-        f"--max-data={window}",
-        "--max-window=0",
-        "--max-stream-window=0",
-    ]
-
-
 def measure(args: argparse.Namespace, paths: Sequence[str], out: Path) -> list[Fetch]:
     site, windows = str(args.site), [int(w) for w in args.windows.split(",")]
     credentials = run_credentials(out, ["127.0.0.1", "localhost"], "bench")
@@ -127,7 +125,7 @@ def measure(args: argparse.Namespace, paths: Sequence[str], out: Path) -> list[F
                     for traced, pid, port in ((False, h3_plain, "q"), (True, h3_traced, "qlog")):
                         urls = [f"https://127.0.0.1:{ports[port]}/{path}" for path in paths]
                         gtls = ["gtlsclient", "-q", "--exit-on-all-streams-close"]
-                        argv = [*gtls, *_gtls_windows(window), "127.0.0.1", str(ports[port])]
+                        argv = [*gtls, *fixed_windows(window), "127.0.0.1", str(ports[port])]
                         cases.append(("h3", traced, pid, [*argv, *urls]))
                     order = cases if round_ % 2 == 0 else cases[::-1]
                     for protocol, traced, pid, argv in order:
@@ -148,7 +146,6 @@ def summary(fetches: Sequence[Fetch]) -> str:
         "| traced / untraced (median of paired ratios) | 90 % interval |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    resample = random.Random(0)
     names = {"h2c": "nghttpd -v", "h3": "gtlsserver --qlog-dir"}
     for protocol in ("h2c", "h3"):
         for window in sorted({f.window for f in fetches}):
@@ -158,14 +155,12 @@ def summary(fetches: Sequence[Fetch]) -> str:
                     pairs.setdefault(f.round, {})[f.traced] = f.server_cpu_s
             both = [p for p in pairs.values() if len(p) == 2]
             ratios = [p[True] / p[False] for p in both]
-            medians = sorted(
-                statistics.median(resample.choices(ratios, k=len(ratios))) for _ in range(2000)
-            )
+            low, high = median_interval(ratios)
             lines.append(
                 f"| {names[protocol]} | {window} | {len(both)} "
                 f"| {1e3 * statistics.median(p[False] for p in both):.1f} "
                 f"| {1e3 * statistics.median(p[True] for p in both):.1f} "
-                f"| {statistics.median(ratios):.2f} | {medians[100]:.2f} .. {medians[1899]:.2f} |"
+                f"| {statistics.median(ratios):.2f} | {low:.2f} .. {high:.2f} |"
             )
     return "\n".join(lines) + "\n"
 
