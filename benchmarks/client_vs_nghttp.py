@@ -198,21 +198,24 @@ def summary_table(fetches: Sequence[Fetch], variants: Sequence[str]) -> str:
                 f"| {med(ours, 'cpu_s') / med(theirs, 'cpu_s'):.2f} "
                 f"| {statistics.median(ratios):.2f} |"
             )
-    if BASELINE in variants:
-        lines += ["", *baseline_table(fetches, [v for v in variants if v != BASELINE])]
+    # Against the baseline checkout where there is one, else against the first variant.
+    reference = BASELINE if BASELINE in variants else variants[0]
+    others = [v for v in variants if v != reference]
+    if others:
+        lines += ["", *paired_table(fetches, reference, others)]
     return "\n".join(lines) + "\n"
 
 
-def baseline_table(fetches: Sequence[Fetch], variants: Sequence[str]) -> list[str]:
-    """Each variant's fetch CPU against the baseline checkout's in the same round: the median
+def paired_table(fetches: Sequence[Fetch], reference: str, variants: Sequence[str]) -> list[str]:
+    """Each variant's fetch CPU against the `reference` variant's in the same round: the median
     of the paired ratios and its 90 % bootstrap interval (the rounds resampled, seeded)."""
     lines = [
-        "| window (bytes) | ours: loop/check | pairs | ours / baseline (median of paired ratios) "
+        f"| window (bytes) | ours: loop/check | pairs | / {reference} (median of paired ratios) "
         "| 90 % interval |",
         "|---:|---|---:|---:|---:|",
     ]
     for window in sorted({f.window for f in fetches}):
-        base = {f.round: f.cpu_s for f in fetches if f.window == window and f.client == BASELINE}
+        base = {f.round: f.cpu_s for f in fetches if f.window == window and f.client == reference}
         for variant in variants:
             ratios = [
                 f.cpu_s / base[f.round]
