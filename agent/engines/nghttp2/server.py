@@ -7,7 +7,8 @@ then listens itself on a control port for the clients' trial-control messages
 (agent.trial_control). At `begin` it waits for nghttpd to be idle, samples its CPU time
 (schedstat, ns), clock ticks (user/sys split) and write(2) bytes, and resets its peak-RSS mark;
 between `begin` and `end` a thread polls nghttpd's CPU counter every POLL_S to find when it
-served; at `end` it waits for nghttpd to be idle again, samples, and appends the trial's record.
+served; at `end` it waits for nghttpd to be idle again, samples, and appends the trial's record
+(with --events-dir, after writing the trial's trace: agent.engines.nghttp2.server_traces).
 nghttpd dies with the agent (PR_SET_PDEATHSIG), and the agent exits 1 if nghttpd dies first.
 """
 
@@ -103,6 +104,7 @@ class _OpenTrial:
     rss_reset: bool
     poller: ActivityPoller
     watch: TrialWatch
+    trace_bytes: int  # what the program had written of its traces at `begin`
 
 
 def _with_nghttpd_switches(pid: int) -> tuple[int, int] | None:
@@ -147,9 +149,11 @@ class Supervisor:
         tracker = ActivityTracker(begin.t_mono_ns, self._read_runtime())
         poller = ActivityPoller(self._read_runtime, tracker)
         watch = TrialWatch(self._node, instant_start=False)
+        traced = 0
         if self.traces is not None:
             self.traces.begin()
-        self.trial = _OpenTrial(message.trial_id, begin, rss_reset, poller, watch)
+            traced = self.traces.output_bytes()
+        self.trial = _OpenTrial(message.trial_id, begin, rss_reset, poller, watch, traced)
 
     async def end(self, message: End) -> None:
         trial = self.trial
@@ -160,6 +164,7 @@ class Supervisor:
         if not trial.poller.settled:
             log.warning("trial %s: nghttpd still busy at its end", message.trial_id)
         end = self.probe.sample()
+        traced = 0 if self.traces is None else self.traces.output_bytes() - trial.trace_bytes
         record = trial_record(
             trial.trial_id,
             trial.begin,
@@ -170,6 +175,7 @@ class Supervisor:
             rss_reset=trial.rss_reset,
             cpu_source=self.cpu_source,
             poll_s=POLL_S,
+            trace_bytes=traced,
         )
         if self.traces is not None:
             # After the trial's figures were taken: what waiting for its connections to close

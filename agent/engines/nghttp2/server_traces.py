@@ -14,6 +14,7 @@ record.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -46,6 +47,10 @@ class ServerTraces(Protocol):
 
     def feed(self, line: str) -> bool:
         """A line of its output; whether the trace took it (else it is shown)."""
+
+    def output_bytes(self) -> int:
+        """What the program has written of its traces so far (its write(2) total counts it,
+        its socket did not send it)."""
 
     def begin(self) -> None:
         """A trial opens: the connections that begin from now are its."""
@@ -85,12 +90,18 @@ class NghttpdTraces:
         self._writer = writer
         self._log = ServerFrameLog()
         self._start_wall_ns = 0
+        self._output_bytes = 0  # every line nghttpd printed, with its newline
 
     def started(self, pid: int, wall_ns: int) -> None:
         self._start_wall_ns = wall_ns
 
     def feed(self, line: str) -> bool:
+        # Read off the pipe once nghttpd went idle, so counted by the time it is sampled.
+        self._output_bytes += len(line.encode()) + 1
         return self._log.feed(line)
+
+    def output_bytes(self) -> int:
+        return self._output_bytes
 
     def begin(self) -> None:
         self._log.begin()
@@ -124,12 +135,22 @@ class GtlsServerTraces:
         self.directory = Path(tempfile.mkdtemp(prefix="h2iot-gtlsserver-qlog-"))
         self._pid: int | None = None
         self._before: set[Path] = set()
+        self._removed_bytes = 0  # the sizes of the files removed
 
     def started(self, pid: int, wall_ns: int) -> None:
         self._pid = pid
 
     def feed(self, line: str) -> bool:
         return False
+
+    def output_bytes(self) -> int:
+        """The files' sizes: what ngtcp2 has written of them (it buffers, so not all it
+        logged), those removed included."""
+        held = 0
+        for path in self.directory.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                held += path.stat().st_size
+        return self._removed_bytes + held
 
     def _open_files(self) -> set[Path]:
         """The qlog files gtlsserver holds open (its connections not yet freed)."""
@@ -152,7 +173,7 @@ class GtlsServerTraces:
         held = self._open_files()
         for path in self.directory.iterdir():
             if path not in held:
-                path.unlink(missing_ok=True)
+                self._remove(path)
         self._before = set(self.directory.iterdir())
 
     async def finish(self, trial_id: str) -> None:
@@ -177,7 +198,12 @@ class GtlsServerTraces:
         except (OSError, UsageError) as exc:
             _report(trial_id, str(exc))
         for path in new:
-            path.unlink(missing_ok=True)
+            self._remove(path)
+
+    def _remove(self, path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._removed_bytes += path.stat().st_size
+            path.unlink()
 
     def abandon(self) -> None:
         """Its files go at the next trial's begin, once closed."""
