@@ -3,7 +3,8 @@
 into the run's `events/` folder (data/README.md).
 
 Written after the trial's measured window, so a trace costs the trial nothing it reports; its
-cost is the tracing itself during the window (benchmarks/README.md, "Event traces").
+cost is the tracing itself during the window (benchmarks/README.md, "Trace and measurement
+overhead").
 """
 
 from __future__ import annotations
