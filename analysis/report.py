@@ -52,6 +52,7 @@ from analysis.energy_report import (
     residuals_table,
     truth_blocks,
 )
+from analysis.event_costs import EventFit, event_cost_blocks, fit_events
 from analysis.facts import (
     emulated_core_fractions,
     event_counts,
@@ -322,6 +323,7 @@ def build_blocks(
     target: float,
     comparisons: Sequence[tuple[str, str]],
     fits: Sequence[Fit] = (),
+    event_fits: Sequence[EventFit] = (),
     truth: pd.DataFrame | None = None,
     client_nodes: Sequence[Mapping[str, str]] = (),
     grid: Run | None = None,
@@ -330,7 +332,7 @@ def build_blocks(
     figure drawn; `truth`: the modelled meter's agreement table; `client_nodes`:
     trial_clients.csv's rows (analysis.clients), for a run of several."""
     lead = headline_figure(run, [stem for stem, _caption in figure_entries])
-    findings, sections = arrange(run, summary, target, grid)
+    findings, sections = arrange(run, summary, target, grid, event_fits)
     blocks = first_screen(
         run,
         sentence=what_ran(run, client_nodes),
@@ -359,6 +361,7 @@ def build_blocks(
     }
     blocks += phase_blocks(run, summary, phase_images)
     blocks += frame_model_blocks(fits)
+    blocks += event_cost_blocks(run, event_fits)
     blocks += [
         Heading("Tables"),
         Paragraph(
@@ -425,6 +428,7 @@ def write_report(
         target=target_relative_half_width,
         comparisons=comparisons,
         fits=fits,
+        event_fits=fit_events(run),
         truth=agreement(run),
         client_nodes=client_nodes,
         grid=grid,
