@@ -324,3 +324,25 @@ def marks(trace: QlogTrace) -> dict[str, list[float]]:
         ):
             add(f"datagram {direction}", time_ms)
     return found
+
+
+def window_marks(trace: QlogTrace, window_start_wall_ns: float) -> dict[str, list[float]]:
+    """`marks(trace)` in seconds since the trial window's start (the client's wall clock at it,
+    trials.csv's `t_wall_start_ns`), through the trace's reference time; a trace without one
+    (ngtcp2's) starts with the connection, which starts the window."""
+    offset_s = (
+        0.0
+        if trace.reference_time_ms is None
+        else trace.reference_time_ms / 1e3 - window_start_wall_ns / 1e9
+    )
+    return {name: [t + offset_s for t in times] for name, times in marks(trace).items()}
+
+
+def client_marks(
+    run_dir: Path, trial_id: str, window_start_wall_ns: float
+) -> dict[str, list[float]]:
+    """The client's trace of a trial as `window_marks`; empty where the run has none."""
+    path = run_dir / "events" / trace_name(trial_id, "client")
+    if not path.exists():
+        return {}
+    return window_marks(parse(path.read_bytes(), str(path)), window_start_wall_ns)

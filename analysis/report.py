@@ -84,12 +84,13 @@ from analysis.opening import first_screen, what_ran
 from analysis.optimize import FIGURE_STEM as SEARCH_STEM
 from analysis.optimize import figure_search
 from analysis.phases import STEMS as PHASE_STEMS
-from analysis.phases import phase_blocks, phase_figures
+from analysis.phases import phase_blocks, phase_figures, representatives
 from analysis.points import (
     DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
     per_emulated_core,
     summarize_points,
 )
+from analysis.qlog_counts import client_marks
 from analysis.stats import cochran_sample_size
 from analysis.tables import metric_table, point_text
 from analysis.workloads.base import HEADLINE_STEM, report_of
@@ -249,7 +250,11 @@ def _figures(
         ("memory", figure_memory([source]), "Peak resident set size, client and server.")
     )
     figures += own.figures(run, summary, source)
-    phased, phase_notes = phase_figures(run, source)
+    marked = {
+        str(row["trial_id"]): client_marks(run.path, str(row["trial_id"]), row["t_wall_start_ns"])
+        for _point, row in representatives(run)
+    }
+    phased, phase_notes = phase_figures(run, source, marked)
     figures += phased
     notes += phase_notes
     headline = headline_of(run)
