@@ -330,10 +330,11 @@ def window_marks(trace: QlogTrace, window_start_wall_ns: float) -> dict[str, lis
     """`marks(trace)` in seconds since the trial window's start (the client's wall clock at it,
     trials.csv's `t_wall_start_ns`), through the trace's reference time; a trace without one
     (ngtcp2's) starts with the connection, which starts the window."""
+    # In ms: the two epochs' difference keeps a microsecond's precision there.
     offset_s = (
         0.0
         if trace.reference_time_ms is None
-        else trace.reference_time_ms / 1e3 - window_start_wall_ns / 1e9
+        else (trace.reference_time_ms - window_start_wall_ns / 1e6) / 1e3
     )
     return {name: [t + offset_s for t in times] for name, times in marks(trace).items()}
 
