@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analysis.columns import REQUIRED_COLUMNS
+from analysis.document import Table, to_markdown
 from analysis.event_costs import (
     ACK,
     CONNECT,
@@ -28,8 +30,6 @@ from analysis.event_costs import (
     decomposition_blocks,
     fit_events,
 )
-from analysis.columns import REQUIRED_COLUMNS
-from analysis.document import Table, to_markdown
 from analysis.frame_model import INTERCEPT
 from analysis.load import Run
 from analysis.points import summarize_points
