@@ -108,15 +108,17 @@ def parse(data: bytes, name: str) -> QlogTrace:
     text = _decompressed(data, name)
     if not text.startswith(_RECORD_SEPARATOR):
         raise _fail(name, "byte 0", "not JSON-SEQ (no record separator 0x1E first)")
-    records: list[dict[str, Any]] = []
-    for index, chunk in enumerate(text.split(_RECORD_SEPARATOR)[1:]):
-        try:
-            record = json.loads(chunk)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise _fail(name, f"record {index}", f"not JSON ({exc})") from None
+    chunks = text.split(_RECORD_SEPARATOR)[1:]
+    try:
+        # One array, one decoder call: a trace holds tens of thousands of records.
+        records: list[Any] = json.loads(b"[" + b",".join(chunks) + b"]")
+    except (ValueError, UnicodeDecodeError):
+        records = []
+    if len(records) != len(chunks):  # not JSON, or a record holding several values
+        records = [_record(chunk, index, name) for index, chunk in enumerate(chunks)]
+    for index, record in enumerate(records):
         if not isinstance(record, dict):
             raise _fail(name, f"record {index}", "not a JSON object")
-        records.append(record)
     if not records:
         raise _fail(name, "record 0", "missing (no header record)")
     header, events = records[0], records[1:]
@@ -143,6 +145,14 @@ def parse(data: bytes, name: str) -> QlogTrace:
     return QlogTrace(str(role), absolute, tuple(events))
 
 
+def _record(chunk: bytes, index: int, name: str) -> Any:
+    """One record, for the error naming the first that is not JSON."""
+    try:
+        return json.loads(chunk)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _fail(name, f"record {index}", f"not JSON ({exc})") from None
+
+
 @dataclass(frozen=True)
 class EventCounts:
     """One trace's counts by class and direction (module doc); None: the trace cannot tell."""
@@ -166,7 +176,9 @@ FIELDS = tuple(f.name for f in fields(EventCounts))
 
 def _direction(event_name: str) -> str | None:
     """sent or received, from a frame's, packet's or datagram's event name (`packet_sent`)."""
-    return next((d for d in DIRECTIONS if event_name.endswith(f"_{d}")), None)
+    if event_name.endswith("_sent"):
+        return "sent"
+    return "received" if event_name.endswith("_received") else None
 
 
 def _packet_frames(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -181,10 +193,11 @@ def _packet_type(event: Mapping[str, Any]) -> object:
     return header.get("packet_type") if isinstance(header, dict) else None
 
 
-def _tally(events: Iterable[Mapping[str, Any]]) -> tuple[Counter[str], bool, bool, bool]:
-    """(counts by field, whether HTTP/2 frames, QUIC packets, and packets' frames were seen)."""
+def _tally(events: Iterable[Mapping[str, Any]]) -> tuple[Counter[str], bool, bool, bool, bool]:
+    """(counts by field, whether HTTP/2 frames, QUIC packets, packets' frames and datagram
+    events were seen)."""
     tally: Counter[str] = Counter()
-    h2 = quic = framed = False
+    h2 = quic = framed = datagrams = False
     for event in events:
         category, _colon, what = str(event["name"]).partition(":")
         direction = _direction(what)
@@ -213,19 +226,18 @@ def _tally(events: Iterable[Mapping[str, Any]]) -> tuple[Counter[str], bool, boo
                 elif kind in _QUIC_FLOW_CONTROL:
                     tally[f"flow_control_frames_{direction}"] += 1
         elif category == "transport" and what.startswith("datagram"):
-            quic = True
+            quic = datagrams = True
             many = data.get("count", 1)
             tally[f"datagrams_{direction}"] += many if isinstance(many, int) else 1
-    return tally, h2, quic, framed
+    return tally, h2, quic, framed, datagrams
 
 
 def count(trace: QlogTrace) -> EventCounts:
     """The trace's counts by class (module doc: which are None and why)."""
     if trace.cut:
         return EventCounts()
-    tally, h2, quic, framed = _tally(trace.events)
+    tally, h2, quic, framed, logged = _tally(trace.events)
     every_packet = _every_packet(tally)
-    logged = any(str(event["name"]).startswith("transport:datagram") for event in trace.events)
     known: dict[str, int | None] = {}
     for direction in DIRECTIONS:
         if h2:

@@ -153,6 +153,7 @@ def test_gzip_reads_as_the_plain_file() -> None:
             "t.sqlog: record 1, key time: None is not a number",
         ),
         (b"\x1e[1]\n", "t.sqlog: record 0: not a JSON object"),
+        (b'\x1e{"a": 1}\n\x1e{"b": 2}, {"c": 3}\n', "t.sqlog: record 1: not JSON"),
         (b"\x1f\x8bnot gzip", "t.sqlog: gzip: not a whole gzip stream"),
     ],
 )
