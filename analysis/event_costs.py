@@ -99,6 +99,7 @@ _IDLE = "idle baseline over the window"
 _FIXED = "fixed per trial (the fits' intercepts)"
 _CLOSE = "close phase (not fitted)"
 _UNEXPLAINED = "unexplained (mean residuals; trials without counts)"
+_NOT_FITTED = "not fitted: in the fixed cost or the classes it moves with"
 
 
 def _column(ok: pd.DataFrame, name: str) -> pd.Series:
@@ -378,7 +379,7 @@ def decomposition_table(
                 _count_text(part.other_count),
                 _cost_cell(part.reference_cost_uj),
                 _cost_cell(part.other_cost_uj),
-                "left out: in the classes it moves with" if unfitted else f"{part.energy_mj:+.4g}",
+                _NOT_FITTED if unfitted else f"{part.energy_mj:+.4g}",
                 "-" if math.isnan(share) or unfitted else f"{share:+.0f} %",
             )
         )
@@ -444,8 +445,9 @@ def decomposition_blocks(run: Run, summary: pd.DataFrame, fits: Sequence[EventFi
                 "split into the idle baseline over the two windows; per event class the energy "
                 "it accounts for (each series' mean count per trial x its fitted cost per "
                 "event, Energy per event); the fits' fixed costs per trial; the close phase; "
-                "and the rest the counts do not explain. A class a fit left out has its energy "
-                "in the classes it moves with. The parts sum to the difference."
+                "and the rest the counts do not explain. A class a fit left out (constant, or "
+                "moving with another) has its energy in the fixed cost or in that class's. The "
+                "parts sum to the difference."
             ),
             *tables,
         ]

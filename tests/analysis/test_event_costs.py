@@ -204,6 +204,6 @@ def test_the_report_table_opens_with_the_welch_difference_and_its_rows_sum() -> 
         first, *parts = table.rows
         assert first[0] == "energy difference (mJ)" and "90 % Welch CI" in first[5]
         total = float(first[5].split(" ")[0])
-        numbers = [float(row[5]) for row in parts if not row[5].startswith("left out")]
+        numbers = [float(row[5]) for row in parts if not row[5].startswith("not fitted")]
         assert sum(numbers) == pytest.approx(total, rel=1e-3)
         assert [row[0].split(" ")[0] for row in parts][:2] == ["idle", WIRE.name]
