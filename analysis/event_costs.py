@@ -45,6 +45,7 @@ from analysis.categories import category_axes, category_differences, reference_o
 from analysis.document import Block, Heading, Paragraph, Table
 from analysis.errors import RunFormatError
 from analysis.frame_model import INTERCEPT, Fit, Response, Term, fit
+from analysis.frame_model import summary_rows as frame_model_rows
 from analysis.load import Run
 from analysis.points import plain
 from analysis.tables import value_text
@@ -59,6 +60,7 @@ __all__ = [
     "event_cost_blocks",
     "event_design",
     "fit_events",
+    "summary_rows",
 ]
 
 DETERMINED = 0.01
@@ -155,6 +157,7 @@ class EventFit:
     """One phase's fit for one series: the fit, or why there is none."""
 
     series: str  # "protocol h3", or "all trials" in a run without a category axis
+    values: Mapping[str, object]  # the series' value of each category axis
     phase: Phase
     fit: Fit | None
     absent: tuple[str, ...]  # terms the series' trials have no count of
@@ -167,21 +170,27 @@ class EventFit:
         return next((c.estimate for c in self.fit.coefficients if c.term.name == term), None)
 
 
-def _series(run: Run) -> list[tuple[str, pd.DataFrame]]:
+def _series(run: Run) -> list[tuple[str, dict[str, object], pd.DataFrame]]:
     axes = category_axes(run)
     if not axes:
-        return [("all trials", run.ok)]
-    return [
-        (", ".join(f"{a} {plain(v)}" for a, v in zip(axes, key, strict=True)), rows)
-        for key, rows in run.ok.groupby(list(axes), sort=True)
-    ]
+        return [("all trials", {}, run.ok)]
+    found = []
+    for key, rows in run.ok.groupby(list(axes), sort=True):
+        values = {a: plain(v) for a, v in zip(axes, key, strict=True)}
+        found.append((", ".join(f"{a} {v}" for a, v in values.items()), values, rows))
+    return found
 
 
 def _fit_one(
-    label: str, rows: pd.DataFrame, design: pd.DataFrame, phase: Phase, confidence: float
+    series: tuple[str, dict[str, object], pd.DataFrame],
+    design: pd.DataFrame,
+    phase: Phase,
+    confidence: float,
 ) -> EventFit:
+    label, values, rows = series
     if phase.column not in rows:
-        return EventFit(label, phase, None, (), f"no {phase.column} column (phases not recorded)")
+        why = f"no {phase.column} column (phases not recorded)"
+        return EventFit(label, values, phase, None, (), why)
     x = design.loc[rows.index]
     absent = tuple(t.name for t in phase.terms if t is not INTERCEPT and x[t.name].isna().all())
     terms = [t for t in phase.terms if t.name not in absent]
@@ -198,7 +207,7 @@ def _fit_one(
         determined=DETERMINED,
     )
     why = "" if result else f"{usable} trials with every count, too few for {len(terms)} terms"
-    return EventFit(label, phase, result, absent, why)
+    return EventFit(label, values, phase, result, absent, why)
 
 
 def fit_events(run: Run) -> list[EventFit]:
@@ -207,10 +216,21 @@ def fit_events(run: Run) -> list[EventFit]:
         return []
     design = event_design(run.ok)
     return [
-        _fit_one(label, rows, design, phase, run.confidence)
-        for label, rows in _series(run)
+        _fit_one(series, design, phase, run.confidence)
+        for series in _series(run)
         for phase in PHASES
     ]
+
+
+def summary_rows(fits: Sequence[EventFit], axes: Sequence[str]) -> pd.DataFrame:
+    """summary.csv rows, one per fitted cost: metric `event_cost:<phase response>:<term>`
+    (frame_model.summary_rows), the series' category axes set, the other axes empty."""
+    tables = [
+        frame_model_rows([item.fit], axes, "event_cost").assign(**dict(item.values))
+        for item in fits
+        if item.fit is not None
+    ]
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
 
 def _cost_text(estimate: float, low: float, high: float) -> str:

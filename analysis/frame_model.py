@@ -266,12 +266,14 @@ def fit_run(run: Run) -> list[Fit]:
     return found
 
 
-def summary_rows(fits: Sequence[Fit], axes: Sequence[str]) -> pd.DataFrame:
-    """summary.csv rows, one per coefficient: metric `frame_model:<response>:<term>`, the
+def summary_rows(
+    fits: Sequence[Fit], axes: Sequence[str], prefix: str = "frame_model"
+) -> pd.DataFrame:
+    """summary.csv rows, one per coefficient: metric `<prefix>:<response>:<term>`, the
     estimate as `mean`, its standard error as `sd`, its CI; the swept settings empty."""
     rows = [
         {
-            "metric": f"frame_model:{f.response.key}:{c.term.name}",
+            "metric": f"{prefix}:{f.response.key}:{c.term.name}",
             **dict.fromkeys(axes),
             "n": f.n,
             "mean": c.estimate,

@@ -53,6 +53,7 @@ from analysis.energy_report import (
     truth_blocks,
 )
 from analysis.event_costs import EventFit, event_cost_blocks, fit_events
+from analysis.event_costs import summary_rows as event_cost_rows
 from analysis.facts import (
     emulated_core_fractions,
     event_counts,
@@ -112,7 +113,8 @@ def write_summary_csv(summary: pd.DataFrame, path: Path) -> None:
     """summary.csv: metric, the swept settings, n, mean, sd, ci_low, ci_high, confidence, then
     median, relative_half_width, reps_needed, outliers, missing; values in the recorded units.
     The per-frame cost model's coefficients follow as `frame_model:*` rows (estimate as mean,
-    standard error as sd, the swept settings empty)."""
+    standard error as sd, the swept settings empty), then the costs per event as `event_cost:*`
+    rows (the same, with the series' category axes set)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     summary.to_csv(path, index=False, lineterminator="\n")
 
@@ -404,8 +406,12 @@ def write_report(
         summary = pd.concat([summary, per_unit.rows(run)], ignore_index=True)
     bounds = bounds_of(run)
     fits = fit_run(run)
+    event_fits = fit_events(run)
     summary_csv = directory / "summary.csv"
-    write_summary_csv(pd.concat([summary, summary_rows(fits, run.axes)]), summary_csv)
+    write_summary_csv(
+        pd.concat([summary, summary_rows(fits, run.axes), event_cost_rows(event_fits, run.axes)]),
+        summary_csv,
+    )
     residuals_table(fits).to_csv(
         directory / "frame_model_residuals.csv", index=False, lineterminator="\n"
     )
@@ -433,7 +439,7 @@ def write_report(
         target=target_relative_half_width,
         comparisons=comparisons,
         fits=fits,
-        event_fits=fit_events(run),
+        event_fits=event_fits,
         truth=agreement(run),
         client_nodes=client_nodes,
         grid=grid,

@@ -29,6 +29,7 @@ from analysis.event_costs import (
     decompose,
     decomposition_blocks,
     fit_events,
+    summary_rows,
 )
 from analysis.frame_model import INTERCEPT
 from analysis.load import Run
@@ -207,3 +208,20 @@ def test_the_report_table_opens_with_the_welch_difference_and_its_rows_sum() -> 
         numbers = [float(row[5]) for row in parts if not row[5].startswith("not fitted")]
         assert sum(numbers) == pytest.approx(total, rel=1e-3)
         assert [row[0].split(" ")[0] for row in parts][:2] == ["idle", WIRE.name]
+
+
+def test_summary_rows_hold_each_cost_with_its_series() -> None:
+    fits = fit_events(_synthetic())
+    rows = summary_rows(fits, ("initial_window_size", "protocol"))
+    wire = rows[rows["metric"] == f"event_cost:{EXCHANGE.response.key}:{WIRE.name}"]
+    assert list(wire["protocol"]) == ["h2", "h3"]
+    assert wire["initial_window_size"].isna().all()
+    h3 = _fit(fits, "protocol h3", "exchange").fit
+    assert h3 is not None
+    (coefficient,) = (c for c in h3.coefficients if c.term is WIRE)
+    assert wire.iloc[1][["mean", "sd", "ci_low", "ci_high"]].tolist() == [
+        coefficient.estimate,
+        coefficient.se,
+        coefficient.ci_low,
+        coefficient.ci_high,
+    ]

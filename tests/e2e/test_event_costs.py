@@ -65,7 +65,11 @@ def test_traced_counts_agree_with_the_rows_counters(traced: Run) -> None:
 
 
 def test_the_report_has_the_costs_per_event_and_the_split_by_class(traced: Run) -> None:
-    markdown = write_report(traced).markdown.read_text()
+    files = write_report(traced)
+    markdown = files.markdown.read_text()
+    summary = pd.read_csv(files.summary_csv)
+    costs = summary[summary["metric"].str.startswith("event_cost:exchange_above_idle_uj:")]
+    assert set(costs["protocol"]) == {"h2", "h3"}
     headings = [line[3:] for line in markdown.splitlines() if line.startswith("## ")]
     split = "Where h3's energy differs from h2's, by event class"
     assert headings[:2] == ["h3 against h2 (protocol)", split]
