@@ -23,7 +23,10 @@ and a point alone cannot tell a cost per event from the fixed cost of a trial; a
 they do. Ordinary least squares with Student-t intervals at the run's confidence
 (frame_model.fit). A class whose counts the classes before it determine to within `DETERMINED`
 of their variation (a window sweep moves them together), that does not vary, or that the
-series' traces lack, is left out and named, its energy then in the others'.
+series' traces lack, is left out and named, its energy then in the others'. An event costs
+energy, so a class whose cost comes out below zero (it trades off against those it moves with)
+is left out too and the fit redone, the furthest below zero in standard errors first, until
+every class's cost is zero or more (the intervals are then those of the classes kept).
 
 The h2-vs-h3 decomposition (`decomposition_blocks`), per compared point: the difference in mean
 energy (Welch interval, analysis.categories), and its parts: the idle baseline over the windows,
@@ -102,6 +105,7 @@ _FIXED = "fixed per trial (the fits' intercepts)"
 _CLOSE = "close phase (not fitted)"
 _UNEXPLAINED = "unexplained (mean residuals; trials without counts)"
 _NOT_FITTED = "not fitted: in the fixed cost or the classes it moves with"
+_NEGATIVE = "its cost came out below zero: it trades off against the classes it moves with"
 
 
 def _column(ok: pd.DataFrame, name: str) -> pd.Series:
@@ -162,6 +166,7 @@ class EventFit:
     fit: Fit | None
     absent: tuple[str, ...]  # terms the series' trials have no count of
     why_none: str = ""
+    negative: tuple[str, ...] = ()  # terms left out, in turn, for a cost below zero
 
     def cost_uj(self, term: str) -> float | None:
         """The fitted cost per event of a term; None where the fit left it out or has none."""
@@ -196,18 +201,37 @@ def _fit_one(
     terms = [t for t in phase.terms if t.name not in absent]
     y = rows[phase.column] * 1e3
     usable = int((x[[t.name for t in terms]].notna().all(axis=1) & y.notna()).sum())
-    result = fit(
-        rows["trial_id"],
-        x,
-        terms,
-        y,
-        confidence=confidence,
-        group=label,
-        response=phase.response,
-        determined=DETERMINED,
-    )
+    negative: list[str] = []
+    while True:
+        result = fit(
+            rows["trial_id"],
+            x,
+            terms,
+            y,
+            confidence=confidence,
+            group=label,
+            response=phase.response,
+            determined=DETERMINED,
+        )
+        below = _most_negative(result)
+        if below is None:
+            break
+        negative.append(below)
+        terms = [t for t in terms if t.name != below]
     why = "" if result else f"{usable} trials with every count, too few for {len(terms)} terms"
-    return EventFit(label, values, phase, result, absent, why)
+    return EventFit(label, values, phase, result, absent, why, tuple(negative))
+
+
+def _most_negative(result: Fit | None) -> str | None:
+    """The event class whose cost is furthest below zero, in standard errors; None when every
+    class costs zero or more. An event costs energy: a negative cost is a class trading off
+    against those it moves with, not a saving."""
+    below = [
+        (c.estimate / c.se if c.se > 0 else -math.inf, c.term.name)
+        for c in (result.coefficients if result else ())
+        if c.term is not INTERCEPT and c.estimate < 0
+    ]
+    return min(below)[1] if below else None
 
 
 def fit_events(run: Run) -> list[EventFit]:
@@ -263,6 +287,8 @@ def cost_table(fits: Sequence[EventFit]) -> Table:
             )
         for name, why in f.left_out:
             body.append((item.series, item.phase.name, name, "-", f"left out: {why}"))
+        for name in item.negative:
+            body.append((item.series, item.phase.name, name, "-", f"left out: {_NEGATIVE}"))
         for name in item.absent:
             body.append(
                 (item.series, item.phase.name, name, "-", "left out: not in this series' traces")
@@ -291,8 +317,10 @@ def event_cost_blocks(run: Run, fits: Sequence[EventFit]) -> list[Block]:
             "within a point the counts hardly vary, so a point alone cannot tell a cost per "
             "event from a trial's fixed cost. The model is linear with a constant cost per event "
             "across the series' points; a class that the classes before it determine (a window "
-            "sweep moves frames, updates and packets together), that does not vary, or that the "
-            "traces lack, is left out and named: its energy is then in the others' costs. "
+            "sweep moves frames, updates and packets together), that does not vary, that the "
+            "traces lack, or whose cost comes out below zero (an event costs energy: it trades "
+            "off against one it moves with), is left out and named: its energy is then in the "
+            "others' costs. "
             "analysis/README.md states the method."
         ),
         cost_table(fits),

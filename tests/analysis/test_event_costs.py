@@ -92,7 +92,7 @@ def _rows(
         table["client_traced_handshake_packets_received"] = 0.0
         exchange += costs[ACK.name] * acks
         connect += CONNECT_COSTS[protocol][HANDSHAKE.name] * handshake
-    table["energy_exchange_above_idle_mj"] = (exchange + rng.normal(0, 300, size)) / 1e3
+    table["energy_exchange_above_idle_mj"] = (exchange + rng.normal(0, 100, size)) / 1e3
     table["energy_connect_above_idle_mj"] = (connect + rng.normal(0, 100, size)) / 1e3
     table["energy_close_above_idle_mj"] = rng.uniform(0.1, 0.5, size)
     table["energy_above_idle_mj"] = table[
@@ -225,3 +225,18 @@ def test_summary_rows_hold_each_cost_with_its_series() -> None:
         coefficient.ci_low,
         coefficient.ci_high,
     ]
+
+
+def test_a_class_whose_cost_comes_out_below_zero_is_left_out_and_the_fit_redone() -> None:
+    run = _synthetic()
+    h3 = run.ok["protocol"] == "h3"
+    # Softirqs "saving" 10 uJ each (4 - 14): no event does, so the fit must not say so.
+    softirqs = run.ok.loc[h3, "client_net_rx_softirqs"]
+    run.ok.loc[h3, "energy_exchange_above_idle_mj"] -= 14.0 * softirqs / 1e3
+    item = _fit(fit_events(run), "protocol h3", "exchange")
+    assert item.negative == (SOFTIRQS.name,)
+    assert item.fit is not None
+    assert all(c.estimate >= 0 for c in item.fit.coefficients if c.term is not INTERCEPT)
+    assert SOFTIRQS.name not in {c.term.name for c in item.fit.coefficients}
+    text = to_markdown([cost_table([item])])
+    assert f"| {SOFTIRQS.name} | - | left out: its cost came out below zero" in text
