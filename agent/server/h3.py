@@ -38,6 +38,7 @@ from qh3.quic.configuration import QuicConfiguration
 from qh3.quic.connection import QuicConnection
 from qh3.quic.packet import QuicPacketType
 
+from agent.event_loop import running_loop_name
 from agent.h3.admission import H3Limits, Handshakes
 from agent.h3.amplification import AmplificationFixes, install_padding_credit
 from agent.h3.protocol import H3
@@ -274,6 +275,7 @@ async def serve_h3(options: H3ServeOptions, handler: Handler) -> int:
                 "protocol": H3.name,
                 "address": f"{address}:{port}",
                 "port": port,
+                "event_loop": running_loop_name(),
                 **options.limits.to_dict(),
                 "idle_timeout_s": options.idle_timeout_s,
                 "amplification_fixes": options.fixes.to_dict(),
