@@ -1,17 +1,17 @@
 """Benchmark: the server agent's CPU per page against the C servers', the way a sweep uses it.
 
-One connection per page, the same client for both servers: over HTTP/2 (h2c, and h2 over
-TLS) the study's `nghttp -nas --no-push --no-dep -w N -W N` with the sweep's trial header,
-one process per fetch of the ~7 MB default page, against `h2iot-agent serve` and `nghttpd`;
-over HTTP/3 ngtcp2's `gtlsclient` (all the page's URLs on one connection, fixed windows,
-bodies saved and their sizes checked: it sends no trial header, so our server accounts no
-trial there; `--no-trial-header` leaves it out over HTTP/2 as well), against `serve
---protocol h3` and ngtcp2's `gtlsserver`. The client runs pinned to one core, every server to the other.
-Each server's CPU is the scheduler's count for its process (/proc/PID/task/*/schedstat), read
-around a batch of `--fetches` page fetches; per protocol and window the servers take their
-batches in an order that rotates round by round, `--rounds` times, so a disturbance from
-other work on the machine falls on all of them. Every server gets one unmeasured fetch per
-window first (its imports and first-use costs are not a page's).
+One connection per page, the same client for both servers: over HTTP/2 (h2c, and h2 over TLS)
+the study's `nghttp -nas --no-push --no-dep -w N -W N` with the sweep's trial header, one
+process per fetch of the ~7 MB default page, against `h2iot-agent serve` and `nghttpd`; over
+HTTP/3 ngtcp2's `gtlsclient` (all the page's URLs on one connection, fixed windows, bodies
+saved and their sizes checked: it sends no trial header, so our server accounts no trial there;
+`--no-trial-header` leaves it out over HTTP/2 as well), against `serve --protocol h3` and
+ngtcp2's `gtlsserver`. The client runs pinned to one core, every server to the other. Each
+server's CPU is the scheduler's count for its process (/proc/PID/task/*/schedstat), read around
+a batch of `--fetches` page fetches; per protocol and window the servers take their batches in
+an order that rotates round by round, `--rounds` times, so a disturbance from other work on the
+machine falls on all of them. Every server gets one unmeasured fetch per window first (its
+imports and first-use costs are not a page's).
 
 Our servers are the variants asked for (`--ours`: the event loop each runs, asyncio or
 uvloop), and with `--baseline DIR` the server of another checkout (e.g. a worktree of the
