@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_vs_nghttp2 import BenchError, nghttp2_bits, prepare_site, server
-from bench_support import free_port, process_cpu_s, write_csv
+from bench_support import free_port, process_cpu_s, process_user_sys_s, write_csv
 from client_vs_nghttp import check_nghttp, nghttp_args, run_pinned
 from h3_vs_ngtcp2 import Served, Setup, fixed_windows, free_udp_port, gtlsserver, our_server
 
@@ -66,6 +66,10 @@ class Batch:
     server: str  # ANCHORS' name, "ours/LOOP", or BASELINE
     pages: int
     server_cpu_ms_per_page: float
+    # Its split (/proc/PID/stat, clock ticks): system time is mostly the kernel's TCP or UDP
+    # work, about the same for any server moving the page; user time is the server's own.
+    server_user_ms_per_page: float
+    server_sys_ms_per_page: float
     wall_ms_per_page: float  # the batch's, client processes included
     loadavg_1m: float
 
@@ -153,27 +157,33 @@ def measure(
 ) -> Batch:
     fetch = fetcher(bench, protocol, window, served.port)
     pages = bench.setup.fetches
-    cpu_s, start = process_cpu_s(served.pid), time.monotonic()
+    (user_s, sys_s), cpu_s = process_user_sys_s(served.pid), process_cpu_s(served.pid)
+    start = time.monotonic()
     for page in range(pages):
         fetch(f"r{round_}-{protocol}-{window}-{name}-{page}")
     wall_s = time.monotonic() - start
     cpu_s = process_cpu_s(served.pid) - cpu_s
+    user_after, sys_after = process_user_sys_s(served.pid)
+    per_page_ms = 1e3 / pages
     return Batch(
         round_,
         protocol,
         window,
         name,
         pages,
-        1e3 * cpu_s / pages,
-        1e3 * wall_s / pages,
+        cpu_s * per_page_ms,
+        (user_after - user_s) * per_page_ms,
+        (sys_after - sys_s) * per_page_ms,
+        wall_s * per_page_ms,
         os.getloadavg()[0],
     )
 
 
 def summary(batches: Sequence[Batch]) -> str:
     lines = [
-        "| protocol | window B | server | ours CPU ms/page | anchor | anchor CPU ms/page "
-        "| ours / anchor (median of rounds) | spread of rounds | rounds | load 1 min |",
+        "| protocol | window B | server | ours CPU ms/page (user + sys) | anchor "
+        "| anchor CPU ms/page (user + sys) | ours / anchor (median of rounds) "
+        "| spread of rounds | rounds | load 1 min |",
         "|---|---:|---|---:|---|---:|---:|---|---:|---:|",
     ]
     cells = sorted(
@@ -182,20 +192,30 @@ def summary(batches: Sequence[Batch]) -> str:
     for protocol, window in cells:
         anchor = ANCHORS[protocol]
         here = [b for b in batches if (b.protocol, b.window) == (protocol, window)]
-        theirs = {b.round: b.server_cpu_ms_per_page for b in here if b.server == anchor}
+        theirs = {b.round: b for b in here if b.server == anchor}
         for name in dict.fromkeys(b.server for b in here if b.server != anchor):
             ours = [b for b in here if b.server == name and b.round in theirs]
             if not ours:
                 continue
-            ratios = [b.server_cpu_ms_per_page / theirs[b.round] for b in ours]
+            ratios = [
+                b.server_cpu_ms_per_page / theirs[b.round].server_cpu_ms_per_page for b in ours
+            ]
             lines.append(
-                f"| {protocol} | {window} | {name} "
-                f"| {statistics.median(b.server_cpu_ms_per_page for b in ours):.1f} | {anchor} "
-                f"| {statistics.median(theirs[b.round] for b in ours):.1f} "
+                f"| {protocol} | {window} | {name} | {_cpu_cell(ours)} | {anchor} "
+                f"| {_cpu_cell([theirs[b.round] for b in ours])} "
                 f"| {statistics.median(ratios):.2f} | {min(ratios):.2f}..{max(ratios):.2f} "
                 f"| {len(ours)} | {statistics.median(b.loadavg_1m for b in ours):.1f} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _cpu_cell(batches: Sequence[Batch]) -> str:
+    """Medians of the CPU per page and of its user and system parts."""
+    total, user, system = (
+        statistics.median(getattr(b, f"server_{part}_ms_per_page") for b in batches)
+        for part in ("cpu", "user", "sys")
+    )
+    return f"{total:.1f} ({user:.1f} + {system:.1f})"
 
 
 # main -------------------------------------------------------------------------------------------
