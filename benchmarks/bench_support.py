@@ -58,10 +58,16 @@ def process_cpu_s(pid: int) -> float:
     try:
         return sum(int(path.read_text().split()[0]) for path in tasks) / 1e9
     except (OSError, ValueError, IndexError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()
-        # Fields 14 and 15 of proc(5), counted after the comm field closes.
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return sum(process_user_sys_s(pid))
+
+
+def process_user_sys_s(pid: int) -> tuple[float, float]:
+    """A running process's user and system CPU time, every thread's (/proc/PID/stat utime,
+    stime: clock ticks, so read them around work of many ticks)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    # Fields 14 and 15 of proc(5), counted after the comm field closes.
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
 
 
 def write_csv(path: Path, records: Sequence[object]) -> None:

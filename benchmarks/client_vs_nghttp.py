@@ -152,13 +152,7 @@ def fetch_ours(round_: int, window: int, url: str, args: argparse.Namespace, var
 
 def fetch_nghttp(round_: int, window: int, url: str, args: argparse.Namespace, files: int) -> Fetch:
     child = run_pinned(nghttp_args(url, window), args.client_core, 600)
-    # -s ends with one line per response under its "id responseEnd ..." heading: every file of
-    # the page must be there, answered 200.
-    lines = child.stdout.splitlines()
-    heading = next((i for i, line in enumerate(lines) if line.startswith("id ")), len(lines))
-    ok = sum(1 for line in lines[heading + 1 :] if line.split()[4:5] == ["200"])
-    if ok != files:
-        raise BenchError(f"nghttp: {ok} of the page's {files} files answered 200:\n{child.stdout}")
+    check_nghttp(child.stdout, files)
     cpu = child.user_s + child.sys_s
     return Fetch(
         round_,
@@ -171,6 +165,16 @@ def fetch_nghttp(round_: int, window: int, url: str, args: argparse.Namespace, f
         child.wall_s,
         os.getloadavg()[0],
     )
+
+
+def check_nghttp(stdout: str, files: int) -> None:
+    """-s ends with one line per response under its "id responseEnd ..." heading: every file of
+    the page must be there, answered 200."""
+    lines = stdout.splitlines()
+    heading = next((i for i, line in enumerate(lines) if line.startswith("id ")), len(lines))
+    ok = sum(1 for line in lines[heading + 1 :] if line.split()[4:5] == ["200"])
+    if ok != files:
+        raise BenchError(f"nghttp: {ok} of the page's {files} files answered 200:\n{stdout}")
 
 
 def summary_table(fetches: Sequence[Fetch], variants: Sequence[str]) -> str:

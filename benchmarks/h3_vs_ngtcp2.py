@@ -43,6 +43,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from bench_support import pinned, terminated, write_csv
 
@@ -90,7 +91,15 @@ class Setup:
         return options + ([] if self.verify == "sha256" else ["--param", f"verify={self.verify}"])
 
 
-def _free_udp_port() -> int:
+class Served(NamedTuple):
+    """A running server: where it listens and its process (whose CPU server_vs_nghttpd.py
+    reads)."""
+
+    port: int
+    pid: int
+
+
+def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -125,26 +134,28 @@ def _timed(
 
 
 @contextmanager
-def _server(argv: Sequence[str], core: int, log: Path, port_line: bool) -> Iterator[int]:
-    """A server process pinned to `core`; yields its UDP/TCP port (ours print it; ngtcp2's is
-    given)."""
+def _server(
+    argv: Sequence[str], core: int, log: Path, port_line: bool, cwd: Path | None = None
+) -> Iterator[Served]:
+    """A server process pinned to `core` (run in `cwd`); yields its UDP/TCP port (ours print
+    it; ngtcp2's is given) and pid."""
     with log.open("w") as err, pinned(core):
-        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=cwd)
     with terminated(process):
         deadline = time.monotonic() + START_TIMEOUT_S
         while port_line:
             for line in log.read_text().splitlines():
                 if line.startswith("{") and json.loads(line).get("event") == "listening":
-                    yield int(json.loads(line)["port"])
+                    yield Served(int(json.loads(line)["port"]), process.pid)
                     return
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{argv[2:4]} did not start: {log.read_text()[-400:]}")
             time.sleep(0.05)
         time.sleep(0.5)  # gtlsserver prints nothing when ready: let it bind
-        yield int(argv[argv.index("127.0.0.1") + 1])
+        yield Served(int(argv[argv.index("127.0.0.1") + 1]), process.pid)
 
 
-def _gtlsserver(setup: Setup, port: int, log: Path) -> AbstractContextManager[int]:
+def gtlsserver(setup: Setup, port: int, log: Path) -> AbstractContextManager[Served]:
     argv = [
         "gtlsserver", "-q", "-d", str(setup.site), *fixed_windows(65535),
         "127.0.0.1", str(port), str(setup.key), str(setup.cert),
@@ -152,13 +163,20 @@ def _gtlsserver(setup: Setup, port: int, log: Path) -> AbstractContextManager[in
     return _server(argv, setup.server_core, log, port_line=False)
 
 
-def _ours(setup: Setup, protocol: str, log: Path) -> AbstractContextManager[int]:
+def our_server(
+    setup: Setup,
+    protocol: str,
+    log: Path,
+    options: Sequence[str] = (),
+    tree: Path | None = None,
+) -> AbstractContextManager[Served]:
+    """`serve --protocol PROTOCOL` with `options`, from this checkout or (`tree`) another one."""
     argv = [
         sys.executable, "-m", "agent.cli", "serve", "--root", str(setup.site), "--port", "0",
         "--protocol", protocol, "--cert", str(setup.cert), "--key", str(setup.key),
-        "--trial-log", str(log.with_suffix(".jsonl")),
+        "--trial-log", str(log.with_suffix(".jsonl")), *options,
     ]  # fmt: skip
-    return _server(argv, setup.server_core, log, port_line=True)
+    return _server(argv, setup.server_core, log, port_line=True, cwd=tree)
 
 
 def _gtlsclient(setup: Setup, port: int, window: int, run: int) -> Measurement:
@@ -344,9 +362,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     windows = [int(w) for w in args.windows.split(",")]
     measurements: list[Measurement] = []
     with (
-        _gtlsserver(setup, _free_udp_port(), out / "gtlsserver.log") as ng_port,
-        _ours(setup, "h3", out / "our-h3.log") as h3_port,
-        _ours(setup, "h2", out / "our-h2.log") as h2_port,
+        gtlsserver(setup, free_udp_port(), out / "gtlsserver.log") as (ng_port, _),
+        our_server(setup, "h3", out / "our-h3.log") as (h3_port, _),
+        our_server(setup, "h2", out / "our-h2.log") as (h2_port, _),
     ):
         for run in range(args.runs):
             for window in windows:

@@ -19,6 +19,7 @@ from agent.commands.common import (
 )
 from agent.engines import engine_spec
 from agent.errors import UsageError
+from agent.event_loop import DEFAULT_EVENT_LOOP, EVENT_LOOPS, check_event_loop
 from agent.h2.settings import parse_settings
 from agent.limits import (
     CONNECTION_BUDGET_SHARE,
@@ -111,6 +112,13 @@ def configure(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument("--cpu", type=int, help="pin the process to this core")
     serve.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default=DEFAULT_EVENT_LOOP,
+        help="the builtin engine's event loop (default %(default)s; uvloop: the `uvloop` extra, "
+        "less server CPU per page); the listening line says which runs",
+    )
+    serve.add_argument(
         "--handshake-timeout",
         type=float,
         metavar="S",
@@ -198,6 +206,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--control-port {args.control_port} is not a TCP port")
     if protocol.quic:
         check_udp_buffer(args.udp_buffer)
+    if args.event_loop != DEFAULT_EVENT_LOOP and not engine.event_loop:
+        raise UsageError(f"--event-loop: the {engine.name} engine's server has no Python loop")
+    check_event_loop(args.event_loop)
     pin(args.cpu)
     serve: ServeEntry = load_dotted(engine.serve)
     return serve(args, protocol, workload, params, settings)

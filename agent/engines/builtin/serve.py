@@ -4,10 +4,10 @@ QUIC, HTTP/3 (qh3), with the workload's handlers mounted."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import TYPE_CHECKING
 
 from agent.errors import UsageError
+from agent.event_loop import run_on
 from agent.event_trace import TraceWriter
 from agent.limits import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
@@ -54,7 +54,7 @@ def serve(
         protocol=protocol.name,
         traces=traces,
     )
-    return asyncio.run(serve_h2(options, handler))
+    return run_on(args.event_loop, lambda: serve_h2(options, handler))
 
 
 def _traces(args: argparse.Namespace) -> TraceWriter | None:
@@ -103,7 +103,7 @@ def _serve_quic(
         buffer_bytes=args.udp_buffer,
         traces=traces,
     )
-    return asyncio.run(serve_h3(options, handler))
+    return run_on(args.event_loop, lambda: serve_h3(options, handler))
 
 
 def _server_windows(args: argparse.Namespace, settings: dict[str, int]) -> QuicWindows:
