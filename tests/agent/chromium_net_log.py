@@ -176,11 +176,11 @@ def parse_net_log(text: str, source: str = "net-log") -> NetLog:
 
 def read_net_log(path: Path) -> NetLog:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
-        raise NetLogError(f"{path}: cannot read the net-log: {reason}") from None
-    return parse_net_log(text, str(path))
+        data = path.read_bytes()
+    except OSError as error:
+        raise NetLogError(f"{path}: cannot read the net-log: {error.strerror}") from None
+    # Bytes that are not UTF-8 can only be inside a string (a header's value): kept, replaced.
+    return parse_net_log(data.decode("utf-8", errors="replace"), str(path))
 
 
 def _request(source_id: int, events: list[_Event], names: _Names) -> Request | None:
