@@ -9,11 +9,20 @@ the trial's window out of its sample stream by edges instead of by mapped clocks
   changed, which the modelled meters (virtual, simavr, emulated PPK2) place on their samples.
   The instant travels with the edge because a meter's thread on a busy machine may read the
   FIFO late: stamped at reading, a trial's edges moved by however long the thread waited.
+  After each line the node waits until the meter has read it (the FIFO holds no unread byte),
+  at most `READ_WAIT_S`: a modelled meter books the node's work between two of its readings
+  evenly over them, and its reading at a late-read edge may then be booked up to the edge's
+  instant, since the node did nothing between that instant and the reading (the virtual
+  meter's `run`). Without the wait, a fetch started at once would be booked before its edge.
 """
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
+import stat
+import termios
 import time
 from typing import Any, Protocol
 
@@ -44,8 +53,14 @@ class NoMarker:
         pass
 
 
+# A bound on the wait for the meter to read an edge: a reader that stopped reading (a meter
+# whose thread died with the FIFO still open) costs each edge this much, not the trial.
+READ_WAIT_S = 2.0
+_READ_POLL_S = 0.0002  # a few hundred polls in a read late by a scheduler slice: no CPU to speak of
+
+
 class FifoMarker:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, read_wait_s: float = READ_WAIT_S) -> None:
         self.path = path
         try:
             # Non-blocking open fails with ENXIO when nobody reads the FIFO: better a clear
@@ -55,6 +70,8 @@ class FifoMarker:
             raise MarkerError(
                 f"--marker fifo:{path}: cannot open for writing: {exc.strerror}"
             ) from None
+        # A regular file (a log of the edges) has no reader to wait for.
+        self._read_wait_s = read_wait_s if stat.S_ISFIFO(os.fstat(self._fd).st_mode) else 0.0
 
     def _write(self, level: int) -> int:
         at_ns = time.monotonic_ns()
@@ -62,7 +79,15 @@ class FifoMarker:
             os.write(self._fd, f"{level} {at_ns}\n".encode())
         except BlockingIOError:
             raise MarkerError(f"--marker fifo:{self.path}: reader is not keeping up") from None
+        give_up_s = time.monotonic() + self._read_wait_s
+        while self._unread_bytes() and time.monotonic() < give_up_s:
+            time.sleep(_READ_POLL_S)
         return at_ns
+
+    def _unread_bytes(self) -> int:
+        count = array.array("i", [0])
+        fcntl.ioctl(self._fd, termios.FIONREAD, count, True)
+        return count[0]
 
     def raise_line(self) -> int:
         return self._write(1)

@@ -15,6 +15,14 @@ interface bytes are the network term's own input: they check when its traffic wa
 booked the node's work at the wrong moment (the defect this check was written for: a late-found
 interpreter's start-up booked whole into the next trial) or that something else ran on the node.
 
+The truth is taken over the same intervals as the model's activity. A modelled meter books
+what its node did between two readings evenly over the samples in between, and on a busy
+machine its readings come late, so an interval may reach across a window's end. A fetch
+window's ends are marker edges, at which the meter takes a reading as it learns of them; a
+process window's ends (its process started and reaped) are not told to the meter, but its node
+does nothing outside them, so the truth goes over the whole booking intervals around them
+(`booked_span`) and the model's activity lies inside them.
+
 What the reference does not see: CPU the node spent in the window outside the client agent
 (none on a quiet node); without interface counts, TCP/IP headers and acknowledgements (at a
 256-byte window one frame per segment: about a quarter more bytes than HTTP/2 counts).
@@ -106,6 +114,11 @@ def agreement(run: Run) -> pd.DataFrame | None:
         cpu = float(trial.get(cpu_column, math.nan))
         between = edges.get(round(start * rate)) if edges else None
         bytes_ = _bytes(trial) if between is None else between
+        # A process window's ends are where its node's activity starts and stops: the truth
+        # goes over the whole booking intervals around them, as the model's activity does.
+        if process:
+            first, end = booked_span(truth, round(start * rate), round((start + length) * rate))
+            start, length = first / rate, (end - first) / rate
         try:
             energy, _samples = window_energy_mj(t_s, truth, start, start + length)
         except ValueError:
@@ -116,7 +129,7 @@ def agreement(run: Run) -> pd.DataFrame | None:
             {
                 "trial_id": trial["trial_id"],
                 **{axis: trial[axis] for axis in run.axes},
-                "window_s": length,
+                "window_s": float(trial["window_s"]),
                 "cpu_s": cpu,
                 "bytes": bytes_,
                 "truth_above_idle_mj": above,
@@ -125,6 +138,25 @@ def agreement(run: Run) -> pd.DataFrame | None:
             }
         )
     return pd.DataFrame(rows)
+
+
+def booked_span(truth: FloatArray, first: int, end: int) -> tuple[int, int]:
+    """[first, end] (sample indices) widened to the whole booking intervals around its ends.
+
+    A modelled meter books what its node did between two of its readings evenly over the
+    samples between them: it cannot know when in between the work was done. Its readings come
+    every tick on an idle machine, but on a busy one its thread runs late, and an interval can
+    reach far across a window's end (a trial process's start-up, booked half before the
+    process started). A booking interval is a run of samples at one power; the span's ends
+    move out to the first and the last sample of the runs they fall in (of a run cut short by
+    an unknown sample, NaN, its known part)."""
+    last = len(truth) - 1
+    first, end = min(max(first, 0), last), min(max(end, 0), last)
+    while first > 0 and truth[first - 1] == truth[first]:
+        first -= 1
+    while end < last and truth[end + 1] == truth[end]:
+        end += 1
+    return first, end
 
 
 def _edge_bytes(run: Run) -> dict[int, float] | None:

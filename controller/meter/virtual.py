@@ -4,7 +4,8 @@ current from a power model driven by the CPU use of the watched nodes.
 Every `tick_s` it measures the CPU used since the last tick, sets each input's power from the
 model (`node_power.NodePower`), and lets the device model (`device.DeviceCore`) take the samples
 due by then through an ACS712 and a 10-bit ADC (`sensor.Acs712`). Commands and marker edges
-refresh the power first, so each sample carries the power of the moment it was taken. The
+refresh the power first, so each sample carries the power of the moment it was taken; a marker
+edge refreshes it as of the edge's own instant (see `run`). The
 ground-truth file and the marker FIFO are described in `node_power`.
 
 INA219 channels (protocol 2): the INA219 at 0x40 + n measures what analog input n would (the
@@ -120,7 +121,11 @@ class VirtualMeter:
             # Read every pass, not only when select saw the line: an edge written after select
             # returned is then stamped before the samples up to `now` are taken.
             for edge in self._marker.edges(now):
-                self._power.refresh(now)
+                # The node waits until its edge is read (agent.marker), so what it did since
+                # the previous reading was done before the edge's instant: this reading is
+                # booked up to there, however late this thread ran (its work then falls on
+                # the right side of the trial's window, as the truth check sees).
+                self._power.refresh(edge.at_s)
                 index = self._device.marker(edge.level, edge.at_s)
                 if index is not None:
                     inputs = len(self.options.watch)

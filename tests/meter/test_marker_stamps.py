@@ -31,7 +31,8 @@ def test_the_agents_fifo_lines_carry_their_instant_and_the_reader_keeps_it(
     tmp_path: Path,
 ) -> None:
     fifo = MarkerFifo(tmp_path / "marker")
-    marker = FifoMarker(str(tmp_path / "marker"))
+    # No wait for the reader (tests/agent/test_fifo_marker.py has it): the lines are read late.
+    marker = FifoMarker(str(tmp_path / "marker"), read_wait_s=0.0)
     try:
         rose_ns = marker.raise_line()
         fell_ns = marker.lower_line()
