@@ -31,7 +31,7 @@ from agent.protocols.in_force import SettingsExchange
 from agent.server.app import ServerApp
 from agent.server.connection_trials import ConnectionTrials
 from agent.server.h3_lifecycle import ENDED, H3Lifecycle, Input, ended_reason
-from agent.server.handler import SERVER_HEADER, Reply
+from agent.server.handler import Reply
 from agent.server.request import Request
 from agent.server.streamed import StreamedExchanges
 from agent.traffic import FrameCounts
@@ -327,7 +327,6 @@ class H3ServerConnection(QuicConnectionProtocol):
                 (b":status", str(reply.status).encode()),
                 (b"content-length", str(len(reply.body)).encode()),
                 *reply.headers,
-                SERVER_HEADER,
             ],
             end_stream=not body,
         )

@@ -381,3 +381,25 @@ def test_the_clients_ack_threshold_cuts_the_datagrams_it_sends_and_its_delay_is_
     # often of 10 packets or more, and sends at most once per batch whatever the threshold
     # (46-69 datagrams with qh3's own policy, 29-74 at threshold 10, run to run); the
     # in-memory test has the exact counts, the e2e sweep the order at a larger threshold.
+
+
+def test_a_response_carries_one_server_header(our_server: RunningServer) -> None:
+    """The reply's own headers name the server; the h3 path once appended it a second time."""
+    require_tool("gtlsclient")
+    result = subprocess.run(
+        [
+            "gtlsclient",
+            "--exit-on-all-streams-close",
+            "127.0.0.1",
+            str(our_server.port),
+            f"https://127.0.0.1:{our_server.port}/",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    printed = (result.stdout + result.stderr).splitlines()
+    server_headers = [line for line in printed if line.startswith("http: stream 0x0 [server:")]
+    assert len(server_headers) == 1, server_headers
