@@ -119,6 +119,10 @@ class TrialConnection(Protocol):
         server sent one (or without TLS)."""
         ...
 
+    async def wait_ticket(self) -> None:
+        """Until the server's session ticket is in (`session_ticket`)."""
+        ...
+
     async def shut(self) -> None:
         """Close as far as the client's own work goes (the trial's close phase); `close` then
         waits for the rest."""
@@ -202,15 +206,18 @@ class TrialSession:
         self.connector = connector or Connector(target, TrialOptions())
         # Every connection the trial opened and timed, the first (its connect phase) first.
         self.connections = [] if connected is None else [connected]
+        # The newest session ticket of the trial's connections, which `reconnect` offers.
+        self._ticket: object | None = None
         self._extra = [(TRIAL_HEADER.encode(), trial_id.encode())]
 
     async def reconnect(self, resume: bool = False, early: EarlySend | None = None) -> Connected:
         """Close the current connection and open another, timed; its requests are the trial's
-        from now on. `resume`: offer the current connection's session ticket (none yet: a
-        full handshake), with `early` as Connector.open takes it. A connect that fails raises
-        as the first one would, the closed connection staying current."""
-        offer = self.connection.session_ticket() if resume else None
+        from now on. `resume`: offer the newest session ticket of the trial's connections (a
+        full handshake where none came), with `early` as Connector.open takes it. A connect
+        that fails raises as the first one would, the closed connection staying current."""
+        self._ticket = self.connection.session_ticket() or self._ticket
         await self.connection.close()
+        offer = self._ticket if resume else None
         self.connection, connected = await self.connector.open(offer, early)
         self.connections.append(connected)
         return connected

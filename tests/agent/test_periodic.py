@@ -34,7 +34,7 @@ def periodic_server(
 
 
 def periodic_trial(
-    server: RunningServer,
+    port: int,
     protocol: str,
     credentials: Credentials,
     trial_id: str,
@@ -43,7 +43,7 @@ def periodic_trial(
     scheme = "http" if protocol == "h2c" else "https"
     result = run_agent(
         "trial",
-        f"{scheme}://127.0.0.1:{server.port}/",
+        f"{scheme}://127.0.0.1:{port}/",
         "--protocol",
         protocol,
         "--ca-file",
@@ -86,7 +86,7 @@ def test_exchanges_on_schedule_each_recorded(
 ) -> None:
     with periodic_server(protocol, tmp_path, credentials) as server:
         record = periodic_trial(
-            server,
+            server.port,
             protocol,
             credentials,
             "p-1",
@@ -141,7 +141,7 @@ def test_keepalive_pings_the_kept_connection_while_idle(
 ) -> None:
     with periodic_server(protocol, tmp_path, credentials) as server:
         record = periodic_trial(
-            server,
+            server.port,
             protocol,
             credentials,
             "ka",
@@ -163,7 +163,9 @@ def test_a_server_idle_timeout_turns_keep_into_recorded_reconnects(
     protocol: str, credentials: Credentials, tmp_path: Path
 ) -> None:
     with periodic_server(protocol, tmp_path, credentials, "--idle-timeout", "0.1") as server:
-        record = periodic_trial(server, protocol, credentials, "idle", "count=3", "interval_s=0.6")
+        record = periodic_trial(
+            server.port, protocol, credentials, "idle", "count=3", "interval_s=0.6"
+        )
         served = server.wait_for_trials("idle")
     assert record["ok"], record["error"]
     assert [e["handshake"] for e in _exchanges(record)] == ["full", "full", "full"]
@@ -190,7 +192,7 @@ def test_resume_takes_the_last_ticket_verified_by_the_server(
 ) -> None:
     with periodic_server(protocol, tmp_path, credentials) as server:
         record = periodic_trial(
-            server,
+            server.port,
             protocol,
             credentials,
             "resume",
@@ -219,7 +221,13 @@ def test_an_expired_ticket_falls_back_to_a_full_handshake_counted(
 ) -> None:
     with periodic_server("h3", tmp_path, credentials, "--ticket-lifetime", "0.05") as server:
         record = periodic_trial(
-            server, "h3", credentials, "stale", "count=2", "interval_s=0.3", "connection=resume"
+            server.port,
+            "h3",
+            credentials,
+            "stale",
+            "count=2",
+            "interval_s=0.3",
+            "connection=resume",
         )
         served = server.wait_for_trials("stale")["stale"]
     assert record["ok"], record["error"]

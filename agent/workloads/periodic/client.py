@@ -14,6 +14,7 @@ first failure.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -96,7 +97,12 @@ class PeriodicDriver:
             )
 
     async def _idle_until(self, session: TrialSession, due_ns: int) -> None:
-        """Wait for `due_ns`, PINGing the kept connection every keepalive_s meanwhile."""
+        """Wait for `due_ns`, PINGing the kept connection every keepalive_s meanwhile; a
+        connection to resume first waits for its session ticket, within that time."""
+        if self.plan.connection == "resume":
+            left_s = (due_ns - time.monotonic_ns()) / _NS
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(session.connection.wait_ticket(), max(0.0, left_s))
         period_s = self.plan.keepalive_s if self.plan.connection == "keep" else None
         while True:
             left_s = (due_ns - time.monotonic_ns()) / _NS
