@@ -56,7 +56,7 @@ def test_resume_is_refused_over_h2c_alone() -> None:
     refused = PERIODIC.refusal({"connection": "resume"}, "h2c")
     assert refused is not None
     assert refused.message("h2c") == (
-        'connection = "resume" does not run over h2c: h2c has no TLS: no session to resume'
+        'connection = "resume" does not run over h2c: no TLS, no session to resume'
     )
     for protocol in ("h2", "h3"):
         assert PERIODIC.refusal({"connection": "resume"}, protocol) is None
