@@ -140,6 +140,10 @@ def test_exchanges_on_schedule_each_recorded(
     assert isinstance(phases, dict)
     assert phases["connect_done_mono_ns"] == exchanges[0]["connected_mono_ns"]
     assert phases["exchange_done_mono_ns"] == exchanges[-1]["response_end_mono_ns"]
+    # The record's `sent`: every connection's of the trial, three 3000-byte bodies for POST.
+    sent = record["sent"]
+    assert isinstance(sent, dict)
+    assert sent["bytes"] > (3 * 3000 if method == "POST" else 0)
     # The server's one record of the trial, whatever the connections it came over.
     assert (served["requests"], served["responses_completed"]) == (3, 3)
 
