@@ -153,12 +153,13 @@ def test_keepalive_pings_the_kept_connection_while_idle(
     protocol: str, credentials: Credentials, tmp_path: Path
 ) -> None:
     record, _served = run_periodic(
-        protocol, tmp_path, credentials, "ka", "count=2", "interval_s=0.35", "keepalive=ping",
+        protocol, tmp_path, credentials, "ka", "count=2", "interval_s=1", "keepalive=ping",
         "keepalive_s=0.1",
     )  # fmt: skip
     metrics = _metrics(record)
-    # Every full keepalive period of the idle interval, however late each sleep wakes.
-    assert 1 <= _int(metrics, "keepalive_pings") <= 3
+    # A PING per full keepalive period of the idle interval, however late each sleep wakes
+    # and however long the first exchange took (less than 0.9 s).
+    assert 1 <= _int(metrics, "keepalive_pings") <= 9
     assert _int(metrics, "keepalive_bytes") > 0
     assert [e["handshake"] for e in _exchanges(record)] == ["full", "kept"]
 
@@ -167,13 +168,14 @@ def test_keepalive_pings_the_kept_connection_while_idle(
 def test_a_server_idle_timeout_turns_keep_into_recorded_reconnects(
     protocol: str, credentials: Credentials, tmp_path: Path
 ) -> None:
+    # QUIC's idle timeout is at least three PTOs: a slow handshake's RTT lengthens it.
     record, served = run_periodic(
-        protocol, tmp_path, credentials, "idle", "count=3", "interval_s=0.6",
+        protocol, tmp_path, credentials, "idle", "count=2", "interval_s=1.5",
         serve=("--idle-timeout", "0.1"),
     )  # fmt: skip
-    assert [e["handshake"] for e in _exchanges(record)] == ["full", "full", "full"]
-    assert _metrics(record)["reconnects"] == 2
-    assert served["requests"] == 3
+    assert [e["handshake"] for e in _exchanges(record)] == ["full", "full"]
+    assert _metrics(record)["reconnects"] == 1
+    assert served["requests"] == 2
 
 
 @pytest.mark.parametrize(
@@ -193,8 +195,10 @@ def test_resume_takes_the_last_ticket_verified_by_the_server(
     credentials: Credentials,
     tmp_path: Path,
 ) -> None:
+    # A QUIC server's ticket can follow the response to a 0-RTT request: the client waits for
+    # it within the interval.
     record, served = run_periodic(
-        protocol, tmp_path, credentials, "resume", "count=3", "interval_s=0.05",
+        protocol, tmp_path, credentials, "resume", "count=3", "interval_s=0.5",
         "connection=resume", f"method={method}",
     )  # fmt: skip
     exchanges = _exchanges(record)
