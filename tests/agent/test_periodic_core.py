@@ -14,7 +14,13 @@ from agent.server.ledger import Note, TrialLedger, TrialRecord
 from agent.traffic import FrameCounts
 from agent.workloads import spec_of
 from agent.workloads.params import parse_params
-from agent.workloads.periodic.record import Exchange, Keepalive, metrics
+from agent.workloads.periodic.record import (
+    Exchange,
+    Keepalive,
+    early_accepted,
+    handshake_of,
+    metrics,
+)
 from agent.workloads.periodic.schedule import LATE_S, Schedule, lateness_s
 from agent.workloads.periodic.spec import EXCHANGE_KEYS, PERIODIC
 
@@ -201,3 +207,21 @@ def test_a_lingering_trial_closes_when_another_begins() -> None:
     records = ledger.close_lingering(0)
     assert [r.trial_id for r in records] == ["gave-up"]
     assert not ledger.is_open("gave-up")
+
+
+@given(new=st.booleans(), resumed=st.booleans(), early=st.booleans())
+def test_an_exchanges_handshake_says_how_its_connection_began(
+    new: bool, resumed: bool, early: bool
+) -> None:
+    handshake = handshake_of(new, resumed, early)
+    assert (handshake == "kept") == (not new)
+    assert (handshake in ("resumed", "0rtt")) == (new and resumed)
+    assert (handshake == "0rtt") == (new and resumed and early)
+
+
+@given(taken=st.booleans(), status=st.sampled_from([200, 404, 425, 500]))
+def test_early_data_is_accepted_when_taken_and_not_answered_too_early(
+    taken: bool, status: int
+) -> None:
+    assert early_accepted(False, taken, status) is None
+    assert early_accepted(True, taken, status) is (taken and status != 425)

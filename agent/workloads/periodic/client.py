@@ -31,7 +31,13 @@ from agent.errors import AgentError, FetchError
 from agent.trial_header import TRIAL_CONTINUES_HEADER
 from agent.workloads.blob.body import blob_body
 from agent.workloads.periodic.protocol import PATH_PREFIX
-from agent.workloads.periodic.record import Exchange, Handshake, Keepalive, metrics
+from agent.workloads.periodic.record import (
+    Exchange,
+    Keepalive,
+    early_accepted,
+    handshake_of,
+    metrics,
+)
 from agent.workloads.periodic.schedule import Schedule, lateness_s
 
 _NS = 1_000_000_000
@@ -146,11 +152,8 @@ class PeriodicDriver:
             except AgentError as exc:
                 error = str(exc)
         connection = session.connection
-        handshake: Handshake = "kept"
-        if connected is not None:
-            handshake = "full"
-            if connection.resumed and error is None:
-                handshake = "0rtt" if early else "resumed"
+        resumed = error is None and connected is not None and connection.resumed
+        handshake = handshake_of(connected is not None, resumed, bool(early))
         start_ns = time.monotonic_ns() if connected is None else connected.start_mono_ns
         # A kept connection's exchange counts from its request; a new one's from its connect.
         before = (0, 0) if connected is not None else connection.wire_bytes()
@@ -160,9 +163,9 @@ class PeriodicDriver:
         if error is None:
             try:
                 if early:
-                    response = await session.response(early[0])
                     # Refused in the handshake (qh3 sent it again after), or answered 425.
-                    accepted = connection.early_data_accepted and response.status != _TOO_EARLY
+                    response = await session.response(early[0])
+                    accepted = early_accepted(True, connection.early_data_accepted, response.status)
                 if response is None or response.status == _TOO_EARLY:
                     response = await session.call(*self._request(headers))
                 check_body(response, plan.response_bytes, None, "periodic workload")
