@@ -233,3 +233,22 @@ def test_an_expired_ticket_falls_back_to_a_full_handshake_counted(
     transport = served["transport"]
     assert isinstance(transport, dict)
     assert transport["resumption"]["expired"] == 1
+
+
+def test_a_trial_its_client_gave_up_is_recorded_when_the_server_stops(
+    credentials: Credentials, tmp_path: Path
+) -> None:
+    with periodic_server("h2c", tmp_path, credentials) as server:
+        url = f"http://127.0.0.1:{server.port}/"
+        result = run_agent(
+            "trial", url, "--workload", "periodic", "--trial-id", "gave-up", "--json",
+            "--timeout", "5", "--param", "count=2", "--param", "interval_s=60",
+            "--param", "connection=new",
+        )  # fmt: skip
+        record = json.loads(result.stdout)
+        assert record["error"].startswith("timeout: the periodic trial took longer than 5 s")
+        # Its first request said the trial goes on: the server keeps it open...
+        assert server.trials() == []
+    # ...until it stops, when it writes what it has.
+    (served,) = server.trials()
+    assert (served["trial_id"], served["requests"]) == ("gave-up", 1)
