@@ -252,3 +252,23 @@ def test_a_trial_its_client_gave_up_is_recorded_when_the_server_stops(
     # ...until it stops, when it writes what it has.
     (served,) = server.trials()
     assert (served["trial_id"], served["requests"]) == ("gave-up", 1)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ("trial", "http://127.0.0.1:1/", "--param", "connection=resume"),
+            '--param connection = "resume" does not run over h2c: no TLS, no session to resume '
+            "(--protocol h2c)",
+        ),
+        (
+            ("serve", "--port", "0", "--ticket-lifetime", "5"),
+            "--ticket-lifetime 5: an HTTP/3 server's of the agent's own engine, more than 0 s",
+        ),
+    ],
+)
+def test_what_cannot_run_is_refused_in_one_line(argv: tuple[str, ...], said: str) -> None:
+    result = run_agent(argv[0], "--workload", "periodic", *argv[1:])
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [f"h2iot-agent: error: {said}"]
