@@ -209,32 +209,40 @@ class TrialSession:
         self.connections = [] if connected is None else [connected]
         # The newest session ticket of the trial's connections, which `reconnect` offers.
         self._ticket: object | None = None
-        # What the connections `reconnect` closed sent and received, together.
+        # What the connections `reconnect` closed sent and received, together, the last of
+        # them `_counted`.
         self._closed_counts = (FrameCounts.empty(), FrameCounts.empty())
+        self._counted: TrialConnection | None = None
         self._extra = [(TRIAL_HEADER.encode(), trial_id.encode())]
 
     def sent_counts(self) -> dict[str, object]:
         """What the trial's connections sent, together (the record's `sent`)."""
-        now = FrameCounts.of(self.connection.sent_counts())
-        return self._closed_counts[0].plus(now).to_dict()
+        return self._with_current(self._closed_counts[0], self.connection.sent_counts())
 
     def received_counts(self) -> dict[str, object]:
         """What the trial's connections received, together (the record's `received`)."""
-        now = FrameCounts.of(self.connection.received_counts())
-        return self._closed_counts[1].plus(now).to_dict()
+        return self._with_current(self._closed_counts[1], self.connection.received_counts())
+
+    def _with_current(self, closed: FrameCounts, current: dict[str, object]) -> dict[str, object]:
+        if self.connection is self._counted:
+            return closed.to_dict()
+        return closed.plus(FrameCounts.of(current)).to_dict()
 
     async def reconnect(self, resume: bool = False, early: EarlySend | None = None) -> Connected:
         """Close the current connection and open another, timed; its requests are the trial's
         from now on. `resume`: offer the newest session ticket of the trial's connections (a
         full handshake where none came), with `early` as Connector.open takes it. A connect
         that fails raises as the first one would, the closed connection staying current."""
-        self._ticket = self.connection.session_ticket() or self._ticket
-        await self.connection.close()
-        sent, received = self._closed_counts
-        self._closed_counts = (
-            sent.plus(FrameCounts.of(self.connection.sent_counts())),
-            received.plus(FrameCounts.of(self.connection.received_counts())),
-        )
+        closing = self.connection
+        self._ticket = closing.session_ticket() or self._ticket
+        await closing.close()
+        if closing is not self._counted:  # a connect that failed left it current: once only
+            self._counted = closing
+            sent, received = self._closed_counts
+            self._closed_counts = (
+                sent.plus(FrameCounts.of(closing.sent_counts())),
+                received.plus(FrameCounts.of(closing.received_counts())),
+            )
         offer = self._ticket if resume else None
         self.connection, connected = await self.connector.open(offer, early)
         self.connections.append(connected)

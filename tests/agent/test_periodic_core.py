@@ -1,15 +1,20 @@
 """The periodic workload's pure parts: its declaration (params, the refusal of resume over
 h2c), the schedule (seeded, never before the start, lateness), the metrics summed from the
-exchanges, and the server ledger's lingering trials across connections."""
+exchanges, an exchange's handshake and early-data verdict, the server ledger's lingering trials
+across connections, and a trial session's counts over its connections."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agent import probe
-from agent.errors import UsageError
+from agent.client.connect import Target
+from agent.client.trial import Connected, TrialSession
+from agent.errors import FetchError, UsageError
 from agent.server.ledger import Note, TrialLedger, TrialRecord
 from agent.traffic import FrameCounts
 from agent.workloads import spec_of
@@ -228,3 +233,51 @@ def test_early_data_is_accepted_when_taken_and_not_answered_too_early(
 ) -> None:
     assert early_accepted(False, taken, status) is None
     assert early_accepted(True, taken, status) is (taken and status != 425)
+
+
+class _Counted:
+    """A connection stand-in that sent and received `n` bytes."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def session_ticket(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        pass
+
+    def sent_counts(self) -> dict[str, object]:
+        return FrameCounts({}, {}, self.n).to_dict()
+
+    received_counts = sent_counts
+
+
+class _FailingOnce:
+    """A connector whose first connect fails, then gives connections of 10 bytes."""
+
+    def __init__(self) -> None:
+        self.tries = 0
+
+    async def open(self, offer: object, early: object) -> tuple[_Counted, Connected]:
+        self.tries += 1
+        if self.tries == 1:
+            raise FetchError("cannot connect")
+        return _Counted(10), Connected(0, 1, 1e-9, 0.0)
+
+
+def test_a_trials_counts_are_each_connections_once_a_failed_connect_included() -> None:
+    async def trial() -> dict[str, object]:
+        session = TrialSession(
+            _Counted(100),  # type: ignore[arg-type]
+            Target.parse("http://127.0.0.1:1/"),
+            "t",
+            connector=_FailingOnce(),  # type: ignore[arg-type]
+        )
+        with pytest.raises(FetchError):
+            await session.reconnect()
+        assert session.sent_counts()["bytes"] == 100  # the closed one, current still
+        await session.reconnect()
+        return session.sent_counts()
+
+    assert asyncio.run(trial())["bytes"] == 110
