@@ -19,13 +19,8 @@ from agent.server.ledger import Note, TrialLedger, TrialRecord
 from agent.traffic import FrameCounts
 from agent.workloads import spec_of
 from agent.workloads.params import parse_params
-from agent.workloads.periodic.record import (
-    Exchange,
-    Keepalive,
-    early_accepted,
-    handshake_of,
-    metrics,
-)
+from agent.workloads.periodic import record as periodic_record
+from agent.workloads.periodic.record import Exchange, Keepalive, metrics
 from agent.workloads.periodic.schedule import LATE_S, Schedule, lateness_s
 from agent.workloads.periodic.spec import EXCHANGE_KEYS, PERIODIC
 
@@ -221,7 +216,7 @@ def test_a_lingering_trial_closes_when_another_begins() -> None:
 def test_an_exchanges_handshake_says_how_its_connection_began(
     new: bool, resumed: bool, early: bool
 ) -> None:
-    handshake = handshake_of(new, resumed, early)
+    handshake = periodic_record.handshake_of(new, resumed, early)
     assert (handshake == "kept") == (not new)
     assert (handshake in ("resumed", "0rtt")) == (new and resumed)
     assert (handshake == "0rtt") == (new and resumed and early)
@@ -231,8 +226,8 @@ def test_an_exchanges_handshake_says_how_its_connection_began(
 def test_early_data_is_accepted_when_taken_and_not_answered_too_early(
     taken: bool, status: int
 ) -> None:
-    assert early_accepted(False, taken, status) is None
-    assert early_accepted(True, taken, status) is (taken and status != 425)
+    assert periodic_record.early_accepted(False, taken, status) is None
+    assert periodic_record.early_accepted(True, taken, status) is (taken and status != 425)
 
 
 class _Counted:
