@@ -1,9 +1,11 @@
-"""The event loop a client's trials run on: asyncio's own, or uvloop's (libuv; the `uvloop`
-extra). The loop is most of what a Python client costs beyond the protocol at small windows:
-every round trip is a wake-up, a read, a write and the loop's bookkeeping around them, so
-uvloop takes 9-13 % off a page fetch's client CPU (benchmarks/README.md, client_vs_nghttp.py).
-asyncio stays the default: uvloop has no armv7l wheel on PyPI (piwheels has one), and a run
-keeps the loop its earlier runs had unless the config asks. The record says which loop ran.
+"""The event loop a client's trials, or a server, run on: asyncio's own, or uvloop's (libuv;
+the `uvloop` extra). The loop is most of what a Python client costs beyond the protocol at
+small windows: every round trip is a wake-up, a read, a write and the loop's bookkeeping around
+them, so uvloop takes 9-13 % off a page fetch's client CPU (benchmarks/README.md,
+client_vs_nghttp.py); on the server it takes most off over TLS, where uvloop's TLS transport
+costs less than asyncio's (server_vs_nghttpd.py). asyncio stays the default: uvloop has no
+armv7l wheel on PyPI (piwheels has one), and a run keeps the loop its earlier runs had unless
+the config asks. The record (a server's listening line) says which loop ran.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 into the run's `events/` folder (data/README.md).
 
 Written after the trial's measured window, so a trace costs the trial nothing it reports; its
-cost is the tracing itself during the window (benchmarks/README.md, "Event traces").
+cost is the tracing itself during the window (benchmarks/README.md, "Trace and measurement
+overhead").
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agent import qlog
 from agent.errors import UsageError
@@ -50,6 +52,12 @@ def write_trace(
         },
         max_bytes,
     )
+    write_durably(path, data)
+
+
+def write_durably(path: Path, data: bytes) -> None:
+    """A trace's bytes at `path`, whole once it exists: written beside it, flushed to disk,
+    renamed."""
     partial = path.with_name(path.name + ".partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -64,24 +72,39 @@ def write_trace(
 
 @dataclass(frozen=True)
 class TraceWriter:
-    """A server's traces: each trial's HTTP/2 frame events, written as the trial leaves its
-    connection (before the trial's record), to `directory`. A trace it cannot write is reported
-    on stderr and the server goes on serving: the trial's record does not depend on it."""
+    """A server's traces: each trial's events (its HTTP/2 frames, or qh3's QUIC events),
+    written as the trial leaves its connection (before the trial's record), to `directory`. A
+    trace it cannot write is reported on stderr and the server goes on serving: the trial's
+    record does not depend on it."""
 
     directory: Path
     max_bytes: int = qlog.DEFAULT_MAX_BYTES
 
     def write(self, trial_id: str, events: Sequence[FrameEvent]) -> None:
-        # The trace's reference is its first frame; the wall clock it had, read off now.
+        """HTTP/2 frame events (agent.h2.trace), the first frame the trace's reference."""
         start_ns = events[0].time_ns if events else time.monotonic_ns()
+        # The wall clock the first frame had, read off now.
         wall_ns = time.time_ns() - (time.monotonic_ns() - start_ns)
+        self.write_qlog(trial_id, [event.qlog(start_ns) for event in events], wall_ns)
+
+    def write_wall_clock(self, trial_id: str, events: Sequence[Mapping[str, Any]]) -> None:
+        """qlog events whose `time` is the wall clock in milliseconds (qh3's), made relative to
+        the first."""
+        start_ms = float(events[0]["time"]) if events else time.time_ns() / 1e6
+        relative = [{**event, "time": event["time"] - start_ms} for event in events]
+        self.write_qlog(trial_id, relative, round(start_ms * 1e6))
+
+    def write_qlog(
+        self, trial_id: str, events: Iterable[Mapping[str, object]], reference_wall_ns: int
+    ) -> None:
+        """qlog events, `time` in ms after `reference_wall_ns`."""
         try:
             write_trace(
                 self.directory / trace_name(trial_id, "server"),
-                (event.qlog(start_ns) for event in events),
+                events,
                 vantage_point="server",
                 trial_id=trial_id,
-                reference_wall_ns=wall_ns,
+                reference_wall_ns=reference_wall_ns,
                 max_bytes=self.max_bytes,
             )
         except UsageError as exc:

@@ -26,7 +26,14 @@ from analysis.points import plain
 from analysis.tables import number, value_text
 from analysis.trial_columns import PROTOCOL_COLUMN
 
-__all__ = ["COMPARED_METRICS", "category_axes", "category_blocks", "reference_of", "series_of"]
+__all__ = [
+    "COMPARED_METRICS",
+    "category_axes",
+    "category_blocks",
+    "category_differences",
+    "reference_of",
+    "series_of",
+]
 
 COMPARED_METRICS = (
     "energy_mj",
@@ -74,8 +81,11 @@ def _why(axis: str, reference: str) -> str:
     return f"{reference} is the reference: the first {axis} the config lists"
 
 
-def _differences(summary: pd.DataFrame, axes: Sequence[str], axis: str, run: Run) -> pd.DataFrame:
-    """compare_summaries of each series against the reference, the series named in `axis`."""
+def category_differences(
+    summary: pd.DataFrame, axes: Sequence[str], axis: str, run: Run
+) -> pd.DataFrame:
+    """compare_summaries of each series against the reference, the series named in `axis`,
+    for each of COMPARED_METRICS."""
     series = series_of(run, axis)
     reference = reference_of(axis, series)
     others = [a for a in axes if a != axis]
@@ -145,7 +155,7 @@ def category_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
         if len(series) < 2:
             continue
         reference = reference_of(axis, series)
-        differences = _differences(summary, run.axes, axis, run)
+        differences = category_differences(summary, run.axes, axis, run)
         if differences.empty:
             continue
         compared = " and ".join(value for value in series if value != reference)

@@ -21,6 +21,7 @@ import pandas as pd
 from analysis.breakdown import breakdown_blocks
 from analysis.categories import category_blocks
 from analysis.document import Block, Bullets, Heading, Paragraph
+from analysis.event_costs import EventFit, decomposition_blocks
 from analysis.facts import node_hardware
 from analysis.load import Run
 from analysis.optimize import FIGURE_STEM as SEARCH_STEM
@@ -82,18 +83,23 @@ def _metric_lead(run: Run, summary: pd.DataFrame, metric: str, target: float) ->
 
 
 def arrange(
-    run: Run, summary: pd.DataFrame, target: float, grid: Run | None = None
+    run: Run,
+    summary: pd.DataFrame,
+    target: float,
+    grid: Run | None = None,
+    event_fits: Sequence[EventFit] = (),
 ) -> tuple[list[Block], list[Block]]:
     """(the findings the report leads with, the other result sections in sections_of's order).
     A run sweeping a category axis was made to compare its series: that comparison opens the
-    findings (analysis.categories)."""
+    findings (analysis.categories), followed, with traces (`event_fits`), by its split by
+    event class (analysis.event_costs)."""
     sections = sections_of(run, grid)
     made = {name: list(section(run, summary)) for name, section in sections.items()}
     headline = headline_of(run)
     own = headline.section if set(headline.needs_axes) <= set(run.axes) else None
     lead = next((name for name in ("breakdown", "search", own) if name and made[name]), None)
     rest = [block for name, blocks in made.items() if name != lead for block in blocks]
-    compared = category_blocks(run, summary)
+    compared = category_blocks(run, summary) + decomposition_blocks(run, summary, event_fits)
     if lead is None:
         return compared + _metric_lead(run, summary, headline.metric, target), rest
     return compared + made[lead], rest

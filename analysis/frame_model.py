@@ -136,10 +136,12 @@ def responses(run: Run) -> dict[Response, pd.Series]:
     return found
 
 
-def _identifiable(x: np.ndarray, names: Sequence[str]) -> tuple[list[int], list[tuple[str, str]]]:
+def _identifiable(
+    x: np.ndarray, names: Sequence[str], determined: float = DETERMINED
+) -> tuple[list[int], list[tuple[str, str]]]:
     """Columns to keep, in order: drop those that do not vary (the intercept aside), then any
     that the kept ones (nearly) determine: a column whose part not explained by them is under
-    `DETERMINED` of its own variation has no estimate worth the name (bytes in a window sweep
+    `determined` of its own variation has no estimate worth the name (bytes in a window sweep
     are the page plus 9 per DATA frame and 13 per WINDOW_UPDATE, to within a few hundred)."""
     keep: list[int] = []
     left_out: list[tuple[str, str]] = []
@@ -153,7 +155,7 @@ def _identifiable(x: np.ndarray, names: Sequence[str]) -> tuple[list[int], list[
             fitted = kept @ np.linalg.lstsq(kept, column, rcond=None)[0]
             spread = float(((column - column.mean()) ** 2).sum())
             unexplained = float(((column - fitted) ** 2).sum())
-            if spread == 0 or unexplained <= DETERMINED * spread:
+            if spread == 0 or unexplained <= determined * spread:
                 share = 1 - unexplained / spread if spread else 1.0
                 left_out.append(
                     (name, f"determined by the terms before it (they explain {share:.6f} of it)")
@@ -172,15 +174,18 @@ def fit(
     confidence: float,
     group: str,
     response: Response,
+    determined: float = DETERMINED,
 ) -> Fit | None:
-    """OLS of y on the terms' columns of `x_table`; None with fewer trials than terms + 1."""
+    """OLS of y on the terms' columns of `x_table`; None with fewer trials than terms + 1.
+    `determined`: a term left out when the terms before it explain all but this share of its
+    variation (`_identifiable`)."""
     names = [t.name for t in terms]
     usable = x_table[names].notna().all(axis=1) & y.notna()
     x_all = x_table.loc[usable, names].to_numpy(dtype=np.float64)
     values = y[usable].to_numpy(dtype=np.float64)
     if len(values) == 0:
         return None
-    keep, left_out = _identifiable(x_all, names)
+    keep, left_out = _identifiable(x_all, names, determined)
     n, p = len(values), len(keep)
     if n <= p or p == 0:
         return None
@@ -261,12 +266,14 @@ def fit_run(run: Run) -> list[Fit]:
     return found
 
 
-def summary_rows(fits: Sequence[Fit], axes: Sequence[str]) -> pd.DataFrame:
-    """summary.csv rows, one per coefficient: metric `frame_model:<response>:<term>`, the
+def summary_rows(
+    fits: Sequence[Fit], axes: Sequence[str], prefix: str = "frame_model"
+) -> pd.DataFrame:
+    """summary.csv rows, one per coefficient: metric `<prefix>:<response>:<term>`, the
     estimate as `mean`, its standard error as `sd`, its CI; the swept settings empty."""
     rows = [
         {
-            "metric": f"frame_model:{f.response.key}:{c.term.name}",
+            "metric": f"{prefix}:{f.response.key}:{c.term.name}",
             **dict.fromkeys(axes),
             "n": f.n,
             "mean": c.estimate,

@@ -24,6 +24,7 @@ import pandas as pd
 from analysis.columns import EVENTS, MANIFEST, POWER_DIR, REQUIRED_COLUMNS, TRIALS
 from analysis.errors import RunFormatError
 from analysis.manifest import confidence_of, config_value, protocols_of, read_manifest
+from analysis.qlog_counts import trace_counts
 from analysis.trial_columns import NUMERIC_COLUMNS
 from analysis.workloads import DEFAULT_KIND
 
@@ -246,6 +247,11 @@ def load_run(run_dir: Path) -> Run:
     ok, failed, attempts, torn = read_trials(
         run_dir / TRIALS, axes, axis_kinds(manifest, axes), workload_columns(manifest)
     )
+    # Counted from the traces at each load, not stored: a trace read by a later version of
+    # this reader (a class it learnt to count) gives the run its counts.
+    counts = trace_counts(run_dir, list(ok["trial_id"]))
+    if counts:
+        ok = ok.assign(**{column: np.array(values) for column, values in counts.items()})
     return Run(run_dir, manifest, axes, ok, attempts, failed, torn)
 
 

@@ -5,8 +5,9 @@ trial of each point its power trace with the phases shaded: a zoom on connect an
 the middle of exchange.
 
 Event marks (qlog traces) are drawn where given: `figure_phase_traces(..., events=...)` takes
-each trial's event times, seconds since its window's start, per event class; reading the
-traces is not this module's job.
+each trial's event times, seconds since its window's start, per event class, and draws each
+class in a lane of its own at the top of the trace panels; reading the traces is not this
+module's job (analysis.qlog_counts.client_marks).
 """
 
 from __future__ import annotations
@@ -50,7 +51,11 @@ _MIN_ZOOM_SAMPLES = 5  # ... and at least this many samples, so a sub-sample con
 _SLICE_SAMPLES = 50  # the transfer slice: this many samples from the middle of exchange
 
 EventTimes = Mapping[str, Sequence[float]]
-"""One trial's events: per event class (a qlog event name), seconds since the window's start."""
+"""One trial's events: per event class (its label in the legend), seconds since the window's
+start."""
+_MARK_SHARE = 0.4  # of a trace panel's height, the top, for the event marks' lanes
+# Marks' colours: apart from the series' (C0, C1, ...), which the power traces take.
+_MARK_COLORS = ("#d62728", "#9467bd", "#2ca02c", "#e377c2", "#17becf", "#bcbd22", "#8c564b", "0.2")
 
 
 def _energy(phase: str, above_idle: bool) -> str:
@@ -232,19 +237,43 @@ def representatives(run: Run) -> list[tuple[tuple[object, ...], pd.Series]]:
     ]
 
 
-def mark_events(ax: Axes, events: EventTimes) -> None:
-    """Each event as a tick along the panel's top, a colour per class (qlog's events, read
-    elsewhere: this draws what it is given)."""
-    for index, (name, times_s) in enumerate(sorted(events.items())):
-        for n, time_s in enumerate(times_s):
-            ax.axvline(
-                time_s * 1e3,
-                ymin=0.9,
-                ymax=1.0,
-                color=f"C{(index + 2) % 10}",
-                linewidth=1.0,
-                label=name if n == 0 else None,
-            )
+@dataclass(frozen=True)
+class Lane:
+    """Where a class of events is marked: its colour and its band of the panel's height."""
+
+    color: str
+    low: float  # axes fraction
+    high: float
+
+
+def event_lanes(events: Mapping[str, EventTimes]) -> dict[str, Lane]:
+    """A lane per event class across every trial's events, so a class keeps its colour and
+    its band in every panel: bands stacked down from the panel's top, over `_MARK_SHARE` of
+    its height."""
+    names = sorted({name for per_trial in events.values() for name in per_trial})
+    height = _MARK_SHARE / max(len(names), 1)
+    return {
+        name: Lane(_MARK_COLORS[i % len(_MARK_COLORS)], 1 - (i + 1) * height, 1 - i * height)
+        for i, name in enumerate(names)
+    }
+
+
+def mark_events(ax: Axes, events: EventTimes, lanes: Mapping[str, Lane]) -> None:
+    """Each event as a tick in its class's lane (qlog's events, read elsewhere: this draws
+    what it is given); the power axis grows upwards to leave the lanes to the marks."""
+    for name, times_s in events.items():
+        lane = lanes[name]
+        ax.vlines(
+            np.asarray(times_s, dtype=np.float64) * 1e3,
+            lane.low + 0.1 * (lane.high - lane.low),
+            lane.high - 0.1 * (lane.high - lane.low),
+            transform=ax.get_xaxis_transform(),
+            colors=lane.color,
+            linewidth=1.0,
+            label=name,
+        )
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high + (high - low) * _MARK_SHARE / (1 - _MARK_SHARE))
 
 
 def _trace_panel(
@@ -254,7 +283,6 @@ def _trace_panel(
     view_s: tuple[float, float],
     *,
     color: str,
-    events: EventTimes | None,
 ) -> None:
     """The samples in `view_s` (and one either side, so the line reaches the panel's edges),
     in ms, over the phases shaded."""
@@ -276,10 +304,19 @@ def _trace_panel(
         )
         # A boundary is a line too: where a shade is faint, the edge still shows.
         ax.axvline(high * 1e3, color="0.3", linestyle=":", linewidth=0.8)
-    if events:
-        mark_events(ax, events)
     ax.set_xlim(start_s * 1e3, end_s * 1e3)
     ax.grid(True, alpha=0.3)
+
+
+def _finish_panel(
+    ax: Axes, idle_mw: float | None, events: EventTimes | None, lanes: Mapping[str, Lane]
+) -> None:
+    """The idle line, then the event marks (their lanes above the power's range, idle's too)."""
+    ax.tick_params(labelsize=7)
+    if idle_mw is not None:
+        ax.axhline(idle_mw, color="0.4", linestyle="--", linewidth=1)
+    if events:
+        mark_events(ax, events, lanes)
 
 
 def figure_phase_traces(
@@ -301,6 +338,7 @@ def figure_phase_traces(
     figure = new_figure(3.4 * 2 * len(series) + 0.4, 2.5 * len(xs) + 0.6)
     grid = figure.subplots(len(xs), 2 * len(series), squeeze=False)
     idle_mw = idle_power_mw(run)
+    lanes = event_lanes(events or {})
     missing: list[str] = []
     for point, row in picks:
         other = point[:x_index] + point[x_index + 1 :]
@@ -320,7 +358,7 @@ def figure_phase_traces(
         trial_events = (events or {}).get(trial_id)
         color = _series_color(s)
         for ax, view_s in ((zoom_ax, spans.zoom_s(sample_s)), (slice_ax, spans.slice_s(sample_s))):
-            _trace_panel(ax, trace, spans, view_s, color=color, events=trial_events)
+            _trace_panel(ax, trace, spans, view_s, color=color)
         zoom_ax.set_title(
             f"{where}\n{trial_id}, {row['energy_mj']:.4g} mJ: connect "
             f"{spans.connect_s * 1e3:.3g} ms",
@@ -331,9 +369,7 @@ def figure_phase_traces(
         )
         zoom_ax.set_ylabel("client power (mW)", fontsize=8)
         for ax in (zoom_ax, slice_ax):
-            ax.tick_params(labelsize=7)
-            if idle_mw is not None:
-                ax.axhline(idle_mw, color="0.4", linestyle="--", linewidth=1)
+            _finish_panel(ax, idle_mw, trial_events, lanes)
     for ax in grid[-1]:
         ax.set_xlabel("time since window start (ms)", fontsize=8)
     handles: list[Artist] = [
@@ -445,7 +481,10 @@ TRACES = (
     "Client power of each point's median-energy trial with its phases shaded: left, from the "
     f"window's start over {_ZOOM_CONNECTS:g} connect phases (at least {_MIN_ZOOM_SAMPLES} "
     f"samples); right, {_SLICE_SAMPLES} samples from the middle of exchange. Dots: the meter's "
-    "samples; dashed: idle baseline."
+    "samples; dashed: idle baseline. Where the run has traces, the client's events are marked "
+    "at the top, a lane and a colour per class (HTTP/2 frames, or QUIC packets, datagrams, "
+    "ACK and flow-control frames and handshake packets), placed through the client's wall "
+    "clock at the window's start."
 )
 
 

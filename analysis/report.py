@@ -52,6 +52,8 @@ from analysis.energy_report import (
     residuals_table,
     truth_blocks,
 )
+from analysis.event_costs import EventFit, event_cost_blocks, fit_events
+from analysis.event_costs import summary_rows as event_cost_rows
 from analysis.facts import (
     emulated_core_fractions,
     event_counts,
@@ -83,12 +85,13 @@ from analysis.opening import first_screen, what_ran
 from analysis.optimize import FIGURE_STEM as SEARCH_STEM
 from analysis.optimize import figure_search
 from analysis.phases import STEMS as PHASE_STEMS
-from analysis.phases import phase_blocks, phase_figures
+from analysis.phases import phase_blocks, phase_figures, representatives
 from analysis.points import (
     DEFAULT_TARGET_RELATIVE_HALF_WIDTH,
     per_emulated_core,
     summarize_points,
 )
+from analysis.qlog_counts import client_marks
 from analysis.stats import cochran_sample_size
 from analysis.tables import metric_table, point_text
 from analysis.workloads.base import HEADLINE_STEM, report_of
@@ -110,7 +113,8 @@ def write_summary_csv(summary: pd.DataFrame, path: Path) -> None:
     """summary.csv: metric, the swept settings, n, mean, sd, ci_low, ci_high, confidence, then
     median, relative_half_width, reps_needed, outliers, missing; values in the recorded units.
     The per-frame cost model's coefficients follow as `frame_model:*` rows (estimate as mean,
-    standard error as sd, the swept settings empty)."""
+    standard error as sd, the swept settings empty), then the costs per event as `event_cost:*`
+    rows (the same, with the series' category axes set)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     summary.to_csv(path, index=False, lineterminator="\n")
 
@@ -248,7 +252,11 @@ def _figures(
         ("memory", figure_memory([source]), "Peak resident set size, client and server.")
     )
     figures += own.figures(run, summary, source)
-    phased, phase_notes = phase_figures(run, source)
+    marked = {
+        str(row["trial_id"]): client_marks(run.path, str(row["trial_id"]), row["t_wall_start_ns"])
+        for _point, row in representatives(run)
+    }
+    phased, phase_notes = phase_figures(run, source, marked)
     figures += phased
     notes += phase_notes
     headline = headline_of(run)
@@ -322,6 +330,7 @@ def build_blocks(
     target: float,
     comparisons: Sequence[tuple[str, str]],
     fits: Sequence[Fit] = (),
+    event_fits: Sequence[EventFit] = (),
     truth: pd.DataFrame | None = None,
     client_nodes: Sequence[Mapping[str, str]] = (),
     grid: Run | None = None,
@@ -330,7 +339,7 @@ def build_blocks(
     figure drawn; `truth`: the modelled meter's agreement table; `client_nodes`:
     trial_clients.csv's rows (analysis.clients), for a run of several."""
     lead = headline_figure(run, [stem for stem, _caption in figure_entries])
-    findings, sections = arrange(run, summary, target, grid)
+    findings, sections = arrange(run, summary, target, grid, event_fits)
     blocks = first_screen(
         run,
         sentence=what_ran(run, client_nodes),
@@ -359,6 +368,7 @@ def build_blocks(
     }
     blocks += phase_blocks(run, summary, phase_images)
     blocks += frame_model_blocks(fits)
+    blocks += event_cost_blocks(run, event_fits)
     blocks += [
         Heading("Tables"),
         Paragraph(
@@ -396,8 +406,12 @@ def write_report(
         summary = pd.concat([summary, per_unit.rows(run)], ignore_index=True)
     bounds = bounds_of(run)
     fits = fit_run(run)
+    event_fits = fit_events(run)
     summary_csv = directory / "summary.csv"
-    write_summary_csv(pd.concat([summary, summary_rows(fits, run.axes)]), summary_csv)
+    write_summary_csv(
+        pd.concat([summary, summary_rows(fits, run.axes), event_cost_rows(event_fits, run.axes)]),
+        summary_csv,
+    )
     residuals_table(fits).to_csv(
         directory / "frame_model_residuals.csv", index=False, lineterminator="\n"
     )
@@ -425,6 +439,7 @@ def write_report(
         target=target_relative_half_width,
         comparisons=comparisons,
         fits=fits,
+        event_fits=event_fits,
         truth=agreement(run),
         client_nodes=client_nodes,
         grid=grid,

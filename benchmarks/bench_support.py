@@ -1,13 +1,15 @@
 """What the benchmarks share: pinned child processes, stopping them, a process's CPU time from
-the scheduler, free ports, CSV output. Imported by the scripts beside it (run as
-`python benchmarks/NAME.py`, this directory is first on sys.path)."""
+the scheduler, free ports, CSV output, a median's bootstrap interval. Imported by the scripts
+beside it (run as `python benchmarks/NAME.py`, this directory is first on sys.path)."""
 
 from __future__ import annotations
 
 import csv
 import os
+import random
 import signal
 import socket
+import statistics
 import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -56,10 +58,16 @@ def process_cpu_s(pid: int) -> float:
     try:
         return sum(int(path.read_text().split()[0]) for path in tasks) / 1e9
     except (OSError, ValueError, IndexError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()
-        # Fields 14 and 15 of proc(5), counted after the comm field closes.
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return sum(process_user_sys_s(pid))
+
+
+def process_user_sys_s(pid: int) -> tuple[float, float]:
+    """A running process's user and system CPU time, every thread's (/proc/PID/stat utime,
+    stime: clock ticks, so read them around work of many ticks)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    # Fields 14 and 15 of proc(5), counted after the comm field closes.
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
 
 
 def write_csv(path: Path, records: Sequence[object]) -> None:
@@ -87,3 +95,13 @@ PROFILES: dict[str, tuple[str, ...]] = {
         'link.delay_method="relay"',
     ),
 }
+
+
+def median_interval(values: Sequence[float], seed: int = 0) -> tuple[float, float]:
+    """A 90 % bootstrap interval of the median of `values` (2,000 resamples, seeded: the same
+    measurements give the same interval)."""
+    resample = random.Random(seed)
+    medians = sorted(
+        statistics.median(resample.choices(values, k=len(values))) for _ in range(2000)
+    )
+    return medians[100], medians[1899]

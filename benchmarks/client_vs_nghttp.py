@@ -17,7 +17,12 @@ as the study passed the same N to `-w` and `-W`.
 
 Run from the repository root with the project's venv (the uvloop extra for its variants):
     .venv/bin/python benchmarks/client_vs_nghttp.py [--fetches 15] [--windows 255,4095,65535]
-        [--variants asyncio/sha256,uvloop/sha256,uvloop/size]
+        [--variants asyncio/sha256,uvloop/sha256,uvloop/size] [--baseline DIR]
+
+With `--baseline DIR` (another checkout, e.g. `git worktree add DIR COMMIT`), that checkout's
+client runs as one more variant (asyncio/sha256) in the same rounds: a change's cost as the
+ratio of two medians measured side by side (benchmarks/README.md, "Trace and measurement
+overhead").
 """
 
 from __future__ import annotations
@@ -37,13 +42,16 @@ from functools import partial
 from pathlib import Path
 
 from agent_vs_nghttp2 import BenchError, nghttp2_bits, prepare_site, server
-from bench_support import free_port, pinned, write_csv
+from bench_support import free_port, median_interval, pinned, write_csv
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_WINDOWS = (255, 4095, 65535)
 # Our client's variants: event loop / body check (agent.event_loop, the page's `verify`).
 DEFAULT_VARIANTS = ("asyncio/sha256", "uvloop/sha256", "uvloop/size")
 NGHTTP = "nghttp"
+BASELINE = "baseline"
+"""--baseline's client: another checkout's (e.g. before a change), as BASELINE_VARIANT."""
+BASELINE_VARIANT = "asyncio/sha256"
 
 
 @dataclass(frozen=True)
@@ -69,13 +77,14 @@ class Child:
     wall_s: float
 
 
-def run_pinned(args: list[str], core: int, timeout_s: float) -> Child:
-    """A client to completion on `core`; its CPU from getrusage of the reaped child."""
+def run_pinned(args: list[str], core: int, timeout_s: float, cwd: Path | None = None) -> Child:
+    """A client to completion on `core` (in `cwd`); its CPU from getrusage of the reaped
+    child."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with pinned(core):
         start = time.monotonic()
         result = subprocess.run(
-            args, capture_output=True, text=True, timeout=timeout_s, check=False
+            args, capture_output=True, text=True, timeout=timeout_s, check=False, cwd=cwd
         )
         wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -88,7 +97,9 @@ def run_pinned(args: list[str], core: int, timeout_s: float) -> Child:
 
 
 def ours_args(url: str, window: int, manifest: Path, variant: str, out: Path) -> list[str]:
-    loop, check, *traced = variant.split("/")
+    loop, check, *traced = (
+        BASELINE_VARIANT.split("/") if variant == BASELINE else variant.split("/")
+    )
     events = ["--events-dir", str(out / "events")] if traced else []
     return [
         sys.executable,
@@ -120,7 +131,9 @@ def nghttp_args(url: str, window: int) -> list[str]:
 
 def fetch_ours(round_: int, window: int, url: str, args: argparse.Namespace, variant: str) -> Fetch:
     command = ours_args(url, window, args.site / "manifest.json", variant, args.out)
-    child = run_pinned(command, args.client_core, 600)
+    # `python -m` imports the agent from its working directory first: the baseline's checkout.
+    tree = args.baseline if variant == BASELINE else None
+    child = run_pinned(command, args.client_core, 600, cwd=tree)
     record = json.loads(child.stdout.splitlines()[0])
     if not record["ok"]:
         raise BenchError(f"our fetch failed: {record['error']}")
@@ -139,13 +152,7 @@ def fetch_ours(round_: int, window: int, url: str, args: argparse.Namespace, var
 
 def fetch_nghttp(round_: int, window: int, url: str, args: argparse.Namespace, files: int) -> Fetch:
     child = run_pinned(nghttp_args(url, window), args.client_core, 600)
-    # -s ends with one line per response under its "id responseEnd ..." heading: every file of
-    # the page must be there, answered 200.
-    lines = child.stdout.splitlines()
-    heading = next((i for i, line in enumerate(lines) if line.startswith("id ")), len(lines))
-    ok = sum(1 for line in lines[heading + 1 :] if line.split()[4:5] == ["200"])
-    if ok != files:
-        raise BenchError(f"nghttp: {ok} of the page's {files} files answered 200:\n{child.stdout}")
+    check_nghttp(child.stdout, files)
     cpu = child.user_s + child.sys_s
     return Fetch(
         round_,
@@ -158,6 +165,16 @@ def fetch_nghttp(round_: int, window: int, url: str, args: argparse.Namespace, f
         child.wall_s,
         os.getloadavg()[0],
     )
+
+
+def check_nghttp(stdout: str, files: int) -> None:
+    """-s ends with one line per response under its "id responseEnd ..." heading: every file of
+    the page must be there, answered 200."""
+    lines = stdout.splitlines()
+    heading = next((i for i, line in enumerate(lines) if line.startswith("id ")), len(lines))
+    ok = sum(1 for line in lines[heading + 1 :] if line.split()[4:5] == ["200"])
+    if ok != files:
+        raise BenchError(f"nghttp: {ok} of the page's {files} files answered 200:\n{stdout}")
 
 
 def summary_table(fetches: Sequence[Fetch], variants: Sequence[str]) -> str:
@@ -185,7 +202,36 @@ def summary_table(fetches: Sequence[Fetch], variants: Sequence[str]) -> str:
                 f"| {med(ours, 'cpu_s') / med(theirs, 'cpu_s'):.2f} "
                 f"| {statistics.median(ratios):.2f} |"
             )
+    # Against the baseline checkout where there is one, else against the first variant.
+    reference = BASELINE if BASELINE in variants else variants[0]
+    others = [v for v in variants if v != reference]
+    if others:
+        lines += ["", *paired_table(fetches, reference, others)]
     return "\n".join(lines) + "\n"
+
+
+def paired_table(fetches: Sequence[Fetch], reference: str, variants: Sequence[str]) -> list[str]:
+    """Each variant's fetch CPU against the `reference` variant's in the same round: the median
+    of the paired ratios and its 90 % bootstrap interval (the rounds resampled, seeded)."""
+    lines = [
+        f"| window (bytes) | ours: loop/check | pairs | / {reference} (median of paired ratios) "
+        "| 90 % interval |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for window in sorted({f.window for f in fetches}):
+        base = {f.round: f.cpu_s for f in fetches if f.window == window and f.client == reference}
+        for variant in variants:
+            ratios = [
+                f.cpu_s / base[f.round]
+                for f in fetches
+                if f.window == window and f.client == variant and f.round in base
+            ]
+            low, high = median_interval(ratios)
+            lines.append(
+                f"| {window} | {variant} | {len(ratios)} | {statistics.median(ratios):.3f} "
+                f"| {low:.3f} .. {high:.3f} |"
+            )
+    return lines
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -197,6 +243,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=",".join(DEFAULT_VARIANTS),
         help="our client's variants, LOOP/CHECK[/events] each: asyncio or uvloop, sha256 or "
         "size, and /events to write each fetch's event trace",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help=f"another checkout (e.g. a git worktree before a change): its client as one more "
+        f"variant, {BASELINE!r} ({BASELINE_VARIANT}), for a before/after ratio side by side",
     )
     parser.add_argument("--site", type=Path, default=REPO / "data" / "site")
     parser.add_argument("--out", type=Path, help="results directory (default data/bench/...)")
@@ -216,6 +268,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             parser.error(
                 f"--variants: {variant!r} is not LOOP/CHECK[/events] (asyncio|uvloop/sha256|size)"
             )
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
+        args.variants.append(BASELINE)
     return args
 
 

@@ -12,7 +12,9 @@ alternate order (the machine may be shared: the table shows medians of paired ra
    our client over HTTP/3 -> our server (`serve --protocol h3`): h3 against h2-over-TLS, the
    comparison that means something (both encrypted), each fetch's own CPU from its record.
 4. with --baseline DIR, the client of another checkout (e.g. the previous commit's) ->
-   `gtlsserver` as well: before/after ratios measured side by side, in a second table.
+   `gtlsserver` as well: before/after ratios measured side by side, in a second table; with
+   --events, ours writing each fetch's event trace (`--events-dir`) -> `gtlsserver` too, in
+   that table: what a trace costs.
 
 The node's UDP receive-buffer drops (/proc/net/snmp Udp RcvbufErrors) are read around each
 HTTP/3 client run: per fetch in the table. Windows are exact in every case: the stream window
@@ -22,7 +24,7 @@ Servers run pinned to one core, clients to the other.
 
 Run from the repository root with the project's venv (the h3 extra installed):
     .venv/bin/python benchmarks/h3_vs_ngtcp2.py [--fetches 20] [--runs 3] [--windows 256,4096,65535]
-        [--baseline DIR] [--event-loop asyncio|uvloop] [--verify sha256|size]
+        [--baseline DIR] [--events] [--event-loop asyncio|uvloop] [--verify sha256|size]
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from bench_support import pinned, terminated, write_csv
 
@@ -52,6 +55,7 @@ REPO = Path(__file__).resolve().parent.parent
 WINDOWS = (256, 4096, 65535)
 CASES = ("ngtcp2", "ours-vs-ngtcp2", "ours-h3", "ours-h2-tls")
 BASELINE = "baseline-vs-ngtcp2"  # --baseline's client against gtlsserver
+TRACED = "traced-vs-ngtcp2"  # --events: ours writing each fetch's event trace, against gtlsserver
 START_TIMEOUT_S = 20.0
 
 
@@ -87,13 +91,21 @@ class Setup:
         return options + ([] if self.verify == "sha256" else ["--param", f"verify={self.verify}"])
 
 
-def _free_udp_port() -> int:
+class Served(NamedTuple):
+    """A running server: where it listens and its process (whose CPU server_vs_nghttpd.py
+    reads)."""
+
+    port: int
+    pid: int
+
+
+def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def _fixed_windows(window: int) -> list[str]:
+def fixed_windows(window: int) -> list[str]:
     return [
         f"--max-stream-data-bidi-local={window}",
         f"--max-data={window}",
@@ -122,40 +134,49 @@ def _timed(
 
 
 @contextmanager
-def _server(argv: Sequence[str], core: int, log: Path, port_line: bool) -> Iterator[int]:
-    """A server process pinned to `core`; yields its UDP/TCP port (ours print it; ngtcp2's is
-    given)."""
+def _server(
+    argv: Sequence[str], core: int, log: Path, port_line: bool, cwd: Path | None = None
+) -> Iterator[Served]:
+    """A server process pinned to `core` (run in `cwd`); yields its UDP/TCP port (ours print
+    it; ngtcp2's is given) and pid."""
     with log.open("w") as err, pinned(core):
-        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=cwd)
     with terminated(process):
         deadline = time.monotonic() + START_TIMEOUT_S
         while port_line:
             for line in log.read_text().splitlines():
                 if line.startswith("{") and json.loads(line).get("event") == "listening":
-                    yield int(json.loads(line)["port"])
+                    yield Served(int(json.loads(line)["port"]), process.pid)
                     return
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{argv[2:4]} did not start: {log.read_text()[-400:]}")
             time.sleep(0.05)
         time.sleep(0.5)  # gtlsserver prints nothing when ready: let it bind
-        yield int(argv[argv.index("127.0.0.1") + 1])
+        yield Served(int(argv[argv.index("127.0.0.1") + 1]), process.pid)
 
 
-def _gtlsserver(setup: Setup, port: int, log: Path) -> AbstractContextManager[int]:
+def gtlsserver(setup: Setup, port: int, log: Path) -> AbstractContextManager[Served]:
     argv = [
-        "gtlsserver", "-q", "-d", str(setup.site), *_fixed_windows(65535),
+        "gtlsserver", "-q", "-d", str(setup.site), *fixed_windows(65535),
         "127.0.0.1", str(port), str(setup.key), str(setup.cert),
     ]  # fmt: skip
     return _server(argv, setup.server_core, log, port_line=False)
 
 
-def _ours(setup: Setup, protocol: str, log: Path) -> AbstractContextManager[int]:
+def our_server(
+    setup: Setup,
+    protocol: str,
+    log: Path,
+    options: Sequence[str] = (),
+    tree: Path | None = None,
+) -> AbstractContextManager[Served]:
+    """`serve --protocol PROTOCOL` with `options`, from this checkout or (`tree`) another one."""
     argv = [
         sys.executable, "-m", "agent.cli", "serve", "--root", str(setup.site), "--port", "0",
         "--protocol", protocol, "--cert", str(setup.cert), "--key", str(setup.key),
-        "--trial-log", str(log.with_suffix(".jsonl")),
+        "--trial-log", str(log.with_suffix(".jsonl")), *options,
     ]  # fmt: skip
-    return _server(argv, setup.server_core, log, port_line=True)
+    return _server(argv, setup.server_core, log, port_line=True, cwd=tree)
 
 
 def _gtlsclient(setup: Setup, port: int, window: int, run: int) -> Measurement:
@@ -166,7 +187,7 @@ def _gtlsclient(setup: Setup, port: int, window: int, run: int) -> Measurement:
     cpu = wall = 0.0
     for _ in range(setup.fetches):
         argv = [
-            "gtlsclient", "-q", "--exit-on-all-streams-close", *_fixed_windows(window),
+            "gtlsclient", "-q", "--exit-on-all-streams-close", *fixed_windows(window),
             "127.0.0.1", str(port), *urls,
         ]  # fmt: skip
         _stdout, cpu_s, wall_s = _timed(argv, setup.client_core)
@@ -177,10 +198,17 @@ def _gtlsclient(setup: Setup, port: int, window: int, run: int) -> Measurement:
 
 
 def _our_client(
-    setup: Setup, url: str, window: int, run: int, case: str, tree: Path | None = None
+    setup: Setup,
+    url: str,
+    window: int,
+    run: int,
+    case: str,
+    tree: Path | None = None,
+    events_dir: Path | None = None,
 ) -> Measurement:
     """Our client, from this checkout or (`tree`) another one: `python -m` imports the agent
-    from its working directory first."""
+    from its working directory first. With `events_dir`, each fetch's event trace written
+    there."""
     h3 = case != "ours-h2-tls"
     drops = rcvbuf_errors() or 0
     argv = [
@@ -188,6 +216,7 @@ def _our_client(
         "--initial-window-size", str(window), "--connection-window", str(window),
         "--manifest", str(setup.site / "manifest.json"), "--repeat", str(setup.fetches), "--json",
         *(["--protocol", "h3"] if h3 else []), *setup.client_options(),
+        *([] if events_dir is None else ["--events-dir", str(events_dir)]),
     ]  # fmt: skip
     stdout, cpu_s, wall_s = _timed(argv, setup.client_core, cwd=tree)
     records = [json.loads(line) for line in stdout.splitlines()]
@@ -239,35 +268,36 @@ def summary(measurements: Sequence[Measurement]) -> str:
             f"| {h3_vs_h2:.2f} | {med('ngtcp2', 'udp_drops'):.1f} / "
             f"{med('ours-vs-ngtcp2', 'udp_drops'):.1f} |"
         )
-    if any(m.case == BASELINE for m in measurements):
-        lines += ["", *_baseline_table(measurements)]
+    extra = [case for case in (BASELINE, TRACED) if any(m.case == case for m in measurements)]
+    if extra:
+        lines += ["", *_beside_table(measurements, extra)]
     return "\n".join(lines) + "\n"
 
 
-def _baseline_table(measurements: Sequence[Measurement]) -> list[str]:
-    """Before and after: the baseline checkout's client and this one's, each against ngtcp2's
-    client in the same run (trial CPU, medians over runs of each and of the paired ratios)."""
-    lines = [
-        "| window B | ngtcp2 client | baseline -> gtlsserver | baseline / ngtcp2 "
-        "| ours -> gtlsserver | ours / ngtcp2 |",
-        "|---:|---:|---:|---:|---:|---:|",
-    ]
+def _beside_table(measurements: Sequence[Measurement], extra: Sequence[str]) -> list[str]:
+    """Our client's other cases against gtlsserver (a baseline checkout's, ours traced), each
+    beside ngtcp2's client and ours in the same run (trial CPU, medians over runs of each and
+    of the paired ratios), and each against ours."""
+    cases = [*extra, "ours-vs-ngtcp2"]
+    head = ["window B", "ngtcp2 client"]
+    for case in cases:
+        head += [case, f"{case} / ngtcp2"]
+    head += [f"{case} / ours-vs-ngtcp2" for case in extra]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for window in sorted({m.window for m in measurements}):
         runs: dict[int, dict[str, float]] = {}
         for m in measurements:
             if m.window == window:
                 runs.setdefault(m.run, {})[m.case] = m.fetch_cpu_ms
-        rows = [r for r in runs.values() if {"ngtcp2", BASELINE, "ours-vs-ngtcp2"} <= r.keys()]
-        cells = [_median([r["ngtcp2"] for r in rows])]
-        for case in (BASELINE, "ours-vs-ngtcp2"):
+        rows = [r for r in runs.values() if {"ngtcp2", *cases} <= r.keys()]
+        cells = [f"{_median([r['ngtcp2'] for r in rows]):.1f}"]
+        for case in cases:
             cells += [
-                _median([r[case] for r in rows]),
-                _median([r[case] / r["ngtcp2"] for r in rows]),
+                f"{_median([r[case] for r in rows]):.1f}",
+                f"{_median([r[case] / r['ngtcp2'] for r in rows]):.2f}",
             ]
-        lines.append(
-            f"| {window} | {cells[0]:.1f} | {cells[1]:.1f} | {cells[2]:.2f} "
-            f"| {cells[3]:.1f} | {cells[4]:.2f} |"
-        )
+        cells += [f"{_median([r[c] / r['ours-vs-ngtcp2'] for r in rows]):.2f}" for c in extra]
+        lines.append(f"| {window} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -298,6 +328,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="another checkout of this repository (e.g. a worktree of the previous commit): "
         "its client runs as one more case against gtlsserver, for before/after ratios",
     )
+    parser.add_argument(
+        "--events",
+        action="store_true",
+        help="one more case: our client writing each fetch's event trace (--events-dir) "
+        "against gtlsserver, for what tracing costs",
+    )
     return parser.parse_args(argv)
 
 
@@ -326,9 +362,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     windows = [int(w) for w in args.windows.split(",")]
     measurements: list[Measurement] = []
     with (
-        _gtlsserver(setup, _free_udp_port(), out / "gtlsserver.log") as ng_port,
-        _ours(setup, "h3", out / "our-h3.log") as h3_port,
-        _ours(setup, "h2", out / "our-h2.log") as h2_port,
+        gtlsserver(setup, free_udp_port(), out / "gtlsserver.log") as (ng_port, _),
+        our_server(setup, "h3", out / "our-h3.log") as (h3_port, _),
+        our_server(setup, "h2", out / "our-h2.log") as (h2_port, _),
     ):
         for run in range(args.runs):
             for window in windows:
@@ -350,6 +386,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         lambda w=window, r=run: _our_client(
                             setup, f"https://127.0.0.1:{ng_port}/", w, r, BASELINE,
                             args.baseline.resolve(),
+                        ),
+                    )  # fmt: skip
+                if args.events:
+                    cases.insert(
+                        2,
+                        lambda w=window, r=run: _our_client(
+                            setup, f"https://127.0.0.1:{ng_port}/", w, r, TRACED,
+                            events_dir=out / "events",
                         ),
                     )  # fmt: skip
                 for case in cases if run % 2 == 0 else reversed(cases):

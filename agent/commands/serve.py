@@ -19,6 +19,7 @@ from agent.commands.common import (
 )
 from agent.engines import engine_spec
 from agent.errors import UsageError
+from agent.event_loop import DEFAULT_EVENT_LOOP, EVENT_LOOPS, check_event_loop
 from agent.h2.settings import parse_settings
 from agent.limits import (
     CONNECTION_BUDGET_SHARE,
@@ -28,12 +29,12 @@ from agent.limits import (
     RESERVED_DESCRIPTORS,
 )
 from agent.protocols import protocol_of_scheme, protocol_spec, protocols_where
-from agent.qlog import DEFAULT_MAX_BYTES
+from agent.qlog import DEFAULT_MAX_BYTES, MIN_MAX_BYTES
 from agent.registry import load_dotted
 from agent.workloads import DEFAULT_KIND
 
 if TYPE_CHECKING:
-    from agent.engines.spec import ServeEntry
+    from agent.engines.spec import EngineSpec, ServeEntry
     from agent.protocols import ProtocolSpec
 
 
@@ -99,8 +100,8 @@ def configure(serve: argparse.ArgumentParser) -> None:
         "--events-dir",
         type=Path,
         metavar="DIR",
-        help="builtin engine over HTTP/2: write each trial's frames (qlog, JSON-SEQ) to "
-        "DIR/<trial-id>.server.sqlog as the trial leaves its connection (agent/README.md)",
+        help="write each trial's event trace (qlog, JSON-SEQ: HTTP/2 frames, or QUIC events) to "
+        "DIR/<trial-id>.server.sqlog before its record (agent/README.md, Event traces)",
     )
     serve.add_argument(
         "--events-max-bytes",
@@ -110,6 +111,13 @@ def configure(serve: argparse.ArgumentParser) -> None:
         help="cut a longer trace at an event, saying so (default %(default)s)",
     )
     serve.add_argument("--cpu", type=int, help="pin the process to this core")
+    serve.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default=DEFAULT_EVENT_LOOP,
+        help="the builtin engine's event loop (default %(default)s; uvloop: the `uvloop` extra, "
+        "less server CPU per page); the listening line says which runs",
+    )
     serve.add_argument(
         "--handshake-timeout",
         type=float,
@@ -174,6 +182,10 @@ def run(args: argparse.Namespace) -> int:
             f"--events-dir: the {engine.name} engine's server writes no event trace over "
             f"{protocol.name} yet"
         )
+    if args.events_max_bytes < MIN_MAX_BYTES:
+        raise UsageError(
+            f"--events-max-bytes {args.events_max_bytes}: expected {MIN_MAX_BYTES} or more"
+        )
     params = workload_params(workload, args, "server")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a TCP port")
@@ -202,13 +214,10 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--control-port {args.control_port} is not a TCP port")
     if protocol.quic:
         check_udp_buffer(args.udp_buffer)
-    if args.ticket_lifetime is not None and not (
-        protocol.quic and engine.connection_limits and args.ticket_lifetime > 0
-    ):
-        raise UsageError(
-            f"--ticket-lifetime {args.ticket_lifetime:g}: an HTTP/3 server's of the agent's own "
-            "engine, more than 0 s"
-        )
+    _check_ticket_lifetime(args.ticket_lifetime, protocol, engine)
+    if args.event_loop != DEFAULT_EVENT_LOOP and not engine.event_loop:
+        raise UsageError(f"--event-loop: the {engine.name} engine's server has no Python loop")
+    check_event_loop(args.event_loop)
     pin(args.cpu)
     serve: ServeEntry = load_dotted(engine.serve)
     return serve(args, protocol, workload, params, settings)
@@ -232,3 +241,17 @@ def serve_protocol(args: argparse.Namespace) -> ProtocolSpec:
         over_quic = " or ".join(protocols_where(quic=True))
         raise UsageError(f"the --quic-* and --no-quic-* options are for --protocol {over_quic}")
     return protocol
+
+
+def _check_ticket_lifetime(
+    lifetime_s: float | None, protocol: ProtocolSpec, engine: EngineSpec
+) -> None:
+    """--ticket-lifetime, when given: more than 0 s, for an HTTP/3 server of the agent's own
+    (the session tickets agent.h3.tickets keeps)."""
+    if lifetime_s is not None and not (
+        protocol.quic and engine.connection_limits and lifetime_s > 0
+    ):
+        raise UsageError(
+            f"--ticket-lifetime {lifetime_s:g}: an HTTP/3 server's of the agent's own engine, "
+            "more than 0 s"
+        )

@@ -29,6 +29,7 @@ from agent import probe
 from agent.conditions import Host, TrialWatch
 from agent.cpu_peak import CpuSampler
 from agent.errors import AgentError, UsageError
+from agent.event_loop import running_loop_name
 from agent.event_trace import TraceWriter
 from agent.h2.settings import parse_settings, to_h2
 from agent.limits import ConnectionLimits
@@ -313,6 +314,7 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
                 "scheme": scheme,
                 "address": bound,
                 "port": sockets[0].getsockname()[1],
+                "event_loop": running_loop_name(),
                 **options.limits.to_dict(),
                 "accept_log_interval_s": listener.log_interval_s,
             }

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import cast
 
 import h2.events as ev
 from h2.connection import ConnectionState
@@ -143,8 +144,8 @@ class ServerConnection(asyncio.BufferedProtocol):
     # asyncio callbacks -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport (uvloop's is not an asyncio.Transport subclass, only alike).
+        self.transport = cast("asyncio.Transport", transport)
         peername = transport.get_extra_info("peername")
         if peername:
             self.peer = f"{peername[0]}:{peername[1]}"

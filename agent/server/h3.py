@@ -33,18 +33,22 @@ from pathlib import Path
 from typing import Any
 
 from qh3._hazmat import pull_quic_header
+from qh3.asyncio.protocol import QuicConnectionProtocol
 from qh3.asyncio.server import QuicServer
 from qh3.quic.configuration import QuicConfiguration
 from qh3.quic.connection import QuicConnection
 from qh3.quic.packet import QuicPacketType
 
+from agent.event_loop import running_loop_name
+from agent.event_trace import TraceWriter
 from agent.h3.admission import H3Limits, Handshakes
 from agent.h3.amplification import AmplificationFixes, install_padding_credit
 from agent.h3.protocol import H3
 from agent.h3.settings import QuicWindows
 from agent.h3.stack import configuration
 from agent.h3.tickets import DEFAULT_LIFETIME_S, TicketStore
-from agent.h3.udp import SocketBuffers, udp_socket
+from agent.h3.trace import TrialQuicLogger
+from agent.h3.udp import SocketBuffers, datagram_transport, udp_socket
 from agent.limits import DEFAULT_IDLE_TIMEOUT_S
 from agent.protocols.in_force import SettingsExchange
 from agent.server.app import ServerApp, ServerOptions
@@ -75,6 +79,7 @@ class H3ServeOptions:
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     buffer_bytes: int | None = None  # socket buffers asked each way; None: agent.h3.udp's
     ticket_lifetime_s: float = DEFAULT_LIFETIME_S  # agent.h3.tickets
+    traces: TraceWriter | None = None  # each trial's qh3 events, written as it leaves
 
 
 @dataclass
@@ -105,7 +110,12 @@ class H3Server:
     def __init__(self, options: H3ServeOptions, trial_log: TrialLog, handler: Handler) -> None:
         self.options = options
         self.app = ServerApp(
-            ServerOptions(host=options.host, port=options.port, workload=options.workload),
+            ServerOptions(
+                host=options.host,
+                port=options.port,
+                workload=options.workload,
+                traces=options.traces,
+            ),
             trial_log,
             handler,
         )
@@ -116,6 +126,10 @@ class H3Server:
             cert=options.cert,
             key=options.key,
         )
+        if options.traces is not None:
+            # Each connection's own trace, handed out a trial at a time (agent.h3.trace); with
+            # a logger, qh3's stack leaves its batch fast path (agent.h3.stack).
+            self.configuration.quic_logger = TrialQuicLogger()
         self.input = InputCounts()
         # Session tickets issued to clients, each resuming one handshake (and its 0-RTT).
         self.tickets = TicketStore(time.monotonic, options.ticket_lifetime_s)
@@ -236,6 +250,35 @@ class BoundedQuicServer(QuicServer):
             return
         super().datagram_received(data, addr)
 
+    def datagrams_received(self, datagrams: list[bytes], addr: Any) -> None:
+        """A batch from one sender (the transport's): each run of short-header packets to
+        one known connection goes to it whole (one receive, one transmit for the run);
+        anything else, datagram by datagram, through the gate above. A short header is where
+        qh3's server looks up nothing but the connection ID."""
+        protocols = self._protocols
+        cid_end = 1 + self._configuration.connection_id_length
+        run: list[bytes] = []
+        owner: QuicConnectionProtocol | None = None
+        for data in datagrams:
+            short = data and not data[0] & 0x80  # an empty datagram is the gate's to count
+            protocol = protocols.get(data[1:cid_end]) if short else None
+            if protocol is not owner or protocol is None:
+                self._deliver(owner, run, addr)
+                run = []
+                owner = protocol
+            if protocol is None:
+                self.datagram_received(data, addr)
+            else:
+                run.append(data)
+        self._deliver(owner, run, addr)
+
+    def _deliver(
+        self, protocol: QuicConnectionProtocol | None, run: list[bytes], addr: Any
+    ) -> None:
+        if protocol is not None and run:
+            self._h3_server.input.datagrams += len(run)
+            protocol.datagrams_received(run, addr)
+
 
 def warm_up(config: QuicConfiguration) -> None:
     """Answer one throwaway client's Initial, sent nowhere: qh3 initialises its TLS machinery
@@ -268,17 +311,17 @@ async def serve_h3(options: H3ServeOptions, handler: Handler) -> int:
     kwargs = {} if options.buffer_bytes is None else {"buffer_bytes": options.buffer_bytes}
     sock, server.buffers = udp_socket(options.host, options.port, **kwargs)
     loop = asyncio.get_running_loop()
-    transport, quic_server = await loop.create_datagram_endpoint(
-        lambda: BoundedQuicServer(
-            server,
-            configuration=server.configuration,
-            create_protocol=lambda quic, **kw: H3ServerConnection(quic, server=server, **kw),
-            retry=options.fixes.retry,
-            session_ticket_handler=server.tickets.add,
-            session_ticket_fetcher=server.tickets.pop,
-        ),
-        sock=sock,
+    # qh3's batched transport: each connection's datagrams leave in one GSO send, not a
+    # sendto apiece (most of what a page cost this server beyond qh3's core).
+    quic_server = BoundedQuicServer(
+        server,
+        configuration=server.configuration,
+        create_protocol=lambda quic, **kw: H3ServerConnection(quic, server=server, **kw),
+        retry=options.fixes.retry,
+        session_ticket_handler=server.tickets.add,
+        session_ticket_fetcher=server.tickets.pop,
     )
+    transport, _ = await datagram_transport(lambda: quic_server, sock)
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
@@ -291,6 +334,7 @@ async def serve_h3(options: H3ServeOptions, handler: Handler) -> int:
                 "protocol": H3.name,
                 "address": f"{address}:{port}",
                 "port": port,
+                "event_loop": running_loop_name(),
                 **options.limits.to_dict(),
                 "idle_timeout_s": options.idle_timeout_s,
                 "ticket_lifetime_s": options.ticket_lifetime_s,

@@ -24,6 +24,7 @@ from agent.h3.credit import CreditLedger
 from agent.h3.protocol import H3
 from agent.h3.settings import QuicWindows
 from agent.h3.stack import AnnouncingH3, TransportCounts, settings_exchange, tap
+from agent.h3.trace import connection_trace
 from agent.h3.udp import rcvbuf_errors
 from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, close_code, h3_error_name
 from agent.protocols.in_force import SettingsExchange
@@ -154,12 +155,15 @@ class H3ServerConnection(QuicConnectionProtocol):
         self._h3: AnnouncingH3 | None = None
         self._wire: H3Wire | None = None
         self.peer = "?"
+        self._traces = server.app.options.traces
+        self._trace = None if self._traces is None else connection_trace(quic)
         self.trials = ConnectionTrials(
             _TrialHost(server, self),
             self.id,
             QuicTally(self._counts, None),
             QuicTally(self._counts, self._credit),
             self._settings_exchange,
+            on_finish=None if self._trace is None else self._write_trace,
         )
         self._sending: set[int] = set()  # streams whose Reply the core still buffers
         self._unsent: dict[int, memoryview] = {}  # the rest of a Reply not handed to qh3 yet
@@ -182,6 +186,12 @@ class H3ServerConnection(QuicConnectionProtocol):
         self._credit.reset()
         if not self.lifecycle.advance(Input.TRIAL):
             self._marks = (core.loss_total, core.pto_total, rcvbuf_errors())
+
+    def _write_trace(self, trial_id: str) -> None:
+        """qh3's events since the last trial left (the handshake's for the first trial), as
+        the trial's trace."""
+        assert self._trace is not None and self._traces is not None
+        self._traces.write_wall_clock(trial_id, self._trace.take())
 
     def _settings_exchange(self) -> SettingsExchange | None:
         """What the connection announced and received; None before its HTTP/3 layer exists."""

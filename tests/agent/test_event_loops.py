@@ -185,3 +185,34 @@ def test_verify_size_still_fails_a_wrong_length(tmp_path: Path) -> None:
     record = json.loads(result.stdout)
     assert result.returncode == 1
     assert record["error"] == "GET /blob/1000: 999 bytes, blob says 1000"
+
+
+# The server's workloads on uvloop: the ones whose server side differs most (Reply bodies on
+# the fast path, request bodies read by a handler, a handler's streamed output).
+SERVER_WORKLOADS = ("page", "payload", "stream")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("workload", SERVER_WORKLOADS)
+def test_the_server_on_uvloop_serves_every_protocol(
+    workload: str, protocol: str, site: Path, credentials: Credentials, tmp_path: Path
+) -> None:
+    extra = ["--workload", workload, "--setting", "initial_window_size=4096"]
+    if protocol != "h2c":
+        extra += ["--protocol", protocol, "--cert", str(credentials.cert)]
+        extra += ["--key", str(credentials.key)]
+    root = site if workload == "page" else None
+    with agent_server(root, tmp_path, *extra, "--event-loop", "uvloop") as server:
+        assert server.listening["event_loop"] == "uvloop"
+        record = _trial(server, credentials, protocol, workload)
+    assert record["exit"] == 0 and record["ok"], record["error"]
+    for name in STEADY_METRICS[workload]:
+        assert record["metrics"][name], name  # type: ignore[index]
+
+
+def test_a_server_without_a_python_loop_refuses_one(site: Path) -> None:
+    result = run_agent(
+        "serve", "--engine", "nghttp2", "--root", str(site), "--event-loop", "uvloop"
+    )
+    assert result.returncode == 2
+    assert "--event-loop: the nghttp2 engine's server has no Python loop" in result.stderr

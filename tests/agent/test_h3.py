@@ -170,6 +170,25 @@ def test_our_server_survives_garbage_and_an_initial_flood(
     assert listener["shed_connections"] >= 60
 
 
+def test_a_burst_from_one_sender_passes_the_gate_datagram_by_datagram(
+    site: Path, credentials: Credentials, tmp_path: Path
+) -> None:
+    """The server reads a sender's datagrams in batches (agent.server.h3's datagrams_received):
+    empty ones, short headers too short for a connection ID and short headers to unknown
+    connections, all from one socket at once, are each counted and dropped as one at a time."""
+    burst = [b"", b"\x40" * 5, b"\x40" + os.urandom(40)] * 30
+    with h3_server(site, tmp_path, credentials) as server:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            for data in burst:
+                sock.sendto(data, ("127.0.0.1", server.port))
+        (record,) = _fetch(server.port, credentials, "--trial-id", "after-the-burst")
+        assert record["ok"], record["error"]
+        served = server.wait_for_trials("after-the-burst")["after-the-burst"]
+    listener = served["transport"]["listener"]  # type: ignore[index]
+    assert listener["not_quic"] == 60  # the empty and the 5-byte ones
+    assert listener["datagrams"] > len(burst)  # the burst's and the fetch's own
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -136,3 +136,12 @@ def test_the_poller_sees_a_busy_then_idle_counter() -> None:
     assert start <= window[0] < busy_until <= finished
     assert window[0] <= window[1] <= finished
     assert wait_until_idle(lambda: 7)
+
+
+def test_what_the_program_wrote_of_its_trace_is_not_counted_as_sent() -> None:
+    begin = sample(0, 100, utime=10, stime=5, wchar=1000)
+    end = sample(50, 130, utime=12, stime=6, wchar=8001000)
+    record = trial_record("t4", begin, end, (MS, 2 * MS), End("t4", True, 8, 8),
+                          rss_peak_bytes=1, rss_reset=True, cpu_source="schedstat",
+                          poll_s=0.001, trace_bytes=250_000)  # fmt: skip
+    assert record.bytes_sent == 8_000_000 - 250_000

@@ -4,10 +4,10 @@ QUIC, HTTP/3 (qh3), with the workload's handlers mounted."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import TYPE_CHECKING
 
 from agent.errors import UsageError
+from agent.event_loop import run_on
 from agent.event_trace import TraceWriter
 from agent.limits import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
@@ -18,7 +18,6 @@ from agent.limits import (
     connection_budget_bytes,
     default_max_connections,
 )
-from agent.qlog import MIN_MAX_BYTES
 from agent.workloads.load import server_mount
 
 if TYPE_CHECKING:
@@ -36,7 +35,7 @@ def serve(
 ) -> int:
     traces = _traces(args)
     if protocol.quic:
-        return _serve_quic(args, protocol, workload, params, settings)
+        return _serve_quic(args, protocol, workload, params, settings, traces=traces)
     limits = connection_limits(args, tls=protocol.tls)
     from agent.server.app import ServerOptions  # noqa: PLC0415
     from agent.server.app import serve as serve_h2  # noqa: PLC0415
@@ -55,14 +54,10 @@ def serve(
         protocol=protocol.name,
         traces=traces,
     )
-    return asyncio.run(serve_h2(options, handler))
+    return run_on(args.event_loop, lambda: serve_h2(options, handler))
 
 
 def _traces(args: argparse.Namespace) -> TraceWriter | None:
-    if args.events_max_bytes < MIN_MAX_BYTES:
-        raise UsageError(
-            f"--events-max-bytes {args.events_max_bytes}: expected {MIN_MAX_BYTES} or more"
-        )
     if args.events_dir is None:
         return None
     return TraceWriter(args.events_dir, args.events_max_bytes)
@@ -74,6 +69,8 @@ def _serve_quic(
     workload: WorkloadSpec,
     params: dict[str, ParamValue],
     settings: dict[str, int],
+    *,
+    traces: TraceWriter | None,
 ) -> int:
     protocol.require_stack()
     from agent.h3.admission import h3_limits  # noqa: PLC0415
@@ -106,8 +103,9 @@ def _serve_quic(
         idle_timeout_s=limits.idle_timeout_s,
         buffer_bytes=args.udp_buffer,
         ticket_lifetime_s=args.ticket_lifetime or DEFAULT_LIFETIME_S,
+        traces=traces,
     )
-    return asyncio.run(serve_h3(options, handler))
+    return run_on(args.event_loop, lambda: serve_h3(options, handler))
 
 
 def _server_windows(args: argparse.Namespace, settings: dict[str, int]) -> QuicWindows:

@@ -13,8 +13,7 @@ BUILTIN = EngineSpec(
     trial="agent.engines.builtin.trial:run",
     event_loop=True,
     client_traces=protocols_where(),
-    # Not over QUIC: qh3's logger is per connection, not split per trial yet.
-    server_traces=protocols_where(quic=False),
+    server_traces=protocols_where(),
     quic_ack_policy=True,
     reloads_settings=True,
     connection_limits=True,

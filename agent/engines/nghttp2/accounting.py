@@ -126,14 +126,18 @@ def trial_record(
     rss_reset: bool,
     cpu_source: str,
     poll_s: float,
+    trace_bytes: int = 0,
 ) -> NghttpdTrialRecord:
+    """`trace_bytes`: what the program wrote of its event trace between the samples (nghttpd
+    -v's frame log, gtlsserver's qlog), which its write(2) total counts but its socket did not
+    send."""
     cpu_s = (end.runtime_ns - begin.runtime_ns) / 1e9
     share = _user_share(begin, end)
     start_ns, end_ns = activity if activity is not None else (begin.t_mono_ns, begin.t_mono_ns)
     serve_s = max((end_ns - start_ns) / 1e9, cpu_s) if activity is not None else 0.0
     written = None
     if begin.wchar is not None and end.wchar is not None:
-        written = end.wchar - begin.wchar
+        written = end.wchar - begin.wchar - trace_bytes
     return NghttpdTrialRecord(
         trial_id=trial_id,
         ok=client is not None and client.ok and activity is not None,

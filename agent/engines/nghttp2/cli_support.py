@@ -15,9 +15,11 @@ from agent.engines import DEFAULT_ENGINE
 from agent.engines.nghttp2.client import NghttpPlan, run_nghttp_fetches
 from agent.engines.nghttp2.options import NghttpdOptions, NghttpOptions
 from agent.engines.nghttp2.server import NghttpdServeOptions, ServedProgram, serve_nghttpd
+from agent.engines.nghttp2.server_traces import GtlsServerTraces, NghttpdTraces, ServerTraces
 from agent.engines.nghttp2.windows import WindowMapping, describe
 from agent.engines.spec import DEFAULT_UNREPRESENTABLE_POLICY
 from agent.errors import UsageError
+from agent.event_trace import TraceWriter
 
 if TYPE_CHECKING:
     from agent.engines.spec import UnrepresentablePolicy
@@ -44,12 +46,21 @@ def serve(
     if args.root is None:
         raise UsageError(f"--root DIR (the site) is required for the {workload.kind} workload")
     tls = (args.cert, args.key) if protocol.tls else None
+    writer = (
+        None if args.events_dir is None else TraceWriter(args.events_dir, args.events_max_bytes)
+    )
+    traces: ServerTraces | None = None
     if protocol.quic:
-        program = _gtlsserver(args, settings, tls, protocol)
+        gtls_traces = None if writer is None else GtlsServerTraces(writer)
+        program = _gtlsserver(args, settings, tls, protocol, gtls_traces)
+        traces = gtls_traces
     else:
         options = NghttpdOptions.create(settings, args.unrepresentable_window)
         _warn_mapped("initial_window_size", options.stream_window)
-        program = ServedProgram.nghttpd(options, args.root, args.host, args.port, tls)
+        program = ServedProgram.nghttpd(
+            options, args.root, args.host, args.port, tls, verbose=writer is not None
+        )
+        traces = None if writer is None else NghttpdTraces(writer)
     return asyncio.run(
         serve_nghttpd(
             NghttpdServeOptions(
@@ -60,6 +71,7 @@ def serve(
                 tls=tls,
                 trial_log=args.trial_log,
                 control_port=args.control_port or 0,
+                traces=traces,
             )
         )
     )
@@ -70,15 +82,19 @@ def _gtlsserver(
     settings: dict[str, int],
     tls: tuple[Path, Path] | None,
     protocol: ProtocolSpec,
+    traces: GtlsServerTraces | None,
 ) -> ServedProgram:
     from agent.engines.nghttp2.gtls import GtlsOptions  # noqa: PLC0415
 
     assert tls is not None
     files = (str(tls[0]), str(tls[1]))
     gtls = GtlsOptions.create(settings, None, args.datagram_size)
+    qlog_dir = None if traces is None else str(traces.directory)
     return ServedProgram(
         "gtlsserver",
-        lambda path: gtls.server_argv(path, str(args.root), args.host, args.port, files),
+        lambda path: gtls.server_argv(
+            path, str(args.root), args.host, args.port, files, qlog_dir=qlog_dir
+        ),
         gtls.announced(),
         protocol.name,
     )

@@ -1,9 +1,11 @@
-"""`nghttp -v`'s frame log as the frame events of our own HTTP/2 trace (agent.h2.trace), so an
-nghttp trial's trace reads as our client's: pure, from the tool's output text.
+"""`nghttp -v`'s and `nghttpd -v`'s frame logs as the frame events of our own HTTP/2 trace
+(agent.h2.trace), so an nghttp2 engine trial's trace reads as our agent's: pure, from the
+tools' output text.
 
 nghttp prints each frame it sends or receives as `[  S.mmm] send|recv NAME frame <length=N,
 flags=0xFF, stream_id=N>`, S.mmm the seconds since its start to the millisecond (so several
-frames share a time), the frame's details indented on the lines after. Lines of another form
+frames share a time), the frame's details indented on the lines after. nghttpd prints the same
+with its connection's `[id=N] ` before (S.mmm since the server's start). Lines of another form
 (header fields, `Connected`, the -s table) are not frames and are passed over.
 """
 
@@ -41,3 +43,65 @@ def frame_events(text: str) -> list[FrameEvent]:
             )
         )
     return events
+
+
+_CONNECTION = re.compile(r"\[id=(?P<id>\d+)\] ")
+_CLOSED = "closed"
+
+
+class ServerFrameLog:
+    """`nghttpd -v`'s output, line by line, cut per trial by connection: nghttpd serves many
+    trials in one process and prefixes each line of a connection with `[id=N]`, so a trial's
+    frames are those of the connections that began while it was open (the client opens its
+    own). A connection is over at its `[id=N] [  S.mmm] closed` line. Sans-IO: the caller
+    feeds lines, opens and closes trials, and waits for `settled` as it likes."""
+
+    def __init__(self) -> None:
+        self._open = False
+        self._seen: set[str] = set()  # every connection id so far
+        self._mine: set[str] = set()  # the open trial's connections
+        self._live: set[str] = set()  # of those, the ones not closed yet
+        self._lines: list[str] = []
+
+    def feed(self, line: str) -> bool:
+        """One line of nghttpd's output (without its newline); whether it belongs to a
+        connection (else another kind of line: `listen`, an error, which the caller shows)."""
+        match = _CONNECTION.match(line)
+        if match is None:
+            # The indented details under a frame belong to it; the frame line says enough.
+            return line.startswith(" ")
+        connection = match["id"]
+        if connection not in self._seen:
+            self._seen.add(connection)
+            if self._open:
+                self._mine.add(connection)
+                self._live.add(connection)
+        if connection in self._mine:
+            self._lines.append(line)
+            if line.endswith(f"] {_CLOSED}"):
+                self._live.discard(connection)
+        return True
+
+    def begin(self) -> None:
+        """A trial opens: connections that begin from now are its."""
+        self._open = True
+        self._mine.clear()
+        self._live.clear()
+        self._lines.clear()
+
+    def end(self) -> None:
+        """The trial's client is done: no new connection is its; its own may still close."""
+        self._open = False
+
+    @property
+    def settled(self) -> bool:
+        """Every connection of the trial has closed (none began: nothing to wait for)."""
+        return not self._live
+
+    def take(self) -> list[FrameEvent]:
+        """The trial's frames so far; the log forgets them and the trial's connections."""
+        events = frame_events("\n".join(self._lines))
+        self._lines.clear()
+        self._mine.clear()
+        self._live.clear()
+        return events

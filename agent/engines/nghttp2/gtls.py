@@ -84,10 +84,19 @@ class GtlsOptions:
         ]
 
     def server_argv(
-        self, tool: str, root: str, host: str, port: int, tls: tuple[str, str]
+        self,
+        tool: str,
+        root: str,
+        host: str,
+        port: int,
+        tls: tuple[str, str],
+        *,
+        qlog_dir: str | None = None,
     ) -> list[str]:
+        """With `qlog_dir`, ngtcp2's own qlog of each connection written there, a file each."""
         cert, key = tls
-        return [tool, "-q", "-d", root, *self.window_args(), host, str(port), key, cert]
+        qlog = [] if qlog_dir is None else [f"--qlog-dir={qlog_dir}"]
+        return [tool, "-q", *qlog, "-d", root, *self.window_args(), host, str(port), key, cert]
 
     def announced(self) -> dict[str, int]:
         return {"initial_window_size": self.stream_window_bytes}

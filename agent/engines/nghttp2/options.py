@@ -124,9 +124,17 @@ class NghttpdOptions:
         return cls(dict(settings), mapping)
 
     def argv(
-        self, nghttpd: str, root: str, host: str, port: int, tls: tuple[str, str] | None
+        self,
+        nghttpd: str,
+        root: str,
+        host: str,
+        port: int,
+        tls: tuple[str, str] | None,
+        *,
+        verbose: bool = False,
     ) -> list[str]:
-        argv = [nghttpd, "-a", host, "-d", root]
+        """`verbose`: its frame log too (-v), for the trials' event traces."""
+        argv = [nghttpd, "-a", host, "-d", root, *(["-v"] if verbose else [])]
         if self.stream_window is not None:
             argv += ["-w", str(self.stream_window.bits)]
         if "max_concurrent_streams" in self.settings:

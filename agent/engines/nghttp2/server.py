@@ -7,7 +7,8 @@ then listens itself on a control port for the clients' trial-control messages
 (agent.trial_control). At `begin` it waits for nghttpd to be idle, samples its CPU time
 (schedstat, ns), clock ticks (user/sys split) and write(2) bytes, and resets its peak-RSS mark;
 between `begin` and `end` a thread polls nghttpd's CPU counter every POLL_S to find when it
-served; at `end` it waits for nghttpd to be idle again, samples, and appends the trial's record.
+served; at `end` it waits for nghttpd to be idle again, samples, and appends the trial's record
+(with --events-dir, after writing the trial's trace: agent.engines.nghttp2.server_traces).
 nghttpd dies with the agent (PR_SET_PDEATHSIG), and the agent exits 1 if nghttpd dies first.
 """
 
@@ -32,6 +33,7 @@ from agent.engines.nghttp2.accounting import ActivityTracker, trial_record
 from agent.engines.nghttp2.options import NghttpdOptions
 from agent.engines.nghttp2.poller import POLL_S, ActivityPoller, wait_until_idle
 from agent.engines.nghttp2.procfs import CpuSample, ProcessProbe
+from agent.engines.nghttp2.server_traces import ServerTraces
 from agent.engines.nghttp2.tools import find_tool
 from agent.errors import AgentError, TrialControlError, UsageError
 from agent.kernel_counters import own_switches, process_switches
@@ -64,11 +66,14 @@ class ServedProgram:
         host: str,
         port: int,
         tls: tuple[Path, Path] | None,
+        *,
+        verbose: bool = False,
     ) -> ServedProgram:
+        """`verbose`: its frame log too (-v), for the trials' event traces."""
         files = None if tls is None else (str(tls[0]), str(tls[1]))
         return cls(
             "nghttpd",
-            lambda path: options.argv(path, str(root), host, port, files),
+            lambda path: options.argv(path, str(root), host, port, files, verbose=verbose),
             options.announced(),
             protocol_of_scheme("http" if tls is None else "https"),
         )
@@ -83,6 +88,7 @@ class NghttpdServeOptions:
     tls: tuple[Path, Path] | None  # (cert, key)
     trial_log: Path | None
     control_port: int = 0
+    traces: ServerTraces | None = None  # each trial's, written before its record
 
 
 def _die_with_parent() -> None:
@@ -98,6 +104,7 @@ class _OpenTrial:
     rss_reset: bool
     poller: ActivityPoller
     watch: TrialWatch
+    trace_bytes: int  # what the program had written of its traces at `begin`
 
 
 def _with_nghttpd_switches(pid: int) -> tuple[int, int] | None:
@@ -113,9 +120,12 @@ def _with_nghttpd_switches(pid: int) -> tuple[int, int] | None:
 class Supervisor:
     """Trial bookkeeping around one nghttpd process; one trial at a time."""
 
-    def __init__(self, probe: ProcessProbe, trial_log: TrialLog) -> None:
+    def __init__(
+        self, probe: ProcessProbe, trial_log: TrialLog, traces: ServerTraces | None = None
+    ) -> None:
         self.probe = probe
         self.trial_log = trial_log
+        self.traces = traces
         self.trial: _OpenTrial | None = None
         self.cpu_source = "schedstat" if probe.schedstat else "ticks"
         self._read_runtime = probe.leader_runtime_reader()
@@ -139,7 +149,11 @@ class Supervisor:
         tracker = ActivityTracker(begin.t_mono_ns, self._read_runtime())
         poller = ActivityPoller(self._read_runtime, tracker)
         watch = TrialWatch(self._node, instant_start=False)
-        self.trial = _OpenTrial(message.trial_id, begin, rss_reset, poller, watch)
+        traced = 0
+        if self.traces is not None:
+            self.traces.begin()
+            traced = self.traces.output_bytes()
+        self.trial = _OpenTrial(message.trial_id, begin, rss_reset, poller, watch, traced)
 
     async def end(self, message: End) -> None:
         trial = self.trial
@@ -150,6 +164,7 @@ class Supervisor:
         if not trial.poller.settled:
             log.warning("trial %s: nghttpd still busy at its end", message.trial_id)
         end = self.probe.sample()
+        traced = 0 if self.traces is None else self.traces.output_bytes() - trial.trace_bytes
         record = trial_record(
             trial.trial_id,
             trial.begin,
@@ -160,7 +175,12 @@ class Supervisor:
             rss_reset=trial.rss_reset,
             cpu_source=self.cpu_source,
             poll_s=POLL_S,
+            trace_bytes=traced,
         )
+        if self.traces is not None:
+            # After the trial's figures were taken: what waiting for its connections to close
+            # and writing the trace cost is not the trial's.
+            await self.traces.finish(trial.trial_id)
         self.trial_log.append({**record.to_dict(), "conditions": trial.watch.end().to_dict()})
 
     def abandon(self, trial_id: str) -> None:
@@ -168,14 +188,20 @@ class Supervisor:
             log.warning("trial %s: its client hung up before `end`; no record", trial_id)
             self.trial.poller.cancel()
             self.trial = None
+            if self.traces is not None:
+                self.traces.abandon()
 
 
-async def _relay(stream: asyncio.StreamReader, tail: deque[str], name: str) -> None:
-    """The program's own output, to the agent's stderr; the last lines kept for errors."""
+async def _relay(
+    stream: asyncio.StreamReader, tail: deque[str], name: str, traces: ServerTraces | None
+) -> None:
+    """The program's own output, to the agent's stderr (but what its traces take: nghttpd -v's
+    frame log); the last lines kept for errors."""
     while line := await stream.readline():
         text = line.decode(errors="replace").rstrip()
         tail.append(text)
-        print(f"{name}: {text}", file=sys.stderr, flush=True)
+        if traces is None or not traces.feed(text):
+            print(f"{name}: {text}", file=sys.stderr, flush=True)
 
 
 async def _listening_port(
@@ -210,6 +236,7 @@ async def serve_nghttpd(options: NghttpdServeOptions) -> int:
         raise UsageError(f"--root {options.root} is not a directory")
     argv = options.program.argv(path)
     trial_log = TrialLog(options.trial_log)
+    started_wall_ns = time.time_ns()
     process = await asyncio.create_subprocess_exec(
         *argv,
         stdin=subprocess.DEVNULL,
@@ -219,8 +246,10 @@ async def serve_nghttpd(options: NghttpdServeOptions) -> int:
     )
     tail: deque[str] = deque(maxlen=20)
     assert process.stdout is not None
+    if options.traces is not None:
+        options.traces.started(process.pid, started_wall_ns)
     relay = asyncio.get_running_loop().create_task(
-        _relay(process.stdout, tail, options.program.name)
+        _relay(process.stdout, tail, options.program.name, options.traces)
     )
     try:
         return await _supervise(options, process, tail, trial_log, argv)
@@ -234,6 +263,8 @@ async def serve_nghttpd(options: NghttpdServeOptions) -> int:
                 await process.wait()
         relay.cancel()
         trial_log.close()
+        if options.traces is not None:
+            options.traces.close()
 
 
 async def _supervise(
@@ -246,7 +277,7 @@ async def _supervise(
     probe = ProcessProbe(process.pid)
     try:
         port = await _listening_port(process, probe, options, tail)
-        supervisor = Supervisor(probe, trial_log)
+        supervisor = Supervisor(probe, trial_log, options.traces)
         return await _serve_trials(
             options, process=process, supervisor=supervisor, port=port, tail=tail, argv=argv
         )

@@ -43,8 +43,10 @@ NGHTTP2 = EngineSpec(
     quic_tools=("gtlsclient", "gtlsserver"),
     quic_settings=NGTCP2_SETTINGS,
     quic_stack="ngtcp2",
-    # nghttp -v's frame log as our HTTP/2 frame events; gtlsclient's own qlog, kept as written.
+    # nghttp -v's and nghttpd -v's frame logs as our HTTP/2 frame events; gtlsclient's and
+    # gtlsserver's own qlog, kept as written (agent.engines.nghttp2.server_traces).
     client_traces=protocols_where(),
+    server_traces=protocols_where(),
     client_phases=False,
     trial_counting="control",
     quic_client_needs_own_server=True,
