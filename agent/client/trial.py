@@ -11,14 +11,16 @@ failure before it could start (the page's manifest) is `unrun_record`.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from h2.exceptions import H2Error
 
 from agent import __version__, probe
-from agent.client.connect import Target, open_connection
+from agent.client.connect import Target, client_tls_context, open_connection
 from agent.client.exchange import ClientExchange
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import PHASE_MARKS, ClientRecord
@@ -31,6 +33,7 @@ from agent.h2.fastpath import H2Internals
 from agent.marker import Marker
 from agent.protocols import protocol_spec
 from agent.protocols.in_force import SettingsExchange
+from agent.traffic import FrameCounts
 from agent.trial_header import TRIAL_HEADER
 
 
@@ -88,6 +91,39 @@ class TrialConnection(Protocol):
         start, given on both clocks."""
         ...
 
+    @property
+    def usable(self) -> bool:
+        """Whether a request may still go on it (not ended by either side)."""
+        ...
+
+    async def ping(self) -> None:
+        """A PING (HTTP/2's frame, QUIC's), waited for until acknowledged."""
+        ...
+
+    def wire_bytes(self) -> tuple[int, int] | None:
+        """Transport payload bytes sent and received so far, the handshake's included; None
+        where they cannot be counted."""
+        ...
+
+    @property
+    def resumed(self) -> bool:
+        """Its handshake resumed an earlier session (the server took the ticket offered)."""
+        ...
+
+    @property
+    def early_data_accepted(self) -> bool:
+        """The server took what the connect sent as 0-RTT early data."""
+        ...
+
+    def session_ticket(self) -> object | None:
+        """What a later connection may offer to resume this one's session: None before the
+        server sent one (or without TLS)."""
+        ...
+
+    async def wait_ticket(self) -> None:
+        """Until the server's session ticket is in (`session_ticket`)."""
+        ...
+
     async def shut(self) -> None:
         """Close as far as the client's own work goes (the trial's close phase); `close` then
         waits for the rest."""
@@ -96,23 +132,121 @@ class TrialConnection(Protocol):
     async def close(self) -> None: ...
 
 
-async def open_trial_connection(target: Target, options: TrialOptions) -> TrialConnection:
-    """The trial's connection, over the protocol its options name."""
-    if not options.quic:
-        return await open_connection(target, options)
-    from agent.client.h3 import open_h3_connection  # noqa: PLC0415  (qh3: the h3 extra)
+@dataclass(frozen=True)
+class Connected:
+    """One connection a trial opened: its connect's start and end on CLOCK_MONOTONIC (the
+    clock of the record's `phases`), its time and the process's CPU over it."""
 
-    return await open_h3_connection(target, options, options.quic_windows())
+    start_mono_ns: int
+    done_mono_ns: int
+    connect_s: float
+    connect_cpu_s: float
+
+
+EarlySend = Callable[[TrialConnection], None]
+"""What a connect sends as 0-RTT early data, given the connection before its handshake."""
+
+
+class Connector:
+    """How a trial connects, the same way for each of its connections, over the protocol its
+    options name. Over TLS and TCP it keeps one TLS context for the trial: a session resumes
+    only with the context that made it, and a context per connection would load the CA store
+    (milliseconds of CPU) into every connect."""
+
+    def __init__(self, target: Target, options: TrialOptions) -> None:
+        self.target = target
+        self.options = options
+        tls = not options.quic and target.scheme == "https"
+        self._context = client_tls_context(options) if tls else None
+
+    async def open(
+        self, offer: object | None = None, early: EarlySend | None = None
+    ) -> tuple[TrialConnection, Connected]:
+        """A connection, timed; resuming `offer` (an earlier connection's `session_ticket()`)
+        if given. Over QUIC, `early` sends as 0-RTT early data where the ticket allows it
+        (agent.client.h3); TLS over TCP here has no early data (Python's ssl sends none)."""
+        start_ns, cpu_s = time.monotonic_ns(), time.process_time()
+        connection = await self._open(offer, early)
+        done_ns = time.monotonic_ns()
+        cpu_s = time.process_time() - cpu_s
+        return connection, Connected(start_ns, done_ns, (done_ns - start_ns) / 1e9, cpu_s)
+
+    async def _open(self, offer: object | None, early: EarlySend | None) -> TrialConnection:
+        target, options = self.target, self.options
+        if not options.quic:
+            session = offer if isinstance(offer, ssl.SSLSession) else None
+            return await open_connection(target, options, self._context, session)
+        from qh3.tls import SessionTicket  # noqa: PLC0415
+
+        from agent.client.h3 import open_h3_connection  # noqa: PLC0415  (qh3: the h3 extra)
+
+        ticket = offer if isinstance(offer, SessionTicket) else None
+        windows = options.quic_windows()
+        return await open_h3_connection(target, options, windows, offer=ticket, early=early)
 
 
 class TrialSession:
-    """A trial's view of its connection: requests on the target, each tagged with the trial."""
+    """A trial's view of its connection: requests on the target, each tagged with the trial.
+    A workload that connects again (the periodic one's new connection per exchange, or its
+    kept one lost) does so through `reconnect`, the trial's own connect path."""
 
-    def __init__(self, connection: TrialConnection, target: Target, trial_id: str) -> None:
+    def __init__(
+        self,
+        connection: TrialConnection,
+        target: Target,
+        trial_id: str,
+        *,
+        connector: Connector | None = None,
+        connected: Connected | None = None,
+    ) -> None:
+        """`connector`: how `reconnect` connects (the trial's); `connected`: how `connection`
+        was opened, where the trial timed it."""
         self.connection = connection
         self.target = target
         self.trial_id = trial_id
+        self.connector = connector or Connector(target, TrialOptions())
+        # Every connection the trial opened and timed, the first (its connect phase) first.
+        self.connections = [] if connected is None else [connected]
+        # The newest session ticket of the trial's connections, which `reconnect` offers.
+        self._ticket: object | None = None
+        # What the connections `reconnect` closed sent and received, together, the last of
+        # them `_counted`.
+        self._closed_counts = (FrameCounts.empty(), FrameCounts.empty())
+        self._counted: TrialConnection | None = None
         self._extra = [(TRIAL_HEADER.encode(), trial_id.encode())]
+
+    def sent_counts(self) -> dict[str, object]:
+        """What the trial's connections sent, together (the record's `sent`)."""
+        return self._with_current(self._closed_counts[0], self.connection.sent_counts())
+
+    def received_counts(self) -> dict[str, object]:
+        """What the trial's connections received, together (the record's `received`)."""
+        return self._with_current(self._closed_counts[1], self.connection.received_counts())
+
+    def _with_current(self, closed: FrameCounts, current: dict[str, object]) -> dict[str, object]:
+        if self.connection is self._counted:
+            return closed.to_dict()
+        return closed.plus(FrameCounts.of(current)).to_dict()
+
+    async def reconnect(self, resume: bool = False, early: EarlySend | None = None) -> Connected:
+        """Close the current connection and open another, timed; its requests are the trial's
+        from now on. `resume`: offer the newest session ticket of the trial's connections (a
+        full handshake where none came), with `early` as Connector.open takes it. A connect
+        that fails raises as the first one would, the closed connection staying current."""
+        closing = self.connection
+        self._ticket = closing.session_ticket() or self._ticket
+        await closing.close()
+        if closing is not self._counted:  # a connect that failed left it current: once only
+            self._counted = closing
+            sent, received = self._closed_counts
+            self._closed_counts = (
+                sent.plus(FrameCounts.of(closing.sent_counts())),
+                received.plus(FrameCounts.of(closing.received_counts())),
+            )
+        offer = self._ticket if resume else None
+        self.connection, connected = await self.connector.open(offer, early)
+        self.connections.append(connected)
+        return connected
 
     def request(
         self, path: str, keep_body: bool = False, hashed: bool = True
@@ -130,13 +264,16 @@ class TrialSession:
         path: str,
         headers: Sequence[tuple[bytes, bytes]] = (),
         end_stream: bool = True,
+        *,
+        on: TrialConnection | None = None,
     ) -> ClientExchange:
         """Open a stream, tagged with the trial like every request; `end_stream=False` keeps
         it open for `send()`. `headers` may carry `:protocol` (RFC 8441 extended CONNECT: the
         stream opens once the server's SETTINGS are in, and the exchange fails with
-        ExchangeRefused if they do not enable it)."""
+        ExchangeRefused if they do not enable it). `on`: a connection still in its handshake
+        (a 0-RTT request, Connector.open's `early`), else the session's."""
         target = self.target
-        return self.connection.open_exchange(
+        return (on or self.connection).open_exchange(
             method,
             target.authority,
             target.scheme,
@@ -145,6 +282,24 @@ class TrialSession:
             end_stream=end_stream,
         )
 
+    def send_call(
+        self,
+        method: bytes,
+        path: str,
+        headers: Sequence[tuple[bytes, bytes]] = (),
+        body: bytes = b"",
+        *,
+        on: TrialConnection | None = None,
+    ) -> ClientExchange:
+        """`call`'s request, sent (its body uploaded under the server's windows, with its
+        content-length unless `headers` has one); `response` takes its answer."""
+        if body and not any(name == b"content-length" for name, _value in headers):
+            headers = [*headers, (b"content-length", str(len(body)).encode())]
+        exchange = self.exchange(method, path, headers, end_stream=not body, on=on)
+        if body:
+            exchange.send(body, end_stream=True)
+        return exchange
+
     async def call(
         self,
         method: bytes,
@@ -152,17 +307,17 @@ class TrialSession:
         headers: Sequence[tuple[bytes, bytes]] = (),
         body: bytes = b"",
     ) -> Response:
-        """One whole request with `body` (uploaded under the server's windows, with its
-        content-length unless `headers` has one) and its whole response, body kept, trailers
-        set. A server that answers early (a 413, say) and resets the rest of the upload still
-        gives its response."""
-        if body and not any(name == b"content-length" for name, _value in headers):
-            headers = [*headers, (b"content-length", str(len(body)).encode())]
-        exchange = self.exchange(method, path, headers, end_stream=not body)
-        if body:
-            exchange.send(body, end_stream=True)
+        """One whole request with `body` and its whole response, body kept, trailers set. A
+        server that answers early (a 413, say) and resets the rest of the upload still gives
+        its response."""
+        return await self.response(self.send_call(method, path, headers, body))
+
+    @staticmethod
+    async def response(exchange: ClientExchange) -> Response:
+        """The whole response of an exchange `send_call` sent."""
         status, response_headers = await exchange.response_head()
         body_received = bytearray()
+        path = exchange.path
         response = Response(path, exchange.t_request_ns, status=status, body=body_received)
         response.headers = dict(response_headers)
         while (chunk := await exchange.receive()) is not None:
@@ -245,23 +400,20 @@ async def run_trial(
     marker: Marker,
 ) -> ClientRecord:
     """The trial's record, failed or not."""
-    connection: TrialConnection | None = None
+    session: TrialSession | None = None
     error: str | None = None
     error_code: Mapping[str, object] | None = None
-    connect_s: float | None = None
-    connect_cpu_s: float | None = None
     tls_version: str | None = None
-    connect_done_ns = 0
 
     async def connect_and_run() -> None:
-        nonlocal connection, connect_s, connect_cpu_s, tls_version, connect_done_ns
-        started_s, cpu_s = time.perf_counter(), time.process_time()
-        connection = await open_trial_connection(target, options)
-        connect_done_ns = time.monotonic_ns()
-        connect_s = time.perf_counter() - started_s
-        connect_cpu_s = time.process_time() - cpu_s
+        nonlocal session, tls_version
+        connector = Connector(target, options)
+        connection, connected = await connector.open()
+        session = TrialSession(
+            connection, target, trial_id, connector=connector, connected=connected
+        )
         tls_version = connection.tls_version
-        await driver.run(TrialSession(connection, target, trial_id))
+        await driver.run(session)
 
     if not options.quic:
         # The fast path's one check of h2's internals (agent.h2.fastpath), made once per process:
@@ -273,7 +425,7 @@ async def run_trial(
     try:
         await asyncio.wait_for(connect_and_run(), options.timeout_s)
     except TimeoutError:
-        stage = "trial" if connection is not None else "trial's connection"
+        stage = "trial" if session is not None else "trial's connection"
         error = f"timeout: the {workload} {stage} took longer than {options.timeout_s:g} s"
     except AgentError as exc:
         error = str(exc)
@@ -282,6 +434,9 @@ async def run_trial(
     except H2Error as exc:  # h2 refused what we asked of it, e.g. a stream the peer forbids
         error = f"HTTP/2: {type(exc).__name__}: {exc}"
     span = window.close()
+    connection = None if session is None else session.connection
+    first = session.connections[0] if session is not None else None
+    connect_done_ns = 0 if first is None else first.done_mono_ns
     if connection is not None:
         # Inside the marker's window: closing is the trial's third phase.
         await connection.shut()
@@ -319,8 +474,8 @@ async def run_trial(
         cpu_pct=span.cpu_pct,
         rss_peak_bytes=span.rss_peak_bytes,
         rss_peak_is_fetch=span.rss_peak_is_window,
-        sent=connection.sent_counts() if connection else {},
-        received=connection.received_counts() if connection else {},
+        sent=session.sent_counts() if session else {},
+        received=session.received_counts() if session else {},
         window_updates_sent=connection.window_updates_sent if connection else 0,
         t_wall_start_ns=span.start.t_wall_ns,
         t_wall_end_ns=span.start.t_wall_ns + (end_ns - start_ns),
@@ -333,8 +488,8 @@ async def run_trial(
         metrics=driver.metrics(),
         extra=driver.extra(start_ns),
         conditions=node.to_dict(),
-        connect_s=connect_s,
-        connect_cpu_s=connect_cpu_s,
+        connect_s=None if first is None else first.connect_s,
+        connect_cpu_s=None if first is None else first.connect_cpu_s,
         tls_version=tls_version,
         transport=connection.transport_record() if connection else None,
         event_loop=running_loop_name(),

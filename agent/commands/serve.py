@@ -34,7 +34,7 @@ from agent.registry import load_dotted
 from agent.workloads import DEFAULT_KIND
 
 if TYPE_CHECKING:
-    from agent.engines.spec import ServeEntry
+    from agent.engines.spec import EngineSpec, ServeEntry
     from agent.protocols import ProtocolSpec
 
 
@@ -134,6 +134,14 @@ def configure(serve: argparse.ArgumentParser) -> None:
         f"for S seconds (GOAWAY NO_ERROR; default {DEFAULT_IDLE_TIMEOUT_S:g})",
     )
     serve.add_argument(
+        "--ticket-lifetime",
+        type=float,
+        metavar="S",
+        help="h3: a session ticket (for resumption and 0-RTT) resumes one handshake within S "
+        "seconds of its issue (default: a day); h2's tickets are Python ssl's (OpenSSL's "
+        "lifetime, which it cannot change)",
+    )
+    serve.add_argument(
         "--max-connections",
         type=int,
         metavar="N",
@@ -206,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--control-port {args.control_port} is not a TCP port")
     if protocol.quic:
         check_udp_buffer(args.udp_buffer)
+    _check_ticket_lifetime(args.ticket_lifetime, protocol, engine)
     if args.event_loop != DEFAULT_EVENT_LOOP and not engine.event_loop:
         raise UsageError(f"--event-loop: the {engine.name} engine's server has no Python loop")
     check_event_loop(args.event_loop)
@@ -232,3 +241,17 @@ def serve_protocol(args: argparse.Namespace) -> ProtocolSpec:
         over_quic = " or ".join(protocols_where(quic=True))
         raise UsageError(f"the --quic-* and --no-quic-* options are for --protocol {over_quic}")
     return protocol
+
+
+def _check_ticket_lifetime(
+    lifetime_s: float | None, protocol: ProtocolSpec, engine: EngineSpec
+) -> None:
+    """--ticket-lifetime, when given: more than 0 s, for an HTTP/3 server of the agent's own
+    (the session tickets agent.h3.tickets keeps)."""
+    if lifetime_s is not None and not (
+        protocol.quic and engine.connection_limits and lifetime_s > 0
+    ):
+        raise UsageError(
+            f"--ticket-lifetime {lifetime_s:g}: an HTTP/3 server's of the agent's own engine, "
+            "more than 0 s"
+        )

@@ -38,7 +38,7 @@ from agent.protocols.in_force import SettingsExchange
 from agent.server.connection import ServerConnection
 from agent.server.handler import Handler, Reply, Streamed
 from agent.server.host import HostedConnection
-from agent.server.ledger import TrialLedger, TrialRecord
+from agent.server.ledger import Note, TrialLedger, TrialRecord
 from agent.server.listener import Listener, listen
 from agent.server.request import Request
 from agent.traffic import FrameCounts
@@ -88,6 +88,9 @@ class ServerApp:
         self.hostile_connections = 0
         self._next_id = 0
         self._trial_log = trial_log
+        # A lingering trial's (agent.server.ledger) last connection's transport and settings,
+        # written with its record once it closes.
+        self._lingering: dict[str, tuple[Mapping[str, object] | None, SettingsExchange | None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -167,6 +170,7 @@ class ServerApp:
     def trial_request(self, trial_id: str, connection_id: int) -> None:
         reset = False
         if not self.ledger.is_open(trial_id):
+            self.close_lingering()
             # Before the trial's span; the counters only, on the request path.
             self._conditions[trial_id] = TrialWatch(self._node, instant_start=False)
             if not self.ledger.open_trials:
@@ -175,6 +179,12 @@ class ServerApp:
             self.cpu_peaks.open(trial_id)
         self.ledger.request(trial_id, connection_id, probe.sample(), rss_reset=reset)
 
+    def close_lingering(self) -> None:
+        """Write the records of the trials kept open for a next connection that did not come
+        (agent.server.ledger): another trial begins, or the server stops."""
+        for lingered in self.ledger.close_lingering(probe.peak_rss_bytes()):
+            self._closed(lingered, *self._lingering.pop(lingered.trial_id, (None, None)))
+
     def trial_responses_done(self, trial_ids: Sequence[str]) -> None:
         now = probe.sample()
         for trial_id in trial_ids:
@@ -182,6 +192,9 @@ class ServerApp:
 
     def trial_stream_reset(self, trial_id: str) -> None:
         self.ledger.stream_reset(trial_id)
+
+    def trial_noted(self, trial_id: str, note: Note) -> None:
+        self.ledger.note(trial_id, note)
 
     def trial_detach(
         self,
@@ -195,17 +208,28 @@ class ServerApp:
     ) -> None:
         record = self.ledger.detach(trial_id, connection_id, sent, received, probe.peak_rss_bytes())
         if record is not None:
-            peak = self.cpu_peaks.close(trial_id)
-            # A trial runs on one connection (a client opens one per trial): its last one's.
-            self._write_record(
-                replace(
-                    record,
-                    cpu_peak_pct=peak,
-                    transport=transport,
-                    settings_announced=None if settings is None else settings.announced,
-                    settings_received=None if settings is None else settings.received,
-                )
+            self._lingering.pop(trial_id, None)
+            self._closed(record, transport, settings)
+        elif trial_id in self.ledger.lingering():
+            self._lingering[trial_id] = (transport, settings)
+
+    def _closed(
+        self,
+        record: TrialRecord,
+        transport: Mapping[str, object] | None,
+        settings: SettingsExchange | None,
+    ) -> None:
+        """A trial closed: its record written with its CPU peak, and the transport and
+        settings of its last connection (a trial of several connections records that one's)."""
+        self._write_record(
+            replace(
+                record,
+                cpu_peak_pct=self.cpu_peaks.close(record.trial_id),
+                transport=transport,
+                settings_announced=None if settings is None else settings.announced,
+                settings_received=None if settings is None else settings.received,
             )
+        )
 
     def _write_record(self, record: TrialRecord) -> None:
         watch = self._conditions.pop(record.trial_id, None)
@@ -242,8 +266,15 @@ def handler_settings(handler: Handler) -> dict[SettingCodes, int]:
     return codes
 
 
+# TLS 1.3 session tickets sent after each full handshake (OpenSSL's default, made explicit: a
+# client resuming takes one; stateless, encrypted with the context's key, so they resume only on
+# this process, and OpenSSL's default lifetime of 7200 s).
+_TICKETS = 2
+
+
 def tls_context(cert: Path, key: Path, alpn: str) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.num_tickets = _TICKETS
     try:
         context.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as exc:
@@ -296,5 +327,6 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
     finally:
         listener.close()
         await app.drain()
+        app.close_lingering()
         trial_log.close()
     return 0

@@ -4,6 +4,7 @@ never an engine's or a protocol's name."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from agent.engines import EngineSpec, engine_spec, engines_where
@@ -97,6 +98,7 @@ def _check_protocol(stack: Stack, config: Config) -> None:
             f"{_quoted_or(protocols_where(quic=True))} alone"
         )
     _check_ack_policy(stack, config, quic)
+    _check_refusals(stack, config)
     encrypted = [p for p in config.protocols if protocol_spec(p).tls]
     if encrypted and len(config.client_nodes) > 1:
         raise ConfigError(
@@ -151,6 +153,21 @@ def _check_protocol(stack: Stack, config: Config) -> None:
         raise ConfigError(f"{origin}: {key}: {exc}") from None
 
 
+def _check_refusals(stack: Stack, config: Config) -> None:
+    """No grid point pairs a workload param's value with a protocol its workload refuses it
+    over (agent.workloads.Refusal: the periodic workload's resume over h2c)."""
+    spec = SPECS[config.workload.kind]
+    if not spec.refusals:
+        return
+    for point in config.sweep.points():
+        trial = config.point(point)
+        refused = spec.refusal(dict(trial.params), trial.protocol)
+        if refused is not None:
+            name = refused.param
+            key = f"sweep.{name}" if name in config.sweep.names else f"workload.{name}"
+            raise ConfigError(f"{stack.origin(key)}: {key}: {refused.message(trial.protocol)}")
+
+
 def _check_ack_policy(stack: Stack, config: Config, quic: tuple[str, ...]) -> None:
     """The client's ACK policy (model.ACK_AXES) is HTTP/3's receiver's: a run of QUIC protocols
     alone, on client engines whose client takes one."""
@@ -186,7 +203,27 @@ def _servers(config: Config) -> list[tuple[str, NodeConfig]]:
     ]
 
 
+def _check_resumption(stack: Stack, config: Config) -> None:
+    """A workload's trials that resume TLS sessions (its `resumption` value at some grid
+    point) need client engines that can."""
+    spec = SPECS[config.workload.kind]
+    if spec.resumption is None:
+        return
+    name, value = spec.resumption
+    if not any(dict(config.point(p).params).get(name) == value for p in config.sweep.points()):
+        return
+    key = f"sweep.{name}" if name in config.sweep.names else f"workload.{name}"
+    for node in config.client_nodes:
+        why = engine_spec(node.engine).client_no_resumption
+        if why is not None:
+            raise ConfigError(
+                f"{stack.origin(key)}: {key}: {name} = {json.dumps(value)} resumes TLS "
+                f'sessions; nodes.{node.role}.engine = "{node.engine}" cannot: {why}'
+            )
+
+
 def _check_kind_engine(stack: Stack, config: Config) -> None:
+    _check_resumption(stack, config)
     spec = SPECS[config.workload.kind]
     for node in config.client_nodes:
         if engine_spec(node.engine).serves_only:
