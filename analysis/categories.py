@@ -26,7 +26,15 @@ from analysis.points import plain
 from analysis.tables import number, value_text
 from analysis.trial_columns import PROTOCOL_COLUMN
 
-__all__ = ["COMPARED_METRICS", "category_axes", "category_blocks", "reference_of", "series_of"]
+__all__ = [
+    "COMPARED_METRICS",
+    "category_axes",
+    "category_blocks",
+    "difference_table",
+    "differences_of",
+    "reference_of",
+    "series_of",
+]
 
 COMPARED_METRICS = (
     "energy_mj",
@@ -74,12 +82,17 @@ def _why(axis: str, reference: str) -> str:
     return f"{reference} is the reference: the first {axis} the config lists"
 
 
-def _differences(summary: pd.DataFrame, axes: Sequence[str], axis: str, run: Run) -> pd.DataFrame:
-    """compare_summaries of each series against the reference, the series named in `axis`."""
+def differences_of(
+    run: Run, summary: pd.DataFrame, axis: str, metrics: Sequence[str] = COMPARED_METRICS
+) -> pd.DataFrame:
+    """compare_summaries of each series of `axis` against its reference in `metrics`, per point
+    of the other axes, the series named in `axis`; empty when there is nothing to compare."""
     series = series_of(run, axis)
+    if len(series) < 2:
+        return pd.DataFrame()
     reference = reference_of(axis, series)
-    others = [a for a in axes if a != axis]
-    rows = summary[summary["metric"].isin(COMPARED_METRICS)]
+    others = [a for a in run.axes if a != axis]
+    rows = summary[summary["metric"].isin(metrics)]
     as_text = rows[axis].map(lambda value: str(plain(value)))
 
     def side(value: str) -> pd.DataFrame:
@@ -96,13 +109,17 @@ def _differences(summary: pd.DataFrame, axes: Sequence[str], axis: str, run: Run
     if not tables:
         return pd.DataFrame()
     table = pd.concat(tables, ignore_index=True)
-    order = {metric: index for index, metric in enumerate(COMPARED_METRICS)}
+    order = {metric: index for index, metric in enumerate(metrics)}
     return table.sort_values(
         ["metric", *others, axis], key=lambda c: c.map(order) if c.name == "metric" else c
     )
 
 
-def _table(differences: pd.DataFrame, axes: Sequence[str], axis: str, reference: str) -> Table:
+def difference_table(
+    differences: pd.DataFrame, axes: Sequence[str], axis: str, reference: str
+) -> Table:
+    """differences_of's rows as the report shows them: each point's reference and other mean,
+    their difference with its Welch interval, relative, and whether the run resolves it."""
     others = [a for a in axes if a != axis]
     compared = list(dict.fromkeys(differences[axis]))
     level = f"{differences['confidence'].iloc[0] * 100:g} %"
@@ -145,7 +162,7 @@ def category_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
         if len(series) < 2:
             continue
         reference = reference_of(axis, series)
-        differences = _differences(summary, run.axes, axis, run)
+        differences = differences_of(run, summary, axis)
         if differences.empty:
             continue
         compared = " and ".join(value for value in series if value != reference)
@@ -157,6 +174,6 @@ def category_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
                 "against this run's minimum detectable difference (Welch, 80 % power, from the "
                 "observed spread and n) and, for energy, the meter's floor (Meter floor)."
             ),
-            _table(differences, run.axes, axis, reference),
+            difference_table(differences, run.axes, axis, reference),
         ]
     return blocks

@@ -590,9 +590,7 @@ def workload_columns(kind: str) -> tuple[Column, ...]:
         Column(f"{kind}_{field.name}", unit_of(field.name), field.doc) for field in spec.fields
     )
     if kind in EXCHANGE_MARKED:
-        own += tuple(
-            Column(f"{kind}_{c.name}", c.unit, c.meaning) for c in EXCHANGE_ENERGY_FIELDS
-        )
+        own += tuple(Column(f"{kind}_{c.name}", c.unit, c.meaning) for c in EXCHANGE_ENERGY_FIELDS)
     if spec.exchange_split is None:
         return own
     before, after = spec.exchange_split

@@ -329,7 +329,13 @@ class SweepEngine:
                 split_s=first_byte_s(client, clock, bounds) if split else None,
             )
         return _Attempt(
-            None, client, server, power, energy, phases, self._exchanges(client, power, energy, clock)
+            None,
+            client,
+            server,
+            power,
+            energy,
+            phases,
+            self._exchanges(client, power, energy, clock),
         )
 
     def _exchanges(

@@ -3,6 +3,7 @@ marks placed as the phases are, each busy span and idle tail integrated as the w
 
 from __future__ import annotations
 
+import itertools
 import tracemalloc
 from typing import Any
 
@@ -132,7 +133,7 @@ def test_busy_and_tails_tile_from_the_first_response_on(
     power = power + np.sin(t_s * 37.0) * 200.0
     busy_spans, tails = exchange_spans(exchanges, CLOCK, 1.0, end_s)
     spans = sorted(busy_spans + tails)
-    for (_a, b), (c, _d) in zip(spans, spans[1:], strict=False):
+    for (_a, b), (c, _d) in itertools.pairwise(spans):
         assert c >= b - 1e-9
     assert all(1.0 <= a <= b <= end_s for a, b in spans)
     if not all(ok for _g, _b, ok in gaps):
