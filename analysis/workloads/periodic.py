@@ -224,9 +224,10 @@ def _draw_by_policy(
             mean,
             yerr=np.nan_to_num(np.vstack((mean - low, high - mean)), nan=0.0),
             marker="osD^v"[index % 5],
-            markersize=5,
+            markersize=6,
             capsize=4,
-            linewidth=1.2,
+            elinewidth=1.4,
+            linestyle="none",  # policies are categories: no line between them
             color=f"C{index}",
             label=name,
         )
@@ -269,22 +270,24 @@ def figure_per_report(run: Run, summary: pd.DataFrame) -> Figure | None:
 
 
 def figure_battery(points: Sequence[BatteryPoint]) -> Figure | None:
-    """A day's draw per point: its reports above idle beside the node idle all day (mAh/day,
-    log scale, so a report's cost and the idle draw read on one axis)."""
+    """A day's draw per point: a bar of its reports above idle, against the node idle all day
+    (a line: one baseline for the run), in mAh/day on a log scale so a report's cost and the
+    idle draw read on one axis."""
     if not points:
         return None
     labels = [", ".join(value_text(v) for _a, v in point.point) for point in points]
-    figure = new_figure(max(5.0, 0.55 * len(points) + 2.5), 4.2)
+    figure = new_figure(max(6.0, 0.6 * len(points) + 3.5), 4.2)
     ax = figure.subplots()
     x = np.arange(len(points))
-    ax.bar(x - 0.2, [p.reports_mah_per_day for p in points], 0.4, label="reports above idle")
-    ax.bar(x + 0.2, [p.idle_mah_per_day for p in points], 0.4, color="0.7", label="idle")
+    ax.bar(x, [p.reports_mah_per_day for p in points], 0.6, label="reports, above idle")
+    idle = points[0].idle_mah_per_day
+    ax.axhline(idle, color="0.4", linestyle="--", label=f"node idle all day ({idle:.4g})")
     ax.set_yscale("log")
     ax.set_xticks(x, labels, rotation=35, ha="right", fontsize=8)
     ax.set_xlabel(", ".join(axis for axis, _v in points[0].point))
     ax.set_ylabel("mAh per day")
     ax.grid(True, axis="y", which="major", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title("A day of reports on a battery", fontsize=11)
     return figure
 
