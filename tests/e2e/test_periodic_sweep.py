@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from tests.conftest import h2iot, swept_ok
 from tests.agent.servers import free_port
+from tests.conftest import h2iot, swept_ok
 
 SMALL = (
     "--set", "workload.count=3", "--set", "workload.interval_s=0.2",
@@ -34,8 +34,9 @@ def test_a_periodic_sweep_splits_its_energy_per_report_and_reports_the_battery_v
             float(row["periodic_energy_per_report_above_idle_mj"]), above / 3, abs_tol=1e-5
         )
         # Three tails (the last one's to the window's end), each inside the window.
-        tail, tail_mean = float(row["periodic_idle_tail_energy_mj"]), float(
-            row["periodic_idle_tail_mean_mj"]
+        tail, tail_mean = (
+            float(row["periodic_idle_tail_energy_mj"]),
+            float(row["periodic_idle_tail_mean_mj"]),
         )
         assert math.isclose(tail, 3 * tail_mean, rel_tol=1e-4, abs_tol=1e-5)
         exchange = float(row["periodic_exchange_energy_mean_mj"])
