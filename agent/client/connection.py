@@ -31,8 +31,9 @@ from h2.exceptions import FlowControlError, ProtocolError
 
 from agent.client.credit import ReceiveCredit
 from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
-from agent.client.lifecycle import ClientLifecycle, Input, lost_reason
+from agent.client.lifecycle import ClientLifecycle, Input, State, lost_reason
 from agent.client.response import Awaited, Response, request_headers, response_status
+from agent.client.tcp_bytes import tcp_bytes
 from agent.errors import ExchangeClosed, PeerProtocolError
 from agent.exchange_queues import error_code_name, http2_code
 from agent.h2.connection import h2_connection
@@ -64,6 +65,9 @@ DEFAULT_SETTINGS: Mapping[str, int] = {
     "max_header_list_size": 65536,
     "initial_window_size": DEFAULT_INITIAL_WINDOW_SIZE,
 }
+
+
+_USABLE = (State.HANDSHAKE, State.OPEN)
 
 
 @dataclass(eq=False)
@@ -112,6 +116,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.exchanges = ClientExchanges(self)
         self._kicked = False
         self.lifecycle = ClientLifecycle()
+        # PINGs awaiting their ACK, by their opaque data.
+        self._pings: dict[bytes, asyncio.Future[None]] = {}
+        self._pings_sent = 0
 
     # asyncio callbacks -------------------------------------------------------------------------
 
@@ -243,12 +250,21 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._on_trailers(event)  # type: ignore[arg-type]
             elif kind is ev.StreamReset:
                 self._on_reset(event)  # type: ignore[arg-type]
-            elif kind is ev.ConnectionTerminated:
-                code = http2_code(event.error_code)  # type: ignore[attr-defined]
-                self.lifecycle.advance(Input.PEER_GOAWAY)
-                self._fail_all(PeerProtocolError("server sent GOAWAY", code))
+            elif kind is ev.PingAckReceived or kind is ev.ConnectionTerminated:
+                self._on_connection_event(event)
         self._drain_h2()
         return True
+
+    def _on_connection_event(self, event: ev.Event) -> None:
+        """A PING's ACK, or the server's GOAWAY."""
+        if isinstance(event, ev.PingAckReceived):
+            pinged = self._pings.pop(event.ping_data or b"", None)
+            if pinged is not None and not pinged.done():
+                pinged.set_result(None)
+        elif isinstance(event, ev.ConnectionTerminated):
+            code = http2_code(event.error_code or 0)
+            self.lifecycle.advance(Input.PEER_GOAWAY)
+            self._fail_all(PeerProtocolError("server sent GOAWAY", code))
 
     def _protocol_failure(self, exc: ProtocolError) -> None:
         """The server broke HTTP/2: GOAWAY with the error's code (h2 has queued it already when
@@ -345,6 +361,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         for exchange in list(self.exchanges.by_stream.values()):
             self._close_exchange(exchange, ExchangeClosed(f"{exchange.path}: {error}"))
         self._awaited.fail_all(error)
+        for pinged in self._pings.values():
+            if not pinged.done():
+                pinged.set_exception(error)
+        self._pings.clear()
         if not self._settings_received.done():
             self._settings_received.set_exception(error)
             self._settings_received.exception()  # mark retrieved: nobody may be waiting
@@ -490,6 +510,29 @@ class ClientConnection(asyncio.BufferedProtocol):
     def transport_record(self) -> dict[str, object] | None:
         """What the transport under HTTP/2 adds to the record: nothing (HTTP/3's has one)."""
         return None
+
+    @property
+    def usable(self) -> bool:
+        """Whether a request may still go on it: not gone away, failed, closing or lost."""
+        return self.lifecycle.state in _USABLE
+
+    async def ping(self) -> None:
+        """Send a PING and wait for its ACK; raises PeerProtocolError if the connection ends
+        first."""
+        self._pings_sent += 1
+        opaque = self._pings_sent.to_bytes(8, "big")
+        pinged = asyncio.get_running_loop().create_future()
+        self._pings[opaque] = pinged
+        self.conn.ping(opaque)
+        self._flush()
+        await pinged
+
+    def wire_bytes(self) -> tuple[int, int] | None:
+        """The TCP payload bytes sent (acknowledged) and received so far, TLS's handshake and
+        records included (agent.client.tcp_bytes); None where the kernel cannot tell."""
+        if self.transport is None:
+            return None
+        return tcp_bytes(self.transport.get_extra_info("socket"))
 
     async def shut(self) -> None:
         """The client's part of closing, the trial's close phase: over TCP that is all of it

@@ -245,6 +245,30 @@ class H3ClientConnection:
             "socket_buffers": self.buffers.to_dict(),
         }
 
+    @property
+    def usable(self) -> bool:
+        """Whether a request may still go on it: not ended (QUIC's idle timeout, the lower of
+        both sides', ends it silently on both)."""
+        return self._lost is None
+
+    async def ping(self) -> None:
+        """A QUIC PING, waited for until acknowledged."""
+        if self._lost is not None:
+            raise self._lost_error()
+        try:
+            await self._protocol.ping()
+        except ConnectionError:
+            raise (
+                self._lost_error()
+                if self._lost is not None
+                else PeerProtocolError("the QUIC connection closed before a PING's ACK")
+            ) from None
+
+    def wire_bytes(self) -> tuple[int, int]:
+        """The UDP payload bytes sent and received so far, the handshake's included."""
+        counts = self._protocol.counts
+        return counts.bytes_sent, counts.bytes_received
+
     async def shut(self) -> None:
         """The client's part of closing, the trial's close phase: CONNECTION_CLOSE sent. QUIC's
         closing period after it (three PTOs, only answering with CONNECTION_CLOSE again) is

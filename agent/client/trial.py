@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from h2.exceptions import H2Error
@@ -88,6 +89,20 @@ class TrialConnection(Protocol):
         start, given on both clocks."""
         ...
 
+    @property
+    def usable(self) -> bool:
+        """Whether a request may still go on it (not ended by either side)."""
+        ...
+
+    async def ping(self) -> None:
+        """A PING (HTTP/2's frame, QUIC's), waited for until acknowledged."""
+        ...
+
+    def wire_bytes(self) -> tuple[int, int] | None:
+        """Transport payload bytes sent and received so far, the handshake's included; None
+        where they cannot be counted."""
+        ...
+
     async def shut(self) -> None:
         """Close as far as the client's own work goes (the trial's close phase); `close` then
         waits for the rest."""
@@ -105,14 +120,58 @@ async def open_trial_connection(target: Target, options: TrialOptions) -> TrialC
     return await open_h3_connection(target, options, options.quic_windows())
 
 
-class TrialSession:
-    """A trial's view of its connection: requests on the target, each tagged with the trial."""
+@dataclass(frozen=True)
+class Connected:
+    """One connection a trial opened: its connect's start and end on CLOCK_MONOTONIC (the
+    clock of the record's `phases`), its time and the process's CPU over it."""
 
-    def __init__(self, connection: TrialConnection, target: Target, trial_id: str) -> None:
+    start_mono_ns: int
+    done_mono_ns: int
+    connect_s: float
+    connect_cpu_s: float
+
+
+async def connect_timed(target: Target, options: TrialOptions) -> tuple[TrialConnection, Connected]:
+    """A connection as `open_trial_connection` makes it, timed."""
+    start_ns, cpu_s = time.monotonic_ns(), time.process_time()
+    connection = await open_trial_connection(target, options)
+    done_ns = time.monotonic_ns()
+    cpu_s = time.process_time() - cpu_s
+    return connection, Connected(start_ns, done_ns, (done_ns - start_ns) / 1e9, cpu_s)
+
+
+class TrialSession:
+    """A trial's view of its connection: requests on the target, each tagged with the trial.
+    A workload that connects again (the periodic one's new connection per exchange, or its
+    kept one lost) does so through `reconnect`, the trial's own connect path."""
+
+    def __init__(
+        self,
+        connection: TrialConnection,
+        target: Target,
+        trial_id: str,
+        *,
+        options: TrialOptions | None = None,
+        connected: Connected | None = None,
+    ) -> None:
+        """`options`: how `reconnect` connects (the trial's); `connected`: how `connection`
+        was opened, where the trial timed it."""
         self.connection = connection
         self.target = target
         self.trial_id = trial_id
+        self.options = options or TrialOptions()
+        # Every connection the trial opened and timed, the first (its connect phase) first.
+        self.connections = [] if connected is None else [connected]
         self._extra = [(TRIAL_HEADER.encode(), trial_id.encode())]
+
+    async def reconnect(self) -> Connected:
+        """Close the current connection and open another, timed; its requests are the trial's
+        from now on. A connect that fails raises as the first one would, the closed
+        connection staying current."""
+        await self.connection.close()
+        self.connection, connected = await connect_timed(self.target, self.options)
+        self.connections.append(connected)
+        return connected
 
     def request(
         self, path: str, keep_body: bool = False, hashed: bool = True
@@ -245,23 +304,17 @@ async def run_trial(
     marker: Marker,
 ) -> ClientRecord:
     """The trial's record, failed or not."""
-    connection: TrialConnection | None = None
+    session: TrialSession | None = None
     error: str | None = None
     error_code: Mapping[str, object] | None = None
-    connect_s: float | None = None
-    connect_cpu_s: float | None = None
     tls_version: str | None = None
-    connect_done_ns = 0
 
     async def connect_and_run() -> None:
-        nonlocal connection, connect_s, connect_cpu_s, tls_version, connect_done_ns
-        started_s, cpu_s = time.perf_counter(), time.process_time()
-        connection = await open_trial_connection(target, options)
-        connect_done_ns = time.monotonic_ns()
-        connect_s = time.perf_counter() - started_s
-        connect_cpu_s = time.process_time() - cpu_s
+        nonlocal session, tls_version
+        connection, connected = await connect_timed(target, options)
+        session = TrialSession(connection, target, trial_id, options=options, connected=connected)
         tls_version = connection.tls_version
-        await driver.run(TrialSession(connection, target, trial_id))
+        await driver.run(session)
 
     if not options.quic:
         # The fast path's one check of h2's internals (agent.h2.fastpath), made once per process:
@@ -273,7 +326,7 @@ async def run_trial(
     try:
         await asyncio.wait_for(connect_and_run(), options.timeout_s)
     except TimeoutError:
-        stage = "trial" if connection is not None else "trial's connection"
+        stage = "trial" if session is not None else "trial's connection"
         error = f"timeout: the {workload} {stage} took longer than {options.timeout_s:g} s"
     except AgentError as exc:
         error = str(exc)
@@ -282,6 +335,9 @@ async def run_trial(
     except H2Error as exc:  # h2 refused what we asked of it, e.g. a stream the peer forbids
         error = f"HTTP/2: {type(exc).__name__}: {exc}"
     span = window.close()
+    connection = None if session is None else session.connection
+    first = session.connections[0] if session is not None else None
+    connect_done_ns = 0 if first is None else first.done_mono_ns
     if connection is not None:
         # Inside the marker's window: closing is the trial's third phase.
         await connection.shut()
@@ -333,8 +389,8 @@ async def run_trial(
         metrics=driver.metrics(),
         extra=driver.extra(start_ns),
         conditions=node.to_dict(),
-        connect_s=connect_s,
-        connect_cpu_s=connect_cpu_s,
+        connect_s=None if first is None else first.connect_s,
+        connect_cpu_s=None if first is None else first.connect_cpu_s,
         tls_version=tls_version,
         transport=connection.transport_record() if connection else None,
         event_loop=running_loop_name(),

@@ -37,7 +37,7 @@ from agent.protocols.in_force import SettingsExchange
 from agent.server.connection import ServerConnection
 from agent.server.handler import Handler, Reply, Streamed
 from agent.server.host import HostedConnection
-from agent.server.ledger import TrialLedger, TrialRecord
+from agent.server.ledger import Note, TrialLedger, TrialRecord
 from agent.server.listener import Listener, listen
 from agent.server.request import Request
 from agent.traffic import FrameCounts
@@ -87,6 +87,9 @@ class ServerApp:
         self.hostile_connections = 0
         self._next_id = 0
         self._trial_log = trial_log
+        # A lingering trial's (agent.server.ledger) last connection's transport and settings,
+        # written with its record once it closes.
+        self._lingering: dict[str, tuple[Mapping[str, object] | None, SettingsExchange | None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -166,6 +169,8 @@ class ServerApp:
     def trial_request(self, trial_id: str, connection_id: int) -> None:
         reset = False
         if not self.ledger.is_open(trial_id):
+            for lingered in self.ledger.close_lingering(probe.peak_rss_bytes()):
+                self._closed(lingered, *self._lingering.pop(lingered.trial_id, (None, None)))
             # Before the trial's span; the counters only, on the request path.
             self._conditions[trial_id] = TrialWatch(self._node, instant_start=False)
             if not self.ledger.open_trials:
@@ -182,6 +187,9 @@ class ServerApp:
     def trial_stream_reset(self, trial_id: str) -> None:
         self.ledger.stream_reset(trial_id)
 
+    def trial_noted(self, trial_id: str, note: Note) -> None:
+        self.ledger.note(trial_id, note)
+
     def trial_detach(
         self,
         trial_id: str,
@@ -194,17 +202,28 @@ class ServerApp:
     ) -> None:
         record = self.ledger.detach(trial_id, connection_id, sent, received, probe.peak_rss_bytes())
         if record is not None:
-            peak = self.cpu_peaks.close(trial_id)
-            # A trial runs on one connection (a client opens one per trial): its last one's.
-            self._write_record(
-                replace(
-                    record,
-                    cpu_peak_pct=peak,
-                    transport=transport,
-                    settings_announced=None if settings is None else settings.announced,
-                    settings_received=None if settings is None else settings.received,
-                )
+            self._lingering.pop(trial_id, None)
+            self._closed(record, transport, settings)
+        elif trial_id in self.ledger.lingering():
+            self._lingering[trial_id] = (transport, settings)
+
+    def _closed(
+        self,
+        record: TrialRecord,
+        transport: Mapping[str, object] | None,
+        settings: SettingsExchange | None,
+    ) -> None:
+        """A trial closed: its record written with its CPU peak, and the transport and
+        settings of its last connection (a trial of several connections records that one's)."""
+        self._write_record(
+            replace(
+                record,
+                cpu_peak_pct=self.cpu_peaks.close(record.trial_id),
+                transport=transport,
+                settings_announced=None if settings is None else settings.announced,
+                settings_received=None if settings is None else settings.received,
             )
+        )
 
     def _write_record(self, record: TrialRecord) -> None:
         watch = self._conditions.pop(record.trial_id, None)

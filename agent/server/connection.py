@@ -65,11 +65,12 @@ from agent.server.lifecycle import ENDED, Input, Lifecycle, State, ended_reason
 from agent.server.request import Request
 from agent.server.sender import ReplySender
 from agent.server.streamed import StreamedExchanges
-from agent.trial_header import TRIAL_HEADER
+from agent.trial_header import TRIAL_CONTINUES_HEADER, TRIAL_HEADER
 
 log = logging.getLogger("h2iot.server")
 
 _TRIAL_HEADER = TRIAL_HEADER.encode()
+_CONTINUES_HEADER = TRIAL_CONTINUES_HEADER.encode()
 _FLUSH_BYTES = 256 * 1024
 # The receive buffer: a server receives requests and WINDOW_UPDATEs, small frames, so it reads
 # in 16 KiB steps and holds one frame of the protocol's MAX_FRAME_SIZE without growing (the
@@ -147,6 +148,9 @@ class ServerConnection(asyncio.BufferedProtocol):
         peername = transport.get_extra_info("peername")
         if peername:
             self.peer = f"{peername[0]}:{peername[1]}"
+        tls = transport.get_extra_info("ssl_object")
+        # A TLS 1.3 session ticket the client presented, accepted (agent.server.app.tls_context).
+        self.trials.resumed = tls is not None and tls.session_reused
         self.lifecycle.advance(Input.MADE)
         initiate_server(self.conn)
         self._flush()
@@ -315,7 +319,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         headers = dict(event.headers or ())
         trial_id = _decode(headers.get(_TRIAL_HEADER))
         if trial_id is not None:
-            self.trials.request(stream_id, trial_id)
+            self.trials.request(stream_id, trial_id, continues=_CONTINUES_HEADER in headers)
         method = headers.get(b":method", b"")
         path = _decode(headers.get(b":path")) or ""
         request = Request(method, path, headers)

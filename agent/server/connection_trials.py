@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from agent.protocols.in_force import SettingsExchange
+from agent.server.ledger import Note
 from agent.traffic import FrameCounts
 
 
@@ -31,6 +32,7 @@ class TrialAccounting(Protocol):
     def trial_request(self, trial_id: str, connection_id: int) -> None: ...
     def trial_responses_done(self, trial_ids: Sequence[str]) -> None: ...
     def trial_stream_reset(self, trial_id: str) -> None: ...
+    def trial_noted(self, trial_id: str, note: Note) -> None: ...
     def trial_detach(
         self,
         trial_id: str,
@@ -64,13 +66,16 @@ class ConnectionTrials:
         self._tally_in = tally_in
         self._streams: dict[int, str] = {}
         self._current: str | None = None
+        # The connection's handshake resumed a TLS session: the note of each trial it carries.
+        self.resumed = False
         self._marks = (tally_out.counts(), tally_in.counts())
         # Trials whose response ended in this write; the host hears of them once the bytes
         # have left user space (the connection's last-byte timer).
         self.done: list[str] = []
 
-    def request(self, stream_id: int, trial_id: str) -> None:
-        """A request of `trial_id` arrived on `stream_id`."""
+    def request(self, stream_id: int, trial_id: str, *, continues: bool = False) -> None:
+        """A request of `trial_id` arrived on `stream_id`; `continues`: it said its trial goes
+        on after it (agent.trial_header.TRIAL_CONTINUES_HEADER)."""
         if self._current == trial_id:
             self._host.trial_request(trial_id, self._id)
         else:
@@ -80,7 +85,19 @@ class ConnectionTrials:
                 self._marks = (FrameCounts.empty(), FrameCounts.empty())
             self._current = trial_id
             self._host.trial_request(trial_id, self._id)
+            if self.resumed:
+                self._host.trial_noted(trial_id, Note.RESUMED)
+        if continues:
+            self._host.trial_noted(trial_id, Note.CONTINUES)
         self._streams[stream_id] = trial_id
+
+    def early_data(self, stream_id: int, accepted: bool) -> None:
+        """The request on `stream_id` came in 0-RTT early data, and was answered or refused."""
+        trial_id = self._streams.get(stream_id)
+        if trial_id is not None:
+            self._host.trial_noted(
+                trial_id, Note.EARLY_ACCEPTED if accepted else Note.EARLY_REFUSED
+            )
 
     def response_done(self, stream_id: int) -> None:
         """The stream's response had its last frame queued."""

@@ -30,15 +30,17 @@ from agent.protocols.in_force import SettingsExchange
 from agent.server.app import ServerApp
 from agent.server.connection_trials import ConnectionTrials
 from agent.server.h3_lifecycle import ENDED, H3Lifecycle, Input, ended_reason
-from agent.server.handler import SERVER_HEADER, Reply
+from agent.server.handler import SERVER_HEADER, TOO_EARLY, Reply, acts_early
+from agent.server.ledger import Note
 from agent.server.request import Request
 from agent.server.streamed import StreamedExchanges
 from agent.traffic import FrameCounts
-from agent.trial_header import TRIAL_HEADER
+from agent.trial_header import TRIAL_CONTINUES_HEADER, TRIAL_HEADER
 
 log = logging.getLogger("h2iot.server.h3")
 
 _TRIAL_HEADER = TRIAL_HEADER.encode()
+_CONTINUES_HEADER = TRIAL_CONTINUES_HEADER.encode()
 
 
 class QuicTally:
@@ -117,6 +119,9 @@ class _TrialHost:
     def trial_stream_reset(self, trial_id: str) -> None:
         self._server.app.trial_stream_reset(trial_id)
 
+    def trial_noted(self, trial_id: str, note: Note) -> None:
+        self._server.app.trial_noted(trial_id, note)
+
     def trial_detach(
         self,
         trial_id: str,
@@ -158,6 +163,8 @@ class H3ServerConnection(QuicConnectionProtocol):
         self._kicked = False
         self._marks = (0, 0, rcvbuf_errors())
         self.lifecycle = H3Lifecycle()
+        # Until then, requests arrive in 0-RTT early data (replayable: RFC 8470).
+        self._handshake_completed = False
         self._opened_s = time.monotonic()
         server.app.connection_opened(self)
         server.handshake_began(self)
@@ -237,6 +244,8 @@ class H3ServerConnection(QuicConnectionProtocol):
             )
             self._wire = H3Wire(self._h3, self._quic)
         elif isinstance(event, HandshakeCompleted):
+            self._handshake_completed = True
+            self.trials.resumed = event.session_resumed
             self._server.handshake_done(self)
         elif isinstance(event, ConnectionTerminated):
             code = close_code(event.error_code, event.frame_type)
@@ -299,11 +308,21 @@ class H3ServerConnection(QuicConnectionProtocol):
         headers = dict(header_list)
         trial_id = headers.get(_TRIAL_HEADER)
         if trial_id is not None:
-            self.trials.request(stream_id, trial_id.decode("ascii", "replace"))
+            self.trials.request(
+                stream_id,
+                trial_id.decode("ascii", "replace"),
+                continues=_CONTINUES_HEADER in headers,
+            )
         request = Request(
-            headers.get(b":method", b"GET"), headers.get(b":path", b"/").decode(), headers
+            headers.get(b":method", b"GET"),
+            headers.get(b":path", b"/").decode(),
+            headers,
+            early_data=not self._handshake_completed,
         )
-        answer = self._server.app.handle(request)
+        acted = acts_early(request)
+        if request.early_data:
+            self.trials.early_data(stream_id, accepted=acted)
+        answer = self._server.app.handle(request) if acted else TOO_EARLY
         if not isinstance(answer, Reply):
             self.streamed.start(request, stream_id, answer)
             if body_ended:

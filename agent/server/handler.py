@@ -37,6 +37,17 @@ class Reply:
 
 NOT_FOUND = Reply(404)
 METHOD_NOT_ALLOWED = Reply(405, ((b"allow", b", ".join(GET_OR_HEAD)),))
+TOO_EARLY = Reply(425)
+"""RFC 8470: the answer to a request that came in 0-RTT early data (`Request.early_data`) and
+is not safe to act on there, since whoever captured it can replay it: the client sends it again
+once the handshake is done. The server answers it so to every method but GET and HEAD, before
+any handler sees it."""
+
+
+def acts_early(request: Request) -> bool:
+    """Whether the server acts on `request` as it came: not early, or early and safe (RFC
+    9110 9.2.1: GET and HEAD change nothing, so a replay of them is harmless)."""
+    return not request.early_data or request.method in GET_OR_HEAD
 
 
 ExchangeRun = Callable[["ServerExchange"], Awaitable[None]]

@@ -17,6 +17,7 @@ from h2.settings import SettingCodes
 from agent.limits import ConnectionLimits
 from agent.protocols.in_force import SettingsExchange
 from agent.server.handler import Reply, Streamed
+from agent.server.ledger import Note
 from agent.server.request import Request
 from agent.traffic import FrameCounts
 
@@ -68,6 +69,10 @@ class ConnectionHost(Protocol):
         ...
 
     def trial_stream_reset(self, trial_id: str) -> None: ...
+
+    def trial_noted(self, trial_id: str, note: Note) -> None:
+        """What the connection saw of the trial besides requests (agent.server.ledger.Note)."""
+        ...
 
     def trial_detach(
         self,

@@ -3,7 +3,13 @@
 A client tags every request of one page fetch with the same trial id (header `h2iot-trial-id`).
 A trial opens at its first request and its serve time runs to the last byte of its last response
 handed to the kernel. It closes, and its record is emitted, when no connection carries it any
-more (the client closes the connection, or the same connection starts another trial).
+more (the client closes the connection, or the same connection starts another trial), unless
+its latest request said it continues (agent.trial_header.TRIAL_CONTINUES_HEADER: a new
+connection per exchange): then it lingers until a connection brings its last request, or
+another trial begins (a client that gave up: its record is written then, as it stands).
+
+Besides requests and frames, a trial counts what its connections' handshakes and early data
+were (`Note`): resumed handshakes, requests taken in 0-RTT early data, and those refused there.
 
 CPU time is the process's own (getrusage) over the trial's window, so it is the trial's alone
 when trials do not overlap; overlapping trials are named in each other's records.
@@ -11,11 +17,21 @@ when trials do not overlap; overlapping trials are named in each other's records
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent.probe import ProbeSample, ProbeSpan
 from agent.traffic import FrameCounts
+
+
+class Note(enum.Enum):
+    """What a trial's connection tells its ledger besides requests and frames."""
+
+    CONTINUES = "continues"  # its latest request: the trial goes on after it
+    RESUMED = "resumed"  # a connection carrying it resumed a TLS session
+    EARLY_ACCEPTED = "early_accepted"  # a request of it came in 0-RTT and was answered
+    EARLY_REFUSED = "early_refused"  # a request of it came in 0-RTT and was refused (425)
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,11 @@ class TrialRecord:
     # the protocol's own names (agent.protocols.in_force); None where not read (hypercorn).
     settings_announced: Mapping[str, int] | None = None
     settings_received: Mapping[str, int] | None = None
+    # Connections that resumed a TLS session for the trial; its requests that arrived in 0-RTT
+    # early data and were answered, and those refused there (425 Too Early).
+    handshakes_resumed: int = 0
+    early_data_accepted: int = 0
+    early_data_refused: int = 0
 
     @classmethod
     def over(
@@ -66,6 +87,7 @@ class TrialRecord:
         received: FrameCounts,
         overlapping_trials: tuple[str, ...] = (),
         cpu_peak_pct: float | None = None,
+        notes: Mapping[Note, int] | None = None,
     ) -> TrialRecord:
         """A trial's record whose serve time, CPU, peak RSS and clocks are `span`'s: one place
         that turns what the probes measured into a record, for every engine the agent serves
@@ -92,6 +114,9 @@ class TrialRecord:
             t_mono_end_ns=span.end.t_mono_ns,
             overlapping_trials=overlapping_trials,
             cpu_peak_pct=cpu_peak_pct,
+            handshakes_resumed=(notes or {}).get(Note.RESUMED, 0),
+            early_data_accepted=(notes or {}).get(Note.EARLY_ACCEPTED, 0),
+            early_data_refused=(notes or {}).get(Note.EARLY_REFUSED, 0),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -117,6 +142,9 @@ class TrialRecord:
             "t_mono_end_ns": self.t_mono_end_ns,
             "overlapping_trials": list(self.overlapping_trials),
             "cpu_peak_pct": self.cpu_peak_pct,
+            "handshakes_resumed": self.handshakes_resumed,
+            "early_data_accepted": self.early_data_accepted,
+            "early_data_refused": self.early_data_refused,
             **({} if self.transport is None else {"transport": dict(self.transport)}),
             **{
                 name: None if value is None else dict(value)
@@ -150,6 +178,8 @@ class _OpenTrial:
     received_frames: dict[str, int] = field(default_factory=dict)
     received_frame_bytes: dict[str, int] = field(default_factory=dict)
     received_bytes: int = 0
+    continues: bool = False
+    notes: dict[Note, int] = field(default_factory=dict)
 
 
 class TrialLedger:
@@ -164,6 +194,17 @@ class TrialLedger:
     def is_open(self, trial_id: str) -> bool:
         return trial_id in self._open
 
+    def lingering(self) -> tuple[str, ...]:
+        """The trials no connection carries, kept open because their latest request said
+        they continue."""
+        return tuple(t.trial_id for t in self._open.values() if not t.connections)
+
+    def close_lingering(self, rss_peak_bytes: int) -> list[TrialRecord]:
+        """The records of the lingering trials, which close now (another trial begins)."""
+        return [
+            self._record(self._open.pop(trial_id), rss_peak_bytes) for trial_id in self.lingering()
+        ]
+
     def request(
         self, trial_id: str, connection_id: int, now: ProbeSample, rss_reset: bool = False
     ) -> None:
@@ -177,6 +218,17 @@ class TrialLedger:
             self._open[trial_id] = trial
         trial.connections.add(connection_id)
         trial.requests += 1
+        trial.continues = False
+
+    def note(self, trial_id: str, note: Note) -> None:
+        """What the trial's connection saw (`Note`); CONTINUES is its latest request's."""
+        trial = self._open.get(trial_id)
+        if trial is None:
+            return
+        if note is Note.CONTINUES:
+            trial.continues = True
+        else:
+            trial.notes[note] = trial.notes.get(note, 0) + 1
 
     def response_done(self, trial_id: str, now: ProbeSample) -> None:
         """The last byte of one of the trial's responses was handed to the kernel."""
@@ -199,7 +251,8 @@ class TrialLedger:
         rss_peak_bytes: int,
     ) -> TrialRecord | None:
         """The connection stopped carrying the trial; `sent`/`received` are its frames while it
-        did. Returns the trial's record when this was its last connection."""
+        did. Returns the trial's record when this was its last connection and its latest
+        request did not say it continues (else it lingers: `lingering`)."""
         trial = self._open.get(trial_id)
         if trial is None:
             return None
@@ -210,7 +263,7 @@ class TrialLedger:
         _add(trial.received_frames, received.frames)
         _add(trial.received_frame_bytes, received.frame_bytes)
         trial.received_bytes += received.bytes_total
-        if trial.connections:
+        if trial.connections or trial.continues:
             return None
         del self._open[trial_id]
         return self._record(trial, rss_peak_bytes)
@@ -232,4 +285,5 @@ class TrialLedger:
                 trial.received_frames, trial.received_frame_bytes, trial.received_bytes
             ),
             overlapping_trials=tuple(sorted(trial.overlapping)),
+            notes=trial.notes,
         )

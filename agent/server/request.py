@@ -12,3 +12,5 @@ class Request:
     method: bytes  # b"GET", b"HEAD", ...
     path: str  # `:path` as sent, query included
     headers: Mapping[bytes, bytes]  # every header field, pseudo-headers included
+    # It arrived as 0-RTT early data (HTTP/3 before the handshake completed): replayable.
+    early_data: bool = False

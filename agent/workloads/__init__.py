@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from agent.errors import UsageError
 from agent.registry import Registry
-from agent.workloads.spec import Field, Param, ParamError, ParamValue, WorkloadSpec
+from agent.workloads.spec import Field, Param, ParamError, ParamValue, Refusal, WorkloadSpec
 
 __all__ = [
     "SPECS",
@@ -29,6 +29,7 @@ __all__ = [
     "Param",
     "ParamError",
     "ParamValue",
+    "Refusal",
     "WorkloadSpec",
     "package_of",
     "spec_of",
@@ -47,6 +48,7 @@ _DECLARATIONS: Mapping[str, tuple[str, str]] = MappingProxyType(
         "payload": ("agent.workloads.payload.spec", "PAYLOAD"),
         "stream": ("agent.workloads.stream.spec", "STREAM"),
         "api": ("agent.workloads.api.spec", "API"),
+        "periodic": ("agent.workloads.periodic.spec", "PERIODIC"),
     }
 )
 

@@ -122,6 +122,20 @@ class Field:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """A value of one of a workload's params that some protocols cannot run: refused at load
+    and by the agent's command line, with `reason`."""
+
+    param: str
+    value: ParamValue
+    protocols: tuple[str, ...]
+    reason: str
+
+    def message(self, protocol: str) -> str:
+        return f"{self.param} = {_shown(self.value)} does not run over {protocol}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     kind: str
     doc: str
@@ -142,6 +156,8 @@ class WorkloadSpec:
     # record's `first_byte` mark): the controller adds `<kind>_<part>_s` and
     # `<kind>_energy_<part>_mj` for each; None: the exchange is one piece.
     exchange_split: tuple[str, str] | None = None
+    # Param values some of its protocols cannot run (`refusal`).
+    refusals: tuple[Refusal, ...] = ()
 
     def __post_init__(self) -> None:
         # A declaration's own mistake, caught where the workload is defined, not mid-sweep.
@@ -154,6 +170,14 @@ class WorkloadSpec:
 
     def runs_protocol(self, protocol: str) -> bool:
         return protocol in self.protocols
+
+    def refusal(self, params: Mapping[str, object], protocol: str) -> Refusal | None:
+        """The declared refusal of `params` over `protocol` (its `message` says why in one
+        line); None if they run."""
+        for refusal in self.refusals:
+            if protocol in refusal.protocols and params.get(refusal.param) == refusal.value:
+                return refusal
+        return None
 
     def param(self, name: str) -> Param:
         for param in self.params:

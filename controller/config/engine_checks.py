@@ -97,6 +97,7 @@ def _check_protocol(stack: Stack, config: Config) -> None:
             f"{_quoted_or(protocols_where(quic=True))} alone"
         )
     _check_ack_policy(stack, config, quic)
+    _check_refusals(stack, config)
     encrypted = [p for p in config.protocols if protocol_spec(p).tls]
     if encrypted and len(config.client_nodes) > 1:
         raise ConfigError(
@@ -149,6 +150,21 @@ def _check_protocol(stack: Stack, config: Config) -> None:
                 )
     except SettingsError as exc:
         raise ConfigError(f"{origin}: {key}: {exc}") from None
+
+
+def _check_refusals(stack: Stack, config: Config) -> None:
+    """No grid point pairs a workload param's value with a protocol its workload refuses it
+    over (agent.workloads.Refusal: the periodic workload's resume over h2c)."""
+    spec = SPECS[config.workload.kind]
+    if not spec.refusals:
+        return
+    for point in config.sweep.points():
+        trial = config.point(point)
+        refused = spec.refusal(dict(trial.params), trial.protocol)
+        if refused is not None:
+            name = refused.param
+            key = f"sweep.{name}" if name in config.sweep.names else f"workload.{name}"
+            raise ConfigError(f"{stack.origin(key)}: {key}: {refused.message(trial.protocol)}")
 
 
 def _check_ack_policy(stack: Stack, config: Config, quic: tuple[str, ...]) -> None:

@@ -18,6 +18,7 @@ from agent.protocols.in_force import SettingsExchange
 from agent.server.connection import ServerConnection
 from agent.server.handler import NOT_FOUND, Reply
 from agent.server.host import HostedConnection
+from agent.server.ledger import Note
 from agent.server.lifecycle import State
 from agent.server.request import Request
 from agent.traffic import FrameCounts
@@ -57,6 +58,9 @@ class StandInHost:
 
     def trial_stream_reset(self, trial_id: str) -> None:
         self.calls.append(("reset", trial_id))
+
+    def trial_noted(self, trial_id: str, note: Note) -> None:
+        self.calls.append(("noted", trial_id, note.value))
 
     def trial_detach(
         self,

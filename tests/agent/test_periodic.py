@@ -1,0 +1,171 @@
+"""The periodic workload between our client and server over h2c, h2 and h3: kept and new
+connections, GET and POST, one record per exchange on the client's clock, the server's one
+record of a trial that spanned several connections, keepalive PINGs, and a server idle timeout
+shorter than the interval turning a kept connection into recorded reconnects."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.agent.h3_peers import Credentials
+from tests.agent.servers import RunningServer, agent_server, run_agent
+
+_PROTOCOLS = ("h2c", "h2", "h3")
+
+
+@contextmanager
+def periodic_server(
+    protocol: str, tmp: Path, credentials: Credentials, *extra: str
+) -> Iterator[RunningServer]:
+    tls = (
+        ()
+        if protocol == "h2c"
+        else ("--cert", str(credentials.cert), "--key", str(credentials.key))
+    )
+    with agent_server(
+        None, tmp, "--workload", "periodic", "--protocol", protocol, *tls, *extra
+    ) as server:
+        yield server
+
+
+def periodic_trial(
+    server: RunningServer,
+    protocol: str,
+    credentials: Credentials,
+    trial_id: str,
+    *params: str,
+) -> dict[str, object]:
+    scheme = "http" if protocol == "h2c" else "https"
+    result = run_agent(
+        "trial",
+        f"{scheme}://127.0.0.1:{server.port}/",
+        "--protocol",
+        protocol,
+        "--ca-file",
+        str(credentials.ca),
+        "--workload",
+        "periodic",
+        "--trial-id",
+        trial_id,
+        "--json",
+        *(arg for p in params for arg in ("--param", p)),
+    )
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(lines) == 1, result.stdout + result.stderr
+    record: dict[str, object] = lines[0]
+    return record
+
+
+def _exchanges(record: dict[str, object]) -> list[dict[str, object]]:
+    exchanges = record["exchanges"]
+    assert isinstance(exchanges, list)
+    return exchanges
+
+
+def _int(exchange: dict[str, object], key: str) -> int:
+    value = exchange[key]
+    assert isinstance(value, int)
+    return value
+
+
+def _metrics(record: dict[str, object]) -> dict[str, object]:
+    metrics = record["metrics"]
+    assert isinstance(metrics, dict)
+    return metrics
+
+
+@pytest.mark.parametrize("protocol", _PROTOCOLS)
+@pytest.mark.parametrize(("connection", "method"), [("keep", "GET"), ("new", "POST")])
+def test_exchanges_on_schedule_each_recorded(
+    protocol: str, connection: str, method: str, credentials: Credentials, tmp_path: Path
+) -> None:
+    with periodic_server(protocol, tmp_path, credentials) as server:
+        record = periodic_trial(
+            server,
+            protocol,
+            credentials,
+            "p-1",
+            "count=3",
+            "interval_s=0.05",
+            f"connection={connection}",
+            f"method={method}",
+            "request_bytes=3000",
+            "response_bytes=700",
+        )
+        served = server.wait_for_trials("p-1")
+    assert record["ok"], record["error"]
+    exchanges = _exchanges(record)
+    assert [e["index"] for e in exchanges] == [0, 1, 2]
+    assert all(e["ok"] for e in exchanges)
+    due = [_int(e, "scheduled_mono_ns") for e in exchanges]
+    # Due every interval from the first connect's start, never shifted by a late one.
+    assert due[0] == exchanges[0]["start_mono_ns"]
+    assert [d - due[0] for d in due] == [0, 50_000_000, 100_000_000]
+    for exchange in exchanges:
+        late_ns = _int(exchange, "start_mono_ns") - _int(exchange, "scheduled_mono_ns")
+        assert late_ns >= 0
+        assert exchange["lateness_s"] == pytest.approx(late_ns / 1e9)
+    handshakes = [e["handshake"] for e in exchanges]
+    if connection == "keep":
+        assert handshakes == ["full", "kept", "kept"]
+        assert [e["connected_mono_ns"] is None for e in exchanges] == [False, True, True]
+    else:
+        assert handshakes == ["full"] * 3
+        assert all(e["connect_s"] for e in exchanges)
+    # Bytes on the wire: the body each way at least, and a new connection's handshake too.
+    sent_at_least = 3000 if method == "POST" else 1
+    assert all(_int(e, "wire_bytes_sent") > sent_at_least for e in exchanges)
+    assert all(_int(e, "wire_bytes_received") > 700 for e in exchanges)
+    metrics = _metrics(record)
+    assert metrics["exchanges_ok"] == 3
+    assert metrics["handshakes_full"] == (1 if connection == "keep" else 3)
+    assert metrics["reconnects"] == 0
+    phases = record["phases"]
+    assert isinstance(phases, dict)
+    assert phases["connect_done_mono_ns"] == exchanges[0]["connected_mono_ns"]
+    assert phases["exchange_done_mono_ns"] == exchanges[-1]["response_end_mono_ns"]
+    # The server's one record of the trial, whatever the connections it came over.
+    assert served["p-1"]["requests"] == 3
+    assert served["p-1"]["responses_completed"] == 3
+    assert [t["trial_id"] for t in server.trials()].count("p-1") == 1
+
+
+@pytest.mark.parametrize("protocol", ["h2", "h3"])
+def test_keepalive_pings_the_kept_connection_while_idle(
+    protocol: str, credentials: Credentials, tmp_path: Path
+) -> None:
+    with periodic_server(protocol, tmp_path, credentials) as server:
+        record = periodic_trial(
+            server,
+            protocol,
+            credentials,
+            "ka",
+            "count=2",
+            "interval_s=0.35",
+            "keepalive=ping",
+            "keepalive_s=0.1",
+        )
+    assert record["ok"], record["error"]
+    metrics = _metrics(record)
+    # Every full keepalive period of the idle interval, however late each sleep wakes.
+    assert 1 <= _int(metrics, "keepalive_pings") <= 3
+    assert _int(metrics, "keepalive_bytes") > 0
+    assert [e["handshake"] for e in _exchanges(record)] == ["full", "kept"]
+
+
+@pytest.mark.parametrize("protocol", _PROTOCOLS)
+def test_a_server_idle_timeout_turns_keep_into_recorded_reconnects(
+    protocol: str, credentials: Credentials, tmp_path: Path
+) -> None:
+    with periodic_server(protocol, tmp_path, credentials, "--idle-timeout", "0.1") as server:
+        record = periodic_trial(server, protocol, credentials, "idle", "count=3", "interval_s=0.6")
+        served = server.wait_for_trials("idle")
+    assert record["ok"], record["error"]
+    assert [e["handshake"] for e in _exchanges(record)] == ["full", "full", "full"]
+    assert _metrics(record)["reconnects"] == 2
+    assert served["idle"]["requests"] == 3
