@@ -96,4 +96,6 @@ def arrange(
     compared = category_blocks(run, summary)
     if lead is None:
         return compared + _metric_lead(run, summary, headline.metric, target), rest
+    if lead == own and headline.before_comparisons:
+        return made[lead] + compared, rest
     return compared + made[lead], rest

@@ -151,7 +151,7 @@ def battery_table(points: Sequence[BatteryPoint], volts: float) -> Table:
             f"{point.reports_mah_per_day:.4g}",
             f"{point.idle_j_per_day:.4g}",
             f"{point.idle_mah_per_day:.4g}",
-            "-" if math.isnan(point.reports_share) else f"{point.reports_share:.1%}",
+            "-" if math.isnan(point.reports_share) else f"{point.reports_share * 100:.1f} %",
         )
         for point in points
     )
@@ -171,22 +171,33 @@ def battery_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
     points = battery_points(summary, run.axes, interval, idle, volts)
     if not points:
         return [heading, Paragraph("No energy per report above idle in this run.")]
-    shares = [p.reports_share for p in points if not math.isnan(p.reports_share)]
-    verdict = (
-        "idle dominates the day at every point: the protocol and policy change the battery's "
-        "life by less than a tenth"
-        if shares and max(shares) < 0.1
-        else "the reports weigh in the day's draw: the protocol and policy change the battery's "
-        "life"
-    )
+    shares = [p.reports_share for p in points if p.per_report_mj > 0]
+    if not shares:
+        verdict = "no point's reports cost more than idle in this run"
+    elif max(shares) < 0.1:
+        verdict = (
+            "idle dominates the day at every point: the protocol and policy change the "
+            f"battery's life by less than a tenth (the reports' largest share {max(shares):.1%})"
+        ).replace("%", " %")
+    else:
+        verdict = (
+            "the reports weigh in the day's draw: the protocol and policy change the battery's "
+            f"life (the reports' largest share {max(shares):.1%})"
+        ).replace("%", " %")
+    below = len(points) - len(shares)
+    if below:
+        verdict += (
+            f"; {below} of {len(points)} points measured no more than idle per report (a mean "
+            "at or below zero: the report's cost is within the baseline's noise, see Idle "
+            "baseline)"
+        )
     return [
         heading,
         Paragraph(
             f"Each point's energy per report above the idle baseline (mean, with its "
             f"{run.confidence * 100:g} % t interval) times the reports a day brings at its "
             f"interval, in joules and in mAh at the node's supply ({volts:g} V, the meter's), "
-            f"beside the node idle all day at the run's baseline ({idle:.4g} mW): {verdict} "
-            f"(the reports' largest share {max(shares, default=math.nan):.1%})."
+            f"beside the node idle all day at the run's baseline ({idle:.4g} mW): {verdict}."
         ),
         battery_table(points, volts),
     ]
@@ -261,6 +272,8 @@ def figure_per_report(run: Run, summary: pd.DataFrame) -> Figure | None:
             (row[1], PER_REPORT, "total"),
         ):
             _draw_by_policy(ax, part, metric, policies, run)
+            if metric == PER_REPORT_ABOVE_IDLE:
+                ax.axhline(0.0, color="0.5", linewidth=0.8)  # idle: below it, less than idle
             ax.set_title(f"{title}{f' ({where})' if where else ''}", fontsize=10)
     figure.suptitle(
         f"Client energy per report (mean, {run.confidence:.0%} t-CI)".replace("%", " %"),
@@ -279,11 +292,17 @@ def figure_battery(points: Sequence[BatteryPoint]) -> Figure | None:
     figure = new_figure(max(6.0, 0.6 * len(points) + 3.5), 4.2)
     ax = figure.subplots()
     x = np.arange(len(points))
-    ax.bar(x, [p.reports_mah_per_day for p in points], 0.6, label="reports, above idle")
+    drawn = [p.reports_mah_per_day if p.per_report_mj > 0 else math.nan for p in points]
+    ax.bar(x, drawn, 0.6, label="reports, above idle")
+    for index, point in enumerate(points):
+        if point.per_report_mj <= 0:  # a log axis has no place for it: said where it would be
+            ax.text(index, 0.02, "at or below idle", transform=ax.get_xaxis_transform(),
+                    ha="center", va="bottom", rotation=90, fontsize=7)  # fmt: skip
     idle = points[0].idle_mah_per_day
     ax.axhline(idle, color="0.4", linestyle="--", label=f"node idle all day ({idle:.4g})")
     ax.set_yscale("log")
     ax.set_xticks(x, labels, rotation=35, ha="right", fontsize=8)
+    ax.set_xlim(-0.6, len(points) - 0.4)  # every point's place, a bar or not
     ax.set_xlabel(", ".join(axis for axis, _v in points[0].point))
     ax.set_ylabel("mAh per day")
     ax.grid(True, axis="y", which="major", alpha=0.3)
@@ -332,7 +351,8 @@ def _statement(row: pd.Series, reference: str, axes: Sequence[str]) -> str:
     amount = (
         f"{number(row['difference'])} mJ per report above idle "
         f"({level} Welch interval [{number(low)}, {number(high)}]"
-        + ("" if pd.isna(row["relative"]) else f", {row['relative'] * 100:+.1f} %")
+        # Relative to a reference at or below idle means nothing.
+        + ("" if row["mean_base"] <= 0 else f", {row['relative'] * 100:+.1f} %")
         + ")"
     )
     verb = {1: "costs more than", -1: "costs less than", 0: "is not told apart from"}[_sign(row)]
@@ -399,6 +419,7 @@ REPORT = WorkloadReport(
         PER_REPORT_ABOVE_IDLE,
         section="findings",
         needs_axes=(PROTOCOL_COLUMN.name,),
+        before_comparisons=True,
     ),
     sections={"findings": findings_blocks, "battery": battery_blocks},
     figures=_figures,

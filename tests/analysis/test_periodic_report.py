@@ -176,3 +176,18 @@ def test_the_battery_figure_draws_a_bar_pair_per_point(tmp_path: Path) -> None:
     assert legend == {"reports, above idle", "node idle all day (5760)"}
     figure.savefig(tmp_path / "battery.png")
     assert figure_battery([]) is None
+
+
+def test_a_point_at_or_below_idle_is_said_and_drawn_as_such(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    ok = run.ok.copy()
+    ok.loc[(ok["protocol"] == "h2") & (ok["connection"] == "keep"), PER_REPORT_ABOVE_IDLE] = -1.0
+    run = Run(tmp_path, run.manifest, run.axes, ok, run.attempts, run.failed)
+    summary = summarize_points(run)
+    paragraph = battery_blocks(run, summary)[1]
+    assert isinstance(paragraph, Paragraph)
+    assert "1 of 6 points measured no more than idle per report" in paragraph.text
+    figure = figure_battery(battery_points(summary, run.axes, 1.0, IDLE_MW, 5.0))
+    assert figure is not None
+    (ax,) = figure.axes
+    assert [t.get_text() for t in ax.texts] == ["at or below idle"]
