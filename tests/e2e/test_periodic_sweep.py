@@ -39,10 +39,11 @@ def test_a_periodic_sweep_splits_its_energy_per_report_and_reports_the_battery_v
             float(row["periodic_idle_tail_mean_mj"]),
         )
         assert math.isclose(tail, 3 * tail_mean, rel_tol=1e-4, abs_tol=1e-5)
-        exchange = float(row["periodic_exchange_energy_mean_mj"])
-        # The spans lie in the window: their energy above idle is the window's less the idle
-        # ones, to the meter's rounding of the cells.
-        assert 3 * exchange + tail <= above + 1e-3 or above <= 0
+        # The spans' sum against the window's is the pure core's (tests/controller/
+        # test_exchanges.py); here each cell is there, from marks placed as the phases are.
+        assert math.isfinite(float(row["periodic_exchange_energy_mean_mj"]))
+        opened = int(row["periodic_handshakes_full"]) + int(row["periodic_handshakes_resumed"])
+        assert opened == (1 if row["connection"] == "keep" else 3)
         assert row["phase_clock"] in ("marker", "clock_offset")
 
     report = h2iot("report", str(run))
