@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -493,7 +494,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     @property
     def tls_version(self) -> str | None:
         """As the TLS library names it ("TLSv1.3"); None over cleartext."""
-        tls = None if self.transport is None else self.transport.get_extra_info("ssl_object")
+        tls = self._tls()
         return None if tls is None else str(tls.version())
 
     def sent_counts(self) -> dict[str, object]:
@@ -526,6 +527,26 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.conn.ping(opaque)
         self._flush()
         await pinged
+
+    def _tls(self) -> ssl.SSLObject | None:
+        return None if self.transport is None else self.transport.get_extra_info("ssl_object")
+
+    # TLS over TCP here sends no early data (Python's ssl has none).
+    early_data_accepted = False
+
+    @property
+    def resumed(self) -> bool:
+        """Its TLS handshake resumed an earlier session (a ticket the server took)."""
+        tls = self._tls()
+        return tls is not None and tls.session_reused
+
+    def session_ticket(self) -> ssl.SSLSession | None:
+        """The TLS session a later connection of the same context may offer to resume: once
+        the server's NewSessionTicket has arrived (TLS 1.3 sends it after the handshake, so
+        after a response has been read); None over cleartext or before."""
+        tls = self._tls()
+        session = None if tls is None else tls.session
+        return session if session is not None and session.has_ticket else None
 
     def wire_bytes(self) -> tuple[int, int] | None:
         """The TCP payload bytes sent (acknowledged) and received so far, TLS's handshake and

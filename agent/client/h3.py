@@ -17,13 +17,14 @@ import asyncio
 import ipaddress
 import socket
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from qh3.h3.connection import ErrorCode, Setting
 from qh3.h3.events import DataReceived, HeadersReceived, StopSending, StreamReset
 from qh3.quic.connection import QuicConnection
-from qh3.quic.events import ConnectionTerminated, QuicEvent
+from qh3.quic.events import ConnectionTerminated, HandshakeCompleted, QuicEvent
 from qh3.quic.logger import QuicLogger
+from qh3.tls import SessionTicket
 
 from agent.client.connect import Target
 from agent.client.exchange import ClientExchange, ClientExchanges, pump_uploads
@@ -87,6 +88,11 @@ class H3ClientConnection:
         self._lost: str | None = None
         self._lost_code: ProtocolCode | None = None
         self._rcvbuf_errors_at_start = rcvbuf_errors()
+        # The server's session tickets (qh3's session_ticket_handler), the newest last; what
+        # its handshake was, once done.
+        self.tickets: list[SessionTicket] = []
+        self.resumed = False
+        self.early_data_accepted = False
         self.local_settings: Mapping[str, int] = windows.announced()
         protocol.on_event = self._event
         self._quic.take_stream_data = self._body_inside_frame
@@ -264,6 +270,11 @@ class H3ClientConnection:
                 else PeerProtocolError("the QUIC connection closed before a PING's ACK")
             ) from None
 
+    def session_ticket(self) -> SessionTicket | None:
+        """The server's newest session ticket, for a later connection to resume this one's
+        session (with 0-RTT where the ticket allows early data); None before one came."""
+        return self.tickets[-1] if self.tickets else None
+
     def wire_bytes(self) -> tuple[int, int]:
         """The UDP payload bytes sent and received so far, the handshake's included."""
         counts = self._protocol.counts
@@ -287,6 +298,9 @@ class H3ClientConnection:
         if isinstance(event, ConnectionTerminated):
             self._lose(event)
             return
+        if isinstance(event, HandshakeCompleted):
+            self.resumed = event.session_resumed
+            self.early_data_accepted = event.early_data_accepted
         for h3_event in self._h3.handle_event(event):
             if isinstance(h3_event, HeadersReceived | DataReceived):
                 exchange = self.exchanges.by_stream.get(h3_event.stream_id)
@@ -393,32 +407,16 @@ def warm_up() -> None:
     throwaway.datagrams_to_send(now=now)
 
 
-async def open_h3_connection(
-    target: Target, options: TrialOptions, windows: QuicWindows, buffer_bytes: int | None = None
-) -> H3ClientConnection:
-    """A QUIC connection to `target`, handshake done (HTTP/3 is always https)."""
+async def _udp_to(
+    target: Target, buffer_bytes: int | None
+) -> tuple[socket.socket, SocketBuffers, tuple[str, int]]:
+    """A UDP socket connected to `target`, its buffers, and the address it reaches."""
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_DGRAM)
     except OSError as exc:
         raise FetchError(f"cannot resolve {target.host}: {exc.strerror or exc}") from None
     address = infos[0][4]
-    try:
-        ipaddress.ip_address(target.host)
-        server_name = None
-    except ValueError:
-        server_name = target.host
-    config = configuration(
-        windows,
-        is_client=True,
-        idle_timeout_s=max(_IDLE_TIMEOUT_S, options.timeout_s),
-        ca_file=options.ca_file,
-        insecure=options.insecure,
-        server_name=server_name,
-    )
-    if options.events_dir is not None:
-        # qh3's own QUIC events; with a logger, the stack leaves its batch fast path (stack.py).
-        config.quic_logger = QuicLogger()
     local = "::" if infos[0][0] == socket.AF_INET6 else "0.0.0.0"
     kwargs: dict[str, int] = {} if buffer_bytes is None else {"buffer_bytes": buffer_bytes}
     try:
@@ -432,9 +430,45 @@ async def open_h3_connection(
         raise FetchError(
             f"cannot reach {target.authority} over UDP: {exc.strerror or exc}"
         ) from None
+    return sock, buffers, (str(address[0]), int(address[1]))
+
+
+async def open_h3_connection(
+    target: Target,
+    options: TrialOptions,
+    windows: QuicWindows,
+    buffer_bytes: int | None = None,
+    *,
+    offer: SessionTicket | None = None,
+    early: Callable[[H3ClientConnection], None] | None = None,
+) -> H3ClientConnection:
+    """A QUIC connection to `target`, handshake done (HTTP/3 is always https); resuming the
+    session of `offer`, a ticket of an earlier connection's, if given. `early` is called with
+    the connection right after its first flight when `offer` allows 0-RTT, so what it sends
+    goes as early data; `connection.early_data_accepted` then says whether the server took it
+    (if not, qh3 sends it again after the handshake)."""
+    sock, buffers, address = await _udp_to(target, buffer_bytes)
+    try:
+        ipaddress.ip_address(target.host)
+        server_name = None
+    except ValueError:
+        server_name = target.host
+    config = configuration(
+        windows,
+        is_client=True,
+        idle_timeout_s=max(_IDLE_TIMEOUT_S, options.timeout_s),
+        ca_file=options.ca_file,
+        insecure=options.insecure,
+        server_name=server_name,
+    )
+    config.session_ticket = offer
+    if options.events_dir is not None:
+        # qh3's own QUIC events; with a logger, the stack leaves its batch fast path (stack.py).
+        config.quic_logger = QuicLogger()
     counts = TransportCounts()
+    tickets: list[SessionTicket] = []
     quic = tap(
-        QuicConnection(configuration=config),
+        QuicConnection(configuration=config, session_ticket_handler=tickets.append),
         CreditLedger(),
         counts,
         False,
@@ -443,7 +477,11 @@ async def open_h3_connection(
     transport, protocol = await datagram_transport(lambda: QuicClientProtocol(quic, counts), sock)
     assert isinstance(protocol, QuicClientProtocol)
     connection = H3ClientConnection(protocol, transport, windows, buffers)
-    protocol.connect(address[:2])
+    connection.tickets = tickets
+    protocol.connect(address)
+    if early is not None and offer is not None and offer.max_early_data_size:
+        early(connection)
+        protocol.transmit()
     handshake = asyncio.ensure_future(protocol.wait_connected())
     try:
         either: set[asyncio.Future[object]] = {handshake, protocol.refused}  # type: ignore[arg-type]

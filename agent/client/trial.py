@@ -11,6 +11,7 @@ failure before it could start (the page's manifest) is `unrun_record`.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Protocol
 from h2.exceptions import H2Error
 
 from agent import __version__, probe
-from agent.client.connect import Target, open_connection
+from agent.client.connect import Target, client_tls_context, open_connection
 from agent.client.exchange import ClientExchange
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.record import PHASE_MARKS, ClientRecord
@@ -103,21 +104,27 @@ class TrialConnection(Protocol):
         where they cannot be counted."""
         ...
 
+    @property
+    def resumed(self) -> bool:
+        """Its handshake resumed an earlier session (the server took the ticket offered)."""
+        ...
+
+    @property
+    def early_data_accepted(self) -> bool:
+        """The server took what the connect sent as 0-RTT early data."""
+        ...
+
+    def session_ticket(self) -> object | None:
+        """What a later connection may offer to resume this one's session: None before the
+        server sent one (or without TLS)."""
+        ...
+
     async def shut(self) -> None:
         """Close as far as the client's own work goes (the trial's close phase); `close` then
         waits for the rest."""
         ...
 
     async def close(self) -> None: ...
-
-
-async def open_trial_connection(target: Target, options: TrialOptions) -> TrialConnection:
-    """The trial's connection, over the protocol its options name."""
-    if not options.quic:
-        return await open_connection(target, options)
-    from agent.client.h3 import open_h3_connection  # noqa: PLC0415  (qh3: the h3 extra)
-
-    return await open_h3_connection(target, options, options.quic_windows())
 
 
 @dataclass(frozen=True)
@@ -131,13 +138,46 @@ class Connected:
     connect_cpu_s: float
 
 
-async def connect_timed(target: Target, options: TrialOptions) -> tuple[TrialConnection, Connected]:
-    """A connection as `open_trial_connection` makes it, timed."""
-    start_ns, cpu_s = time.monotonic_ns(), time.process_time()
-    connection = await open_trial_connection(target, options)
-    done_ns = time.monotonic_ns()
-    cpu_s = time.process_time() - cpu_s
-    return connection, Connected(start_ns, done_ns, (done_ns - start_ns) / 1e9, cpu_s)
+EarlySend = Callable[[TrialConnection], None]
+"""What a connect sends as 0-RTT early data, given the connection before its handshake."""
+
+
+class Connector:
+    """How a trial connects, the same way for each of its connections, over the protocol its
+    options name. Over TLS and TCP it keeps one TLS context for the trial: a session resumes
+    only with the context that made it, and a context per connection would load the CA store
+    (milliseconds of CPU) into every connect."""
+
+    def __init__(self, target: Target, options: TrialOptions) -> None:
+        self.target = target
+        self.options = options
+        tls = not options.quic and target.scheme == "https"
+        self._context = client_tls_context(options) if tls else None
+
+    async def open(
+        self, offer: object | None = None, early: EarlySend | None = None
+    ) -> tuple[TrialConnection, Connected]:
+        """A connection, timed; resuming `offer` (an earlier connection's `session_ticket()`)
+        if given. Over QUIC, `early` sends as 0-RTT early data where the ticket allows it
+        (agent.client.h3); TLS over TCP here has no early data (Python's ssl sends none)."""
+        start_ns, cpu_s = time.monotonic_ns(), time.process_time()
+        connection = await self._open(offer, early)
+        done_ns = time.monotonic_ns()
+        cpu_s = time.process_time() - cpu_s
+        return connection, Connected(start_ns, done_ns, (done_ns - start_ns) / 1e9, cpu_s)
+
+    async def _open(self, offer: object | None, early: EarlySend | None) -> TrialConnection:
+        target, options = self.target, self.options
+        if not options.quic:
+            session = offer if isinstance(offer, ssl.SSLSession) else None
+            return await open_connection(target, options, self._context, session)
+        from qh3.tls import SessionTicket  # noqa: PLC0415
+
+        from agent.client.h3 import open_h3_connection  # noqa: PLC0415  (qh3: the h3 extra)
+
+        ticket = offer if isinstance(offer, SessionTicket) else None
+        windows = options.quic_windows()
+        return await open_h3_connection(target, options, windows, offer=ticket, early=early)
 
 
 class TrialSession:
@@ -151,25 +191,27 @@ class TrialSession:
         target: Target,
         trial_id: str,
         *,
-        options: TrialOptions | None = None,
+        connector: Connector | None = None,
         connected: Connected | None = None,
     ) -> None:
-        """`options`: how `reconnect` connects (the trial's); `connected`: how `connection`
+        """`connector`: how `reconnect` connects (the trial's); `connected`: how `connection`
         was opened, where the trial timed it."""
         self.connection = connection
         self.target = target
         self.trial_id = trial_id
-        self.options = options or TrialOptions()
+        self.connector = connector or Connector(target, TrialOptions())
         # Every connection the trial opened and timed, the first (its connect phase) first.
         self.connections = [] if connected is None else [connected]
         self._extra = [(TRIAL_HEADER.encode(), trial_id.encode())]
 
-    async def reconnect(self) -> Connected:
+    async def reconnect(self, resume: bool = False, early: EarlySend | None = None) -> Connected:
         """Close the current connection and open another, timed; its requests are the trial's
-        from now on. A connect that fails raises as the first one would, the closed
-        connection staying current."""
+        from now on. `resume`: offer the current connection's session ticket (none yet: a
+        full handshake), with `early` as Connector.open takes it. A connect that fails raises
+        as the first one would, the closed connection staying current."""
+        offer = self.connection.session_ticket() if resume else None
         await self.connection.close()
-        self.connection, connected = await connect_timed(self.target, self.options)
+        self.connection, connected = await self.connector.open(offer, early)
         self.connections.append(connected)
         return connected
 
@@ -189,13 +231,16 @@ class TrialSession:
         path: str,
         headers: Sequence[tuple[bytes, bytes]] = (),
         end_stream: bool = True,
+        *,
+        on: TrialConnection | None = None,
     ) -> ClientExchange:
         """Open a stream, tagged with the trial like every request; `end_stream=False` keeps
         it open for `send()`. `headers` may carry `:protocol` (RFC 8441 extended CONNECT: the
         stream opens once the server's SETTINGS are in, and the exchange fails with
-        ExchangeRefused if they do not enable it)."""
+        ExchangeRefused if they do not enable it). `on`: a connection still in its handshake
+        (a 0-RTT request, Connector.open's `early`), else the session's."""
         target = self.target
-        return self.connection.open_exchange(
+        return (on or self.connection).open_exchange(
             method,
             target.authority,
             target.scheme,
@@ -204,6 +249,24 @@ class TrialSession:
             end_stream=end_stream,
         )
 
+    def send_call(
+        self,
+        method: bytes,
+        path: str,
+        headers: Sequence[tuple[bytes, bytes]] = (),
+        body: bytes = b"",
+        *,
+        on: TrialConnection | None = None,
+    ) -> ClientExchange:
+        """`call`'s request, sent (its body uploaded under the server's windows, with its
+        content-length unless `headers` has one); `response` takes its answer."""
+        if body and not any(name == b"content-length" for name, _value in headers):
+            headers = [*headers, (b"content-length", str(len(body)).encode())]
+        exchange = self.exchange(method, path, headers, end_stream=not body, on=on)
+        if body:
+            exchange.send(body, end_stream=True)
+        return exchange
+
     async def call(
         self,
         method: bytes,
@@ -211,17 +274,17 @@ class TrialSession:
         headers: Sequence[tuple[bytes, bytes]] = (),
         body: bytes = b"",
     ) -> Response:
-        """One whole request with `body` (uploaded under the server's windows, with its
-        content-length unless `headers` has one) and its whole response, body kept, trailers
-        set. A server that answers early (a 413, say) and resets the rest of the upload still
-        gives its response."""
-        if body and not any(name == b"content-length" for name, _value in headers):
-            headers = [*headers, (b"content-length", str(len(body)).encode())]
-        exchange = self.exchange(method, path, headers, end_stream=not body)
-        if body:
-            exchange.send(body, end_stream=True)
+        """One whole request with `body` and its whole response, body kept, trailers set. A
+        server that answers early (a 413, say) and resets the rest of the upload still gives
+        its response."""
+        return await self.response(self.send_call(method, path, headers, body))
+
+    @staticmethod
+    async def response(exchange: ClientExchange) -> Response:
+        """The whole response of an exchange `send_call` sent."""
         status, response_headers = await exchange.response_head()
         body_received = bytearray()
+        path = exchange.path
         response = Response(path, exchange.t_request_ns, status=status, body=body_received)
         response.headers = dict(response_headers)
         while (chunk := await exchange.receive()) is not None:
@@ -311,8 +374,11 @@ async def run_trial(
 
     async def connect_and_run() -> None:
         nonlocal session, tls_version
-        connection, connected = await connect_timed(target, options)
-        session = TrialSession(connection, target, trial_id, options=options, connected=connected)
+        connector = Connector(target, options)
+        connection, connected = await connector.open()
+        session = TrialSession(
+            connection, target, trial_id, connector=connector, connected=connected
+        )
         tls_version = connection.tls_version
         await driver.run(session)
 

@@ -126,6 +126,14 @@ def configure(serve: argparse.ArgumentParser) -> None:
         f"for S seconds (GOAWAY NO_ERROR; default {DEFAULT_IDLE_TIMEOUT_S:g})",
     )
     serve.add_argument(
+        "--ticket-lifetime",
+        type=float,
+        metavar="S",
+        help="h3: a session ticket (for resumption and 0-RTT) resumes one handshake within S "
+        "seconds of its issue (default: a day); h2's tickets are Python ssl's (OpenSSL's "
+        "lifetime, which it cannot change)",
+    )
+    serve.add_argument(
         "--max-connections",
         type=int,
         metavar="N",
@@ -194,6 +202,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--control-port {args.control_port} is not a TCP port")
     if protocol.quic:
         check_udp_buffer(args.udp_buffer)
+    if args.ticket_lifetime is not None and not (
+        protocol.quic and engine.connection_limits and args.ticket_lifetime > 0
+    ):
+        raise UsageError(
+            f"--ticket-lifetime {args.ticket_lifetime:g}: an HTTP/3 server's of the agent's own "
+            "engine, more than 0 s"
+        )
     pin(args.cpu)
     serve: ServeEntry = load_dotted(engine.serve)
     return serve(args, protocol, workload, params, settings)

@@ -260,8 +260,15 @@ def handler_settings(handler: Handler) -> dict[SettingCodes, int]:
     return codes
 
 
+# TLS 1.3 session tickets sent after each full handshake (OpenSSL's default, made explicit: a
+# client resuming takes one; stateless, encrypted with the context's key, so they resume only on
+# this process, and OpenSSL's default lifetime of 7200 s).
+_TICKETS = 2
+
+
 def tls_context(cert: Path, key: Path, alpn: str) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.num_tickets = _TICKETS
     try:
         context.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as exc:

@@ -149,8 +149,9 @@ class ServerConnection(asyncio.BufferedProtocol):
         if peername:
             self.peer = f"{peername[0]}:{peername[1]}"
         tls = transport.get_extra_info("ssl_object")
-        # A TLS 1.3 session ticket the client presented, accepted (agent.server.app.tls_context).
-        self.trials.resumed = tls is not None and tls.session_reused
+        if tls is not None and tls.session_reused:
+            # A TLS 1.3 session ticket the client offered, taken (agent.server.app.tls_context).
+            self.trials.handshake_resumed()
         self.lifecycle.advance(Input.MADE)
         initiate_server(self.conn)
         self._flush()

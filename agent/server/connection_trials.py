@@ -67,7 +67,7 @@ class ConnectionTrials:
         self._streams: dict[int, str] = {}
         self._current: str | None = None
         # The connection's handshake resumed a TLS session: the note of each trial it carries.
-        self.resumed = False
+        self._resumed = False
         self._marks = (tally_out.counts(), tally_in.counts())
         # Trials whose response ended in this write; the host hears of them once the bytes
         # have left user space (the connection's last-byte timer).
@@ -85,11 +85,18 @@ class ConnectionTrials:
                 self._marks = (FrameCounts.empty(), FrameCounts.empty())
             self._current = trial_id
             self._host.trial_request(trial_id, self._id)
-            if self.resumed:
+            if self._resumed:
                 self._host.trial_noted(trial_id, Note.RESUMED)
         if continues:
             self._host.trial_noted(trial_id, Note.CONTINUES)
         self._streams[stream_id] = trial_id
+
+    def handshake_resumed(self) -> None:
+        """The connection's handshake resumed a TLS session: noted for the trial it carries
+        (whose 0-RTT request can come before the handshake is done) and each it will."""
+        self._resumed = True
+        if self._current is not None:
+            self._host.trial_noted(self._current, Note.RESUMED)
 
     def early_data(self, stream_id: int, accepted: bool) -> None:
         """The request on `stream_id` came in 0-RTT early data, and was answered or refused."""

@@ -43,6 +43,7 @@ from agent.h3.amplification import AmplificationFixes, install_padding_credit
 from agent.h3.protocol import H3
 from agent.h3.settings import QuicWindows
 from agent.h3.stack import configuration
+from agent.h3.tickets import DEFAULT_LIFETIME_S, TicketStore
 from agent.h3.udp import SocketBuffers, udp_socket
 from agent.limits import DEFAULT_IDLE_TIMEOUT_S
 from agent.protocols.in_force import SettingsExchange
@@ -73,6 +74,7 @@ class H3ServeOptions:
     fixes: AmplificationFixes = field(default_factory=AmplificationFixes)
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     buffer_bytes: int | None = None  # socket buffers asked each way; None: agent.h3.udp's
+    ticket_lifetime_s: float = DEFAULT_LIFETIME_S  # agent.h3.tickets
 
 
 @dataclass
@@ -115,6 +117,8 @@ class H3Server:
             key=options.key,
         )
         self.input = InputCounts()
+        # Session tickets issued to clients, each resuming one handshake (and its 0-RTT).
+        self.tickets = TicketStore(time.monotonic, options.ticket_lifetime_s)
         self.buffers: SocketBuffers | None = None
         extra: Mapping[str, int] = getattr(handler, "extra_settings", {})
         self.connect_protocol = bool(extra.get("enable_connect_protocol"))
@@ -173,6 +177,13 @@ class H3Server:
     def handshake_done(self, connection: H3ServerConnection) -> None:
         self.handshakes.done(connection)
 
+    def early_request(self, accepted: bool) -> None:
+        counts = self.tickets.counts
+        if accepted:
+            counts.early_accepted += 1
+        else:
+            counts.early_refused += 1
+
     def trial_detach(
         self,
         trial_id: str,
@@ -183,7 +194,11 @@ class H3Server:
         *,
         settings: SettingsExchange | None,
     ) -> None:
-        extra = {**transport, "listener": self.input.to_dict()}
+        extra = {
+            **transport,
+            "listener": self.input.to_dict(),
+            "resumption": self.tickets.counts.to_dict(),
+        }
         if self.buffers is not None:
             extra["socket_buffers"] = self.buffers.to_dict()
         self.app.trial_detach(
@@ -259,6 +274,8 @@ async def serve_h3(options: H3ServeOptions, handler: Handler) -> int:
             configuration=server.configuration,
             create_protocol=lambda quic, **kw: H3ServerConnection(quic, server=server, **kw),
             retry=options.fixes.retry,
+            session_ticket_handler=server.tickets.add,
+            session_ticket_fetcher=server.tickets.pop,
         ),
         sock=sock,
     )
@@ -276,6 +293,7 @@ async def serve_h3(options: H3ServeOptions, handler: Handler) -> int:
                 "port": port,
                 **options.limits.to_dict(),
                 "idle_timeout_s": options.idle_timeout_s,
+                "ticket_lifetime_s": options.ticket_lifetime_s,
                 "amplification_fixes": options.fixes.to_dict(),
                 "socket_buffers": server.buffers.to_dict(),
                 "announced": options.windows.announced(),

@@ -83,6 +83,10 @@ class H3Host(Protocol):
 
     def handshake_began(self, connection: H3ServerConnection) -> None: ...
 
+    def early_request(self, accepted: bool) -> None:
+        """A request came in 0-RTT early data, and was acted on or refused (425)."""
+        ...
+
     def handshake_done(self, connection: H3ServerConnection) -> None:
         """Its handshake completed, or it ended first; either may come twice."""
 
@@ -245,7 +249,8 @@ class H3ServerConnection(QuicConnectionProtocol):
             self._wire = H3Wire(self._h3, self._quic)
         elif isinstance(event, HandshakeCompleted):
             self._handshake_completed = True
-            self.trials.resumed = event.session_resumed
+            if event.session_resumed:
+                self.trials.handshake_resumed()
             self._server.handshake_done(self)
         elif isinstance(event, ConnectionTerminated):
             code = close_code(event.error_code, event.frame_type)
@@ -322,6 +327,7 @@ class H3ServerConnection(QuicConnectionProtocol):
         acted = acts_early(request)
         if request.early_data:
             self.trials.early_data(stream_id, accepted=acted)
+            self._server.early_request(accepted=acted)
         answer = self._server.app.handle(request) if acted else TOO_EARLY
         if not isinstance(answer, Reply):
             self.streamed.start(request, stream_id, answer)

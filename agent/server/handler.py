@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ class Reply:
 
 NOT_FOUND = Reply(404)
 METHOD_NOT_ALLOWED = Reply(405, ((b"allow", b", ".join(GET_OR_HEAD)),))
-TOO_EARLY = Reply(425)
+TOO_EARLY = Reply(HTTPStatus.TOO_EARLY)
 """RFC 8470: the answer to a request that came in 0-RTT early data (`Request.early_data`) and
 is not safe to act on there, since whoever captured it can replay it: the client sends it again
 once the handshake is done. The server answers it so to every method but GET and HEAD, before

@@ -169,3 +169,69 @@ def test_a_server_idle_timeout_turns_keep_into_recorded_reconnects(
     assert [e["handshake"] for e in _exchanges(record)] == ["full", "full", "full"]
     assert _metrics(record)["reconnects"] == 2
     assert served["idle"]["requests"] == 3
+
+
+@pytest.mark.parametrize(
+    ("protocol", "method", "handshake", "early"),
+    [
+        ("h2", "GET", "resumed", None),  # Python's ssl sends no early data
+        ("h2", "POST", "resumed", None),
+        ("h3", "GET", "0rtt", True),  # a GET in 0-RTT is answered there
+        ("h3", "POST", "0rtt", False),  # a POST in 0-RTT is answered 425, sent again after
+    ],
+)
+def test_resume_takes_the_last_ticket_verified_by_the_server(
+    protocol: str,
+    method: str,
+    handshake: str,
+    early: bool | None,
+    credentials: Credentials,
+    tmp_path: Path,
+) -> None:
+    with periodic_server(protocol, tmp_path, credentials) as server:
+        record = periodic_trial(
+            server,
+            protocol,
+            credentials,
+            "resume",
+            "count=3",
+            "interval_s=0.05",
+            "connection=resume",
+            f"method={method}",
+        )
+        served = server.wait_for_trials("resume")["resume"]
+    assert record["ok"], record["error"]
+    exchanges = _exchanges(record)
+    assert [e["handshake"] for e in exchanges] == ["full", handshake, handshake]
+    assert [e["early_data_accepted"] for e in exchanges] == [None, early, early]
+    metrics = _metrics(record)
+    assert (metrics["handshakes_full"], metrics["handshakes_resumed"]) == (1, 2)
+    assert metrics["handshakes_0rtt"] == (2 if protocol == "h3" else 0)
+    # The other side: two handshakes took a ticket; 0-RTT GETs answered, POSTs refused.
+    assert served["handshakes_resumed"] == 2
+    assert served["early_data_accepted"] == (2 if early else 0)
+    assert served["early_data_refused"] == (2 if early is False else 0)
+    assert served["requests"] == (5 if early is False else 3)  # two 425s, sent again
+
+
+def test_an_expired_ticket_falls_back_to_a_full_handshake_counted(
+    credentials: Credentials, tmp_path: Path
+) -> None:
+    with periodic_server("h3", tmp_path, credentials, "--ticket-lifetime", "0.05") as server:
+        record = periodic_trial(
+            server, "h3", credentials, "stale", "count=2", "interval_s=0.3", "connection=resume"
+        )
+        served = server.wait_for_trials("stale")["stale"]
+    assert record["ok"], record["error"]
+    second = _exchanges(record)[1]
+    # The client sent its request as 0-RTT; the server refused the ticket, so the early data
+    # too, and qh3 sent the request again after the full handshake.
+    assert (second["handshake"], second["early_data_sent"]) == ("full", True)
+    assert second["early_data_accepted"] is False
+    metrics = _metrics(record)
+    assert (metrics["handshakes_full"], metrics["handshakes_resumed"]) == (2, 0)
+    assert metrics["early_data_refused"] == 1
+    assert served["handshakes_resumed"] == 0
+    transport = served["transport"]
+    assert isinstance(transport, dict)
+    assert transport["resumption"]["expired"] == 1

@@ -78,6 +78,7 @@ def _serve_quic(
     protocol.require_stack()
     from agent.h3.admission import h3_limits  # noqa: PLC0415
     from agent.h3.amplification import AmplificationFixes  # noqa: PLC0415
+    from agent.h3.tickets import DEFAULT_LIFETIME_S  # noqa: PLC0415
     from agent.server.h3 import H3ServeOptions, serve_h3  # noqa: PLC0415
 
     limits = connection_limits(args, tls=protocol.tls)
@@ -104,6 +105,7 @@ def _serve_quic(
         ),
         idle_timeout_s=limits.idle_timeout_s,
         buffer_bytes=args.udp_buffer,
+        ticket_lifetime_s=args.ticket_lifetime or DEFAULT_LIFETIME_S,
     )
     return asyncio.run(serve_h3(options, handler))
 

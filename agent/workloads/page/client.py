@@ -12,7 +12,7 @@ from agent.client.connect import Target
 from agent.client.options import RunPlan, TrialOptions
 from agent.client.response import Response
 from agent.client.run import Prepared
-from agent.client.trial import TrialConnection, TrialSession, check_body, open_trial_connection
+from agent.client.trial import Connector, TrialConnection, TrialSession, check_body
 from agent.errors import BodyMismatchError, FetchError, PeerProtocolError, SiteError
 from agent.html_links import subresource_paths
 from agent.site.manifest import MANIFEST_NAME, SiteManifest, parse_manifest
@@ -37,7 +37,7 @@ async def download_manifest(target: Target, options: TrialOptions) -> SiteManife
 
     async def get() -> Response:
         nonlocal connection
-        connection = await open_trial_connection(target, options)
+        connection, _connected = await Connector(target, options).open()
         return await connection.request(target.authority, target.scheme, path, [], keep_body=True)
 
     try:

@@ -16,14 +16,16 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from http import HTTPStatus
 
 from h2.exceptions import H2Error
 
 from agent.client.connect import Target
+from agent.client.exchange import ClientExchange
 from agent.client.options import RunPlan
 from agent.client.response import Response
 from agent.client.run import Prepared
-from agent.client.trial import Connected, TrialSession, check_body
+from agent.client.trial import Connected, TrialConnection, TrialSession, check_body
 from agent.errors import AgentError, FetchError
 from agent.trial_header import TRIAL_CONTINUES_HEADER
 from agent.workloads.blob.body import blob_body
@@ -32,6 +34,8 @@ from agent.workloads.periodic.record import Exchange, Handshake, Keepalive, metr
 from agent.workloads.periodic.schedule import Schedule, lateness_s
 
 _NS = 1_000_000_000
+# RFC 8470: a request sent in early data and refused there, to send again after the handshake.
+_TOO_EARLY = HTTPStatus.TOO_EARLY
 # On every exchange but the last: the server keeps the trial open across connections.
 _CONTINUES = ((TRIAL_CONTINUES_HEADER.encode(), b"1"),)
 
@@ -117,42 +121,54 @@ class PeriodicDriver:
 
     async def _exchange(self, session: TrialSession, index: int, due_ns: int) -> Exchange:
         plan = self.plan
+        headers = () if index == plan.schedule.count - 1 else _CONTINUES
+        early: list[ClientExchange] = []  # the request sent as 0-RTT early data, if it was
         connected: Connected | None = None
-        handshake: Handshake = "kept"
         error: str | None = None
         if index == 0:
-            connected, handshake = session.connections[0], "full"
+            connected = session.connections[0]
         elif plan.connection != "keep" or not session.connection.usable:
             self.reconnects += plan.connection == "keep"
+
+            def send_early(connection: TrialConnection) -> None:
+                early.append(session.send_call(*self._request(headers), on=connection))
+
             try:
-                connected = await session.reconnect()
+                connected = await session.reconnect(
+                    resume=plan.connection == "resume", early=send_early
+                )
             except AgentError as exc:
                 error = str(exc)
+        connection = session.connection
+        handshake: Handshake = "kept"
+        if connected is not None:
             handshake = "full"
+            if connection.resumed and error is None:
+                handshake = "0rtt" if early else "resumed"
         start_ns = time.monotonic_ns() if connected is None else connected.start_mono_ns
         # A kept connection's exchange counts from its request; a new one's from its connect.
-        before = (0, 0) if connected is not None else session.connection.wire_bytes()
+        before = (0, 0) if connected is not None else connection.wire_bytes()
+        request_ns = early[0].t_request_ns if early else None
+        accepted: bool | None = None
         response: Response | None = None
-        request_ns = None
         if error is None:
-            request_ns = time.monotonic_ns()
             try:
-                headers = () if index == plan.schedule.count - 1 else _CONTINUES
-                response = await session.call(
-                    plan.method, plan.path, headers, body=plan.request_body
-                )
+                if early:
+                    response = await session.response(early[0])
+                    # Refused in the handshake (qh3 sent it again after), or answered 425.
+                    accepted = connection.early_data_accepted and response.status != _TOO_EARLY
+                if response is None or response.status == _TOO_EARLY:
+                    response = await session.call(*self._request(headers))
                 check_body(response, plan.response_bytes, None, "periodic workload")
             except (AgentError, H2Error) as exc:
                 error = str(exc) or type(exc).__name__
         if response is not None:
             self.responses.append(response)
-            request_ns = response.t_request_ns
-        after = session.connection.wire_bytes() if error is None else None
-        wire = (
-            (0, 0)
-            if before is None or after is None
-            else (after[0] - before[0], after[1] - before[1])
-        )
+            request_ns = request_ns or response.t_request_ns
+        after = connection.wire_bytes() if error is None else None
+        wire = (0, 0)
+        if before is not None and after is not None:
+            wire = (after[0] - before[0], after[1] - before[1])
         end_ns = response.t_end_ns if response is not None and error is None else None
         return Exchange(
             index=index,
@@ -163,8 +179,8 @@ class PeriodicDriver:
             response_end_mono_ns=end_ns,
             lateness_s=lateness_s(due_ns, start_ns),
             handshake=handshake,
-            early_data_sent=False,
-            early_data_accepted=None,
+            early_data_sent=bool(early),
+            early_data_accepted=accepted,
             connect_s=None if connected is None else connected.connect_s,
             connect_cpu_s=None if connected is None else connected.connect_cpu_s,
             response_s=None
@@ -175,6 +191,12 @@ class PeriodicDriver:
             ok=error is None,
             error=error,
         )
+
+    def _request(
+        self, headers: tuple[tuple[bytes, bytes], ...]
+    ) -> tuple[bytes, str, tuple[tuple[bytes, bytes], ...], bytes]:
+        plan = self.plan
+        return plan.method, plan.path, headers, plan.request_body
 
     def metrics(self) -> dict[str, object]:
         return metrics(self.exchanges, self.reconnects, self.keepalive)

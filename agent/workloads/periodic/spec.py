@@ -108,7 +108,7 @@ PERIODIC = WorkloadSpec(
         Field("early_data_accepted", "early-data requests the server accepted and answered"),
         Field("early_data_refused", "early-data requests refused (425, or 0-RTT rejected)"),
         Field("reconnects", "kept connections lost (a server idle timeout) and opened again"),
-        Field("late_exchanges", "exchanges started after their scheduled time"),
+        Field("late_exchanges", "exchanges started 10 ms or more after their scheduled time"),
         Field("lateness_max_s", "largest scheduled -> actual start, s"),
         Field("connect_mean_s", "mean connect time over the connections opened, s"),
         Field("connect_cpu_mean_s", "mean client CPU per connect, s"),
