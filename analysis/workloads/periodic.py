@@ -27,7 +27,7 @@ from agent.workloads import SPECS
 from analysis.categories import difference_table, differences_of, reference_of, series_of
 from analysis.document import Block, Heading, Paragraph, Table
 from analysis.facts import idle_power_mw
-from analysis.figures import Source, new_figure
+from analysis.figures import Source, interval_bars, new_figure
 from analysis.load import Run
 from analysis.manifest import config_value
 from analysis.points import metric_rows, plain
@@ -227,21 +227,10 @@ def _draw_by_policy(
         )
         line = rows_of.assign(_x=position).sort_values("_x")
         x = line["_x"].to_numpy(dtype=np.float64) + _dodge(index, len(series))
-        mean = line["mean"].to_numpy(dtype=np.float64)
-        low = line["ci_low"].to_numpy(dtype=np.float64)
-        high = line["ci_high"].to_numpy(dtype=np.float64)
-        ax.errorbar(
-            x,
-            mean,
-            yerr=np.nan_to_num(np.vstack((mean - low, high - mean)), nan=0.0),
-            marker="osD^v"[index % 5],
-            markersize=6,
-            capsize=4,
-            elinewidth=1.4,
-            linestyle="none",  # policies are categories: no line between them
-            color=f"C{index}",
-            label=name,
-        )
+        mean, yerr = interval_bars(line)
+        # Markers alone ("o", not "o-"): policies are categories, no line runs between them.
+        marker, color = "osD^v"[index % 5], f"C{index}"
+        ax.errorbar(x, mean, yerr=yerr, fmt=marker, ms=6, capsize=4, color=color, label=name)
     ax.set_xticks(range(len(policies)), policies)
     ax.set_xlim(-0.5, len(policies) - 0.5)
     ax.set_xlabel("connection policy")
