@@ -65,6 +65,7 @@ def supply_v(run: Run) -> float:
     if isinstance(millivolts, int | float) and not isinstance(millivolts, bool):
         return float(millivolts) / 1000
     volts = config_value(run.manifest, "meter.supply_v")
+    # A manifest without it: the meter's default, the Pi's 5 V (configs/README.md).
     return float(volts) if isinstance(volts, int | float) else 5.0
 
 
@@ -354,7 +355,8 @@ def _reversal(above: pd.DataFrame, reference: str, axes: Sequence[str]) -> str:
     if CONNECTION_AXIS not in axes:
         return ""
     policy = above[CONNECTION_AXIS].map(lambda v: str(plain(v)))
-    keys = [PROTOCOL_COLUMN.name, *(a for a in axes if a not in (CONNECTION_AXIS, "protocol"))]
+    keys = [PROTOCOL_COLUMN.name]
+    keys += [a for a in axes if a not in (CONNECTION_AXIS, PROTOCOL_COLUMN.name)]
     keep, new = above[policy == "keep"], above[policy == "new"]
     if keep.empty or new.empty:
         return "The run has not both keep and new: no reversal to look for."
