@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from agent.workloads import SPECS
 from analysis.categories import difference_table, differences_of, reference_of, series_of
@@ -237,7 +238,6 @@ def _draw_by_policy(
     ax.set_xlabel("connection policy")
     ax.set_ylabel("mJ per report")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8, title="protocol", title_fontsize=8)
 
 
 def figure_per_report(run: Run, summary: pd.DataFrame) -> Figure | None:
@@ -265,6 +265,10 @@ def figure_per_report(run: Run, summary: pd.DataFrame) -> Figure | None:
             if metric == PER_REPORT_ABOVE_IDLE:
                 ax.axhline(0.0, color="0.5", linewidth=0.8)  # idle: below it, less than idle
             ax.set_title(f"{title}{f' ({where})' if where else ''}", fontsize=10)
+    # One legend for every panel, beside them: inside, it sat on the intervals it names.
+    handles, labels = panels[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside right upper", fontsize=8, title="protocol",
+                  title_fontsize=8)  # fmt: skip
     figure.suptitle(
         f"Client energy per report (mean, {run.confidence:.0%} t-CI)".replace("%", " %"),
         fontsize=11,
@@ -291,6 +295,7 @@ def figure_battery(points: Sequence[BatteryPoint]) -> Figure | None:
     idle = points[0].idle_mah_per_day
     ax.axhline(idle, color="0.4", linestyle="--", label=f"node idle all day ({idle:.4g})")
     ax.set_yscale("log")
+    ax.yaxis.set_minor_formatter(NullFormatter())  # decades only: minor labels crowd
     ax.set_xticks(x, labels, rotation=35, ha="right", fontsize=8)
     ax.set_xlim(-0.6, len(points) - 0.4)  # every point's place, a bar or not
     ax.set_xlabel(", ".join(axis for axis, _v in points[0].point))

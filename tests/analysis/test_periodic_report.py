@@ -151,7 +151,11 @@ def test_the_headline_figure_puts_the_policies_on_x_and_keeps_labels_apart(
     renderer = figure.canvas.get_renderer()
     panels = figure.axes
     assert [t.get_text() for t in panels[0].get_xticklabels()] == ["keep", "new", "resume"]
-    assert [t.get_text() for t in panels[0].get_legend().get_texts()] == ["h2", "h3"]
+    (legend,) = figure.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["h2", "h3"]
+    # Beside the panels, not on them.
+    assert not [ax for ax in panels if legend.get_window_extent(renderer).overlaps(
+        ax.get_window_extent(renderer))]  # fmt: skip
     boxes = [
         [
             t.get_window_extent(renderer)
