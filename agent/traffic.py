@@ -4,6 +4,7 @@ HTTP/3's datagrams, or bytes alone where an engine sees no frames)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -26,6 +27,22 @@ class FrameCounts:
             "frame_bytes": dict(sorted(self.frame_bytes.items())),
         }
 
+    @classmethod
+    def of(cls, counts: Mapping[str, object]) -> FrameCounts:
+        """Back from `to_dict`'s form."""
+        frames, frame_bytes, total = counts["frames"], counts["frame_bytes"], counts["bytes"]
+        assert isinstance(frames, dict) and isinstance(frame_bytes, dict)
+        assert isinstance(total, int)
+        return cls(dict(frames), dict(frame_bytes), total)
+
+    def plus(self, other: FrameCounts) -> FrameCounts:
+        """Both counts together (two connections' of one trial)."""
+        return FrameCounts(
+            frames=_add(self.frames, other.frames),
+            frame_bytes=_add(self.frame_bytes, other.frame_bytes),
+            bytes_total=self.bytes_total + other.bytes_total,
+        )
+
     def minus(self, earlier: FrameCounts) -> FrameCounts:
         """What was counted since `earlier` (a snapshot of the same tally)."""
         return FrameCounts(
@@ -33,6 +50,10 @@ class FrameCounts:
             frame_bytes=_subtract(self.frame_bytes, earlier.frame_bytes),
             bytes_total=self.bytes_total - earlier.bytes_total,
         )
+
+
+def _add(one: dict[str, int], other: dict[str, int]) -> dict[str, int]:
+    return {name: one.get(name, 0) + other.get(name, 0) for name in {**one, **other}}
 
 
 def _subtract(later: dict[str, int], earlier: dict[str, int]) -> dict[str, int]:

@@ -548,6 +548,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         session = None if tls is None else tls.session
         return session if session is not None and session.has_ticket else None
 
+    async def wait_ticket(self) -> None:
+        """At once: OpenSSL sends its TLS 1.3 tickets right after the handshake, before any
+        response, so they are in once a response is."""
+
     def wire_bytes(self) -> tuple[int, int] | None:
         """The TCP payload bytes sent (acknowledged) and received so far, TLS's handshake and
         records included (agent.client.tcp_bytes); None where the kernel cannot tell."""

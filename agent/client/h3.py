@@ -60,6 +60,19 @@ _PEER_SETTING_NAMES: dict[int, str] = {
 _IDLE_TIMEOUT_S = 30.0
 
 
+class TicketInbox:
+    """qh3's session_ticket_handler for one client connection: the server's session tickets,
+    the newest last."""
+
+    def __init__(self) -> None:
+        self.tickets: list[SessionTicket] = []
+        self.arrived = asyncio.Event()
+
+    def __call__(self, ticket: SessionTicket) -> None:
+        self.tickets.append(ticket)
+        self.arrived.set()
+
+
 class H3ClientConnection:
     """GETs over one QUIC connection, each response's body hashed as it arrives, and
     exchanges."""
@@ -70,7 +83,9 @@ class H3ClientConnection:
         transport: asyncio.BaseTransport,
         windows: QuicWindows,
         buffers: SocketBuffers,
+        inbox: TicketInbox | None = None,
     ) -> None:
+        """`inbox`: the session tickets qh3 hands its connection's handler."""
         self._protocol = protocol
         self._transport = transport
         self.windows = windows
@@ -88,9 +103,8 @@ class H3ClientConnection:
         self._lost: str | None = None
         self._lost_code: ProtocolCode | None = None
         self._rcvbuf_errors_at_start = rcvbuf_errors()
-        # The server's session tickets (qh3's session_ticket_handler), the newest last; what
-        # its handshake was, once done.
-        self.tickets: list[SessionTicket] = []
+        self.inbox = inbox or TicketInbox()
+        # What its handshake was, once done.
         self.resumed = False
         self.early_data_accepted = False
         self.local_settings: Mapping[str, int] = windows.announced()
@@ -270,10 +284,15 @@ class H3ClientConnection:
                 else PeerProtocolError("the QUIC connection closed before a PING's ACK")
             ) from None
 
+    async def wait_ticket(self) -> None:
+        """Until the server's first session ticket is in: it comes after the handshake, and
+        can come after the response to a 0-RTT request."""
+        await self.inbox.arrived.wait()
+
     def session_ticket(self) -> SessionTicket | None:
         """The server's newest session ticket, for a later connection to resume this one's
         session (with 0-RTT where the ticket allows early data); None before one came."""
-        return self.tickets[-1] if self.tickets else None
+        return self.inbox.tickets[-1] if self.inbox.tickets else None
 
     def wire_bytes(self) -> tuple[int, int]:
         """The UDP payload bytes sent and received so far, the handshake's included."""
@@ -466,9 +485,9 @@ async def open_h3_connection(
         # qh3's own QUIC events; with a logger, the stack leaves its batch fast path (stack.py).
         config.quic_logger = QuicLogger()
     counts = TransportCounts()
-    tickets: list[SessionTicket] = []
+    inbox = TicketInbox()
     quic = tap(
-        QuicConnection(configuration=config, session_ticket_handler=tickets.append),
+        QuicConnection(configuration=config, session_ticket_handler=inbox),
         CreditLedger(),
         counts,
         False,
@@ -476,8 +495,7 @@ async def open_h3_connection(
     )
     transport, protocol = await datagram_transport(lambda: QuicClientProtocol(quic, counts), sock)
     assert isinstance(protocol, QuicClientProtocol)
-    connection = H3ClientConnection(protocol, transport, windows, buffers)
-    connection.tickets = tickets
+    connection = H3ClientConnection(protocol, transport, windows, buffers, inbox)
     protocol.connect(address)
     if early is not None and offer is not None and offer.max_early_data_size:
         early(connection)

@@ -33,6 +33,7 @@ from agent.h2.fastpath import H2Internals
 from agent.marker import Marker
 from agent.protocols import protocol_spec
 from agent.protocols.in_force import SettingsExchange
+from agent.traffic import FrameCounts
 from agent.trial_header import TRIAL_HEADER
 
 
@@ -119,6 +120,10 @@ class TrialConnection(Protocol):
         server sent one (or without TLS)."""
         ...
 
+    async def wait_ticket(self) -> None:
+        """Until the server's session ticket is in (`session_ticket`)."""
+        ...
+
     async def shut(self) -> None:
         """Close as far as the client's own work goes (the trial's close phase); `close` then
         waits for the rest."""
@@ -202,15 +207,35 @@ class TrialSession:
         self.connector = connector or Connector(target, TrialOptions())
         # Every connection the trial opened and timed, the first (its connect phase) first.
         self.connections = [] if connected is None else [connected]
+        # The newest session ticket of the trial's connections, which `reconnect` offers.
+        self._ticket: object | None = None
+        # What the connections `reconnect` closed sent and received, together.
+        self._closed_counts = (FrameCounts.empty(), FrameCounts.empty())
         self._extra = [(TRIAL_HEADER.encode(), trial_id.encode())]
+
+    def sent_counts(self) -> dict[str, object]:
+        """What the trial's connections sent, together (the record's `sent`)."""
+        now = FrameCounts.of(self.connection.sent_counts())
+        return self._closed_counts[0].plus(now).to_dict()
+
+    def received_counts(self) -> dict[str, object]:
+        """What the trial's connections received, together (the record's `received`)."""
+        now = FrameCounts.of(self.connection.received_counts())
+        return self._closed_counts[1].plus(now).to_dict()
 
     async def reconnect(self, resume: bool = False, early: EarlySend | None = None) -> Connected:
         """Close the current connection and open another, timed; its requests are the trial's
-        from now on. `resume`: offer the current connection's session ticket (none yet: a
-        full handshake), with `early` as Connector.open takes it. A connect that fails raises
-        as the first one would, the closed connection staying current."""
-        offer = self.connection.session_ticket() if resume else None
+        from now on. `resume`: offer the newest session ticket of the trial's connections (a
+        full handshake where none came), with `early` as Connector.open takes it. A connect
+        that fails raises as the first one would, the closed connection staying current."""
+        self._ticket = self.connection.session_ticket() or self._ticket
         await self.connection.close()
+        sent, received = self._closed_counts
+        self._closed_counts = (
+            sent.plus(FrameCounts.of(self.connection.sent_counts())),
+            received.plus(FrameCounts.of(self.connection.received_counts())),
+        )
+        offer = self._ticket if resume else None
         self.connection, connected = await self.connector.open(offer, early)
         self.connections.append(connected)
         return connected
@@ -441,8 +466,8 @@ async def run_trial(
         cpu_pct=span.cpu_pct,
         rss_peak_bytes=span.rss_peak_bytes,
         rss_peak_is_fetch=span.rss_peak_is_window,
-        sent=connection.sent_counts() if connection else {},
-        received=connection.received_counts() if connection else {},
+        sent=session.sent_counts() if session else {},
+        received=session.received_counts() if session else {},
         window_updates_sent=connection.window_updates_sent if connection else 0,
         t_wall_start_ns=span.start.t_wall_ns,
         t_wall_end_ns=span.start.t_wall_ns + (end_ns - start_ns),

@@ -98,6 +98,9 @@ class EngineSpec:
     # Its client over QUIC acknowledges by a chosen ACK policy (agent.h3.ack_policy:
     # ack_eliciting_threshold, max_ack_delay_ms).
     quic_ack_policy: bool = False
+    # Why its client cannot resume a TLS session on a later connection (a workload's
+    # `resumption`), in one line; None: it can.
+    client_no_resumption: str | None = None
 
     @property
     def serves_only(self) -> bool:

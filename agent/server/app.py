@@ -169,8 +169,7 @@ class ServerApp:
     def trial_request(self, trial_id: str, connection_id: int) -> None:
         reset = False
         if not self.ledger.is_open(trial_id):
-            for lingered in self.ledger.close_lingering(probe.peak_rss_bytes()):
-                self._closed(lingered, *self._lingering.pop(lingered.trial_id, (None, None)))
+            self.close_lingering()
             # Before the trial's span; the counters only, on the request path.
             self._conditions[trial_id] = TrialWatch(self._node, instant_start=False)
             if not self.ledger.open_trials:
@@ -178,6 +177,12 @@ class ServerApp:
                 reset = probe.reset_peak_rss()
             self.cpu_peaks.open(trial_id)
         self.ledger.request(trial_id, connection_id, probe.sample(), rss_reset=reset)
+
+    def close_lingering(self) -> None:
+        """Write the records of the trials kept open for a next connection that did not come
+        (agent.server.ledger): another trial begins, or the server stops."""
+        for lingered in self.ledger.close_lingering(probe.peak_rss_bytes()):
+            self._closed(lingered, *self._lingering.pop(lingered.trial_id, (None, None)))
 
     def trial_responses_done(self, trial_ids: Sequence[str]) -> None:
         now = probe.sample()
@@ -320,5 +325,6 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
     finally:
         listener.close()
         await app.drain()
+        app.close_lingering()
         trial_log.close()
     return 0

@@ -312,5 +312,6 @@ async def serve_h3(options: H3ServeOptions, handler: Handler) -> int:
         await asyncio.sleep(0)  # let the CONNECTION_CLOSE frames go out
         quic_server.close()  # type: ignore[no-untyped-call]
         transport.close()
+        server.app.close_lingering()
         trial_log.close()
     return 0

@@ -6,7 +6,8 @@ handed to the kernel. It closes, and its record is emitted, when no connection c
 more (the client closes the connection, or the same connection starts another trial), unless
 its latest request said it continues (agent.trial_header.TRIAL_CONTINUES_HEADER: a new
 connection per exchange): then it lingers until a connection brings its last request, or
-another trial begins (a client that gave up: its record is written then, as it stands).
+another trial begins or the server stops (a client that gave up: its record is written then,
+as it stands).
 
 Besides requests and frames, a trial counts what its connections' handshakes and early data
 were (`Note`): resumed handshakes, requests taken in 0-RTT early data, and those refused there.

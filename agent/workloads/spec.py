@@ -158,6 +158,9 @@ class WorkloadSpec:
     exchange_split: tuple[str, str] | None = None
     # Param values some of its protocols cannot run (`refusal`).
     refusals: tuple[Refusal, ...] = ()
+    # The param and value under which its client resumes TLS sessions across connections: a
+    # client engine that cannot (agent.engines: client_no_resumption) is refused it at load.
+    resumption: tuple[str, ParamValue] | None = None
 
     def __post_init__(self) -> None:
         # A declaration's own mistake, caught where the workload is defined, not mid-sweep.

@@ -26,6 +26,7 @@ WORKLOAD_PARAMS: dict[str, tuple[str, ...]] = {
     "payload": ("encoding=cbor", "matrix_side=60", "messages=2"),
     "api": ("users=2", "loops=2"),
     "stream": ("transport=websocket", "rate_hz=50", "duration_s=0.3", "payload_doubles=50"),
+    "periodic": ("count=3", "interval_s=0.05", "connection=new", "method=POST"),
 }
 PROTOCOLS = ("h2c", "h2", "h3")
 
@@ -87,6 +88,7 @@ STEADY_METRICS = {
     "payload": ("message_count", "request_body_bytes"),
     "api": ("requests", "errors"),
     "stream": (),
+    "periodic": ("exchanges_ok", "handshakes_full"),
 }
 
 

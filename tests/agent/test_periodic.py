@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.protocols import protocol_spec
 from tests.agent.h3_peers import Credentials
 from tests.agent.servers import RunningServer, agent_server, run_agent
 
@@ -34,27 +35,23 @@ def periodic_server(
 
 
 def periodic_trial(
-    server: RunningServer,
+    port: int,
     protocol: str,
     credentials: Credentials,
     trial_id: str,
     *params: str,
 ) -> dict[str, object]:
-    scheme = "http" if protocol == "h2c" else "https"
-    result = run_agent(
-        "trial",
-        f"{scheme}://127.0.0.1:{server.port}/",
-        "--protocol",
-        protocol,
-        "--ca-file",
-        str(credentials.ca),
-        "--workload",
-        "periodic",
-        "--trial-id",
-        trial_id,
-        "--json",
-        *(arg for p in params for arg in ("--param", p)),
-    )
+    """The client's record of one trial of ours against the server on `port`."""
+    options = {
+        "--protocol": protocol,
+        "--ca-file": str(credentials.ca),
+        "--workload": "periodic",
+        "--trial-id": trial_id,
+    }
+    argv = [arg for option in options.items() for arg in option]
+    argv += [arg for param in params for arg in ("--param", param)]
+    url = f"{protocol_spec(protocol).scheme}://127.0.0.1:{port}/"
+    result = run_agent("trial", url, "--json", *argv)
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(lines) == 1, result.stdout + result.stderr
     record: dict[str, object] = lines[0]
@@ -65,6 +62,23 @@ def _exchanges(record: dict[str, object]) -> list[dict[str, object]]:
     exchanges = record["exchanges"]
     assert isinstance(exchanges, list)
     return exchanges
+
+
+def run_periodic(
+    protocol: str,
+    tmp: Path,
+    credentials: Credentials,
+    trial_id: str,
+    *params: str,
+    serve: tuple[str, ...] = (),
+) -> tuple[dict[str, object], dict[str, object]]:
+    """One trial on a fresh server (given `serve`'s options): the client's record, checked
+    ok, and the server's."""
+    with periodic_server(protocol, tmp, credentials, *serve) as server:
+        record = periodic_trial(server.port, protocol, credentials, trial_id, *params)
+        served = server.wait_for_trials(trial_id)[trial_id]
+    assert record["ok"], record["error"]
+    return record, served
 
 
 def _int(exchange: dict[str, object], key: str) -> int:
@@ -84,21 +98,18 @@ def _metrics(record: dict[str, object]) -> dict[str, object]:
 def test_exchanges_on_schedule_each_recorded(
     protocol: str, connection: str, method: str, credentials: Credentials, tmp_path: Path
 ) -> None:
-    with periodic_server(protocol, tmp_path, credentials) as server:
-        record = periodic_trial(
-            server,
-            protocol,
-            credentials,
-            "p-1",
-            "count=3",
-            "interval_s=0.05",
-            f"connection={connection}",
-            f"method={method}",
-            "request_bytes=3000",
-            "response_bytes=700",
-        )
-        served = server.wait_for_trials("p-1")
-    assert record["ok"], record["error"]
+    record, served = run_periodic(
+        protocol,
+        tmp_path,
+        credentials,
+        "p-1",
+        "count=3",
+        "interval_s=0.05",
+        f"connection={connection}",
+        f"method={method}",
+        "request_bytes=3000",
+        "response_bytes=700",
+    )
     exchanges = _exchanges(record)
     assert [e["index"] for e in exchanges] == [0, 1, 2]
     assert all(e["ok"] for e in exchanges)
@@ -129,31 +140,26 @@ def test_exchanges_on_schedule_each_recorded(
     assert isinstance(phases, dict)
     assert phases["connect_done_mono_ns"] == exchanges[0]["connected_mono_ns"]
     assert phases["exchange_done_mono_ns"] == exchanges[-1]["response_end_mono_ns"]
+    # The record's `sent`: every connection's of the trial, three 3000-byte bodies for POST.
+    sent = record["sent"]
+    assert isinstance(sent, dict)
+    assert sent["bytes"] > (3 * 3000 if method == "POST" else 0)
     # The server's one record of the trial, whatever the connections it came over.
-    assert served["p-1"]["requests"] == 3
-    assert served["p-1"]["responses_completed"] == 3
-    assert [t["trial_id"] for t in server.trials()].count("p-1") == 1
+    assert (served["requests"], served["responses_completed"]) == (3, 3)
 
 
 @pytest.mark.parametrize("protocol", ["h2", "h3"])
 def test_keepalive_pings_the_kept_connection_while_idle(
     protocol: str, credentials: Credentials, tmp_path: Path
 ) -> None:
-    with periodic_server(protocol, tmp_path, credentials) as server:
-        record = periodic_trial(
-            server,
-            protocol,
-            credentials,
-            "ka",
-            "count=2",
-            "interval_s=0.35",
-            "keepalive=ping",
-            "keepalive_s=0.1",
-        )
-    assert record["ok"], record["error"]
+    record, _served = run_periodic(
+        protocol, tmp_path, credentials, "ka", "count=2", "interval_s=1", "keepalive=ping",
+        "keepalive_s=0.1",
+    )  # fmt: skip
     metrics = _metrics(record)
-    # Every full keepalive period of the idle interval, however late each sleep wakes.
-    assert 1 <= _int(metrics, "keepalive_pings") <= 3
+    # A PING per full keepalive period of the idle interval, however late each sleep wakes
+    # and however long the first exchange took (less than 0.9 s).
+    assert 1 <= _int(metrics, "keepalive_pings") <= 9
     assert _int(metrics, "keepalive_bytes") > 0
     assert [e["handshake"] for e in _exchanges(record)] == ["full", "kept"]
 
@@ -162,13 +168,14 @@ def test_keepalive_pings_the_kept_connection_while_idle(
 def test_a_server_idle_timeout_turns_keep_into_recorded_reconnects(
     protocol: str, credentials: Credentials, tmp_path: Path
 ) -> None:
-    with periodic_server(protocol, tmp_path, credentials, "--idle-timeout", "0.1") as server:
-        record = periodic_trial(server, protocol, credentials, "idle", "count=3", "interval_s=0.6")
-        served = server.wait_for_trials("idle")
-    assert record["ok"], record["error"]
-    assert [e["handshake"] for e in _exchanges(record)] == ["full", "full", "full"]
-    assert _metrics(record)["reconnects"] == 2
-    assert served["idle"]["requests"] == 3
+    # QUIC's idle timeout is at least three PTOs: a slow handshake's RTT lengthens it.
+    record, served = run_periodic(
+        protocol, tmp_path, credentials, "idle", "count=2", "interval_s=1.5",
+        serve=("--idle-timeout", "0.1"),
+    )  # fmt: skip
+    assert [e["handshake"] for e in _exchanges(record)] == ["full", "full"]
+    assert _metrics(record)["reconnects"] == 1
+    assert served["requests"] == 2
 
 
 @pytest.mark.parametrize(
@@ -188,19 +195,12 @@ def test_resume_takes_the_last_ticket_verified_by_the_server(
     credentials: Credentials,
     tmp_path: Path,
 ) -> None:
-    with periodic_server(protocol, tmp_path, credentials) as server:
-        record = periodic_trial(
-            server,
-            protocol,
-            credentials,
-            "resume",
-            "count=3",
-            "interval_s=0.05",
-            "connection=resume",
-            f"method={method}",
-        )
-        served = server.wait_for_trials("resume")["resume"]
-    assert record["ok"], record["error"]
+    # A QUIC server's ticket can follow the response to a 0-RTT request: the client waits for
+    # it within the interval.
+    record, served = run_periodic(
+        protocol, tmp_path, credentials, "resume", "count=3", "interval_s=0.5",
+        "connection=resume", f"method={method}",
+    )  # fmt: skip
     exchanges = _exchanges(record)
     assert [e["handshake"] for e in exchanges] == ["full", handshake, handshake]
     assert [e["early_data_accepted"] for e in exchanges] == [None, early, early]
@@ -217,12 +217,10 @@ def test_resume_takes_the_last_ticket_verified_by_the_server(
 def test_an_expired_ticket_falls_back_to_a_full_handshake_counted(
     credentials: Credentials, tmp_path: Path
 ) -> None:
-    with periodic_server("h3", tmp_path, credentials, "--ticket-lifetime", "0.05") as server:
-        record = periodic_trial(
-            server, "h3", credentials, "stale", "count=2", "interval_s=0.3", "connection=resume"
-        )
-        served = server.wait_for_trials("stale")["stale"]
-    assert record["ok"], record["error"]
+    record, served = run_periodic(
+        "h3", tmp_path, credentials, "stale", "count=2", "interval_s=0.3", "connection=resume",
+        serve=("--ticket-lifetime", "0.05"),
+    )  # fmt: skip
     second = _exchanges(record)[1]
     # The client sent its request as 0-RTT; the server refused the ticket, so the early data
     # too, and qh3 sent the request again after the full handshake.
@@ -235,3 +233,42 @@ def test_an_expired_ticket_falls_back_to_a_full_handshake_counted(
     transport = served["transport"]
     assert isinstance(transport, dict)
     assert transport["resumption"]["expired"] == 1
+
+
+def test_a_trial_its_client_gave_up_is_recorded_when_the_server_stops(
+    credentials: Credentials, tmp_path: Path
+) -> None:
+    with periodic_server("h2c", tmp_path, credentials) as server:
+        url = f"http://127.0.0.1:{server.port}/"
+        result = run_agent(
+            "trial", url, "--workload", "periodic", "--trial-id", "gave-up", "--json",
+            "--timeout", "5", "--param", "count=2", "--param", "interval_s=60",
+            "--param", "connection=new",
+        )  # fmt: skip
+        record = json.loads(result.stdout)
+        assert record["error"].startswith("timeout: the periodic trial took longer than 5 s")
+        # Its first request said the trial goes on: the server keeps it open...
+        assert server.trials() == []
+    # ...until it stops, when it writes what it has.
+    (served,) = server.trials()
+    assert (served["trial_id"], served["requests"]) == ("gave-up", 1)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ("trial", "http://127.0.0.1:1/", "--param", "connection=resume"),
+            '--param connection = "resume" does not run over h2c: no TLS, no session to resume '
+            "(--protocol h2c)",
+        ),
+        (
+            ("serve", "--port", "0", "--ticket-lifetime", "5"),
+            "--ticket-lifetime 5: an HTTP/3 server's of the agent's own engine, more than 0 s",
+        ),
+    ],
+)
+def test_what_cannot_run_is_refused_in_one_line(argv: tuple[str, ...], said: str) -> None:
+    result = run_agent(argv[0], "--workload", "periodic", *argv[1:])
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [f"h2iot-agent: error: {said}"]

@@ -14,7 +14,13 @@ from agent.server.ledger import Note, TrialLedger, TrialRecord
 from agent.traffic import FrameCounts
 from agent.workloads import spec_of
 from agent.workloads.params import parse_params
-from agent.workloads.periodic.record import Exchange, Keepalive, metrics
+from agent.workloads.periodic.record import (
+    Exchange,
+    Keepalive,
+    early_accepted,
+    handshake_of,
+    metrics,
+)
 from agent.workloads.periodic.schedule import LATE_S, Schedule, lateness_s
 from agent.workloads.periodic.spec import EXCHANGE_KEYS, PERIODIC
 
@@ -56,7 +62,7 @@ def test_resume_is_refused_over_h2c_alone() -> None:
     refused = PERIODIC.refusal({"connection": "resume"}, "h2c")
     assert refused is not None
     assert refused.message("h2c") == (
-        'connection = "resume" does not run over h2c: h2c has no TLS: no session to resume'
+        'connection = "resume" does not run over h2c: no TLS, no session to resume'
     )
     for protocol in ("h2", "h3"):
         assert PERIODIC.refusal({"connection": "resume"}, protocol) is None
@@ -78,8 +84,11 @@ def test_the_schedule_starts_at_zero_never_goes_before_it_and_repeats_per_seed(
     assert due[0] == 0
     assert all(d >= 0 for d in due)
     assert schedule.due_ns(seed) == due
-    for index, at in enumerate(due):
-        assert abs(at - index * interval_s * _NS) <= jitter_s * _NS + 1
+    assert list(due) == sorted(due)
+    assert due[-1] <= ((count - 1) * interval_s + jitter_s) * _NS + 1
+    if jitter_s * 2 < interval_s:  # no move passes the next exchange's: each keeps its place
+        for index, at in enumerate(due):
+            assert abs(at - index * interval_s * _NS) <= jitter_s * _NS + 1
 
 
 @given(count=st.integers(1, 100), interval_s=st.floats(0, 1000))
@@ -201,3 +210,21 @@ def test_a_lingering_trial_closes_when_another_begins() -> None:
     records = ledger.close_lingering(0)
     assert [r.trial_id for r in records] == ["gave-up"]
     assert not ledger.is_open("gave-up")
+
+
+@given(new=st.booleans(), resumed=st.booleans(), early=st.booleans())
+def test_an_exchanges_handshake_says_how_its_connection_began(
+    new: bool, resumed: bool, early: bool
+) -> None:
+    handshake = handshake_of(new, resumed, early)
+    assert (handshake == "kept") == (not new)
+    assert (handshake in ("resumed", "0rtt")) == (new and resumed)
+    assert (handshake == "0rtt") == (new and resumed and early)
+
+
+@given(taken=st.booleans(), status=st.sampled_from([200, 404, 425, 500]))
+def test_early_data_is_accepted_when_taken_and_not_answered_too_early(
+    taken: bool, status: int
+) -> None:
+    assert early_accepted(False, taken, status) is None
+    assert early_accepted(True, taken, status) is (taken and status != 425)

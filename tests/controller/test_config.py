@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.workloads import SPECS, Param
+from agent.workloads import SPECS, Param, WorkloadSpec
 from controller.cli.nodes import node_extras
 from controller.config import (
     DEFAULT_CONFIG_PATH,
@@ -566,6 +566,18 @@ KEY_ERRORS = [
         'run.event_loop: "uvloop" is the builtin engine\'s event loop; the client node '
         "nodes.client runs nghttp2 (nghttp, no Python loop)",
     ),
+    (
+        '[workload]\nkind = "periodic"\nprotocol = "h2c"\n[sweep]\nconnection = ["keep", "resume"]',
+        'sweep.connection: connection = "resume" does not run over h2c: no TLS, no session to '
+        "resume",
+    ),
+    (
+        '[workload]\nkind = "periodic"\nprotocol = "h2"\nconnection = "resume"\n'
+        '[nodes.client]\nengine = "nghttp2"',
+        'workload.connection: connection = "resume" resumes TLS sessions; nodes.client.engine '
+        '= "nghttp2" cannot: nghttp keeps no TLS session from one run to the next (no session '
+        "or ticket option), and the engine drives no gtlsclient session file",
+    ),
 ]
 
 
@@ -943,8 +955,15 @@ def nodes(draw: st.DrawFn, role: str, server_host: str | None = None) -> NodeCon
     return NodeConfig(**fields)
 
 
-def param_values(param: Param) -> st.SearchStrategy[Any]:
-    """Every value a workload parameter's declaration accepts."""
+def param_values(param: Param, spec: WorkloadSpec | None = None) -> st.SearchStrategy[Any]:
+    """Every value a workload parameter's declaration accepts; with its workload's `spec`, but
+    those it refuses over the default protocol (agent.workloads.Refusal)."""
+    if spec is not None and spec.refusals:
+        protocol = WorkloadConfig().protocol
+        refused = {
+            r.value for r in spec.refusals if r.param == param.name and protocol in r.protocols
+        }
+        return param_values(param).filter(lambda value: value not in refused)
     if param.kind == "int":
         return st.integers(int(param.minimum or 0), int(param.maximum or 2**31))
     if param.kind == "float":
@@ -995,7 +1014,7 @@ def configs(draw: st.DrawFn) -> Config:
     ) + tuple(
         (
             param.name,
-            tuple(draw(st.lists(param_values(param), min_size=1, max_size=3, unique=True))),
+            tuple(draw(st.lists(param_values(param, spec), min_size=1, max_size=3, unique=True))),
         )
         for param in swept_params
     )
@@ -1032,7 +1051,7 @@ def configs(draw: st.DrawFn) -> Config:
         sweep=SweepConfig(axes=axes),
         workload=WorkloadConfig(
             kind=spec.kind,
-            params=tuple((param.name, draw(param_values(param))) for param in spec.params),
+            params=tuple((param.name, draw(param_values(param, spec))) for param in spec.params),
             connection_window=draw(st.none() | st.integers(1, 2**31 - 1)),
             window_update_policy=draw(st.sampled_from(["half", "every-frame", "exhausted"])),
         ),

@@ -48,4 +48,6 @@ NGHTTP2 = EngineSpec(
     client_phases=False,
     trial_counting="control",
     quic_client_needs_own_server=True,
+    client_no_resumption="nghttp keeps no TLS session from one run to the next (no session "
+    "or ticket option), and the engine drives no gtlsclient session file",
 )

@@ -8,6 +8,9 @@ twice) changes the body's digest."""
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
+
+from agent.workloads.spec import Param, ParamError
 
 BLOCK_BYTES = 251
 # A blob's path: this, then its size in decimal.
@@ -22,3 +25,35 @@ def blob_body(size: int) -> bytes:
 
 def blob_sha256(size: int) -> str:
     return hashlib.sha256(blob_body(size)).hexdigest()
+
+
+class Bodies:
+    """Bodies by size, built once and kept (the `kept` most recently asked for), so no trial
+    pays for building one after its first request of that size: a sweep over sizes meets each
+    again."""
+
+    def __init__(self, kept: int = 4) -> None:
+        self._kept = kept
+        self._bodies: OrderedDict[int, memoryview] = OrderedDict()
+
+    def of(self, size: int) -> memoryview:
+        body = self._bodies.pop(size, None)
+        if body is None:
+            body = memoryview(blob_body(size))
+            while len(self._bodies) >= self._kept:
+                self._bodies.popitem(last=False)
+        self._bodies[size] = body
+        return body
+
+
+def size_in_path(path: str, prefix: str, size: Param) -> int | None:
+    """The size a request's path asks for (`prefix`, then decimal digits within the `size`
+    param's range, any query ignored); None for any other path."""
+    path = path.split("?", 1)[0]
+    digits = path[len(prefix) :]
+    if not path.startswith(prefix) or not digits.isdigit():
+        return None
+    try:
+        return int(size.parse(digits))
+    except ParamError:
+        return None

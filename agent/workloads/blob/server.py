@@ -5,7 +5,6 @@ for building one after its first request of that size."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,9 +18,8 @@ from agent.server.handler import (
     Reply,
 )
 from agent.server.request import Request
-from agent.workloads.blob.body import PATH_PREFIX, blob_body
+from agent.workloads.blob.body import PATH_PREFIX, Bodies, size_in_path
 from agent.workloads.blob.spec import BLOB
-from agent.workloads.spec import ParamError
 
 _SIZE = BLOB.param("size_bytes")
 # Bodies kept at once: a sweep over sizes meets each again; the largest is 64 MiB.
@@ -31,28 +29,15 @@ _CONTENT_TYPE = (b"content-type", b"application/octet-stream")
 
 class BlobHandler:
     def __init__(self) -> None:
-        self._bodies: OrderedDict[int, memoryview] = OrderedDict()
+        self._bodies = Bodies(_KEPT_BODIES)
 
     def handle(self, request: Request) -> Reply:
         if request.method not in GET_OR_HEAD:
             return METHOD_NOT_ALLOWED
-        path = request.path.split("?", 1)[0]
-        if not path.startswith(PATH_PREFIX) or not path[len(PATH_PREFIX) :].isdigit():
+        size = size_in_path(request.path, PATH_PREFIX, _SIZE)
+        if size is None:
             return NOT_FOUND
-        try:
-            size = int(_SIZE.parse(path[len(PATH_PREFIX) :]))
-        except ParamError:
-            return NOT_FOUND
-        return Reply(200, (_CONTENT_TYPE, SERVER_HEADER), self._body(size))
-
-    def _body(self, size: int) -> memoryview:
-        body = self._bodies.pop(size, None)
-        if body is None:
-            body = memoryview(blob_body(size))
-            while len(self._bodies) >= _KEPT_BODIES:
-                self._bodies.popitem(last=False)
-        self._bodies[size] = body
-        return body
+        return Reply(200, (_CONTENT_TYPE, SERVER_HEADER), self._bodies.of(size))
 
 
 def mount(root: Path | None, params: Mapping[str, object]) -> Handler:

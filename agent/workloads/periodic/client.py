@@ -14,6 +14,7 @@ first failure.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -30,7 +31,13 @@ from agent.errors import AgentError, FetchError
 from agent.trial_header import TRIAL_CONTINUES_HEADER
 from agent.workloads.blob.body import blob_body
 from agent.workloads.periodic.protocol import PATH_PREFIX
-from agent.workloads.periodic.record import Exchange, Handshake, Keepalive, metrics
+from agent.workloads.periodic.record import (
+    Exchange,
+    Keepalive,
+    early_accepted,
+    handshake_of,
+    metrics,
+)
 from agent.workloads.periodic.schedule import Schedule, lateness_s
 
 _NS = 1_000_000_000
@@ -96,7 +103,12 @@ class PeriodicDriver:
             )
 
     async def _idle_until(self, session: TrialSession, due_ns: int) -> None:
-        """Wait for `due_ns`, PINGing the kept connection every keepalive_s meanwhile."""
+        """Wait for `due_ns`, PINGing the kept connection every keepalive_s meanwhile; a
+        connection to resume first waits for its session ticket, within that time."""
+        if self.plan.connection == "resume":
+            left_s = (due_ns - time.monotonic_ns()) / _NS
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(session.connection.wait_ticket(), max(0.0, left_s))
         period_s = self.plan.keepalive_s if self.plan.connection == "keep" else None
         while True:
             left_s = (due_ns - time.monotonic_ns()) / _NS
@@ -140,11 +152,8 @@ class PeriodicDriver:
             except AgentError as exc:
                 error = str(exc)
         connection = session.connection
-        handshake: Handshake = "kept"
-        if connected is not None:
-            handshake = "full"
-            if connection.resumed and error is None:
-                handshake = "0rtt" if early else "resumed"
+        resumed = error is None and connected is not None and connection.resumed
+        handshake = handshake_of(connected is not None, resumed, bool(early))
         start_ns = time.monotonic_ns() if connected is None else connected.start_mono_ns
         # A kept connection's exchange counts from its request; a new one's from its connect.
         before = (0, 0) if connected is not None else connection.wire_bytes()
@@ -154,9 +163,9 @@ class PeriodicDriver:
         if error is None:
             try:
                 if early:
-                    response = await session.response(early[0])
                     # Refused in the handshake (qh3 sent it again after), or answered 425.
-                    accepted = connection.early_data_accepted and response.status != _TOO_EARLY
+                    response = await session.response(early[0])
+                    accepted = early_accepted(True, connection.early_data_accepted, response.status)
                 if response is None or response.status == _TOO_EARLY:
                     response = await session.call(*self._request(headers))
                 check_body(response, plan.response_bytes, None, "periodic workload")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from http import HTTPStatus
 from typing import Literal
 
 from agent.workloads.periodic.schedule import is_late
@@ -36,6 +37,24 @@ class Exchange:
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+def handshake_of(new: bool, resumed: bool, early_sent: bool) -> Handshake:
+    """An exchange's `handshake`: on the kept connection, or on a `new` one that resumed a
+    session (its request in 0-RTT early data if `early_sent`) or made a full handshake."""
+    if not new:
+        return "kept"
+    if not resumed:
+        return "full"
+    return "0rtt" if early_sent else "resumed"
+
+
+def early_accepted(early_sent: bool, taken: bool, status: int) -> bool | None:
+    """Whether the server acted on a request sent as early data: it took the early data in
+    its handshake (`taken`) and did not answer 425 Too Early; None where none was sent."""
+    if not early_sent:
+        return None
+    return taken and status != HTTPStatus.TOO_EARLY
 
 
 @dataclass(frozen=True)

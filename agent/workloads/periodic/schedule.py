@@ -3,7 +3,8 @@ trial's start, never shifted by a late one.
 
 Exchange i is due at i * interval_s, moved by a uniform draw in +-jitter_s from a generator
 seeded by the trial's id (a repetition of a trial draws the same moves); the first is due at
-the start itself, and no move puts an exchange before the start. An exchange that starts after
+the start itself, no move puts an exchange before the start, and the exchanges go in the order
+their times fall. An exchange that starts after
 it was due (the node was busy, the previous exchange ran long) is late by the difference:
 recorded, and the next keeps its own time.
 """
@@ -26,14 +27,14 @@ class Schedule:
     jitter_s: float = 0.0
 
     def due_ns(self, seed: str) -> tuple[int, ...]:
-        """Each exchange's due time, ns after the trial's start, in order (not necessarily
-        increasing when jitter_s exceeds half the interval)."""
+        """Each exchange's due time, ns after the trial's start, in time order (a jitter over
+        half the interval can move one past the next: they are taken in the order they fall)."""
         draw = random.Random(seed)
         due = [0]
         for index in range(1, self.count):
             move = draw.uniform(-self.jitter_s, self.jitter_s) if self.jitter_s else 0.0
             due.append(max(0, round((index * self.interval_s + move) * _NS)))
-        return tuple(due)
+        return tuple(sorted(due))
 
 
 def is_late(lateness: float) -> bool:

@@ -8,7 +8,6 @@ A POST that came in 0-RTT early data never reaches it: the server answers 425 To
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -16,48 +15,31 @@ from agent.errors import UsageError
 from agent.server.exchange import BodyTooLarge, ServerExchange
 from agent.server.handler import NOT_FOUND, SERVER_HEADER, Handler, Reply, Streamed
 from agent.server.request import Request
-from agent.workloads.blob.body import blob_body
+from agent.workloads.blob.body import Bodies, size_in_path
 from agent.workloads.periodic.protocol import PATH_PREFIX
 from agent.workloads.periodic.spec import PERIODIC
-from agent.workloads.spec import ParamError
 
 _RESPONSE = PERIODIC.param("response_bytes")
 _REQUEST = PERIODIC.param("request_bytes")
 _METHODS = (b"GET", b"POST")
 _NOT_ALLOWED = Reply(405, ((b"allow", b", ".join(_METHODS)),))
 _CONTENT_TYPE = (b"content-type", b"application/octet-stream")
-# Bodies kept at once: a sweep over sizes meets each again.
-_KEPT_BODIES = 4
 
 
 class PeriodicHandler:
     def __init__(self) -> None:
-        self._bodies: OrderedDict[int, memoryview] = OrderedDict()
+        self._bodies = Bodies()
 
     def handle(self, request: Request) -> Reply | Streamed:
         if request.method not in _METHODS:
             return _NOT_ALLOWED
-        path = request.path.split("?", 1)[0]
-        digits = path[len(PATH_PREFIX) :]
-        if not path.startswith(PATH_PREFIX) or not digits.isdigit():
+        size = size_in_path(request.path, PATH_PREFIX, _RESPONSE)
+        if size is None:
             return NOT_FOUND
-        try:
-            size = int(_RESPONSE.parse(digits))
-        except ParamError:
-            return NOT_FOUND
-        body = self._body(size)
+        body = self._bodies.of(size)
         if request.method == b"GET":
             return Reply(200, (_CONTENT_TYPE, SERVER_HEADER), body)
         return Streamed(lambda exchange: _consume(exchange, body), int(_REQUEST.maximum or 0))
-
-    def _body(self, size: int) -> memoryview:
-        body = self._bodies.pop(size, None)
-        if body is None:
-            body = memoryview(blob_body(size))
-            while len(self._bodies) >= _KEPT_BODIES:
-                self._bodies.popitem(last=False)
-        self._bodies[size] = body
-        return body
 
 
 async def _consume(exchange: ServerExchange, body: memoryview) -> None:

@@ -5,7 +5,7 @@ params below, the fields below as `metrics` (trials.csv's `periodic_<field>`), a
 top-level `exchanges`, one dict per exchange in order with the keys of `EXCHANGE_KEYS`.
 """
 
-from agent.protocols import PROTOCOLS
+from agent.protocols import PROTOCOLS, protocols_where
 from agent.workloads.spec import Field, Param, Refusal, WorkloadSpec
 
 CONNECTIONS = ("keep", "new", "resume")
@@ -118,5 +118,8 @@ PERIODIC = WorkloadSpec(
         Field("keepalive_bytes", "bytes on the wire of the keepalive PINGs, bytes"),
     ),
     count_field="exchanges_ok",
-    refusals=(Refusal("connection", "resume", ("h2c",), "h2c has no TLS: no session to resume"),),
+    refusals=(
+        Refusal("connection", "resume", protocols_where(tls=False), "no TLS, no session to resume"),
+    ),
+    resumption=("connection", "resume"),
 )
