@@ -30,8 +30,8 @@ __all__ = [
     "COMPARED_METRICS",
     "category_axes",
     "category_blocks",
+    "category_differences",
     "difference_table",
-    "differences_of",
     "reference_of",
     "series_of",
 ]
@@ -82,16 +82,18 @@ def _why(axis: str, reference: str) -> str:
     return f"{reference} is the reference: the first {axis} the config lists"
 
 
-def differences_of(
-    run: Run, summary: pd.DataFrame, axis: str, metrics: Sequence[str] = COMPARED_METRICS
+def category_differences(
+    summary: pd.DataFrame,
+    axes: Sequence[str],
+    axis: str,
+    run: Run,
+    metrics: Sequence[str] = COMPARED_METRICS,
 ) -> pd.DataFrame:
-    """compare_summaries of each series of `axis` against its reference in `metrics`, per point
-    of the other axes, the series named in `axis`; empty when there is nothing to compare."""
+    """compare_summaries of each series against the reference, the series named in `axis`,
+    for each of `metrics` (COMPARED_METRICS unless a workload compares its own)."""
     series = series_of(run, axis)
-    if len(series) < 2:
-        return pd.DataFrame()
     reference = reference_of(axis, series)
-    others = [a for a in run.axes if a != axis]
+    others = [a for a in axes if a != axis]
     rows = summary[summary["metric"].isin(metrics)]
     as_text = rows[axis].map(lambda value: str(plain(value)))
 
@@ -118,7 +120,7 @@ def differences_of(
 def difference_table(
     differences: pd.DataFrame, axes: Sequence[str], axis: str, reference: str
 ) -> Table:
-    """differences_of's rows as the report shows them: each point's reference and other mean,
+    """category_differences' rows as the report shows them: each point's reference and other mean,
     their difference with its Welch interval, relative, and whether the run resolves it."""
     others = [a for a in axes if a != axis]
     compared = list(dict.fromkeys(differences[axis]))
@@ -162,7 +164,7 @@ def category_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
         if len(series) < 2:
             continue
         reference = reference_of(axis, series)
-        differences = differences_of(run, summary, axis)
+        differences = category_differences(summary, run.axes, axis, run)
         if differences.empty:
             continue
         compared = " and ".join(value for value in series if value != reference)

@@ -25,7 +25,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from agent.workloads import SPECS
-from analysis.categories import difference_table, differences_of, reference_of, series_of
+from analysis.categories import (
+    category_differences,
+    difference_table,
+    reference_of,
+    series_of,
+)
 from analysis.document import Block, Heading, Paragraph, Table
 from analysis.facts import idle_power_mw
 from analysis.figures import Source, interval_bars, new_figure
@@ -312,9 +317,8 @@ def findings_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
     heading = Heading("HTTP/3 against HTTP/2 per periodic report")
     if PROTOCOL_COLUMN.name not in run.axes:
         return []
-    differences = differences_of(
-        run, summary, PROTOCOL_COLUMN.name, (PER_REPORT_ABOVE_IDLE, PER_REPORT)
-    )
+    metrics = (PER_REPORT_ABOVE_IDLE, PER_REPORT)
+    differences = category_differences(summary, run.axes, PROTOCOL_COLUMN.name, run, metrics)
     if differences.empty:
         return [heading, Paragraph("No point has both protocols' energy per report.")]
     reference = reference_of(PROTOCOL_COLUMN.name, series_of(run, PROTOCOL_COLUMN.name))
