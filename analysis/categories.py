@@ -31,6 +31,7 @@ __all__ = [
     "category_axes",
     "category_blocks",
     "category_differences",
+    "difference_table",
     "reference_of",
     "series_of",
 ]
@@ -82,14 +83,18 @@ def _why(axis: str, reference: str) -> str:
 
 
 def category_differences(
-    summary: pd.DataFrame, axes: Sequence[str], axis: str, run: Run
+    summary: pd.DataFrame,
+    axes: Sequence[str],
+    axis: str,
+    run: Run,
+    metrics: Sequence[str] = COMPARED_METRICS,
 ) -> pd.DataFrame:
     """compare_summaries of each series against the reference, the series named in `axis`,
-    for each of COMPARED_METRICS."""
+    for each of `metrics` (COMPARED_METRICS unless a workload compares its own)."""
     series = series_of(run, axis)
     reference = reference_of(axis, series)
     others = [a for a in axes if a != axis]
-    rows = summary[summary["metric"].isin(COMPARED_METRICS)]
+    rows = summary[summary["metric"].isin(metrics)]
     as_text = rows[axis].map(lambda value: str(plain(value)))
 
     def side(value: str) -> pd.DataFrame:
@@ -106,13 +111,17 @@ def category_differences(
     if not tables:
         return pd.DataFrame()
     table = pd.concat(tables, ignore_index=True)
-    order = {metric: index for index, metric in enumerate(COMPARED_METRICS)}
+    order = {metric: index for index, metric in enumerate(metrics)}
     return table.sort_values(
         ["metric", *others, axis], key=lambda c: c.map(order) if c.name == "metric" else c
     )
 
 
-def _table(differences: pd.DataFrame, axes: Sequence[str], axis: str, reference: str) -> Table:
+def difference_table(
+    differences: pd.DataFrame, axes: Sequence[str], axis: str, reference: str
+) -> Table:
+    """category_differences' rows as the report shows them: each point's reference and other mean,
+    their difference with its Welch interval, relative, and whether the run resolves it."""
     others = [a for a in axes if a != axis]
     compared = list(dict.fromkeys(differences[axis]))
     level = f"{differences['confidence'].iloc[0] * 100:g} %"
@@ -167,6 +176,6 @@ def category_blocks(run: Run, summary: pd.DataFrame) -> list[Block]:
                 "against this run's minimum detectable difference (Welch, 80 % power, from the "
                 "observed spread and n) and, for energy, the meter's floor (Meter floor)."
             ),
-            _table(differences, run.axes, axis, reference),
+            difference_table(differences, run.axes, axis, reference),
         ]
     return blocks

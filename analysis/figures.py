@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -157,6 +158,15 @@ def _log_y(ax: Axes) -> None:
     plain = FuncFormatter(lambda value, _pos: f"{value:g}")
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _pos: ""))
+
+
+def interval_bars(rows: pd.DataFrame) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Summary rows' means and their t intervals as errorbar's `yerr` (below, above; 0 where
+    a point has no interval)."""
+    mean = rows["mean"].to_numpy(dtype=np.float64)
+    low = rows["ci_low"].to_numpy(dtype=np.float64)
+    high = rows["ci_high"].to_numpy(dtype=np.float64)
+    return mean, np.nan_to_num(np.vstack((mean - low, high - mean)), nan=0.0)
 
 
 def _label(*parts: str) -> str:

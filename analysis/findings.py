@@ -9,7 +9,9 @@ when it has none; and, where the workload's own figures hold too many panels to 
 first screen, the columns of a figure drawn for it (HEADLINE_STEM), which then leads. A
 breakdown search's table, or an optimizing search's best settings, leads any search run,
 whatever its workload. A run sweeping a category axis (protocol, encoding, ...) opens its
-findings with the comparison of its series (analysis.categories).
+findings with the comparison of its series (analysis.categories), after the workload's own
+section where that section is itself such a comparison in the workload's terms
+(`Headline.before_comparisons`: the periodic's h3 against h2 per report).
 """
 
 from __future__ import annotations
@@ -102,4 +104,6 @@ def arrange(
     compared = category_blocks(run, summary) + decomposition_blocks(run, summary, event_fits)
     if lead is None:
         return compared + _metric_lead(run, summary, headline.metric, target), rest
+    if lead == own and headline.before_comparisons:
+        return made[lead] + compared, rest
     return compared + made[lead], rest

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from agent.h2.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, SPECS
+from analysis.workloads import EXCHANGE_MARKED
 
 MAX_SATURATED_FRACTION = 0.0
 """The config's default `meter.max_saturated_fraction`: a trial with more of its `samples` than
@@ -557,13 +558,39 @@ def kernel_columns() -> tuple[Column, ...]:
     return _per_node(KERNEL_FIELDS)
 
 
+EXCHANGE_ENERGY_FIELDS: tuple[Column, ...] = (
+    Column("energy_per_report_mj", "mJ", "energy_mj / the exchanges the trial made (its count)"),
+    Column("energy_per_report_above_idle_mj", "mJ", "energy_above_idle_mj / the same count"),
+    Column(
+        "idle_tail_energy_mj",
+        "mJ",
+        "energy above idle from each response's end to the next exchange's start (the last "
+        "one's: to the window's end), summed over the exchanges that got a response; the "
+        "exchanges' marks placed on the meter's samples as the phases are (phase_clock)",
+    ),
+    Column("idle_tail_mean_mj", "mJ", "that energy's mean per tail"),
+    Column(
+        "exchange_energy_mean_mj",
+        "mJ",
+        "energy above idle from each exchange's start (the connect's, or the request's on a "
+        "kept connection) to its response's end, mean over the exchanges that got a response",
+    ),
+)
+"""`<kind>_<name>` for a kind whose record lists its exchanges (analysis.workloads'
+EXCHANGE_MARKED): its trial's energy per exchange (controller.sweep.exchanges); the spans are
+empty where the client's engine records no phases."""
+
+
 def workload_columns(kind: str) -> tuple[Column, ...]:
-    """The columns a workload adds, from its declaration's fields, then its split of the
-    exchange phase where it declares one."""
+    """The columns a workload adds, from its declaration's fields, then its energy per
+    exchange where its record lists them, then its split of the exchange phase where it
+    declares one."""
     spec = SPECS[kind]
     own = tuple(
         Column(f"{kind}_{field.name}", unit_of(field.name), field.doc) for field in spec.fields
     )
+    if kind in EXCHANGE_MARKED:
+        own += tuple(Column(f"{kind}_{c.name}", c.unit, c.meaning) for c in EXCHANGE_ENERGY_FIELDS)
     if spec.exchange_split is None:
         return own
     before, after = spec.exchange_split

@@ -21,7 +21,12 @@ REPORT_MODULES: Mapping[str, str] = MappingProxyType(
         "api": "analysis.workloads.api",
         "payload": "analysis.workloads.payload",
         "stream": "analysis.workloads.stream",
+        "periodic": "analysis.workloads.periodic",
     }
 )
+# The kinds whose client record lists its exchanges with their marks (`exchanges`): the
+# controller splits their trials' energy per exchange (analysis.trial_columns'
+# EXCHANGE_ENERGY_FIELDS, controller.sweep.exchanges).
+EXCHANGE_MARKED: frozenset[str] = frozenset({"periodic"})
 
-__all__ = ["DEFAULT_KIND", "REPORT_MODULES"]
+__all__ = ["DEFAULT_KIND", "EXCHANGE_MARKED", "REPORT_MODULES"]

@@ -42,6 +42,10 @@ class Headline:
     # figures hold too many panels to read on the first screen; it leads when drawn.
     draws: tuple[str, ...] = ()
     caption: str = ""
+    # `section` itself compares the run's category series in the workload's own terms (the
+    # periodic's h3 against h2 per report): it opens the findings, before the generic
+    # comparison of every category axis (analysis.categories).
+    before_comparisons: bool = False
 
 
 DEFAULT_HEADLINE = Headline(("figure1_client",), "client_response_s")

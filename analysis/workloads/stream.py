@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.figures import Source
+from analysis.figures import Source, interval_bars
 from analysis.load import Run
 from analysis.per_unit import PerUnitEnergy
 from analysis.points import metric_rows, plain
@@ -74,13 +74,11 @@ def figure_received_rate(summary: pd.DataFrame, axes: Sequence[str]) -> Figure |
             values = key if isinstance(key, tuple) else (key,)
             label = ", ".join(str(plain(v)) for v in values) or "received"
             line = unsorted.sort_values(PAYLOAD_AXIS)
-            mean = line["mean"].to_numpy(dtype=np.float64)
-            low = line["ci_low"].to_numpy(dtype=np.float64)
-            high = line["ci_high"].to_numpy(dtype=np.float64)
+            mean, yerr = interval_bars(line)
             ax.errorbar(
                 line[PAYLOAD_AXIS].to_numpy(dtype=np.float64),
                 mean,
-                yerr=np.nan_to_num(np.vstack((mean - low, high - mean)), nan=0.0),
+                yerr=yerr,
                 marker="os^Dv"[index % 5],
                 markersize=4,
                 capsize=3,

@@ -46,6 +46,10 @@ class TrialFinished:
     # Its energy's connect, exchange and close (controller.sweep.phases); None where the
     # client's engine records no phases.
     phases_mj: tuple[float, float, float] | None = None
+    # How its exchanges went, for a workload whose record lists them
+    # (controller.sweep.exchanges.exchange_tally): ("ok", n), ("failed", n), then each
+    # handshake kind's count; None for the others.
+    exchanges: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,7 @@ class SweepState:
     last_finished_mono_s: float = 0.0
     current: TrialStarted | None = None
     last_split: TrialFinished | None = None  # the last trial with its energy's phases
+    last_exchanges: TrialFinished | None = None  # the last trial that listed its exchanges
     meter: MeterHealth | None = None
     nodes: dict[str, str] = field(default_factory=dict)
     power: deque[tuple[float, float]] = field(default_factory=deque)
@@ -194,6 +199,8 @@ def _finish(state: SweepState, event: TrialFinished) -> None:
     state.last_finished_mono_s = event.t_mono_s
     if event.phases_mj is not None:
         state.last_split = event
+    if event.exchanges is not None:
+        state.last_exchanges = event
     for values, value in (
         (results.response_s, event.response_s),
         (results.client_cpu_s, event.client_cpu_s),

@@ -120,6 +120,15 @@ def phases_text(finished: TrialFinished) -> str:
     return f"{finished.trial_id}: {split}"
 
 
+def exchanges_text(finished: TrialFinished) -> str:
+    """A trial's exchanges: ok and failed, then its handshakes by kind."""
+    assert finished.exchanges is not None
+    counts = dict(finished.exchanges)
+    ok, failed = counts.pop("ok", 0), counts.pop("failed", 0)
+    kinds = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    return f"{finished.trial_id}: {ok} ok, {failed} failed; handshakes {kinds or 'none'}"
+
+
 def _status(state: SweepState) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -138,6 +147,9 @@ def _status(state: SweepState) -> Table:
     if state.last_split is not None:
         # The trial in progress has no split yet: the last finished one's.
         grid.add_row("phases", phases_text(state.last_split))
+    if state.last_exchanges is not None:
+        # Likewise: the client reports its exchanges when its trial ends.
+        grid.add_row("exchanges", exchanges_text(state.last_exchanges))
     if state.search is not None:
         grid.add_row("search", search_text(state.search))
     meter = state.meter

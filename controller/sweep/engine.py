@@ -22,13 +22,16 @@ from typing import Any
 from agent.workloads import SPECS
 from analysis.meter_floor import trials_floor
 from analysis.stopping import settled
+from analysis.workloads import EXCHANGE_MARKED
 from controller.config.model import TrialPoint
 from controller.dashboard.state import DashboardEvent, Notice, TrialFinished, TrialStarted
 from controller.energy import WindowEnergy, energy_in_window
 from controller.run.recorder import RunRecorder
 from controller.sweep.errors import SweepError, SweepPaused
+from controller.sweep.exchanges import ExchangeEnergy, exchange_energy, exchange_tally
 from controller.sweep.interfaces import PowerMeter, PowerWindow, SharedTrials, TrialNodes
 from controller.sweep.phases import (
+    ClockMap,
     PhaseEnergy,
     clock_map,
     first_byte_s,
@@ -77,6 +80,7 @@ class _Attempt:
     power: PowerWindow | None
     energy: WindowEnergy | None
     phases: PhaseEnergy | None = None  # None where the client's engine records no phases
+    exchanges: ExchangeEnergy | None = None  # a workload whose record lists its exchanges
 
 
 class SweepEngine:
@@ -228,6 +232,7 @@ class SweepEngine:
                 workload=self.recorder.workload,
                 bench=self.recorder.bench,
                 phases=result.phases,
+                exchanges=result.exchanges,
             )
             self._record_settings(trial.trial_id, attempt, result.client)
             if result.error is None:
@@ -240,6 +245,7 @@ class SweepEngine:
                 )
             self.recorder.append_trial(row)
             client = result.client or {}
+            marks = client.get("exchanges")
             self.post(
                 TrialFinished(
                     trial.trial_id,
@@ -251,6 +257,7 @@ class SweepEngine:
                     result.energy.energy_mj if result.energy else None,
                     time.monotonic(),
                     result.phases.energies_mj if result.phases else None,
+                    exchange_tally(marks) if isinstance(marks, list) else None,
                 )
             )
             if result.error is None:
@@ -321,4 +328,34 @@ class SweepEngine:
                 idle_mw=self.idle_mw,
                 split_s=first_byte_s(client, clock, bounds) if split else None,
             )
-        return _Attempt(None, client, server, power, energy, phases)
+        return _Attempt(
+            None,
+            client,
+            server,
+            power,
+            energy,
+            phases,
+            self._exchanges(client, power, energy, clock),
+        )
+
+    def _exchanges(
+        self,
+        client: Mapping[str, Any],
+        power: PowerWindow,
+        energy: WindowEnergy,
+        clock: ClockMap | None,
+    ) -> ExchangeEnergy | None:
+        """The trial's energy per exchange, for a workload whose record lists its exchanges:
+        integrated from the window already held, a span at a time
+        (controller.sweep.exchanges)."""
+        marks = client.get("exchanges")
+        if self.recorder.workload not in EXCHANGE_MARKED or not isinstance(marks, list):
+            return None
+        return exchange_energy(
+            marks,
+            energy.energy_mj,
+            energy.energy_above_idle_mj,
+            trace=(power.t_s, power.power_mw, power.start_s, power.end_s),
+            clock=clock,
+            idle_mw=self.idle_mw,
+        )

@@ -13,6 +13,7 @@ from agent.protocols.in_force import SettingsExchange, in_force, mismatches
 from agent.workloads import DEFAULT_KIND, SPECS
 from analysis.trial_columns import (
     CONDITION_FIELDS,
+    EXCHANGE_ENERGY_FIELDS,
     KERNEL_FIELDS,
     LEADING_COLUMNS,
     METRIC_COLUMNS,
@@ -21,6 +22,7 @@ from analysis.trial_columns import (
 from controller.energy import WindowEnergy
 from controller.nodes.agent import TRIAL_PROCESS
 from controller.sweep.agent_pair import TRIAL_INTERFACE
+from controller.sweep.exchanges import ExchangeEnergy
 from controller.sweep.interfaces import PowerWindow
 from controller.sweep.phases import PhaseEnergy
 from controller.sweep.plan import PlannedTrial
@@ -158,6 +160,7 @@ def trial_row(
     workload: str = DEFAULT_KIND,
     bench: str | None = None,
     phases: PhaseEnergy | None = None,
+    exchanges: ExchangeEnergy | None = None,
 ) -> dict[str, object]:
     parts = {"trial": trial, "point": trial.point, "client": client, "server": server,
              "power": power, "energy": energy}  # fmt: skip
@@ -220,7 +223,18 @@ def trial_row(
         )
     if phases is not None:
         row.update(_phase_cells(phases, workload))
+    if exchanges is not None:
+        row.update(_exchange_cells(exchanges, workload))
     return row
+
+
+def _exchange_cells(exchanges: ExchangeEnergy, workload: str) -> dict[str, object]:
+    """The trial's energy per exchange (analysis.trial_columns.EXCHANGE_ENERGY_FIELDS)."""
+    values = {column.name: getattr(exchanges, column.name) for column in EXCHANGE_ENERGY_FIELDS}
+    return {
+        f"{workload}_{name}": None if value is None else round(value, 6)
+        for name, value in values.items()
+    }
 
 
 def _phase_cells(phases: PhaseEnergy, workload: str) -> dict[str, object]:

@@ -132,3 +132,14 @@ def test_the_results_table_has_a_row_per_point_of_every_axis_categorical_too() -
     assert "energy" in text and "mJ" in text  # nothing cropped at the right
     apply(state, TrialStarted("t5", (("size_bytes", 1024), ("mode", "concurrent")), 2, 1))
     assert "t5: size_bytes=1024, mode=concurrent, repetition 2" in _text(state, width=80)
+
+
+def test_dashboard_shows_the_last_trials_exchanges_and_handshakes() -> None:
+    state = SweepState()
+    point = (("connection", "resume"),)
+    tally = (("ok", 19), ("failed", 1), ("full", 1), ("0rtt", 19))
+    apply(state, TrialFinished("t1", point, True, None, 20.0, 0.4, 900.0, 1.0, exchanges=tally))
+    # A trial of a workload that lists none leaves the last one's in place.
+    apply(state, TrialFinished("t2", point, True, None, 20.0, 0.4, 900.0, 2.0))
+    apply(state, TrialStarted("t3", point, repetition=2, attempt=1))
+    assert "t1: 19 ok, 1 failed; handshakes 1 full, 19 0rtt" in _text(state)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from controller.config.model import Config, TrialPoint
-from controller.dashboard.state import DashboardEvent
+from controller.dashboard.state import DashboardEvent, TrialFinished
 from controller.meter.calibration import nominal
 from controller.meter_sources.board.resolution import acs712
 from controller.run.recorder import RunRecorder, read_trials
@@ -286,3 +286,42 @@ def test_each_trials_announcements_are_logged_and_its_row_flags_the_mismatch(
     assert [(e["trial_id"], e["attempt"]) for e in logged] == [(t.trial_id, 1) for t in plan]
     assert logged[0]["announced"] == {"SETTINGS_INITIAL_WINDOW_SIZE": 4095}
     assert logged[0]["received"] is None
+
+
+class ReportingNodes(StandInNodes):
+    """A client whose record lists two exchanges 250 ms apart, 50 ms each, in a 500 ms trial
+    on its monotonic clock (the periodic workload's record)."""
+
+    def run_trial(self, trial_id: str, point: TrialPoint, timeout_s: float) -> dict[str, Any]:
+        record = super().run_trial(trial_id, point, timeout_s)
+        mono, ms = 7_000_000_000, 1_000_000
+        record |= {"t_mono_start_ns": mono, "t_mono_end_ns": mono + 500 * ms}
+        record["phases"] = {
+            "connect_done_mono_ns": mono + 10 * ms,
+            "exchange_done_mono_ns": mono + 300 * ms,
+            "close_done_mono_ns": mono + 500 * ms,
+        }
+        record["exchanges"] = [
+            {"index": i, "start_mono_ns": mono + at * ms, "ok": True, "handshake": kind,
+             "response_end_mono_ns": mono + (at + 50) * ms}
+            for i, (at, kind) in enumerate(((0, "full"), (250, "resumed")))
+        ]  # fmt: skip
+        return record
+
+
+def test_a_trial_listing_its_exchanges_splits_its_energy_per_exchange(tmp_path: Path) -> None:
+    kind = "periodic"
+    recorder = RunRecorder.create(tmp_path / "run", AXES, {"axes": list(AXES)}, kind)
+    posted: list[DashboardEvent] = []
+    engine = stand_in_engine(recorder, ReportingNodes(set()), posted.append)
+    engine.run(plan_trials(windows(256), 1, "randomized-blocked", seed=3))
+    (row,) = read_trials(tmp_path / "run")
+    above_mw = POWER_MW - IDLE_MW
+    assert float(row[f"{kind}_energy_per_report_mj"]) == pytest.approx(POWER_MW * 0.5 / 2)
+    assert float(row[f"{kind}_energy_per_report_above_idle_mj"]) == pytest.approx(above_mw / 4)
+    # Each busy 50 ms, each tail 200 ms (the last one's to the window's end).
+    assert float(row[f"{kind}_exchange_energy_mean_mj"]) == pytest.approx(above_mw * 0.05)
+    assert float(row[f"{kind}_idle_tail_mean_mj"]) == pytest.approx(above_mw * 0.2)
+    assert float(row[f"{kind}_idle_tail_energy_mj"]) == pytest.approx(above_mw * 0.4)
+    (finished,) = [event for event in posted if isinstance(event, TrialFinished)]
+    assert finished.exchanges == (("ok", 2), ("failed", 0), ("full", 1), ("resumed", 1))

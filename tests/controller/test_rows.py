@@ -26,6 +26,7 @@ from controller.config.model import Config
 from controller.energy import WindowEnergy
 from controller.nodes.agent import TRIAL_PROCESS
 from controller.sweep.agent_pair import TRIAL_INTERFACE
+from controller.sweep.exchanges import ExchangeEnergy
 from controller.sweep.interfaces import PowerWindow
 from controller.sweep.phases import PhaseEnergy
 from controller.sweep.plan import PlannedTrial
@@ -166,3 +167,20 @@ def test_the_page_splits_its_exchange_in_columns_of_its_own() -> None:
     assert (row["page_first_byte_s"], row["page_energy_first_byte_mj"]) == (0.05, 0.4)
     assert (row["page_transfer_s"], row["page_energy_transfer_mj"]) == (0.25, 2.6)
     assert row["phase_clock"] == "clock_offset"
+
+
+def test_a_trial_listing_its_exchanges_gets_its_energy_per_exchange() -> None:
+    kind = "periodic"
+    client = {**_record("client"), "metrics": {field.name: 1 for field in SPECS[kind].fields}}
+    exchanges = ExchangeEnergy(4, 2.5, 0.5, 0.8, 0.2, 0.0250000004)
+    row = trial_row(TRIAL, 1, error=None, client=client, server=_record("server"), power=POWER,
+                    energy=ENERGY, workload=kind, phases=PHASES, exchanges=exchanges)  # fmt: skip
+    assert set(row) <= set(header(AXES, kind, True, True))
+    assert row[f"{kind}_energy_per_report_mj"] == 2.5
+    assert row[f"{kind}_idle_tail_energy_mj"] == 0.8
+    assert row[f"{kind}_exchange_energy_mean_mj"] == 0.025  # rounded as the energies are
+    # An engine whose marks cannot be placed: the spans' cells empty.
+    unplaced = ExchangeEnergy(4, 2.5, 0.5)
+    bare = trial_row(TRIAL, 1, error=None, client=client, server=None, power=POWER,
+                     energy=ENERGY, workload=kind, exchanges=unplaced)  # fmt: skip
+    assert bare[f"{kind}_idle_tail_mean_mj"] is None
