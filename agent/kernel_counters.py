@@ -33,6 +33,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.proc_files import ProcFiles
+
 _WRAP = 2**32
 SOFTIRQ_FIELDS: Mapping[str, str] = {"net_rx_softirqs": "NET_RX", "net_tx_softirqs": "NET_TX"}
 """Field -> the row of /proc/softirqs it sums over the node's CPUs."""
@@ -48,27 +50,32 @@ SNMP_FIELDS: Mapping[str, tuple[str, str]] = {
 """Field -> (protocol, counter) in /proc/net/snmp."""
 FIELDS = (*SOFTIRQ_FIELDS, *SWITCH_FIELDS, *SNMP_FIELDS)
 """Every count a trial's record has, in its columns' order."""
+# What a snapshot parses of its files: the rest (Ip, Icmp, the other softirqs) is most of their
+# text and none of a record.
+_SOFTIRQ_ROWS = frozenset(SOFTIRQ_FIELDS.values())
+_SNMP_PROTOCOLS = frozenset(protocol for protocol, _ in SNMP_FIELDS.values())
 
 
-def parse_softirqs(text: str) -> dict[str, dict[int, int]]:
+def parse_softirqs(text: str, rows: Collection[str] | None = None) -> dict[str, dict[int, int]]:
     """/proc/softirqs -> {row: {cpu: count}}, CPUs by the header's `CPUn` names; a row's
-    values past the header's columns, or not numbers, are left out."""
+    values past the header's columns, or not numbers, are left out; so are rows not in `rows`
+    (None: every row)."""
     lines = text.splitlines()
     if not lines:
         return {}
     cpus = [_cpu_number(name) for name in lines[0].split()]
-    rows: dict[str, dict[int, int]] = {}
+    found: dict[str, dict[int, int]] = {}
     for line in lines[1:]:
         name, colon, rest = line.partition(":")
-        if not colon:
+        name = name.strip()
+        if not colon or (rows is not None and name not in rows):
             continue
-        counts = {
+        found[name] = {
             cpu: int(value)
             for cpu, value in zip(cpus, rest.split(), strict=False)
             if cpu is not None and value.isdigit()
         }
-        rows[name.strip()] = counts
-    return rows
+    return found
 
 
 def _cpu_number(name: str) -> int | None:
@@ -76,14 +83,15 @@ def _cpu_number(name: str) -> int | None:
     return int(digits) if name.startswith("CPU") and digits.isdigit() else None
 
 
-def parse_snmp(text: str) -> dict[str, dict[str, int]]:
+def parse_snmp(text: str, protocols: Collection[str] | None = None) -> dict[str, dict[str, int]]:
     """/proc/net/snmp -> {protocol: {counter: value}}: each protocol's header line of names is
-    followed by its line of values; names without a value (or not numbers) are left out."""
+    followed by its line of values; names without a value (or not numbers) are left out; so are
+    protocols not in `protocols` (None: every one)."""
     names: dict[str, list[str]] = {}
     tables: dict[str, dict[str, int]] = {}
     for line in text.splitlines():
         protocol, colon, rest = line.partition(":")
-        if not colon:
+        if not colon or (protocols is not None and protocol not in protocols):
             continue
         words = rest.split()
         if protocol not in names:
@@ -130,14 +138,14 @@ def snapshot(
     softirqs summed over `cpus` (None: every CPU listed)."""
     lanes: dict[str, dict[str, int]] = {}
     missing: dict[str, str] = {}
-    rows = parse_softirqs(softirqs or "")
+    rows = parse_softirqs(softirqs or "", _SOFTIRQ_ROWS)
     for name, row in SOFTIRQ_FIELDS.items():
         counts = {f"cpu{c}": n for c, n in rows.get(row, {}).items() if cpus is None or c in cpus}
         if counts:
             lanes[name] = counts
         else:
             missing[name] = f"/proc/softirqs: no {row} count for the node's CPUs"
-    tables = parse_snmp(snmp or "")
+    tables = parse_snmp(snmp or "", _SNMP_PROTOCOLS)
     for name, (protocol, counter) in SNMP_FIELDS.items():
         value = tables.get(protocol, {}).get(counter)
         if value is None:
@@ -216,8 +224,11 @@ def read_snapshot(
     cpus: Collection[int] | None = None,
     switches: Callable[[], tuple[int, int] | None] = own_switches,
     root: Path = Path("/"),
+    files: ProcFiles | None = None,
 ) -> KernelSnapshot:
-    """The counters now: two small files and the process's switches."""
+    """The counters now: two small files (through `files`, kept open, where given) and the
+    process's switches."""
+    read = _read if files is None else files.text_or_none
     return snapshot(
-        _read(root / "proc/softirqs"), _read(root / "proc/self/net/snmp"), switches(), cpus
+        read(root / "proc/softirqs"), read(root / "proc/self/net/snmp"), switches(), cpus
     )

@@ -67,12 +67,15 @@ def _meter_text(manifest: Mapping[str, Any]) -> str:
     return f"the {text_of(source)} meter{at}"
 
 
-def client_text(manifest: Mapping[str, Any]) -> str:
-    """How the client did its part where a run chose other than the defaults (its event loop,
-    bodies checked by size alone): both change what its CPU figures hold. Empty otherwise."""
-    parts = []
-    if config_value(manifest, "run.event_loop") == "uvloop":
-        parts.append("the client on uvloop")
+def agents_text(manifest: Mapping[str, Any]) -> str:
+    """How the agents did their part where a run chose other than the defaults (their event
+    loops, bodies checked by size alone): each changes what their CPU figures hold. Empty
+    otherwise."""
+    parts = [
+        f"the {side} on uvloop"
+        for side, key in (("client", "run.event_loop"), ("server", "run.server_event_loop"))
+        if config_value(manifest, key) == "uvloop"
+    ]
     if config_value(manifest, "workload.verify") == "size":
         parts.append("bodies checked by size alone (no sha256)")
     return "".join(f"; {part}" for part in parts)
@@ -98,7 +101,7 @@ def what_ran(run: Run, client_nodes: Sequence[Mapping[str, str]] = ()) -> str:
     axes = " and ".join(_axis_text(run, axis) for axis in run.axes)
     return (
         f"What ran: the {run.workload} workload over {axes}; {_nodes_text(run, client_nodes)}"
-        f"{client_text(run.manifest)}; {_meter_text(run.manifest)}; {_n_text(run)}; {when}."
+        f"{agents_text(run.manifest)}; {_meter_text(run.manifest)}; {_n_text(run)}; {when}."
     )
 
 

@@ -63,6 +63,7 @@ AGENT_LAYERS: Layers = (
         "agent.marker",
         "agent.paths",
         "agent.probe",
+        "agent.proc_files",
         "agent.qlog",
         "agent.registry",
         "agent.site",

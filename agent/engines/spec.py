@@ -76,7 +76,8 @@ class EngineSpec:
     quic_tools: tuple[str, str] | None = None
     quic_settings: tuple[str, ...] | None = None
     quic_stack: str | None = None  # whose programs those are, as messages name them
-    # Its client runs on the agent's Python event loop (run.event_loop chooses which).
+    # Its client and its server run on the agent's Python event loop (run.event_loop and
+    # run.server_event_loop choose which).
     event_loop: bool = False
     # Its server takes new SETTINGS for new connections on SIGHUP, without a restart (over
     # TCP protocols): a warm sweep keeps it across settings.

@@ -168,16 +168,16 @@ class ServerApp:
         return closing + len(victims)
 
     def trial_request(self, trial_id: str, connection_id: int) -> None:
-        reset = False
         if not self.ledger.is_open(trial_id):
             self.close_lingering()
             # Before the trial's span; the counters only, on the request path.
             self._conditions[trial_id] = TrialWatch(self._node, instant_start=False)
-            if not self.ledger.open_trials:
-                # Only a trial that runs alone may reset the process's peak-RSS mark.
-                reset = probe.reset_peak_rss()
+            # Only a trial that runs alone may reset the process's peak-RSS mark.
+            reset = not self.ledger.open_trials and probe.reset_peak_rss()
             self.cpu_peaks.open(trial_id)
-        self.ledger.request(trial_id, connection_id, probe.sample(), rss_reset=reset)
+            # The span's start, sampled once: the trial's later requests need none.
+            self.ledger.open(trial_id, probe.sample(), rss_reset=reset)
+        self.ledger.request(trial_id, connection_id)
 
     def close_lingering(self) -> None:
         """Write the records of the trials kept open for a next connection that did not come

@@ -206,17 +206,19 @@ class TrialLedger:
             self._record(self._open.pop(trial_id), rss_peak_bytes) for trial_id in self.lingering()
         ]
 
-    def request(
-        self, trial_id: str, connection_id: int, now: ProbeSample, rss_reset: bool = False
-    ) -> None:
-        """A tagged request arrived. `rss_reset`: the caller reset the peak-RSS mark for it."""
-        trial = self._open.get(trial_id)
-        if trial is None:
-            trial = _OpenTrial(trial_id, now, rss_reset)
-            for other in self._open.values():
-                other.overlapping.add(trial_id)
-                trial.overlapping.add(other.trial_id)
-            self._open[trial_id] = trial
+    def open(self, trial_id: str, now: ProbeSample, rss_reset: bool = False) -> None:
+        """The first tagged request of a trial not open yet arrived: its span starts `now` (the
+        only request whose probe sample the record uses); `request` counts it. `rss_reset`: the
+        caller reset the peak-RSS mark for it."""
+        trial = _OpenTrial(trial_id, now, rss_reset)
+        for other in self._open.values():
+            other.overlapping.add(trial_id)
+            trial.overlapping.add(other.trial_id)
+        self._open[trial_id] = trial
+
+    def request(self, trial_id: str, connection_id: int) -> None:
+        """A tagged request of the open trial arrived on the connection."""
+        trial = self._open[trial_id]
         trial.connections.add(connection_id)
         trial.requests += 1
         trial.continues = False

@@ -218,14 +218,14 @@ def _wheel(given: Path | None, scratch: Path) -> Wheel:
 
 def node_extras(config: Config) -> tuple[str, ...]:
     """The pip extras a node needs for the config: its workload's, h3 for HTTP/3 trials, and
-    uvloop for a client on that event loop."""
+    uvloop for a client or a server on that event loop."""
     workload = spec_of(config.workload.kind).extra
     return (
         *((workload,) if workload else ()),
         *dict.fromkeys(
             extra for p in config.protocols if (extra := protocol_spec(p).extra) is not None
         ),
-        *(("uvloop",) if config.run.event_loop == "uvloop" else ()),
+        *(("uvloop",) if "uvloop" in (config.run.event_loop, config.run.server_event_loop) else ()),
     )
 
 

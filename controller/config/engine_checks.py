@@ -27,7 +27,7 @@ from controller.errors import ConfigError
 
 
 def check_protocols(stack: Stack, config: Config) -> None:
-    """The client's event loop and the run's protocols, against the nodes' engines."""
+    """The agents' event loops and the run's protocols, against the nodes' engines."""
     _check_event_loop(stack, config)
     _check_protocol(stack, config)
     _check_events(stack, config)
@@ -38,18 +38,28 @@ def _quoted_or(names: tuple[str, ...]) -> str:
 
 
 def _check_event_loop(stack: Stack, config: Config) -> None:
-    """The event loop is the agent's own engine's: another engine's client runs no Python."""
-    if config.run.event_loop == "asyncio":
-        return
-    for node in config.client_nodes:
-        if not engine_spec(node.engine).event_loop:
-            key = "run.event_loop"
-            raise ConfigError(
-                f'{stack.origin(key)}: {key}: "{config.run.event_loop}" is the '
-                f"{' or '.join(_with_event_loop())} engine's event loop; the client "
-                f"node {node.name or 'nodes.client'} runs {node.engine} "
-                f"({engine_spec(node.engine).client_tool}, no Python loop)"
-            )
+    """The event loops are the agent's own engine's: another engine's client or server runs no
+    Python (a swept server_engine: each of its values)."""
+    if config.run.event_loop != "asyncio":
+        for node in config.client_nodes:
+            if not engine_spec(node.engine).event_loop:
+                key = "run.event_loop"
+                raise ConfigError(
+                    f'{stack.origin(key)}: {key}: "{config.run.event_loop}" is the '
+                    f"{' or '.join(_with_event_loop())} engine's event loop; the client "
+                    f"node {node.name or 'nodes.client'} runs {node.engine} "
+                    f"({engine_spec(node.engine).client_tool}, no Python loop)"
+                )
+    if config.run.server_event_loop != "asyncio":
+        for where, node in _servers(config):
+            if not engine_spec(node.engine).event_loop:
+                key = "run.server_event_loop"
+                raise ConfigError(
+                    f'{stack.origin(key)}: {key}: "{config.run.server_event_loop}" is the '
+                    f"{' or '.join(_with_event_loop())} engine's event loop; the server "
+                    f"runs {node.engine} ({where}), whose "
+                    f"{engine_spec(node.engine).server_tool} does not run on the agent's loop"
+                )
 
 
 def _check_events(stack: Stack, config: Config) -> None:

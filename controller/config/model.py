@@ -72,6 +72,9 @@ class RunConfig:
     # The client agent's event loop (agent.event_loop): uvloop is the `uvloop` extra, which
     # `nodes deploy` installs when a config asks for it.
     event_loop: EventLoop = "asyncio"
+    # The server agent's (`serve --event-loop`), the same extra: the loop is much of what the
+    # server costs per round trip too (benchmarks/README.md, server_vs_nghttpd.py).
+    server_event_loop: EventLoop = "asyncio"
     # Opt-in early stop (analysis.stopping): off while stop_half_width is None.
     stop_metric: str = "client_response_s"
     stop_half_width: float | None = None

@@ -404,6 +404,7 @@ SCHEMA: Schema = {
         "trial_timeout_s": number(0, 86400, low_open=True),
         "agent": choice(AGENT_MODES),
         "event_loop": choice(EVENT_LOOPS),
+        "server_event_loop": choice(EVENT_LOOPS),
         "stop_metric": choice(STOP_METRICS),
         "stop_half_width": optional(number(0, 1, low_open=True)),
         "stop_min_n": integer(2, 1_000_000),

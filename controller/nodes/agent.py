@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from agent.engines import DEFAULT_ENGINE
+from agent.event_loop import DEFAULT_EVENT_LOOP
 from agent.event_trace import trace_name
 from agent.protocols import DEFAULT_PROTOCOL
 from agent.trial_request import TrialRequest
@@ -153,6 +154,7 @@ class AgentNode:
         engine: str | None = None,
         unrepresentable_window: str | None = None,
         reloadable: bool = False,
+        event_loop: str = DEFAULT_EVENT_LOOP,
     ) -> ServerProcess:
         """Start `serve` in the background and wait until it listens (port 0 picks a free one);
         `reloadable` (the h2 engine over HTTP/2): it takes new SETTINGS (`reload_settings`).
@@ -180,6 +182,8 @@ class AgentNode:
             argv += [str(mount.events_max_bytes)]
         argv += ["--trial-log", self.trial_log, *self._cpu_args()]
         argv += _engine_args(engine, unrepresentable_window)
+        if event_loop != DEFAULT_EVENT_LOOP:
+            argv += ["--event-loop", event_loop]
         settings_file = f"{self.state_dir}/server-settings.json" if reloadable else None
         if settings_file is not None:
             argv += ["--settings-file", self.node.path(settings_file)]

@@ -127,6 +127,7 @@ class AgentPair:
                 reloadable=self.config.run.agent == "warm"
                 and engine_spec(engine).reloads_settings
                 and not protocol_spec(mount.protocol).quic,
+                event_loop=self.config.run.server_event_loop,
             )
             self._engine = engine
             self._served = served

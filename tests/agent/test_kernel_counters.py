@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from agent import kernel_counters as kc
 from agent.conditions import TrialWatch
+from agent.proc_files import ProcFiles
 from analysis.trial_columns import KERNEL_FIELDS
 from tests.conftest import require_tool
 
@@ -49,6 +50,10 @@ def softirq_counts(draw: st.DrawFn, cpus: list[int] | None = None) -> Softirqs:
 @given(counts=softirq_counts(), extra=st.integers(0, 2))
 def test_softirqs_are_read_per_cpu_by_the_headers_names(counts: Softirqs, extra: int) -> None:
     assert kc.parse_softirqs(softirqs_text(counts, extra)) == counts
+    net = {"NET_RX", "NET_TX"}  # what a snapshot parses: the same rows, the others left out
+    assert kc.parse_softirqs(softirqs_text(counts, extra), net) == {
+        row: values for row, values in counts.items() if row in net
+    }
 
 
 @st.composite
@@ -118,6 +123,10 @@ def test_snmp_is_read_by_name_whatever_the_order_and_extra_counters(
     tables: dict[str, dict[str, int]],
 ) -> None:
     assert kc.parse_snmp(snmp_text(tables)) == tables
+    wanted = {"Udp", "Tcp"}  # what a snapshot parses: the same tables, the others left out
+    assert kc.parse_snmp(snmp_text(tables), wanted) == {
+        protocol: counters for protocol, counters in tables.items() if protocol in wanted
+    }
     snap = kc.snapshot(None, snmp_text(tables), None)
     for name, (protocol, counter) in kc.SNMP_FIELDS.items():
         if protocol in tables:
@@ -192,6 +201,9 @@ def test_this_machine_has_every_counter() -> None:
     assert all(isinstance(count, int) and count >= 0 for count in work.counts.values())
     conditions = TrialWatch().end()
     assert all(count is not None for count in conditions.kernel.counts.values())
+    files = ProcFiles()  # the same counters through files kept open
+    kept = kc.difference(kc.read_snapshot(cpus, files=files), kc.read_snapshot(cpus, files=files))
+    assert kept.unavailable == {} and None not in kept.counts.values()
 
 
 def test_a_waited_for_childs_switches_are_the_processes_own() -> None:

@@ -184,15 +184,22 @@ def _detach(ledger: TrialLedger, trial_id: str, connection: int) -> TrialRecord 
     return ledger.detach(trial_id, connection, empty, empty, 0)
 
 
+def _request(ledger: TrialLedger, trial_id: str, connection: int) -> None:
+    """As the server's app takes a tagged request: the trial's first opens it."""
+    if not ledger.is_open(trial_id):
+        ledger.open(trial_id, probe.sample())
+    ledger.request(trial_id, connection)
+
+
 def test_a_trial_that_continues_lingers_across_connections_then_closes_once() -> None:
     ledger = TrialLedger("periodic")
     for connection in (1, 2):
-        ledger.request("t", connection, probe.sample())
+        _request(ledger, "t", connection)
         ledger.note("t", Note.CONTINUES)
         ledger.note("t", Note.RESUMED)
         assert _detach(ledger, "t", connection) is None
         assert ledger.lingering() == ("t",)
-    ledger.request("t", 3, probe.sample())
+    _request(ledger, "t", 3)
     ledger.note("t", Note.EARLY_ACCEPTED)
     record = _detach(ledger, "t", 3)
     assert record is not None
@@ -204,7 +211,7 @@ def test_a_trial_that_continues_lingers_across_connections_then_closes_once() ->
 
 def test_a_lingering_trial_closes_when_another_begins() -> None:
     ledger = TrialLedger("periodic")
-    ledger.request("gave-up", 1, probe.sample())
+    _request(ledger, "gave-up", 1)
     ledger.note("gave-up", Note.CONTINUES)
     assert _detach(ledger, "gave-up", 1) is None
     records = ledger.close_lingering(0)

@@ -374,13 +374,15 @@ KEY_ERRORS = [
         "[run]\nrepetition = 1",
         "run.repetition: unknown key (known: name, seed, repetitions, "
         "confidence, order, idle_baseline_s, retries, trial_timeout_s, agent, event_loop, "
+        "server_event_loop, "
         "stop_metric, stop_half_width, stop_min_n, events, events_max_bytes; did you mean "
         "repetitions?)",
     ),
     (
         '[run."a\\nb"]',
         'run."a\\nb": unknown key (known: name, seed, repetitions, confidence, order, '
-        "idle_baseline_s, retries, trial_timeout_s, agent, event_loop, stop_metric, "
+        "idle_baseline_s, retries, trial_timeout_s, agent, event_loop, server_event_loop, "
+        "stop_metric, "
         "stop_half_width, stop_min_n, events, events_max_bytes)",
     ),
     ("run = 5", "run: expected a table, got an integer (5)"),
@@ -578,6 +580,20 @@ KEY_ERRORS = [
         '= "nghttp2" cannot: nghttp keeps no TLS session from one run to the next (no session '
         "or ticket option), and the engine drives no gtlsclient session file",
     ),
+    (
+        "[run]\nserver_event_loop = 'trio'",
+        'run.server_event_loop: expected one of "asyncio", "uvloop", got a string ("trio")',
+    ),
+    (
+        "[run]\nserver_event_loop = 'uvloop'\n[nodes.server]\nengine = 'nghttp2'",
+        'run.server_event_loop: "uvloop" is the builtin engine\'s event loop; the server runs '
+        "nghttp2 (nodes.server.engine), whose nghttpd does not run on the agent's loop",
+    ),
+    (
+        "[run]\nserver_event_loop = 'uvloop'\n[sweep]\nserver_engine = ['builtin', 'nghttp2']",
+        'run.server_event_loop: "uvloop" is the builtin engine\'s event loop; the server runs '
+        "nghttp2 (sweep.server_engine[1]), whose nghttpd does not run on the agent's loop",
+    ),
 ]
 
 
@@ -586,6 +602,15 @@ def test_a_client_on_uvloop_gets_its_extra_deployed() -> None:
     config = load_config(None, ('run.event_loop="uvloop"', 'sweep.protocol=["h2", "h3"]'))
     assert node_extras(config) == ("h3", "uvloop")
     assert config.to_dict()["run"]["event_loop"] == "uvloop"  # in the manifest's config
+
+
+def test_a_server_on_uvloop_gets_its_extra_deployed() -> None:
+    config = load_config(None, ('run.server_event_loop="uvloop"',))
+    assert node_extras(config) == ("uvloop",)
+    assert config.run.event_loop == "asyncio"
+    assert config.to_dict()["run"]["server_event_loop"] == "uvloop"  # in the manifest's config
+    both = ('run.server_event_loop="uvloop"', 'run.event_loop="uvloop"')
+    assert node_extras(load_config(None, both)) == ("uvloop",)
 
 
 @pytest.mark.parametrize(("text", "expected"), KEY_ERRORS)
