@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -161,6 +161,10 @@ class WorkloadSpec:
     # The param and value under which its client resumes TLS sessions across connections: a
     # client engine that cannot (agent.engines: client_no_resumption) is refused it at load.
     resumption: tuple[str, ParamValue] | None = None
+    # How long after its start a trial with these params may still be scheduling its work (the
+    # periodic workload's last exchange): a trial timeout shorter than that would fail every
+    # trial, so the controller refuses it at load. None: the workload runs as fast as it can.
+    schedule_s: Callable[[Mapping[str, ParamValue]], float] | None = None
 
     def __post_init__(self) -> None:
         # A declaration's own mistake, caught where the workload is defined, not mid-sweep.

@@ -300,6 +300,7 @@ def build(stack: Stack, source: str) -> Config:
     _check_energy_window(stack, config)
     _check_agent_mode(stack, config)
     _check_idle_baseline(stack, config)
+    _check_trial_timeout(stack, config)
     check_protocols(stack, config)
     check_clients(stack, config)
     return config
@@ -447,6 +448,22 @@ def _check_idle_baseline(stack: Stack, config: Config) -> None:
             f"{stack.origin(key)}: {key}: {config.run.idle_baseline_s:g} s at meter.rate_hz = "
             f"{config.meter.rate_hz} is {samples:g} samples; the idle baseline needs "
             f"{IDLE_MIN_SAMPLES} at least ({IDLE_MIN_SAMPLES / config.meter.rate_hz:g} s)"
+        )
+
+
+def _check_trial_timeout(stack: Stack, config: Config) -> None:
+    """A trial still scheduling its work when its timeout strikes (a periodic trial's last
+    exchange) would fail at every attempt: said at load, not after the sweep's first hour."""
+    schedule_s = SPECS[config.workload.kind].schedule_s
+    if schedule_s is None:
+        return
+    longest_s = max(schedule_s(dict(config.point(point).params)) for point in config.sweep.points())
+    if config.run.trial_timeout_s <= longest_s:
+        key = "run.trial_timeout_s"
+        raise ConfigError(
+            f"{stack.origin(key)}: {key}: {config.run.trial_timeout_s:g} s ends a trial while "
+            f"the {config.workload.kind} workload still schedules its work (up to "
+            f"{longest_s:g} s after its start, by its params); raise it above that"
         )
 
 

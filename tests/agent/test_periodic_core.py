@@ -168,7 +168,7 @@ def test_metrics_are_exactly_the_spec_fields_summed_from_the_exchanges() -> None
     assert figures["connect_mean_s"] == pytest.approx(0.02)
     assert figures["connect_cpu_mean_s"] == pytest.approx(0.0125)
     assert figures["response_mean_s"] == pytest.approx(1e-6)
-    assert figures["wire_bytes_mean"] == 1200
+    assert figures["wire_mean_bytes"] == 1200
     assert (figures["keepalive_pings"], figures["keepalive_bytes"]) == (3, 150)
 
 
@@ -176,7 +176,7 @@ def test_no_exchange_leaves_means_unset() -> None:
     figures = metrics([], reconnects=0, keepalive=Keepalive())
     assert figures["connect_mean_s"] is None
     assert figures["lateness_max_s"] is None
-    assert figures["wire_bytes_mean"] is None
+    assert figures["wire_mean_bytes"] is None
 
 
 def _detach(ledger: TrialLedger, trial_id: str, connection: int) -> TrialRecord | None:

@@ -7,11 +7,12 @@ import json
 import re
 import tempfile
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from agent.workloads import SPECS, Param, WorkloadSpec
@@ -581,6 +582,12 @@ KEY_ERRORS = [
         "or ticket option), and the engine drives no gtlsclient session file",
     ),
     (
+        '[workload]\nkind = "periodic"\ncount = 40\ninterval_s = 2.0\njitter_s = 0.5\n'
+        "[run]\ntrial_timeout_s = 60",
+        "run.trial_timeout_s: 60 s ends a trial while the periodic workload still schedules its "
+        "work (up to 78.5 s after its start, by its params); raise it above that",
+    ),
+    (
         "[run]\nserver_event_loop = 'trio'",
         'run.server_event_loop: expected one of "asyncio", "uvloop", got a string ("trio")',
     ),
@@ -1062,7 +1069,7 @@ def configs(draw: st.DrawFn) -> Config:
         supply_v=draw(st.floats(0, 48, exclude_min=True, **FINITE)),
         calibration=draw(st.none() | PATHS),
     )
-    return Config(
+    config = Config(
         run=RunConfig(
             name=draw(SAFE.filter(lambda s: s[0].isalnum())),
             seed=draw(st.integers(0, 2**63 - 1)),
@@ -1089,6 +1096,13 @@ def configs(draw: st.DrawFn) -> Config:
             delay_ms=draw(st.floats(0, 60_000, **FINITE)),
         ),
     )
+    if spec.schedule_s is None:
+        return config
+    # A trial timeout the workload's own schedule outlasts is refused at load.
+    longest_s = max(spec.schedule_s(dict(config.point(p).params)) for p in config.sweep.points())
+    assume(longest_s + 1 <= 86400)
+    timeout_s = max(config.run.trial_timeout_s, longest_s + 1)
+    return replace(config, run=replace(config.run, trial_timeout_s=timeout_s))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

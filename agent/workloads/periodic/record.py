@@ -94,7 +94,7 @@ def metrics(
             [e.connect_cpu_s for e in opened if e.connect_cpu_s is not None]
         ),
         "response_mean_s": _mean([e.response_s for e in done if e.response_s is not None]),
-        "wire_bytes_mean": _mean([e.wire_bytes_sent + e.wire_bytes_received for e in exchanges]),
+        "wire_mean_bytes": _mean([e.wire_bytes_sent + e.wire_bytes_received for e in exchanges]),
         "keepalive_pings": keepalive.pings,
         "keepalive_bytes": keepalive.wire_bytes,
     }

@@ -5,10 +5,20 @@ params below, the fields below as `metrics` (trials.csv's `periodic_<field>`), a
 top-level `exchanges`, one dict per exchange in order with the keys of `EXCHANGE_KEYS`.
 """
 
+from collections.abc import Mapping
+
 from agent.protocols import PROTOCOLS, protocols_where
-from agent.workloads.spec import Field, Param, Refusal, WorkloadSpec
+from agent.workloads.spec import Field, Param, ParamValue, Refusal, WorkloadSpec
 
 CONNECTIONS = ("keep", "new", "resume")
+
+
+def _last_exchange_s(params: Mapping[str, ParamValue]) -> float:
+    """The latest the last exchange may be scheduled after the trial's start."""
+    count, interval_s = float(params["count"]), float(params["interval_s"])
+    return (count - 1) * interval_s + float(params["jitter_s"])
+
+
 METHODS = ("GET", "POST")
 KEEPALIVES = ("none", "ping")
 HANDSHAKES = ("kept", "full", "resumed", "0rtt")
@@ -113,7 +123,7 @@ PERIODIC = WorkloadSpec(
         Field("connect_mean_s", "mean connect time over the connections opened, s"),
         Field("connect_cpu_mean_s", "mean client CPU per connect, s"),
         Field("response_mean_s", "mean request sent -> last response byte, s"),
-        Field("wire_bytes_mean", "mean bytes on the wire per exchange, sent + received, bytes"),
+        Field("wire_mean_bytes", "mean bytes on the wire per exchange, sent + received, bytes"),
         Field("keepalive_pings", "keepalive PINGs acknowledged"),
         Field("keepalive_bytes", "bytes on the wire of the keepalive PINGs, bytes"),
     ),
@@ -122,4 +132,5 @@ PERIODIC = WorkloadSpec(
         Refusal("connection", "resume", protocols_where(tls=False), "no TLS, no session to resume"),
     ),
     resumption=("connection", "resume"),
+    schedule_s=_last_exchange_s,
 )
