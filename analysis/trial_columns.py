@@ -542,6 +542,13 @@ def unit_of(name: str) -> str:
     return next((unit for suffix, unit in _UNIT_SUFFIXES if name.endswith(suffix)), "")
 
 
+def label_of(name: str) -> str:
+    """A column's name in words, without the unit its name ends with (tables and axes give the
+    unit beside it): `periodic_energy_per_report_mj` -> "periodic energy per report"."""
+    suffix = next((s for s, _ in _UNIT_SUFFIXES if name.endswith(s)), "")
+    return name.removesuffix(suffix).replace("_", " ")
+
+
 def _per_node(fields: tuple[Column, ...]) -> tuple[Column, ...]:
     return tuple(
         Column(f"{role}_{field.name}", field.unit, f"{role} node: {field.meaning}")
