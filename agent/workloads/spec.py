@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -165,10 +165,11 @@ class WorkloadSpec:
     # clock): the controller splits the trial's energy per exchange (controller.sweep.exchanges,
     # analysis.trial_columns' EXCHANGE_ENERGY_FIELDS).
     exchange_marks: bool = False
-    # How long after its start a trial with these params may still be scheduling its work (the
-    # periodic workload's last exchange): a trial timeout shorter than that would fail every
-    # trial, so the controller refuses it at load. None: the workload runs as fast as it can.
-    schedule_s: Callable[[Mapping[str, ParamValue]], float] | None = None
+    # Its params that schedule a trial's work over time, by name: (count, interval_s,
+    # jitter_s), `count` exchanges `interval_s` apart, each moved by up to `jitter_s` (the
+    # periodic workload). A trial timeout its schedule outlasts would fail every trial, so the
+    # controller refuses it at load (`schedule_s`). None: the workload runs as fast as it can.
+    schedule: tuple[str, str, str] | None = None
 
     def __post_init__(self) -> None:
         # A declaration's own mistake, caught where the workload is defined, not mid-sweep.
@@ -189,6 +190,14 @@ class WorkloadSpec:
             if protocol in refusal.protocols and params.get(refusal.param) == refusal.value:
                 return refusal
         return None
+
+    def schedule_s(self, params: Mapping[str, object]) -> float:
+        """How long after its start a trial with `params` may still be starting its work (its
+        last exchange, at the latest); 0 for a workload without a `schedule`."""
+        if self.schedule is None:
+            return 0.0
+        count, interval_s, jitter_s = (float(str(params[name])) for name in self.schedule)
+        return (count - 1) * interval_s + jitter_s
 
     def param(self, name: str) -> Param:
         for param in self.params:

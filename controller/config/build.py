@@ -454,10 +454,10 @@ def _check_idle_baseline(stack: Stack, config: Config) -> None:
 def _check_trial_timeout(stack: Stack, config: Config) -> None:
     """A trial still scheduling its work when its timeout strikes (a periodic trial's last
     exchange) would fail at every attempt: said at load, not after the sweep's first hour."""
-    schedule_s = SPECS[config.workload.kind].schedule_s
-    if schedule_s is None:
+    spec = SPECS[config.workload.kind]
+    if spec.schedule is None:
         return
-    longest_s = max(schedule_s(dict(config.point(point).params)) for point in config.sweep.points())
+    longest_s = max(spec.schedule_s(dict(config.point(p).params)) for p in config.sweep.points())
     if config.run.trial_timeout_s <= longest_s:
         key = "run.trial_timeout_s"
         raise ConfigError(

@@ -1096,7 +1096,7 @@ def configs(draw: st.DrawFn) -> Config:
             delay_ms=draw(st.floats(0, 60_000, **FINITE)),
         ),
     )
-    if spec.schedule_s is None:
+    if spec.schedule is None:
         return config
     # A trial timeout the workload's own schedule outlasts is refused at load.
     longest_s = max(spec.schedule_s(dict(config.point(p).params)) for p in config.sweep.points())

@@ -5,20 +5,10 @@ params below, the fields below as `metrics` (trials.csv's `periodic_<field>`), a
 top-level `exchanges`, one dict per exchange in order with the keys of `EXCHANGE_KEYS`.
 """
 
-from collections.abc import Mapping
-
 from agent.protocols import PROTOCOLS, protocols_where
-from agent.workloads.spec import Field, Param, ParamValue, Refusal, WorkloadSpec
+from agent.workloads.spec import Field, Param, Refusal, WorkloadSpec
 
 CONNECTIONS = ("keep", "new", "resume")
-
-
-def _last_exchange_s(params: Mapping[str, ParamValue]) -> float:
-    """The latest the last exchange may be scheduled after the trial's start."""
-    count, interval_s = float(params["count"]), float(params["interval_s"])
-    return (count - 1) * interval_s + float(params["jitter_s"])
-
-
 METHODS = ("GET", "POST")
 KEEPALIVES = ("none", "ping")
 HANDSHAKES = ("kept", "full", "resumed", "0rtt")
@@ -132,6 +122,6 @@ PERIODIC = WorkloadSpec(
         Refusal("connection", "resume", protocols_where(tls=False), "no TLS, no session to resume"),
     ),
     resumption=("connection", "resume"),
-    schedule_s=_last_exchange_s,
+    schedule=("count", "interval_s", "jitter_s"),
     exchange_marks=True,
 )
