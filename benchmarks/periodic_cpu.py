@@ -312,31 +312,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = Plan(
         credentials, args.count, args.interval_s, args.response_bytes, args.client_core, out
     )
-    trials: list[Trial] = []
     try:
-        with our_servers(plan, args.protocols, args.server_core) as ports:
-            if "h3" in ports:
-                check_gtlsclient_resumes(plan, ports["h3"])
-            for round_ in range(args.rounds):
-                steps = [
-                    step
-                    for protocol in args.protocols
-                    for step in cases(plan, round_, protocol, ports[protocol])
-                ]
-                # Each client takes each place in the order in turn, round by round.
-                shift = round_ % len(steps)
-                for step in steps[shift:] + steps[:shift]:
-                    trial = step()
-                    trials.append(trial)
-                    print(trial, flush=True)
-                write_csv(out / "measurements.csv", trials)
+        trials = run_rounds(plan, args)
     except (BenchError, RuntimeError, subprocess.TimeoutExpired) as exc:
         print(f"periodic_cpu: error: {exc}", file=sys.stderr)
         return 1
-    table = summary(trials)
-    (out / "summary.md").write_text(table)
-    print(table)
+    (out / "summary.md").write_text(summary(trials))
+    print((out / "summary.md").read_text())
     return 0
+
+
+def run_rounds(plan: Plan, args: argparse.Namespace) -> list[Trial]:
+    """Every client of every protocol once a round, in an order rotating round by round (each
+    takes each place in turn); measurements.csv rewritten after each round."""
+    trials: list[Trial] = []
+    with our_servers(plan, args.protocols, args.server_core) as ports:
+        if "h3" in ports:
+            check_gtlsclient_resumes(plan, ports["h3"])
+        for round_ in range(args.rounds):
+            steps = [
+                step
+                for protocol in args.protocols
+                for step in cases(plan, round_, protocol, ports[protocol])
+            ]
+            shift = round_ % len(steps)
+            for step in steps[shift:] + steps[:shift]:
+                trials.append(step())
+                print(trials[-1], flush=True)
+            write_csv(plan.out / "measurements.csv", trials)
+    return trials
 
 
 if __name__ == "__main__":
