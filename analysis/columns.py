@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.trial_columns import PHASES, unit_of
+from analysis.trial_columns import PHASES, label_of, unit_of
 
 FORMAT_VERSION = 2
 
@@ -115,5 +115,5 @@ def metric_of(name: str) -> Metric:
         return known
     unit = unit_of(name)
     if unit == "B":
-        return Metric(name, name.replace("_", " "), unit, "KiB", 1 / 2**10)
-    return Metric(name, name.replace("_", " "), unit, unit, 1.0)
+        return Metric(name, label_of(name), unit, "KiB", 1 / 2**10)
+    return Metric(name, label_of(name), unit, unit, 1.0)

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from agent.h2.settings import SETTING_SPECS
 from agent.workloads import DEFAULT_KIND, SPECS
-from analysis.workloads import EXCHANGE_MARKED
 
 MAX_SATURATED_FRACTION = 0.0
 """The config's default `meter.max_saturated_fraction`: a trial with more of its `samples` than
@@ -542,6 +541,13 @@ def unit_of(name: str) -> str:
     return next((unit for suffix, unit in _UNIT_SUFFIXES if name.endswith(suffix)), "")
 
 
+def label_of(name: str) -> str:
+    """A column's name in words, without the unit its name ends with (tables and axes give the
+    unit beside it): `periodic_energy_per_report_mj` -> "periodic energy per report"."""
+    suffix = next((s for s, _ in _UNIT_SUFFIXES if name.endswith(s)), "")
+    return name.removesuffix(suffix).replace("_", " ")
+
+
 def _per_node(fields: tuple[Column, ...]) -> tuple[Column, ...]:
     return tuple(
         Column(f"{role}_{field.name}", field.unit, f"{role} node: {field.meaning}")
@@ -576,8 +582,8 @@ EXCHANGE_ENERGY_FIELDS: tuple[Column, ...] = (
         "kept connection) to its response's end, mean over the exchanges that got a response",
     ),
 )
-"""`<kind>_<name>` for a kind whose record lists its exchanges (analysis.workloads'
-EXCHANGE_MARKED): its trial's energy per exchange (controller.sweep.exchanges); the spans are
+"""`<kind>_<name>` for a kind whose record lists its exchanges (its declaration's
+`exchange_marks`): its trial's energy per exchange (controller.sweep.exchanges); the spans are
 empty where the client's engine records no phases."""
 
 
@@ -589,7 +595,7 @@ def workload_columns(kind: str) -> tuple[Column, ...]:
     own = tuple(
         Column(f"{kind}_{field.name}", unit_of(field.name), field.doc) for field in spec.fields
     )
-    if kind in EXCHANGE_MARKED:
+    if spec.exchange_marks:
         own += tuple(Column(f"{kind}_{c.name}", c.unit, c.meaning) for c in EXCHANGE_ENERGY_FIELDS)
     if spec.exchange_split is None:
         return own

@@ -4,6 +4,7 @@ beside it (run as `python benchmarks/NAME.py`, this directory is first on sys.pa
 
 from __future__ import annotations
 
+import argparse
 import csv
 import os
 import random
@@ -17,6 +18,16 @@ from dataclasses import asdict
 from pathlib import Path
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def add_server_bench_options(parser: argparse.ArgumentParser) -> None:
+    """The options every server-against-server benchmark takes: the site served, where results
+    go, and the two cores the server and the clients are pinned to."""
+    parser.add_argument("--site", type=Path, default=REPO / "data" / "site")
+    parser.add_argument("--out", type=Path, help="results directory (default data/bench/...)")
+    parser.add_argument("--server-core", type=int, default=0)
+    parser.add_argument("--client-core", type=int, default=1)
 
 
 @contextmanager

@@ -37,6 +37,8 @@ from typing import IO
 
 from agent_vs_nghttp2 import nghttp2_bits, prepare_site
 from bench_support import (
+    REPO,
+    add_server_bench_options,
     free_port,
     median_interval,
     pinned,
@@ -48,7 +50,6 @@ from h3_vs_ngtcp2 import fixed_windows
 
 from controller.run.tls import run_credentials
 
-REPO = Path(__file__).resolve().parent.parent
 START_S = 3.0  # not every server says when it listens: give each this long
 
 
@@ -221,10 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="nghttp2,builtin",
         help="whose servers: nghttp2 (nghttpd, gtlsserver) and/or builtin (ours, h2c and h3)",
     )
-    parser.add_argument("--site", type=Path, default=REPO / "data" / "site")
-    parser.add_argument("--out", type=Path, help="results directory (default data/bench/...)")
-    parser.add_argument("--server-core", type=int, default=0)
-    parser.add_argument("--client-core", type=int, default=1)
+    add_server_bench_options(parser)
     args = parser.parse_args(argv)
     args.engines = args.engines.split(",")
     for tool in ("nghttp", "nghttpd", "gtlsclient", "gtlsserver"):

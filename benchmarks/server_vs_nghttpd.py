@@ -41,7 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_vs_nghttp2 import BenchError, nghttp2_bits, prepare_site, server
-from bench_support import free_port, process_cpu_s, process_user_sys_s, write_csv
+from bench_support import (
+    REPO,
+    add_server_bench_options,
+    free_port,
+    process_cpu_s,
+    process_user_sys_s,
+    write_csv,
+)
 from client_vs_nghttp import check_nghttp, nghttp_args, run_pinned
 from h3_vs_ngtcp2 import Served, Setup, fixed_windows, free_udp_port, gtlsserver, our_server
 
@@ -50,7 +57,6 @@ from agent.site import load_manifest
 from agent.trial_header import TRIAL_HEADER
 from controller.run.tls import run_credentials
 
-REPO = Path(__file__).resolve().parent.parent
 PROTOCOLS = ("h2c", "h2", "h3")
 ANCHORS = {"h2c": "nghttpd", "h2": "nghttpd", "h3": "gtlsserver"}
 BASELINE = "baseline"
@@ -244,10 +250,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_false",
         help="h2c, h2: fetch without the trial header (our server then accounts no trials)",
     )
-    parser.add_argument("--site", type=Path, default=REPO / "data" / "site")
-    parser.add_argument("--out", type=Path, help="results directory (default data/bench/...)")
-    parser.add_argument("--server-core", type=int, default=0)
-    parser.add_argument("--client-core", type=int, default=1)
+    add_server_bench_options(parser)
     args = parser.parse_args(argv)
     args.protocols = args.protocols.split(",")
     args.ours = args.ours.split(",") if args.ours else []

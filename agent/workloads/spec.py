@@ -161,6 +161,10 @@ class WorkloadSpec:
     # The param and value under which its client resumes TLS sessions across connections: a
     # client engine that cannot (agent.engines: client_no_resumption) is refused it at load.
     resumption: tuple[str, ParamValue] | None = None
+    # Its client record lists its exchanges with their marks (`exchanges`, on the phases'
+    # clock): the controller splits the trial's energy per exchange (controller.sweep.exchanges,
+    # analysis.trial_columns' EXCHANGE_ENERGY_FIELDS).
+    exchange_marks: bool = False
     # How long after its start a trial with these params may still be scheduling its work (the
     # periodic workload's last exchange): a trial timeout shorter than that would fail every
     # trial, so the controller refuses it at load. None: the workload runs as fast as it can.

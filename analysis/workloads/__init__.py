@@ -24,9 +24,5 @@ REPORT_MODULES: Mapping[str, str] = MappingProxyType(
         "periodic": "analysis.workloads.periodic",
     }
 )
-# The kinds whose client record lists its exchanges with their marks (`exchanges`): the
-# controller splits their trials' energy per exchange (analysis.trial_columns'
-# EXCHANGE_ENERGY_FIELDS, controller.sweep.exchanges).
-EXCHANGE_MARKED: frozenset[str] = frozenset({"periodic"})
 
-__all__ = ["DEFAULT_KIND", "EXCHANGE_MARKED", "REPORT_MODULES"]
+__all__ = ["DEFAULT_KIND", "REPORT_MODULES"]

@@ -22,7 +22,6 @@ from typing import Any
 from agent.workloads import SPECS
 from analysis.meter_floor import trials_floor
 from analysis.stopping import settled
-from analysis.workloads import EXCHANGE_MARKED
 from controller.config.model import TrialPoint
 from controller.dashboard.state import DashboardEvent, Notice, TrialFinished, TrialStarted
 from controller.energy import WindowEnergy, energy_in_window
@@ -349,7 +348,7 @@ class SweepEngine:
         integrated from the window already held, a span at a time
         (controller.sweep.exchanges)."""
         marks = client.get("exchanges")
-        if self.recorder.workload not in EXCHANGE_MARKED or not isinstance(marks, list):
+        if not SPECS[self.recorder.workload].exchange_marks or not isinstance(marks, list):
             return None
         return exchange_energy(
             marks,

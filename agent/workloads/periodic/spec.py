@@ -133,4 +133,5 @@ PERIODIC = WorkloadSpec(
     ),
     resumption=("connection", "resume"),
     schedule_s=_last_exchange_s,
+    exchange_marks=True,
 )
