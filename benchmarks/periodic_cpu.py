@@ -45,13 +45,12 @@ from functools import partial
 from pathlib import Path
 
 from agent_vs_nghttp2 import BenchError
-from bench_support import median_interval, write_csv
+from bench_support import REPO, median_interval, write_csv
 from client_vs_nghttp import check_nghttp, run_pinned
 from h3_vs_ngtcp2 import pinned_server
 
 from controller.run.tls import RunCredentials, run_credentials
 
-REPO = Path(__file__).resolve().parent.parent
 PROTOCOLS = ("h2c", "h2", "h3")
 NGHTTP = "nghttp"
 GTLSCLIENT = "gtlsclient"
