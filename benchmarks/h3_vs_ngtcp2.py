@@ -134,7 +134,7 @@ def _timed(
 
 
 @contextmanager
-def _server(
+def pinned_server(
     argv: Sequence[str], core: int, log: Path, port_line: bool, cwd: Path | None = None
 ) -> Iterator[Served]:
     """A server process pinned to `core` (run in `cwd`); yields its UDP/TCP port (ours print
@@ -160,7 +160,7 @@ def gtlsserver(setup: Setup, port: int, log: Path) -> AbstractContextManager[Ser
         "gtlsserver", "-q", "-d", str(setup.site), *fixed_windows(65535),
         "127.0.0.1", str(port), str(setup.key), str(setup.cert),
     ]  # fmt: skip
-    return _server(argv, setup.server_core, log, port_line=False)
+    return pinned_server(argv, setup.server_core, log, port_line=False)
 
 
 def our_server(
@@ -176,7 +176,7 @@ def our_server(
         "--protocol", protocol, "--cert", str(setup.cert), "--key", str(setup.key),
         "--trial-log", str(log.with_suffix(".jsonl")), *options,
     ]  # fmt: skip
-    return _server(argv, setup.server_core, log, port_line=True, cwd=tree)
+    return pinned_server(argv, setup.server_core, log, port_line=True, cwd=tree)
 
 
 def _gtlsclient(setup: Setup, port: int, window: int, run: int) -> Measurement:
