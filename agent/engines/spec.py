@@ -8,7 +8,7 @@ names, loaded only when that engine runs).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from agent.client.options import RunPlan
     from agent.protocols import ProtocolSpec
     from agent.trial_request import TrialRequest
-    from agent.workloads.spec import ParamValue, WorkloadSpec
+    from agent.workloads.spec import ParamValue, Refusal, WorkloadSpec
 
     ServeEntry = Callable[
         [argparse.Namespace, ProtocolSpec, WorkloadSpec, dict[str, ParamValue], dict[str, int]],
@@ -66,6 +66,8 @@ class EngineSpec:
     protocols: tuple[str, ...] | None = None
     # The workload kinds it runs; None: every one.
     workloads: tuple[str, ...] | None = None
+    # The kinds its client runs besides those, whose server side it does not serve.
+    client_workloads: tuple[str, ...] = ()
     # Whether its client checks the server's certificate (against the run's authority).
     checks_certificates: bool = True
     # The Debian packages holding its programs, by program: a node must have them installed
@@ -102,6 +104,9 @@ class EngineSpec:
     # Why its client cannot resume a TLS session on a later connection (a workload's
     # `resumption`), in one line; None: it can.
     client_no_resumption: str | None = None
+    # Workload param values its client cannot run, by workload kind: refused at load and by
+    # the agent's `trial` in one line, as a workload's own refusals are.
+    client_refusals: tuple[tuple[str, Refusal], ...] = ()
 
     @property
     def serves_only(self) -> bool:
@@ -110,8 +115,27 @@ class EngineSpec:
     def runs_protocol(self, protocol: str) -> bool:
         return self.protocols is None or protocol in self.protocols
 
-    def runs_workload(self, kind: str) -> bool:
-        return self.workloads is None or kind in self.workloads
+    def runs_workload(self, kind: str, *, client: bool = False) -> bool:
+        """Whether it runs the `kind` workload's server side (its client's with `client`)."""
+        return (
+            self.workloads is None
+            or kind in self.workloads
+            or (client and kind in self.client_workloads)
+        )
+
+    def client_refusal(
+        self, kind: str, params: Mapping[str, object], protocol: str
+    ) -> Refusal | None:
+        """The declared refusal of the `kind` workload's `params` over `protocol` by this
+        engine's client (its `message` says why in one line), or None."""
+        for workload, refusal in self.client_refusals:
+            if (
+                workload == kind
+                and protocol in refusal.protocols
+                and params.get(refusal.param) == refusal.value
+            ):
+                return refusal
+        return None
 
     def settings(self, client: bool) -> tuple[str, ...] | None:
         return self.client_settings if client else self.server_settings
