@@ -27,7 +27,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from agent import __version__
 from agent.client.connect import Target
 from agent.client.options import RunPlan
 from agent.client.record import ClientRecord
@@ -40,20 +39,14 @@ from agent.engines.nghttp2.gtls_log import parse_gtls_log
 from agent.engines.nghttp2.har import parse_har
 from agent.engines.nghttp2.options import NghttpOptions
 from agent.engines.nghttp2.process import ChildOutcome, run_child
-from agent.engines.nghttp2.record import ENGINE, ToolOptions
+from agent.engines.nghttp2.record import ToolOptions, tool_fields
 from agent.engines.nghttp2.tools import find_tool
 from agent.marker import Marker
-from agent.protocols import protocol_spec
 from agent.trial_header import TRIAL_CONTINUES_HEADER
 from agent.workloads.blob.body import blob_body
+from agent.workloads.periodic import record as exchange_record
 from agent.workloads.periodic.protocol import PATH_PREFIX
-from agent.workloads.periodic.record import (
-    Exchange,
-    Keepalive,
-    early_accepted,
-    handshake_of,
-    metrics,
-)
+from agent.workloads.periodic.record import Exchange
 from agent.workloads.periodic.schedule import Schedule, lateness_s
 from agent.workloads.periodic.spec import PERIODIC
 
@@ -232,7 +225,7 @@ def exchange_of(
 ) -> Exchange:
     """The workload's record of one tool run. Pure."""
     early = seen.early_data_sent
-    handshake = handshake_of(True, seen.resumed, early)
+    handshake = exchange_record.handshake_of(True, seen.resumed, early)
     status = seen.status if seen.status is not None else 0
     return Exchange(
         index=index,
@@ -244,7 +237,9 @@ def exchange_of(
         lateness_s=lateness_s(due_ns, child.t_mono_start_ns),
         handshake=handshake,
         early_data_sent=early,
-        early_data_accepted=early_accepted(early, not seen.early_data_refused, status),
+        early_data_accepted=exchange_record.early_accepted(
+            early, not seen.early_data_refused, status
+        ),
         connect_s=seen.connect_s,
         connect_cpu_s=None,
         response_s=seen.response_s,
@@ -326,15 +321,7 @@ class PeriodicRunner:
             error=error,
             trial_id=trial_id,
             repetition=repetition,
-            url=self.run.url,
-            workload=PERIODIC.kind,
-            engine=ENGINE,
-            agent_version=__version__,
-            protocol=protocol,
-            tls=protocol_spec(protocol).tls,
-            settings=options.announced(),
-            flow_control=options.flow_control(),
-            peer_settings={},
+            **tool_fields(self.run.url, protocol, PERIODIC.kind, options),
             response_s=wall_s,
             ttfb_s=None,
             cpu_user_s=user_s,
@@ -354,8 +341,7 @@ class PeriodicRunner:
             cpu_pin=self.run.options.cpu_pin,
             marker=self.marker.describe(),
             params=dict(self.run.params),
-            metrics=metrics(exchanges, 0, Keepalive()),
-            settings_announced=options.settings_announced(),
+            metrics=exchange_record.metrics(exchanges, 0, exchange_record.Keepalive()),
             extra={
                 "exchanges": [e.to_dict() for e in exchanges],
                 "exchange_cpu_s": [c.cpu_user_s + c.cpu_sys_s for c in children],
