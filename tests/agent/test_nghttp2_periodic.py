@@ -114,6 +114,15 @@ def test_gtlsclient_new_and_resume_against_our_h3_server(
         url = f"https://127.0.0.1:{server.port}/"
         assert _handshakes(_trial(url, "h3", "connection=new")) == _NEW
         assert _handshakes(_trial(url, "h3", "connection=resume")) == _RESUMED
+        # A POST in 0-RTT is refused (425) and gtlsclient does not send it again: measured.
+        posted = _trial(url, "h3", "connection=resume", "method=POST")
+    assert not posted["ok"]
+    exchanges = posted["exchanges"]
+    assert isinstance(exchanges, list)
+    assert [(e["handshake"], e["early_data_accepted"]) for e in exchanges] == [("full", None)] + [
+        ("0rtt", False)
+    ] * (_COUNT - 1)
+    assert all("answered 425" in e["error"] for e in exchanges[1:])
 
 
 def test_nghttp_new_against_our_h2_servers(credentials: Credentials, tmp_path: Path) -> None:
