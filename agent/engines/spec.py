@@ -46,6 +46,19 @@ on its requests (agent.trial_header), or by trial-control messages beside them
 
 
 @dataclass(frozen=True)
+class ClientRefusal:
+    """A value of a workload's param that the engine's client cannot run, with its QUIC tool
+    (`quic` True) or its other one (False), and why in a few words. Declared by tool, not by
+    protocol name, so a declaration loads no protocol's."""
+
+    workload: str
+    param: str
+    value: str | int | float | bool
+    quic: bool
+    reason: str
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     name: str
     doc: str
@@ -106,7 +119,7 @@ class EngineSpec:
     client_no_resumption: str | None = None
     # Workload param values its client cannot run, by workload kind: refused at load and by
     # the agent's `trial` in one line, as a workload's own refusals are.
-    client_refusals: tuple[tuple[str, Refusal], ...] = ()
+    client_refusals: tuple[ClientRefusal, ...] = ()
 
     @property
     def serves_only(self) -> bool:
@@ -128,13 +141,15 @@ class EngineSpec:
     ) -> Refusal | None:
         """The declared refusal of the `kind` workload's `params` over `protocol` by this
         engine's client (its `message` says why in one line), or None."""
-        for workload, refusal in self.client_refusals:
-            if (
-                workload == kind
-                and protocol in refusal.protocols
-                and params.get(refusal.param) == refusal.value
-            ):
-                return refusal
+        from agent.protocols import protocol_spec  # noqa: PLC0415
+        from agent.workloads.spec import Refusal  # noqa: PLC0415
+
+        quic = protocol_spec(protocol).quic
+        for refusal in self.client_refusals:
+            if (refusal.workload, refusal.quic) == (kind, quic) and params.get(
+                refusal.param
+            ) == refusal.value:
+                return Refusal(refusal.param, refusal.value, (protocol,), refusal.reason)
         return None
 
     def settings(self, client: bool) -> tuple[str, ...] | None:

@@ -4,11 +4,10 @@
 ngtcp2's `gtlsclient` and `gtlsserver` (agent.engines.nghttp2.gtls): the C anchor for both
 protocols, exact windows there."""
 
-from agent.engines.spec import EngineSpec
+from agent.engines.spec import ClientRefusal, EngineSpec
 from agent.protocols import protocols_where
 from agent.workloads.page.spec import PAGE
-from agent.workloads.periodic.spec import PERIODIC
-from agent.workloads.spec import Refusal
+from agent.workloads.periodic.protocol import KIND as PERIODIC
 
 NGHTTP_SETTINGS = (
     "initial_window_size",
@@ -21,16 +20,19 @@ NGTCP2_SETTINGS = ("initial_window_size",)
 """What the engine announces over QUIC (ngtcp2's gtlsclient and gtlsserver), as the transport
 parameter initial_max_stream_data."""
 
-_TCP = protocols_where(quic=False)
-_QUIC = protocols_where(quic=True)
 _ONE_FETCH = "fetches its URLs at once and exits: it cannot idle between exchanges"
 PERIODIC_REFUSALS = (
-    Refusal("connection", "keep", _TCP, f"the nghttp2 engine's nghttp {_ONE_FETCH}"),
-    Refusal("connection", "keep", _QUIC, f"the nghttp2 engine's gtlsclient {_ONE_FETCH}"),
-    Refusal(
+    ClientRefusal(
+        PERIODIC, "connection", "keep", False, f"the nghttp2 engine's nghttp {_ONE_FETCH}"
+    ),
+    ClientRefusal(
+        PERIODIC, "connection", "keep", True, f"the nghttp2 engine's gtlsclient {_ONE_FETCH}"
+    ),
+    ClientRefusal(
+        PERIODIC,
         "connection",
         "resume",
-        _TCP,
+        False,
         "the nghttp2 engine's nghttp fetches and exits, keeping no TLS session for the next "
         "run (it has no session or ticket option)",
     ),
@@ -53,7 +55,7 @@ NGHTTP2 = EngineSpec(
     client_window_update_policies=("half",),
     workloads=(PAGE.kind,),
     # nghttpd and gtlsserver serve files: the periodic workload's server is the agent's own.
-    client_workloads=(PERIODIC.kind,),
+    client_workloads=(PERIODIC,),
     checks_certificates=False,
     debian_packages=(
         ("nghttp", "nghttp2-client"),
@@ -71,5 +73,5 @@ NGHTTP2 = EngineSpec(
     client_phases=False,
     trial_counting="control",
     quic_client_needs_own_server=True,
-    client_refusals=tuple((PERIODIC.kind, refusal) for refusal in PERIODIC_REFUSALS),
+    client_refusals=PERIODIC_REFUSALS,
 )
