@@ -86,8 +86,8 @@ def check_engine(
     if client and engine.serves_only:
         runs = " or ".join(engines_where(client=True))
         raise UsageError(f"--engine {engine.name} only serves; a client runs {runs}")
-    if not engine.runs_workload(workload.kind):
-        runs = " or ".join(engines_where(workload=workload.kind))
+    if not engine.runs_workload(workload.kind, client=client):
+        runs = " or ".join(engines_where(workload=workload.kind, client=client or None))
         raise UsageError(f"--engine {engine.name}: the {workload.kind} workload runs on {runs}")
     if not workload.runs_protocol(protocol.name):
         raise UsageError(

@@ -219,7 +219,9 @@ def run_request(
     protocol = _protocol(request, udp_buffer_bytes)
     check_engine(engine, protocol, spec, client=True)
     params = parse_params(spec, [f"{k}={v}" for k, v in request.params], "client")
-    refused = spec.refusal(params, protocol.name)
+    refused = spec.refusal(params, protocol.name) or engine.client_refusal(
+        spec.kind, params, protocol.name
+    )
     if refused is not None:
         raise UsageError(f"--param {refused.message(protocol.name)} (--protocol {protocol.name})")
     connection_window = request.connection_window

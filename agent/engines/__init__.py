@@ -84,11 +84,12 @@ def engine_label(name: str) -> str:
 def engines_where(
     *, protocol: str | None = None, workload: str | None = None, client: bool | None = None
 ) -> tuple[str, ...]:
-    """The engines that run `protocol`, `workload` and (client True) a client side."""
+    """The engines that run `protocol`, `workload` (its client side with `client`) and
+    (client True) a client side."""
     return tuple(
         name
         for name in engine_names()
         if (protocol is None or engine_spec(name).runs_protocol(protocol))
-        and (workload is None or engine_spec(name).runs_workload(workload))
+        and (workload is None or engine_spec(name).runs_workload(workload, client=bool(client)))
         and (client is None or engine_spec(name).serves_only != client)
     )

@@ -8,7 +8,7 @@ names, loaded only when that engine runs).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from agent.client.options import RunPlan
     from agent.protocols import ProtocolSpec
     from agent.trial_request import TrialRequest
-    from agent.workloads.spec import ParamValue, WorkloadSpec
+    from agent.workloads.spec import ParamValue, Refusal, WorkloadSpec
 
     ServeEntry = Callable[
         [argparse.Namespace, ProtocolSpec, WorkloadSpec, dict[str, ParamValue], dict[str, int]],
@@ -46,6 +46,19 @@ on its requests (agent.trial_header), or by trial-control messages beside them
 
 
 @dataclass(frozen=True)
+class ClientRefusal:
+    """A value of a workload's param that the engine's client cannot run, with its QUIC tool
+    (`quic` True) or its other one (False), and why in a few words. Declared by tool, not by
+    protocol name, so a declaration loads no protocol's."""
+
+    workload: str
+    param: str
+    value: str | int | float | bool
+    quic: bool
+    reason: str
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     name: str
     doc: str
@@ -66,6 +79,8 @@ class EngineSpec:
     protocols: tuple[str, ...] | None = None
     # The workload kinds it runs; None: every one.
     workloads: tuple[str, ...] | None = None
+    # The kinds its client runs besides those, whose server side it does not serve.
+    client_workloads: tuple[str, ...] = ()
     # Whether its client checks the server's certificate (against the run's authority).
     checks_certificates: bool = True
     # The Debian packages holding its programs, by program: a node must have them installed
@@ -102,6 +117,9 @@ class EngineSpec:
     # Why its client cannot resume a TLS session on a later connection (a workload's
     # `resumption`), in one line; None: it can.
     client_no_resumption: str | None = None
+    # Workload param values its client cannot run, by workload kind: refused at load and by
+    # the agent's `trial` in one line, as a workload's own refusals are.
+    client_refusals: tuple[ClientRefusal, ...] = ()
 
     @property
     def serves_only(self) -> bool:
@@ -110,8 +128,29 @@ class EngineSpec:
     def runs_protocol(self, protocol: str) -> bool:
         return self.protocols is None or protocol in self.protocols
 
-    def runs_workload(self, kind: str) -> bool:
-        return self.workloads is None or kind in self.workloads
+    def runs_workload(self, kind: str, *, client: bool = False) -> bool:
+        """Whether it runs the `kind` workload's server side (its client's with `client`)."""
+        return (
+            self.workloads is None
+            or kind in self.workloads
+            or (client and kind in self.client_workloads)
+        )
+
+    def client_refusal(
+        self, kind: str, params: Mapping[str, object], protocol: str
+    ) -> Refusal | None:
+        """The declared refusal of the `kind` workload's `params` over `protocol` by this
+        engine's client (its `message` says why in one line), or None."""
+        from agent.protocols import protocol_spec  # noqa: PLC0415
+        from agent.workloads.spec import Refusal  # noqa: PLC0415
+
+        quic = protocol_spec(protocol).quic
+        for refusal in self.client_refusals:
+            if (refusal.workload, refusal.quic) == (kind, quic) and params.get(
+                refusal.param
+            ) == refusal.value:
+                return Refusal(refusal.param, refusal.value, (protocol,), refusal.reason)
+        return None
 
     def settings(self, client: bool) -> tuple[str, ...] | None:
         return self.client_settings if client else self.server_settings

@@ -164,18 +164,25 @@ def _check_protocol(stack: Stack, config: Config) -> None:
 
 
 def _check_refusals(stack: Stack, config: Config) -> None:
-    """No grid point pairs a workload param's value with a protocol its workload refuses it
-    over (agent.workloads.Refusal: the periodic workload's resume over h2c)."""
+    """No grid point pairs a workload param's value with a protocol its workload, or a client
+    node's engine, refuses it over (agent.workloads.Refusal: the periodic workload's resume
+    over h2c; EngineSpec.client_refusals: nghttp's keep)."""
     spec = SPECS[config.workload.kind]
-    if not spec.refusals:
-        return
     for point in config.sweep.points():
         trial = config.point(point)
-        refused = spec.refusal(dict(trial.params), trial.protocol)
+        params = dict(trial.params)
+        refused = spec.refusal(params, trial.protocol)
+        engine = ""
+        for node in config.client_nodes:
+            if refused is None:
+                refused = engine_spec(node.engine).client_refusal(spec.kind, params, trial.protocol)
+                engine = f' (nodes.{node.role}.engine = "{node.engine}")'
         if refused is not None:
             name = refused.param
             key = f"sweep.{name}" if name in config.sweep.names else f"workload.{name}"
-            raise ConfigError(f"{stack.origin(key)}: {key}: {refused.message(trial.protocol)}")
+            raise ConfigError(
+                f"{stack.origin(key)}: {key}: {refused.message(trial.protocol)}{engine}"
+            )
 
 
 def _check_ack_policy(stack: Stack, config: Config, quic: tuple[str, ...]) -> None:
@@ -242,11 +249,13 @@ def _check_kind_engine(stack: Stack, config: Config) -> None:
                 f"{stack.origin(key)}: {key}: {node.engine!r} only serves; a client runs "
                 f"{_quoted_or(engines_where(client=True))}"
             )
-    nodes = [(f"nodes.{node.role}.engine", node) for node in config.client_nodes]
-    for key, node in nodes + _servers(config):
-        if not engine_spec(node.engine).runs_workload(spec.kind):
+    nodes = [(f"nodes.{node.role}.engine", node, True) for node in config.client_nodes]
+    servers = [(key, node, False) for key, node in _servers(config)]
+    for key, node, client in nodes + servers:
+        if not engine_spec(node.engine).runs_workload(spec.kind, client=client):
             origin = stack.origin(key.split("[", 1)[0])
-            runs = " or ".join(repr(e) for e in engines_where(workload=spec.kind))
+            where = engines_where(workload=spec.kind, client=client or None)
+            runs = " or ".join(repr(e) for e in where)
             raise ConfigError(
                 f"{origin}: {key}: workload {spec.kind!r} runs on {runs}, not {node.engine!r}"
             )

@@ -577,9 +577,22 @@ KEY_ERRORS = [
     (
         '[workload]\nkind = "periodic"\nprotocol = "h2"\nconnection = "resume"\n'
         '[nodes.client]\nengine = "nghttp2"',
-        'workload.connection: connection = "resume" resumes TLS sessions; nodes.client.engine '
-        '= "nghttp2" cannot: nghttp keeps no TLS session from one run to the next (no session '
-        "or ticket option), and the engine drives no gtlsclient session file",
+        'workload.connection: connection = "resume" does not run over h2: the nghttp2 '
+        "engine's nghttp fetches and exits, keeping no TLS session for the next run (it has no "
+        'session or ticket option) (nodes.client.engine = "nghttp2")',
+    ),
+    (
+        '[workload]\nkind = "periodic"\nprotocol = "h2c"\n[nodes.client]\nengine = "nghttp2"',
+        'workload.connection: connection = "keep" does not run over h2c: the nghttp2 engine\'s '
+        "nghttp fetches its URLs at once and exits: it cannot idle between exchanges "
+        '(nodes.client.engine = "nghttp2")',
+    ),
+    (
+        '[workload]\nkind = "periodic"\nprotocol = "h3"\n[sweep]\nconnection = ["resume", '
+        '"keep"]\n[nodes.client]\nengine = "nghttp2"',
+        'sweep.connection: connection = "keep" does not run over h3: the nghttp2 engine\'s '
+        "gtlsclient fetches its URLs at once and exits: it cannot idle between exchanges "
+        '(nodes.client.engine = "nghttp2")',
     ),
     (
         '[workload]\nkind = "periodic"\ncount = 40\ninterval_s = 2.0\njitter_s = 0.5\n'

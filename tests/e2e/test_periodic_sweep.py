@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from tests.agent.servers import free_port
-from tests.conftest import h2iot, swept_ok
+from tests.conftest import h2iot, require_tool, swept_ok
 
 SMALL = (
     "--set", "workload.count=3", "--set", "workload.interval_s=0.2",
@@ -59,3 +59,17 @@ def test_a_periodic_sweep_splits_its_energy_per_report_and_reports_the_battery_v
     assert sections[0] == "## HTTP/3 against HTTP/2 per periodic report"
     assert "## Battery view: a day of reports" in text
     assert "reports (mAh/day at 5 V)" in text
+
+
+def test_a_periodic_sweep_on_the_nghttp2_client_runs_nghttp_per_report(tmp_path: Path) -> None:
+    require_tool("nghttp")
+    nghttp2 = (
+        "--set", 'sweep.protocol=["h2c", "h2"]', "--set", 'sweep.connection=["new"]',
+        "--set", 'nodes.client.engine="nghttp2"',
+        "--set", f"nodes.server.http_port={free_port()}",
+    )  # fmt: skip
+    _run, rows = swept_ok("periodic.toml", tmp_path / "runs", *SMALL, *nghttp2)
+    assert sorted(row["protocol"] for row in rows) == ["h2", "h2", "h2c", "h2c"]
+    for row in rows:
+        assert (row["periodic_exchanges_ok"], row["periodic_handshakes_full"]) == ("3", "3")
+        assert float(row["periodic_energy_per_report_mj"]) > 0

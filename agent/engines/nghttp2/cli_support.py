@@ -14,12 +14,14 @@ from agent.client.start_at import wait_until
 from agent.engines import DEFAULT_ENGINE
 from agent.engines.nghttp2.client import NghttpPlan, run_nghttp_fetches
 from agent.engines.nghttp2.options import NghttpdOptions, NghttpOptions
+from agent.engines.nghttp2.periodic_client import run_gtls_periodic, run_nghttp_periodic
 from agent.engines.nghttp2.server import NghttpdServeOptions, ServedProgram, serve_nghttpd
 from agent.engines.nghttp2.server_traces import GtlsServerTraces, NghttpdTraces, ServerTraces
 from agent.engines.nghttp2.windows import WindowMapping, describe
 from agent.engines.spec import DEFAULT_UNREPRESENTABLE_POLICY
 from agent.errors import UsageError
 from agent.event_trace import TraceWriter
+from agent.workloads.periodic.spec import PERIODIC
 
 if TYPE_CHECKING:
     from agent.engines.spec import UnrepresentablePolicy
@@ -101,7 +103,8 @@ def _gtlsserver(
 
 
 def fetch(request: TrialRequest, plan: RunPlan, protocol: ProtocolSpec) -> int:
-    """nghttp's fetches, or over QUIC gtlsclient's (the engine's `trial`)."""
+    """nghttp's fetches, or over QUIC gtlsclient's (the engine's `trial`): the page's, or a
+    process per exchange of the periodic workload's."""
     wait_until(request.start_at_s)
     options = plan.options
     if options.flow.window_update_policy != "half":
@@ -120,6 +123,8 @@ def fetch(request: TrialRequest, plan: RunPlan, protocol: ProtocolSpec) -> int:
         gtls = GtlsOptions.create(
             dict(options.settings), options.flow.connection_window, options.datagram_bytes
         )
+        if plan.workload == PERIODIC.kind:
+            return run_gtls_periodic(plan, gtls)
         return run_gtls_fetches(plan, gtls)
     nghttp = NghttpOptions.create(
         options.settings,
@@ -130,4 +135,6 @@ def fetch(request: TrialRequest, plan: RunPlan, protocol: ProtocolSpec) -> int:
     )
     _warn_mapped("initial_window_size", nghttp.stream_window)
     _warn_mapped("--connection-window", nghttp.connection_window)
+    if plan.workload == PERIODIC.kind:
+        return run_nghttp_periodic(plan, nghttp)
     return run_nghttp_fetches(NghttpPlan(plan, nghttp))

@@ -131,7 +131,7 @@ def _manifest(run: RunPlan) -> SiteManifest:
 
 
 class Fetcher(Protocol):
-    """One tool's page fetch per trial: its record, and how many responses it received."""
+    """One trial by a tool: its record, and how many responses it received."""
 
     def fetch(self, trial_id: str, repetition: int, workdir: Path) -> tuple[ClientRecord, int]: ...
 
@@ -145,19 +145,25 @@ def run_nghttp_fetches(plan: NghttpPlan) -> int:
 
 
 def run_fetches(run: RunPlan, new_fetcher: Callable[[SiteManifest, Marker], Fetcher]) -> int:
-    """Every fetch of the run by the engine's tool, each bracketed by trial control when the
-    run has it, one output line each; exit status 1 if any failed."""
+    """Every page fetch of the run by the engine's tool (run_trials), the site manifest read
+    first; exit status 1 if any failed."""
     try:
         manifest = _manifest(run)  # before any trial: never inside a timed fetch
     except UsageError:
         raise  # a --manifest file: the user's mistake
     except AgentError as exc:
         return print_unrun(run, str(exc))
+    return run_trials(run, lambda marker: new_fetcher(manifest, marker))
+
+
+def run_trials(run: RunPlan, new_fetcher: Callable[[Marker], Fetcher]) -> int:
+    """Every trial of the run by the engine's tool, each bracketed by trial control when the
+    run has it, one output line each; exit status 1 if any failed."""
     control = TrialControl(run.trial_control) if run.trial_control else None
     marker = open_marker(run.marker)
     failures = 0
     try:
-        fetcher = new_fetcher(manifest, marker)
+        fetcher = new_fetcher(marker)
         with tempfile.TemporaryDirectory(prefix="h2iot-nghttp2-") as workdir:
             for repetition, trial_id in enumerate(run.trial_ids(), 1):
                 if control is not None:

@@ -66,13 +66,24 @@ class GtlsOptions:
         download: str,
         *,
         qlog_file: str | None = None,
+        verbose: bool = False,
+        session: tuple[str, str] | None = None,
+        data: str | None = None,
     ) -> list[str]:
         """One connection fetching every URL at once, each body saved under `download`; with
-        `qlog_file`, ngtcp2's own qlog of the connection written there."""
+        `qlog_file`, ngtcp2's own qlog of the connection written there; `verbose`: its log
+        (agent.engines.nghttp2.gtls_log) instead of `-q`; `session`: the TLS session and
+        transport-parameter files it resumes from and saves to, for 0-RTT; `data`: a file
+        whose bytes it POSTs."""
+        resume = (
+            [] if session is None else [f"--session-file={session[0]}", f"--tp-file={session[1]}"]
+        )
         return [
             tool,
-            "-q",
+            *([] if verbose else ["-q"]),
             *([] if qlog_file is None else [f"--qlog-file={qlog_file}"]),
+            *resume,
+            *([] if data is None else ["-m", "POST", f"--data={data}"]),
             "--exit-on-all-streams-close",
             "--no-pmtud",
             f"--timeout={_UNBOUNDED_S}",

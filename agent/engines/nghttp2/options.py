@@ -10,7 +10,7 @@ asking for them is an UnsupportedSettingError, never silently dropped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.engines import DEFAULT_ENGINE
@@ -60,9 +60,18 @@ class NghttpOptions:
         )
 
     def argv(
-        self, nghttp: str, url: str, trial_id: str, har_path: str, *, verbose: bool = False
+        self,
+        nghttp: str,
+        url: str,
+        trial_id: str,
+        har_path: str,
+        *,
+        verbose: bool = False,
+        headers: Sequence[tuple[str, str]] = (),
+        data: str | None = None,
     ) -> list[str]:
-        """`verbose`: its frame log too (-v), for the trial's event trace."""
+        """`verbose`: its frame log too (-v), for the trial's event trace; `headers`: more
+        request headers; `data`: a file whose bytes it POSTs."""
         argv = [nghttp, *STUDY_FLAGS, *(["-v"] if verbose else [])]
         if self.settings.get("enable_push", 0) == 0:
             argv.append("--no-push")
@@ -71,7 +80,10 @@ class NghttpOptions:
             argv += ["-c", str(self.settings["header_table_size"])]
         if "max_concurrent_streams" in self.settings:
             argv += ["--max-concurrent-streams", str(self.settings["max_concurrent_streams"])]
-        return [*argv, "-H", f"{TRIAL_HEADER}: {trial_id}", "-r", har_path, url]
+        argv += ["-H", f"{TRIAL_HEADER}: {trial_id}"]
+        for name, value in headers:
+            argv += ["-H", f"{name}: {value}"]
+        return [*argv, *([] if data is None else ["-d", data]), "-r", har_path, url]
 
     def announced(self) -> dict[str, int]:
         """The SETTINGS nghttp sends with these options."""

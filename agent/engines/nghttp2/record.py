@@ -12,7 +12,7 @@ file). The record's
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from agent import __version__
 from agent.client.record import ClientRecord
@@ -114,6 +114,36 @@ class ToolOptions(Protocol):
     def flow_control(self) -> dict[str, object]: ...
 
 
+class ToolFields(TypedDict):
+    """The record's fields every trial of the engine's tools fills alike."""
+
+    url: str
+    workload: str
+    engine: str
+    agent_version: str
+    protocol: str
+    tls: bool
+    settings: dict[str, int]
+    flow_control: dict[str, object]
+    peer_settings: dict[str, int]
+    settings_announced: dict[str, int]
+
+
+def tool_fields(url: str, protocol: str, workload: str, options: ToolOptions) -> ToolFields:
+    return ToolFields(
+        url=url,
+        workload=workload,
+        engine=ENGINE,
+        agent_version=__version__,
+        protocol=protocol,
+        tls=protocol_spec(protocol).tls,
+        settings=options.announced(),
+        flow_control=options.flow_control(),
+        peer_settings={},
+        settings_announced=options.settings_announced(),
+    )
+
+
 def build_record(
     *,
     trial_id: str,
@@ -157,15 +187,8 @@ def build_record(
         error=error,
         trial_id=trial_id,
         repetition=repetition,
-        url=url,
-        workload=PAGE.kind,  # nghttp fetches the page workload's files only
-        engine=ENGINE,
-        agent_version=__version__,
-        protocol=protocol,
-        tls=protocol_spec(protocol).tls,
-        settings=options.announced(),
-        flow_control=options.flow_control(),
-        peer_settings={},
+        # nghttp fetches the page workload's files only
+        **tool_fields(url, protocol, PAGE.kind, options),
         response_s=max((r.end_s for r in times), default=wall_s),
         ttfb_s=first.ttfb_s if first else None,
         cpu_user_s=child.cpu_user_s,
@@ -186,7 +209,6 @@ def build_record(
         marker=marker,
         params=page_params(manifest),
         metrics=page_metrics(resources),
-        settings_announced=options.settings_announced(),
         extra={
             **page_extra(resources, verification, wall_s, command),
             "unavailable": unavailable_fields(child, written),

@@ -4,9 +4,10 @@
 ngtcp2's `gtlsclient` and `gtlsserver` (agent.engines.nghttp2.gtls): the C anchor for both
 protocols, exact windows there."""
 
-from agent.engines.spec import EngineSpec
+from agent.engines.spec import ClientRefusal, EngineSpec
 from agent.protocols import protocols_where
 from agent.workloads.page.spec import PAGE
+from agent.workloads.periodic.protocol import KIND as PERIODIC
 
 NGHTTP_SETTINGS = (
     "initial_window_size",
@@ -18,6 +19,26 @@ NGHTTPD_SETTINGS = ("initial_window_size", "header_table_size", "max_concurrent_
 NGTCP2_SETTINGS = ("initial_window_size",)
 """What the engine announces over QUIC (ngtcp2's gtlsclient and gtlsserver), as the transport
 parameter initial_max_stream_data."""
+
+_ONE_FETCH = "fetches its URLs at once and exits: it cannot idle between exchanges"
+PERIODIC_REFUSALS = (
+    ClientRefusal(
+        PERIODIC, "connection", "keep", False, f"the nghttp2 engine's nghttp {_ONE_FETCH}"
+    ),
+    ClientRefusal(
+        PERIODIC, "connection", "keep", True, f"the nghttp2 engine's gtlsclient {_ONE_FETCH}"
+    ),
+    ClientRefusal(
+        PERIODIC,
+        "connection",
+        "resume",
+        False,
+        "the nghttp2 engine's nghttp fetches and exits, keeping no TLS session for the next "
+        "run (it has no session or ticket option)",
+    ),
+)
+"""What the engine's client cannot do of the periodic workload: a process per exchange runs
+`new` (nghttp, gtlsclient) and `resume` (gtlsclient's session and transport-parameter files)."""
 
 NGHTTP2 = EngineSpec(
     name="nghttp2",
@@ -33,6 +54,8 @@ NGHTTP2 = EngineSpec(
     window_map="agent.engines.nghttp2.windows:on_wire",
     client_window_update_policies=("half",),
     workloads=(PAGE.kind,),
+    # nghttpd and gtlsserver serve files: the periodic workload's server is the agent's own.
+    client_workloads=(PERIODIC,),
     checks_certificates=False,
     debian_packages=(
         ("nghttp", "nghttp2-client"),
@@ -50,6 +73,5 @@ NGHTTP2 = EngineSpec(
     client_phases=False,
     trial_counting="control",
     quic_client_needs_own_server=True,
-    client_no_resumption="nghttp keeps no TLS session from one run to the next (no session "
-    "or ticket option), and the engine drives no gtlsclient session file",
+    client_refusals=PERIODIC_REFUSALS,
 )

@@ -30,8 +30,9 @@ class Exchange:
     connect_s: float | None  # None on a kept connection
     connect_cpu_s: float | None
     response_s: float | None  # request sent -> last response byte
-    wire_bytes_sent: int
-    wire_bytes_received: int
+    # None where the engine's tool does not show them (nghttp)
+    wire_bytes_sent: int | None
+    wire_bytes_received: int | None
     ok: bool
     error: str | None
 
@@ -94,7 +95,13 @@ def metrics(
             [e.connect_cpu_s for e in opened if e.connect_cpu_s is not None]
         ),
         "response_mean_s": _mean([e.response_s for e in done if e.response_s is not None]),
-        "wire_mean_bytes": _mean([e.wire_bytes_sent + e.wire_bytes_received for e in exchanges]),
+        "wire_mean_bytes": _mean(
+            [
+                e.wire_bytes_sent + e.wire_bytes_received
+                for e in exchanges
+                if e.wire_bytes_sent is not None and e.wire_bytes_received is not None
+            ]
+        ),
         "keepalive_pings": keepalive.pings,
         "keepalive_bytes": keepalive.wire_bytes,
     }

@@ -6,6 +6,7 @@ top-level `exchanges`, one dict per exchange in order with the keys of `EXCHANGE
 """
 
 from agent.protocols import PROTOCOLS, protocols_where
+from agent.workloads.periodic.protocol import KIND
 from agent.workloads.spec import Field, Param, Refusal, WorkloadSpec
 
 CONNECTIONS = ("keep", "new", "resume")
@@ -39,7 +40,7 @@ CLOCK_MONOTONIC, the clock of the record's `phases`."""
 
 PERIODIC = WorkloadSpec(
     protocols=PROTOCOLS,
-    kind="periodic",
+    kind=KIND,
     doc=(
         "`count` exchanges, one every interval_s (the first at the trial's start), each a GET "
         "of response_bytes or a POST of request_bytes, over a kept, a new or a resumed "
