@@ -114,9 +114,6 @@ class EngineSpec:
     # Its client over QUIC acknowledges by a chosen ACK policy (agent.h3.ack_policy:
     # ack_eliciting_threshold, max_ack_delay_ms).
     quic_ack_policy: bool = False
-    # Why its client cannot resume a TLS session on a later connection (a workload's
-    # `resumption`), in one line; None: it can.
-    client_no_resumption: str | None = None
     # Workload param values its client cannot run, by workload kind: refused at load and by
     # the agent's `trial` in one line, as a workload's own refusals are.
     client_refusals: tuple[ClientRefusal, ...] = ()

@@ -158,9 +158,6 @@ class WorkloadSpec:
     exchange_split: tuple[str, str] | None = None
     # Param values some of its protocols cannot run (`refusal`).
     refusals: tuple[Refusal, ...] = ()
-    # The param and value under which its client resumes TLS sessions across connections: a
-    # client engine that cannot (agent.engines: client_no_resumption) is refused it at load.
-    resumption: tuple[str, ParamValue] | None = None
     # Its client record lists its exchanges with their marks (`exchanges`, on the phases'
     # clock): the controller splits the trial's energy per exchange (controller.sweep.exchanges,
     # analysis.trial_columns' EXCHANGE_ENERGY_FIELDS).

@@ -4,7 +4,6 @@ never an engine's or a protocol's name."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 from agent.engines import EngineSpec, engine_spec, engines_where
@@ -220,27 +219,7 @@ def _servers(config: Config) -> list[tuple[str, NodeConfig]]:
     ]
 
 
-def _check_resumption(stack: Stack, config: Config) -> None:
-    """A workload's trials that resume TLS sessions (its `resumption` value at some grid
-    point) need client engines that can."""
-    spec = SPECS[config.workload.kind]
-    if spec.resumption is None:
-        return
-    name, value = spec.resumption
-    if not any(dict(config.point(p).params).get(name) == value for p in config.sweep.points()):
-        return
-    key = f"sweep.{name}" if name in config.sweep.names else f"workload.{name}"
-    for node in config.client_nodes:
-        why = engine_spec(node.engine).client_no_resumption
-        if why is not None:
-            raise ConfigError(
-                f"{stack.origin(key)}: {key}: {name} = {json.dumps(value)} resumes TLS "
-                f'sessions; nodes.{node.role}.engine = "{node.engine}" cannot: {why}'
-            )
-
-
 def _check_kind_engine(stack: Stack, config: Config) -> None:
-    _check_resumption(stack, config)
     spec = SPECS[config.workload.kind]
     for node in config.client_nodes:
         if engine_spec(node.engine).serves_only:

@@ -122,7 +122,6 @@ PERIODIC = WorkloadSpec(
     refusals=(
         Refusal("connection", "resume", protocols_where(tls=False), "no TLS, no session to resume"),
     ),
-    resumption=("connection", "resume"),
     schedule=("count", "interval_s", "jitter_s"),
     exchange_marks=True,
 )
