@@ -7,7 +7,7 @@ API workload to come: `h2load -c C -m M -n N` for the load profiles (default `-c
 
 Both servers serve the same bytes at the same path: ours mounts the blob workload (`serve
 --workload blob`, which builds each body once, in memory), nghttpd gets a directory holding
-`blob/<size>` with the blob workload's body of that size (agent.workloads.blob.body), so the
+`blob/<size>` with the blob workload's body of that size (agent.workloads.bodies), so the
 bytes on the wire differ only in the response headers each server adds. For every run and
 load profile both servers start afresh, side by side as children of this script, pinned to one
 core, h2load to the other, and are measured one after the other in an order that alternates
@@ -46,7 +46,8 @@ from pathlib import Path
 
 from bench_support import free_port, pinned, process_cpu_s, terminated, write_csv
 
-from agent.workloads.blob.body import PATH_PREFIX, blob_body
+from agent.workloads.blob.body import PATH_PREFIX
+from agent.workloads.bodies import blob_body
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 20.0

@@ -76,7 +76,13 @@ AGENT_LAYERS: Layers = (
     # The kinds as data, light, for the controller reads them at config load: a registry and
     # its vocabulary, which name each member's declaration by module and import none (those
     # live in the members' folders, above).
-    ("agent.protocols", "agent.workloads", "agent.workloads.params", "agent.workloads.spec"),
+    (
+        "agent.protocols",
+        "agent.workloads",
+        "agent.workloads.bodies",
+        "agent.workloads.params",
+        "agent.workloads.spec",
+    ),
     # The protocols' own parts, sans-IO but for HTTP/3's socket; a protocol's declaration too.
     ("agent.h2", "agent.h3"),
     # The endpoints: the asyncio client and server that run exchanges over a protocol.

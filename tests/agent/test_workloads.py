@@ -13,7 +13,7 @@ import pytest
 
 from agent.site import load_manifest
 from agent.trial_header import TRIAL_HEADER
-from agent.workloads.blob.body import blob_body
+from agent.workloads.bodies import blob_body
 from tests.agent.servers import RunningServer, agent_server, run_agent
 from tests.conftest import require_tool
 

@@ -43,7 +43,7 @@ from agent.engines.nghttp2.record import ToolOptions, tool_fields
 from agent.engines.nghttp2.tools import find_tool
 from agent.marker import Marker
 from agent.trial_header import TRIAL_CONTINUES_HEADER
-from agent.workloads.blob.body import blob_body
+from agent.workloads.bodies import blob_body
 from agent.workloads.periodic import record as exchange_record
 from agent.workloads.periodic.protocol import PATH_PREFIX
 from agent.workloads.periodic.record import Exchange

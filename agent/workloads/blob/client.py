@@ -1,6 +1,6 @@
 """The blob workload's client: GET `/blob/<size_bytes>` `requests` times on the trial's
 connection, one after another or all at once (up to the server's MAX_CONCURRENT_STREAMS), every
-body checked by size and sha256 against the deterministic content (agent.workloads.blob.body)."""
+body checked by size and sha256 against the deterministic content (agent.workloads.bodies)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from agent.client.options import RunPlan
 from agent.client.response import Response
 from agent.client.run import Prepared
 from agent.client.trial import TrialSession, check_body
-from agent.workloads.blob.body import PATH_PREFIX, blob_sha256
+from agent.workloads.blob.body import PATH_PREFIX
+from agent.workloads.bodies import blob_sha256
 from agent.workloads.spec import hashes_bodies
 
 

@@ -1,5 +1,5 @@
 """The blob workload's server side: GET or HEAD `/blob/<size>` answers `size` deterministic
-bytes (agent.workloads.blob.body); the size goes up to the spec's size_bytes maximum, anything
+bytes (agent.workloads.bodies); the size goes up to the spec's size_bytes maximum, anything
 else under any other path is 404. Bodies are built once per size and kept, so no trial pays
 for building one after its first request of that size."""
 
@@ -18,8 +18,9 @@ from agent.server.handler import (
     Reply,
 )
 from agent.server.request import Request
-from agent.workloads.blob.body import PATH_PREFIX, Bodies, size_in_path
+from agent.workloads.blob.body import PATH_PREFIX
 from agent.workloads.blob.spec import BLOB
+from agent.workloads.bodies import Bodies, size_in_path
 
 _SIZE = BLOB.param("size_bytes")
 # Bodies kept at once: a sweep over sizes meets each again; the largest is 64 MiB.

@@ -29,7 +29,7 @@ from agent.client.run import Prepared
 from agent.client.trial import Connected, TrialConnection, TrialSession, check_body
 from agent.errors import AgentError, FetchError
 from agent.trial_header import TRIAL_CONTINUES_HEADER
-from agent.workloads.blob.body import blob_body
+from agent.workloads.bodies import blob_body
 from agent.workloads.periodic.protocol import PATH_PREFIX
 from agent.workloads.periodic.record import (
     Exchange,

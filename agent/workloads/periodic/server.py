@@ -1,5 +1,5 @@
 """The periodic workload's server side: `/periodic/<response_bytes>` answers that many
-deterministic bytes (agent.workloads.blob.body) to a GET, and to a POST once its whole body has
+deterministic bytes (agent.workloads.bodies) to a GET, and to a POST once its whole body has
 been read (a report the server consumes). Anything else is 404 or 405.
 
 A POST that came in 0-RTT early data never reaches it: the server answers 425 Too Early
@@ -15,7 +15,7 @@ from agent.errors import UsageError
 from agent.server.exchange import BodyTooLarge, ServerExchange
 from agent.server.handler import NOT_FOUND, SERVER_HEADER, Handler, Reply, Streamed
 from agent.server.request import Request
-from agent.workloads.blob.body import Bodies, size_in_path
+from agent.workloads.bodies import Bodies, size_in_path
 from agent.workloads.periodic.protocol import PATH_PREFIX
 from agent.workloads.periodic.spec import PERIODIC
 

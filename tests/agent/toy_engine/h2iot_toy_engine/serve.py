@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from agent.protocols import ProtocolSpec
-from agent.workloads.blob.body import PATH_PREFIX, blob_body
+from agent.workloads.blob.body import PATH_PREFIX
+from agent.workloads.bodies import blob_body
 from agent.workloads.spec import ParamValue, WorkloadSpec
 
 
