@@ -161,8 +161,10 @@ def configure(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--control-port",
         type=int,
-        help="nghttp2 engine: the port clients send trial-control messages to (default: a free "
-        "one, announced in the listening line)",
+        help="the port clients send trial-control messages to (agent.trial_control), announced "
+        "in the listening line (0: a free one). The nghttp2 and hypercorn engines always "
+        "listen (default: a free one); the builtin engine when given it, for clients that send "
+        "no trial header (gtlsclient)",
     )
     add_example(
         serve, "h2iot-agent serve --root /tmp/site --port 8443 --setting max_concurrent_streams=8"
@@ -205,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
             if value is not None:
                 raise UsageError(f"{option}: {engine.server_tool} keeps its own limits")
     if args.control_port is not None:
-        if engine.trial_counting != "control":
+        if not engine.takes_trial_control:
             raise UsageError(
                 f"--control-port is for an engine counting trials by control messages, not "
                 f"{engine.name}"

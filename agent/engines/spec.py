@@ -42,7 +42,8 @@ an ordinary user's PATH (a Pi's agent runs as one) leaves them out."""
 TrialCounting = Literal["header", "control"]
 """How an engine's server tells one trial from the next: by the trial header the client sends
 on its requests (agent.trial_header), or by trial-control messages beside them
-(agent.trial_control) for a server that cannot read headers per trial."""
+(agent.trial_control), for a server that cannot read headers per trial or a client that sends
+none."""
 
 
 @dataclass(frozen=True)
@@ -107,10 +108,12 @@ class EngineSpec:
     # Its server keeps the agent's connection limits (--handshake-timeout, --idle-timeout,
     # --max-connections); one that keeps its own refuses them.
     connection_limits: bool = False
-    trial_counting: TrialCounting = "header"
-    # Its client over QUIC sends no trial header, so only this engine's own server counts its
-    # trials there.
-    quic_client_needs_own_server: bool = False
+    # The ways its server counts trials, every one it takes (a server taking control messages
+    # listens for them when asked: serve --control-port).
+    trial_counting: tuple[TrialCounting, ...] = ("header",)
+    # Its client over QUIC sends no trial header: it brackets its trials by control messages,
+    # so only a server counting by them can serve it there.
+    quic_client_counted_by_control: bool = False
     # Its client over QUIC acknowledges by a chosen ACK policy (agent.h3.ack_policy:
     # ack_eliciting_threshold, max_ack_delay_ms).
     quic_ack_policy: bool = False
@@ -121,6 +124,16 @@ class EngineSpec:
     @property
     def serves_only(self) -> bool:
         return self.client_tool is None
+
+    @property
+    def counts_by_header(self) -> bool:
+        """Its server tells trials apart by the trial header (else only by control messages,
+        one client's at a time)."""
+        return "header" in self.trial_counting
+
+    @property
+    def takes_trial_control(self) -> bool:
+        return "control" in self.trial_counting
 
     def runs_protocol(self, protocol: str) -> bool:
         return self.protocols is None or protocol in self.protocols

@@ -36,6 +36,7 @@ from agent.limits import ConnectionLimits
 from agent.protocols import DEFAULT_PROTOCOL, protocol_spec
 from agent.protocols.in_force import SettingsExchange
 from agent.server.connection import ServerConnection
+from agent.server.control import announced, open_control
 from agent.server.handler import Handler, Reply, Streamed
 from agent.server.host import HostedConnection
 from agent.server.ledger import Note, TrialLedger, TrialRecord
@@ -64,6 +65,7 @@ class ServerOptions:
     settings_file: Path | None = None  # read on SIGHUP: new SETTINGS for new connections
     protocol: str = DEFAULT_PROTOCOL  # agent.protocols: whose ALPN a TLS handshake offers
     traces: TraceWriter | None = None  # each trial's HTTP/2 frames, written as it leaves
+    control_port: int | None = None  # listen for trial-control messages (agent.server.control)
 
 
 class ServerApp:
@@ -91,6 +93,9 @@ class ServerApp:
         # A lingering trial's (agent.server.ledger) last connection's transport and settings,
         # written with its record once it closes.
         self._lingering: dict[str, tuple[Mapping[str, object] | None, SettingsExchange | None]] = {}
+        # The trial a client bracketed by control messages, between its begin and end
+        # (agent.server.control): a request without the trial header is counted to it.
+        self.controlled_trial: str | None = None
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -178,6 +183,18 @@ class ServerApp:
             # The span's start, sampled once: the trial's later requests need none.
             self.ledger.open(trial_id, probe.sample(), rss_reset=reset)
         self.ledger.request(trial_id, connection_id)
+
+    def control_begin(self, trial_id: str) -> None:
+        self.controlled_trial = trial_id
+
+    def control_end(self, trial_id: str) -> None:
+        """The client ended the trial it bracketed: its record is written once no connection
+        carries it (now, if none does)."""
+        if self.controlled_trial == trial_id:
+            self.controlled_trial = None
+        record = self.ledger.end(trial_id, probe.peak_rss_bytes())
+        if record is not None:
+            self._closed(record, *self._lingering.pop(trial_id, (None, None)))
 
     def close_lingering(self) -> None:
         """Write the records of the trials kept open for a next connection that did not come
@@ -299,6 +316,7 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
     sockets = listen(options.host, options.port)
     listener = Listener(sockets, app.new_connection, options.limits, app, tls=context)
     listener.start()
+    control = await open_control(app, options.host, options.control_port)
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
@@ -317,6 +335,7 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
                 "event_loop": running_loop_name(),
                 **options.limits.to_dict(),
                 "accept_log_interval_s": listener.log_interval_s,
+                **announced(control),
             }
         ),
         file=sys.stderr,
@@ -326,6 +345,8 @@ async def serve(options: ServerOptions, handler: Handler) -> int:
         await stop.wait()
     finally:
         listener.close()
+        if control is not None:
+            control.close()
         await app.drain()
         app.close_lingering()
         trial_log.close()

@@ -319,9 +319,11 @@ class ServerConnection(asyncio.BufferedProtocol):
             self.conn.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
             return
         headers = dict(event.headers or ())
-        trial_id = _decode(headers.get(_TRIAL_HEADER))
-        if trial_id is not None:
-            self.trials.request(stream_id, trial_id, continues=_CONTINUES_HEADER in headers)
+        self.trials.request(
+            stream_id,
+            _decode(headers.get(_TRIAL_HEADER)),
+            continues=_CONTINUES_HEADER in headers,
+        )
         method = headers.get(b":method", b"")
         path = _decode(headers.get(b":path")) or ""
         request = Request(method, path, headers)

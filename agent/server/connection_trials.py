@@ -29,6 +29,9 @@ class TrialAccounting(Protocol):
     """The part of the connection's host (agent.server.host.ConnectionHost) that keeps the
     trials' ledger."""
 
+    @property
+    def controlled_trial(self) -> str | None: ...
+
     def trial_request(self, trial_id: str, connection_id: int) -> None: ...
     def trial_responses_done(self, trial_ids: Sequence[str]) -> None: ...
     def trial_stream_reset(self, trial_id: str) -> None: ...
@@ -73,9 +76,15 @@ class ConnectionTrials:
         # have left user space (the connection's last-byte timer).
         self.done: list[str] = []
 
-    def request(self, stream_id: int, trial_id: str, *, continues: bool = False) -> None:
-        """A request of `trial_id` arrived on `stream_id`; `continues`: it said its trial goes
-        on after it (agent.trial_header.TRIAL_CONTINUES_HEADER)."""
+    def request(self, stream_id: int, trial_id: str | None, *, continues: bool = False) -> None:
+        """A request of `trial_id` (its trial header's) arrived on `stream_id`; `continues`: it
+        said its trial goes on after it (agent.trial_header.TRIAL_CONTINUES_HEADER). One
+        without the header belongs to the trial its client brackets by control messages, if
+        any, which goes on until the client's `end` (agent.server.control)."""
+        if trial_id is None:
+            trial_id, continues = self._host.controlled_trial, True
+            if trial_id is None:
+                return
         if self._current == trial_id:
             self._host.trial_request(trial_id, self._id)
         else:

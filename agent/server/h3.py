@@ -52,6 +52,7 @@ from agent.h3.udp import SocketBuffers, datagram_transport, udp_socket
 from agent.limits import DEFAULT_IDLE_TIMEOUT_S
 from agent.protocols.in_force import SettingsExchange
 from agent.server.app import ServerApp, ServerOptions
+from agent.server.control import announced, open_control
 from agent.server.h3_connection import H3ServerConnection
 from agent.server.handler import Handler
 from agent.traffic import FrameCounts
@@ -80,6 +81,7 @@ class H3ServeOptions:
     buffer_bytes: int | None = None  # socket buffers asked each way; None: agent.h3.udp's
     ticket_lifetime_s: float = DEFAULT_LIFETIME_S  # agent.h3.tickets
     traces: TraceWriter | None = None  # each trial's qh3 events, written as it leaves
+    control_port: int | None = None  # listen for trial-control messages (agent.server.control)
 
 
 @dataclass
@@ -322,6 +324,7 @@ async def serve_h3(options: H3ServeOptions, handler: Handler) -> int:
         session_ticket_fetcher=server.tickets.pop,
     )
     transport, _ = await datagram_transport(lambda: quic_server, sock)
+    control = await open_control(server.app, options.host, options.control_port)
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
@@ -342,6 +345,7 @@ async def serve_h3(options: H3ServeOptions, handler: Handler) -> int:
                 "socket_buffers": server.buffers.to_dict(),
                 "announced": options.windows.announced(),
                 "datagram_bytes": options.windows.datagram_bytes,
+                **announced(control),
             }
         ),
         file=sys.stderr,
@@ -351,6 +355,8 @@ async def serve_h3(options: H3ServeOptions, handler: Handler) -> int:
     try:
         await stop.wait()
     finally:
+        if control is not None:
+            control.close()
         for connection in list(server.app.connections):
             connection.drain()
         await asyncio.sleep(0)  # let the CONNECTION_CLOSE frames go out

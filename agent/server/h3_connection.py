@@ -112,6 +112,10 @@ class _TrialHost:
         self._connection = connection
         self._current: str | None = None
 
+    @property
+    def controlled_trial(self) -> str | None:
+        return self._server.app.controlled_trial
+
     def trial_request(self, trial_id: str, connection_id: int) -> None:
         if trial_id != self._current:
             self._current = trial_id
@@ -322,12 +326,11 @@ class H3ServerConnection(QuicConnectionProtocol):
         assert self._h3 is not None
         headers = dict(header_list)
         trial_id = headers.get(_TRIAL_HEADER)
-        if trial_id is not None:
-            self.trials.request(
-                stream_id,
-                trial_id.decode("ascii", "replace"),
-                continues=_CONTINUES_HEADER in headers,
-            )
+        self.trials.request(
+            stream_id,
+            None if trial_id is None else trial_id.decode("ascii", "replace"),
+            continues=_CONTINUES_HEADER in headers,
+        )
         request = Request(
             headers.get(b":method", b"GET"),
             headers.get(b":path", b"/").decode(),

@@ -60,6 +60,12 @@ class ConnectionHost(Protocol):
         """The transport is gone; `failed`: the peer broke HTTP/2 or a limit first."""
         ...
 
+    @property
+    def controlled_trial(self) -> str | None:
+        """The trial a client brackets by control messages now (agent.server.control), to which
+        a request without the trial header belongs; None outside one."""
+        ...
+
     def trial_request(self, trial_id: str, connection_id: int) -> None:
         """A request tagged with `trial_id` arrived on the connection."""
         ...

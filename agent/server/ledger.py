@@ -5,9 +5,9 @@ A trial opens at its first request and its serve time runs to the last byte of i
 handed to the kernel. It closes, and its record is emitted, when no connection carries it any
 more (the client closes the connection, or the same connection starts another trial), unless
 its latest request said it continues (agent.trial_header.TRIAL_CONTINUES_HEADER: a new
-connection per exchange): then it lingers until a connection brings its last request, or
-another trial begins or the server stops (a client that gave up: its record is written then,
-as it stands).
+connection per exchange): then it lingers until a connection brings its last request, the
+client ends it by a control message (`end`: agent.server.control), or another trial begins or
+the server stops (a client that gave up: its record is written then, as it stands).
 
 Besides requests and frames, a trial counts what its connections' handshakes and early data
 were (`Note`): resumed handshakes, requests taken in 0-RTT early data, and those refused there.
@@ -232,6 +232,19 @@ class TrialLedger:
             trial.continues = True
         else:
             trial.notes[note] = trial.notes.get(note, 0) + 1
+
+    def end(self, trial_id: str, rss_peak_bytes: int) -> TrialRecord | None:
+        """The client said the trial is over: it continues no more. Its record when no
+        connection carries it (else its last one's `detach` returns it); None for a trial not
+        open (one that never sent a request, or closed already)."""
+        trial = self._open.get(trial_id)
+        if trial is None:
+            return None
+        trial.continues = False
+        if trial.connections:
+            return None
+        del self._open[trial_id]
+        return self._record(trial, rss_peak_bytes)
 
     def response_done(self, trial_id: str, now: ProbeSample) -> None:
         """The last byte of one of the trial's responses was handed to the kernel."""

@@ -70,7 +70,7 @@ def check_clients(stack: Stack, config: Config) -> None:
         if node.name in names:
             raise ConfigError(f"{origin}: {key}.name: {node.name!r} names an earlier node too")
         names.add(str(node.name))
-    if engine_spec(config.server.engine).trial_counting == "control":
+    if not engine_spec(config.server.engine).counts_by_header:
         raise ConfigError(
             f"{stack.origin('nodes.server.engine')}: nodes.server.engine: nghttpd's agent counts "
             "trials by one client's trial-control messages; with several client nodes use "

@@ -131,15 +131,7 @@ def _check_protocol(stack: Stack, config: Config) -> None:
                 )
     if not quic:
         return
-    client = engine_spec(config.client.engine)
-    if client.quic_client_needs_own_server and any(s.engine != client.name for s in servers):
-        # Its client over QUIC sends no trial header: only its own server counts its trials.
-        tools = client.quic_tools or (client.tool(True), client.tool(False))
-        raise ConfigError(
-            f'{origin}: {key}: "{quic[0]}" on the client\'s "{client.name}" engine '
-            f'({client.quic_stack}\'s {tools[0]}) needs the server on "{client.name}" too '
-            f"({tools[1]}, whose agent counts its trials)"
-        )
+    _check_control_counting(f"{origin}: {key}", quic[0], config)
     policies = dict(config.sweep.axes).get(
         "window_update_policy", (config.workload.window_update_policy,)
     )
@@ -160,6 +152,23 @@ def _check_protocol(stack: Stack, config: Config) -> None:
                 )
     except SettingsError as exc:
         raise ConfigError(f"{origin}: {key}: {exc}") from None
+
+
+def _check_control_counting(where: str, protocol: str, config: Config) -> None:
+    """A client engine that sends no trial header over QUIC brackets its trials by control
+    messages: every server must take them. (They tell one client's trials apart only: QUIC
+    runs with one client node, as every protocol over TLS.)"""
+    client = engine_spec(config.client.engine)
+    if not client.quic_client_counted_by_control:
+        return
+    tool = client.quic_tools[0] if client.quic_tools else client.tool(True)
+    said = (
+        f'{where}: "{protocol}" on the client\'s "{client.name}" engine ({client.quic_stack}\'s '
+        f"{tool}) brackets its trials by trial-control messages"
+    )
+    for server_key, server in _servers(config):
+        if not engine_spec(server.engine).takes_trial_control:
+            raise ConfigError(f'{said}, which {server_key} = "{server.engine}" does not take')
 
 
 def _check_refusals(stack: Stack, config: Config) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from agent.engines import DEFAULT_ENGINE
+from agent.engines import DEFAULT_ENGINE, engine_spec
 from agent.event_loop import DEFAULT_EVENT_LOOP
 from agent.event_trace import trace_name
 from agent.protocols import DEFAULT_PROTOCOL
@@ -53,6 +53,9 @@ class ServerMount:
     datagram_bytes: int | None = None  # HTTP/3's max_udp_payload_size; None: the agent's
     # Each trial's event trace to the node's events_dir, cut at this size; None: no traces.
     events_max_bytes: int | None = None
+    # Take trial-control messages (for a client that sends no trial header: gtlsclient) on a
+    # port of the node's choosing; an engine counting trials by them alone always does.
+    trial_control: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,8 @@ class ServerProcess:
     process: BackgroundProcess
     port: int
     mount: ServerMount
-    # The nghttp2 engine's server agent takes trial-control messages here (agent/README.md).
+    # Where the server agent takes trial-control messages (agent/README.md); None: it counts
+    # trials by the trial header alone.
     control_port: int | None = None
     # Where it reads new SETTINGS on SIGHUP (`reload_settings`); None: a new setting restarts it.
     settings_file: str | None = None
@@ -167,19 +171,7 @@ class AgentNode:
             self.node.makedirs(self.state_dir)
             self.node.makedirs(self.trial_log.rsplit("/", 1)[0] or "/")
             self._dirs_made = True
-        argv = ["serve", "--workload", mount.workload, "--host", host, "--port", str(port)]
-        if mount.root is not None:
-            argv += ["--root", self.node.path(mount.root)]
-        argv += _pairs("--setting", mount.settings) + _pairs("--param", mount.params)
-        argv += ["--protocol", mount.protocol]
-        if mount.tls is not None:
-            cert, key = (self.node.path(path) for path in mount.tls)
-            argv += ["--cert", cert, "--key", key]
-        if mount.datagram_bytes is not None:
-            argv += ["--datagram-size", str(mount.datagram_bytes)]
-        if mount.events_max_bytes is not None:
-            argv += ["--events-dir", self.events_dir, "--events-max-bytes"]
-            argv += [str(mount.events_max_bytes)]
+        argv = ["serve", *self._mount_args(mount, host, port, engine)]
         argv += ["--trial-log", self.trial_log, *self._cpu_args()]
         argv += _engine_args(engine, unrepresentable_window)
         if event_loop != DEFAULT_EVENT_LOOP:
@@ -218,6 +210,27 @@ class AgentNode:
                     f"{self.node.label}: server agent not listening after {timeout_s:g} s"
                 )
             time.sleep(POLL_S)
+
+    def _mount_args(
+        self, mount: ServerMount, host: str, port: int, engine: str | None
+    ) -> list[str]:
+        """`serve`'s arguments for what it serves and where."""
+        argv = ["--workload", mount.workload, "--host", host, "--port", str(port)]
+        if mount.root is not None:
+            argv += ["--root", self.node.path(mount.root)]
+        argv += _pairs("--setting", mount.settings) + _pairs("--param", mount.params)
+        argv += ["--protocol", mount.protocol]
+        if mount.tls is not None:
+            cert, key = (self.node.path(path) for path in mount.tls)
+            argv += ["--cert", cert, "--key", key]
+        if mount.datagram_bytes is not None:
+            argv += ["--datagram-size", str(mount.datagram_bytes)]
+        if mount.events_max_bytes is not None:
+            argv += ["--events-dir", self.events_dir, "--events-max-bytes"]
+            argv += [str(mount.events_max_bytes)]
+        if mount.trial_control and engine_spec(engine or DEFAULT_ENGINE).counts_by_header:
+            argv += ["--control-port", "0"]
+        return argv
 
     def reload_settings(
         self,

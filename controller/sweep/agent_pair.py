@@ -102,6 +102,7 @@ class AgentPair:
                 protocol=point.protocol,
                 datagram_bytes=point.datagram_bytes,
                 events_max_bytes=self._server_events(engine, point.protocol),
+                trial_control=self._brackets_trials(point.protocol),
             )
             running = self._running
             if running is not None and self._engine == engine and self.server.server_pid():
@@ -135,6 +136,13 @@ class AgentPair:
             raise NodeLost(str(exc), role="server") from None
         except NodeError as exc:
             raise NodeLost(f"server agent: {exc}", role="server") from None
+
+    def _brackets_trials(self, protocol: str) -> bool:
+        """Whether the client brackets its trials by trial-control messages over `protocol`
+        (the nghttp2 engine's gtlsclient sends no trial header), so the server must take
+        them."""
+        client = engine_spec(self.config.client.engine)
+        return client.quic_client_counted_by_control and protocol_spec(protocol).quic
 
     def _server_events(self, engine: str, protocol: str) -> int | None:
         """The server's trace limit where it traces (run.events, over a protocol its engine

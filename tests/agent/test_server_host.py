@@ -36,6 +36,7 @@ class StandInHost:
     calls: list[tuple[object, ...]] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     closed: asyncio.Event = field(default_factory=asyncio.Event)
+    controlled_trial: str | None = None
 
     def handle(self, request: Request) -> Reply:
         self.requests.append(request)

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.probe import ProbeSample
-from agent.server.ledger import TrialLedger
+from agent.server.ledger import Note, TrialLedger
 from agent.traffic import FrameCounts
 
 
@@ -55,3 +55,32 @@ def test_trials_open_together_overlap_and_lose_their_own_peak() -> None:
     assert first is not None and second is not None
     assert first.overlapping_trials == ("t2",) and second.overlapping_trials == ("t1",)
     assert not first.rss_peak_is_trial and second.t_mono_start_ns == 2
+
+
+def test_a_trial_bracketed_by_control_spans_its_connections_until_its_end() -> None:
+    # A client that sends no trial header (gtlsclient, a process per exchange): each request is
+    # counted as continuing, so the trial outlives each connection until the client's `end`.
+    ledger = TrialLedger("periodic")
+    ledger.open("t1", _at(1))
+    for connection in (1, 2):
+        ledger.request("t1", connection)
+        ledger.note("t1", Note.CONTINUES)
+        ledger.response_done("t1", _at(10 * connection))
+        assert ledger.detach("t1", connection, FrameCounts.empty(), FrameCounts.empty(), 1) is None
+    assert ledger.lingering() == ("t1",)
+    record = ledger.end("t1", 1)
+    assert record is not None and not ledger.is_open("t1")
+    assert (record.requests, record.responses_completed, record.ok) == (2, 2, True)
+    assert record.t_mono_end_ns == 20
+    assert ledger.end("t1", 1) is None  # ended already: nothing twice
+    assert ledger.end("never", 1) is None  # bracketed, but no request came
+
+
+def test_a_trial_ended_while_a_connection_carries_it_closes_with_that_connection() -> None:
+    ledger = TrialLedger("periodic")
+    ledger.open("t1", _at(1))
+    ledger.request("t1", 1)
+    ledger.note("t1", Note.CONTINUES)
+    assert ledger.end("t1", 1) is None  # the close has not been read yet
+    record = ledger.detach("t1", 1, FrameCounts.empty(), FrameCounts.empty(), 1)
+    assert record is not None and record.requests == 1

@@ -1,4 +1,5 @@
-"""The trial-control messages: parsing, and a real exchange with a server agent's handler."""
+"""The trial-control messages: parsing, a real exchange with a server agent's handler, and our
+own server counting a client's trials by them (a client that sends no trial header)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import contextlib
 import io
 import json
 import os
+import subprocess
 import threading
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +28,8 @@ from agent.trial_control import (
     parse_request,
 )
 from agent.trial_log import TrialLog
+from tests.agent.servers import agent_server
+from tests.conftest import require_tool
 
 
 def test_parse_requests() -> None:
@@ -104,3 +109,30 @@ def _run(coroutine: Coroutine[Any, Any, None]) -> None:
 def test_a_refused_connection_names_the_address() -> None:
     with pytest.raises(TrialControlError, match=r"trial control 127.0.0.1:1: cannot connect"):
         TrialControl("127.0.0.1:1")
+
+
+def test_our_server_counts_a_headerless_clients_trial_by_control_messages(tmp_path: Path) -> None:
+    # curl sends no trial header, as gtlsclient does not: between `begin` and `end` its
+    # requests, each on a new connection, are one trial; outside a bracket they are none.
+    require_tool("curl")
+    with agent_server(
+        None, tmp_path, "--workload", "periodic", "--protocol", "h2c", "--control-port", "0"
+    ) as server:
+        url = f"http://127.0.0.1:{server.port}/periodic/1024"
+
+        def fetch() -> None:
+            argv = ["curl", "-sS", "--http2-prior-knowledge", "-o", os.devnull, url]
+            subprocess.run(argv, check=True, timeout=30)
+
+        fetch()  # before any bracket: counted to no trial
+        control = TrialControl(f"127.0.0.1:{server.listening['control_port']}")
+        control.begin("c1")
+        fetch()
+        fetch()
+        control.end("c1", ok=True, requests=2, responses_completed=2)
+        control.close()
+        trials = server.wait_for_trials("c1")
+    assert list(trials) == ["c1"]
+    record = trials["c1"]
+    assert (record["requests"], record["responses_completed"], record["ok"]) == (2, 2, True)
+    assert record["received"]["frames"]["HEADERS"] == 2

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from agent.engines import DEFAULT_ENGINE, engine_spec
 from agent.workloads import SPECS, Param, WorkloadSpec
 from controller.cli.nodes import node_extras
 from controller.config import (
@@ -26,6 +27,7 @@ from controller.config import (
     RunConfig,
     SweepConfig,
     WorkloadConfig,
+    engine_checks,
     load_config,
 )
 from controller.config import channels as config_channels
@@ -848,12 +850,6 @@ def test_the_clients_ack_policy_is_http3s_own_axis_on_the_builtin_client() -> No
             'stack grants credit its own way: keep "half"',
         ),
         (
-            ('workload.protocol="h3"', 'nodes.client.engine="nghttp2"'),
-            '--set: workload.protocol: "h3" on the client\'s "nghttp2" engine (ngtcp2\'s '
-            'gtlsclient) needs the server on "nghttp2" too (gtlsserver, whose agent counts its '
-            "trials)",
-        ),
-        (
             (
                 'sweep={initial_window_size = [4096], protocol = ["h3"], header_table_size = [0]}',
                 'nodes.client.engine="nghttp2"',
@@ -879,6 +875,27 @@ def test_what_http3_cannot_run_is_refused_at_load_in_one_line(
     overrides: tuple[str, ...], message: str
 ) -> None:
     assert error_of(None, overrides) == message
+
+
+def test_a_client_bracketing_its_trials_needs_a_server_taking_control_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # gtlsclient sends no trial header: its trials reach the server by control messages, which
+    # every built-in server takes; an engine whose server counts by the header alone cannot
+    # serve it.
+    overrides = ('workload.protocol="h3"', 'nodes.client.engine="nghttp2"')
+    assert load_config(None, overrides).client.engine == "nghttp2"
+    header_only = replace(engine_spec(DEFAULT_ENGINE), trial_counting=("header",))
+    monkeypatch.setattr(
+        engine_checks,
+        "engine_spec",
+        lambda name: header_only if name == DEFAULT_ENGINE else engine_spec(name),
+    )
+    assert error_of(None, overrides) == (
+        '--set: workload.protocol: "h3" on the client\'s "nghttp2" engine (ngtcp2\'s '
+        "gtlsclient) brackets its trials by trial-control messages, which nodes.server.engine "
+        f'= "{DEFAULT_ENGINE}" does not take'
+    )
 
 
 def test_tls_with_several_client_nodes_is_refused_in_one_line(tmp_path: Path) -> None:

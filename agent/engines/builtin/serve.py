@@ -53,6 +53,7 @@ def serve(
         settings_file=args.settings_file,
         protocol=protocol.name,
         traces=traces,
+        control_port=args.control_port,
     )
     return run_on(args.event_loop, lambda: serve_h2(options, handler))
 
@@ -104,6 +105,7 @@ def _serve_quic(
         buffer_bytes=args.udp_buffer,
         ticket_lifetime_s=args.ticket_lifetime or DEFAULT_LIFETIME_S,
         traces=traces,
+        control_port=args.control_port,
     )
     return run_on(args.event_loop, lambda: serve_h3(options, handler))
 

@@ -22,5 +22,5 @@ HYPERCORN = EngineSpec(
     server_settings=tuple(HYPERCORN_SETTINGS),
     protocols=protocols_where(quic=False),
     workloads=(API.kind,),
-    trial_counting="control",
+    trial_counting=("control",),
 )

@@ -8,6 +8,9 @@ when the handshake completed, and the UDP payload bytes it sent and received.
 - Early data sent: a `pkt tx ... type=0RTT` line; refused: `Early data was rejected by server`.
 - Handshake done: the ngtcp2 log's timestamp (`I<ms since the connection's start>`) last
   printed before `QUIC handshake has completed`; ms steps.
+- Request and response: the ngtcp2 log's timestamp of the first STREAM frame sent on the
+  request's stream (`http: stream 0xN submit request headers`: in 0-RTT or after the
+  handshake), and of the frame received on it with fin=1 (the response's last byte); ms steps.
 - Status: the first response's `[:status: N]` line.
 - Bytes: the sum of its `Sent packet: ... N bytes` and `Received packet: ... N bytes` lines
   (UDP payloads, the QUIC datagrams whole).
@@ -25,6 +28,10 @@ _HEX_ROW = re.compile(r"^[0-9a-f]{8}  ((?:[0-9a-f]{2} {1,2})+)")
 _LOG_MS = re.compile(r"^I(\d{8}) ")
 _STATUS = re.compile(r"^http: stream 0x[0-9a-f]+ \[:status: (\d{3})\]$")
 _PACKET = re.compile(r"^(Sent|Received) packet: .* (\d+) bytes$")
+_SUBMITTED = re.compile(r"^http: stream (0x[0-9a-f]+) submit request headers$")
+_STREAM_FRAME = re.compile(
+    r" frm (tx|rx) \d+ \S+ STREAM\(0x[0-9a-f]+\) id=(0x[0-9a-f]+) fin=([01]) "
+)
 _SERVER_HELLO = 2
 _PRE_SHARED_KEY = 41
 # ServerHello body: legacy_version (2), random (32), then legacy_session_id_echo.
@@ -37,9 +44,19 @@ class GtlsConnection:
     early_data_sent: bool
     early_data_rejected: bool
     handshake_done_ms: int | None  # None where the handshake never completed
+    request_sent_ms: int | None  # None where no request left
+    response_done_ms: int | None  # None where the response never ended
     status: int | None  # the first response's :status; None where none came
     bytes_sent: int
     bytes_received: int
+
+    @property
+    def response_s(self) -> float | None:
+        """From the request's first frame sent to its response's last byte; None where either
+        is missing."""
+        if self.request_sent_ms is None or self.response_done_ms is None:
+            return None
+        return (self.response_done_ms - self.request_sent_ms) / 1e3
 
 
 def _hex_block(lines: list[str], start: int) -> bytes:
@@ -70,9 +87,25 @@ def _server_hello_psk(message: bytes) -> bool:
     return False
 
 
+def _stream_times(lines: list[str]) -> tuple[int | None, int | None]:
+    """(request sent ms, response done ms) on the first submitted request's stream."""
+    stream = next((m.group(1) for m in map(_SUBMITTED.match, lines) if m is not None), None)
+    sent = done = None
+    for line in lines:
+        stamp, frame = _LOG_MS.match(line), _STREAM_FRAME.search(line)
+        if stamp is None or frame is None or frame.group(2) != stream:
+            continue
+        if frame.group(1) == "tx" and sent is None:
+            sent = int(stamp.group(1))
+        elif frame.group(1) == "rx" and frame.group(3) == "1" and done is None:
+            done = int(stamp.group(1))
+    return sent, done
+
+
 def parse_gtls_log(text: str) -> GtlsConnection:
     """The connection as gtlsclient's log (stdout and stderr together) tells it."""
     lines = text.splitlines()
+    request_sent_ms, response_done_ms = _stream_times(lines)
     resumed = False
     seen_hello = False
     last_ms: int | None = None
@@ -103,6 +136,8 @@ def parse_gtls_log(text: str) -> GtlsConnection:
         early_data_sent=any(" pkt tx " in line and "type=0RTT" in line for line in lines),
         early_data_rejected=_EARLY_REJECTED in text,
         handshake_done_ms=done_ms,
+        request_sent_ms=request_sent_ms,
+        response_done_ms=response_done_ms,
         status=status,
         bytes_sent=sent,
         bytes_received=received,

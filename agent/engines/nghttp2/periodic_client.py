@@ -8,14 +8,19 @@ record (agent.workloads.periodic.record).
 - h3: `gtlsclient` per exchange, verbose (its log says what the handshake did,
   agent.engines.nghttp2.gtls_log); `"resume"` keeps its session and transport-parameter files
   across the trial's exchanges, so each after the first resumes and sends its request as
-  0-RTT early data. Connect time: the handshake's completion in its log (ms steps); bytes: its
-  UDP payloads sent and received; request -> last byte: not shown.
+  0-RTT early data. Connect time: the handshake's completion in its log, request -> last
+  byte: the request stream's first frame sent to its fin received (ms steps); bytes: its UDP
+  payloads sent and received.
 
 Per exchange the CPU is the process's own (wait4), listed in the record's `exchange_cpu_s`;
 the record's CPU, RSS and window cover the processes from the first's start to the last's
 exit. An exchange's `start_mono_ns` is its process's start and `response_end_mono_ns` its
 exit (the tool ends on the last byte); the tool's own clock is not mapped onto the agent's, so
-`connected_mono_ns` and `request_mono_ns` are null. What the engine's client cannot do is
+`connected_mono_ns` and `request_mono_ns` are null. The record's `phases` come from the same
+instants (`phases_of`): connect ends at the first process's start plus the connect time it
+showed, exchange at the last one's exit, close with the window (the tool closes before it
+exits), so the controller places the exchanges and their idle tails on the meter's samples as
+it does our client's. What the engine's client cannot do is
 refused by its declaration (EngineSpec.client_refusals) before any of this runs.
 """
 
@@ -199,6 +204,7 @@ class GtlsExchange:
             early_data_sent=log.early_data_sent,
             early_data_refused=log.early_data_rejected,
             connect_s=None if log.handshake_done_ms is None else log.handshake_done_ms / 1e3,
+            response_s=log.response_s,
             wire_bytes=(log.bytes_sent, log.bytes_received),
         )
 
@@ -250,6 +256,27 @@ def exchange_of(
     )
 
 
+def phases_of(
+    raised_ns: int, lowered_ns: int, end_ns: int, exchanges: Sequence[Exchange]
+) -> dict[str, int] | None:
+    """The record's `phases` (agent.client.record.PHASE_MARKS) from the marker's edges, the
+    last process's exit (`end_ns`) and the exchanges (module doc); None where one failed, as
+    our client leaves a failed trial's out. Pure."""
+    if not exchanges or not all(e.ok for e in exchanges):
+        return None
+    first, last = exchanges[0], exchanges[-1]
+    connect_ns = round((first.connect_s or 0.0) * _NS)
+    exchange_done = last.response_end_mono_ns
+    assert exchange_done is not None, "an ok exchange has its response's end"
+    return {
+        "marker_raised_mono_ns": raised_ns,
+        "connect_done_mono_ns": min(first.start_mono_ns + connect_ns, exchange_done),
+        "exchange_done_mono_ns": exchange_done,
+        "close_done_mono_ns": end_ns,
+        "marker_lowered_mono_ns": lowered_ns,
+    }
+
+
 class PeriodicRunner:
     """A trial: the schedule's exchanges, a tool process each."""
 
@@ -265,7 +292,7 @@ class PeriodicRunner:
         self.request.body_file(trial_dir)
         due = self.request.schedule.due_ns(trial_id)
         conditions = TrialWatch()
-        self.marker.raise_line()
+        raised_ns = self.marker.raise_line()
         start_ns = time.monotonic_ns()
         children: list[ChildOutcome] = []
         exchanges: list[Exchange] = []
@@ -281,7 +308,7 @@ class PeriodicRunner:
             )
             exchanges.append(exchange_of(index, due_ns, child, seen, error))
         end_ns = time.monotonic_ns()
-        self.marker.lower_line()
+        lowered_ns = self.marker.lower_line()
         node = conditions.end()
         record = self._record(
             trial_id,
@@ -291,7 +318,11 @@ class PeriodicRunner:
             children=children,
             exchanges=exchanges,
         )
-        return replace(record, conditions=node.to_dict()), sum(e.ok for e in exchanges)
+        return replace(
+            record,
+            conditions=node.to_dict(),
+            phases=phases_of(raised_ns, lowered_ns, end_ns, exchanges),
+        ), sum(e.ok for e in exchanges)
 
     def _record(
         self,

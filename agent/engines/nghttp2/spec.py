@@ -71,7 +71,7 @@ NGHTTP2 = EngineSpec(
     client_traces=protocols_where(),
     server_traces=protocols_where(),
     client_phases=False,
-    trial_counting="control",
-    quic_client_needs_own_server=True,
+    trial_counting=("control",),
+    quic_client_counted_by_control=True,
     client_refusals=PERIODIC_REFUSALS,
 )
