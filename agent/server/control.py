@@ -11,18 +11,23 @@ carries the trial (its close has not been read yet): the controller waits for th
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from agent.trial_control import Begin, End, listen_control
 
-if TYPE_CHECKING:
-    from agent.server.app import ServerApp
+
+class ControlledServer(Protocol):
+    """What the control port asks of the server (agent.server.app.ServerApp)."""
+
+    def control_begin(self, trial_id: str) -> None: ...
+
+    def control_end(self, trial_id: str) -> None: ...
 
 
 class ControlledTrials:
-    """The control port's side (agent.trial_control.TrialBrackets) on the server's app."""
+    """The control port's side (agent.trial_control.TrialBrackets) on the server."""
 
-    def __init__(self, app: ServerApp) -> None:
+    def __init__(self, app: ControlledServer) -> None:
         self._app = app
 
     async def begin(self, message: Begin) -> None:
@@ -37,7 +42,7 @@ class ControlledTrials:
         self._app.control_end(trial_id)
 
 
-async def open_control(app: ServerApp, host: str, port: int | None) -> asyncio.Server | None:
+async def open_control(app: ControlledServer, host: str, port: int | None) -> asyncio.Server | None:
     """The control port when asked for (`port`; 0: a free one), else None."""
     if port is None:
         return None
