@@ -34,6 +34,7 @@ from agent.marker import Marker
 from agent.protocols import protocol_spec
 from agent.protocols.in_force import SettingsExchange
 from agent.traffic import FrameCounts
+from agent.transport_counts import merged as merged_transport
 from agent.trial_header import TRIAL_HEADER
 
 
@@ -212,6 +213,7 @@ class TrialSession:
         # What the connections `reconnect` closed sent and received, together, the last of
         # them `_counted`.
         self._closed_counts = (FrameCounts.empty(), FrameCounts.empty())
+        self._closed_transport: dict[str, object] | None = None
         self._counted: TrialConnection | None = None
         self._extra = [(TRIAL_HEADER.encode(), trial_id.encode())]
 
@@ -222,6 +224,13 @@ class TrialSession:
     def received_counts(self) -> dict[str, object]:
         """What the trial's connections received, together (the record's `received`)."""
         return self._with_current(self._closed_counts[1], self.connection.received_counts())
+
+    def transport_record(self) -> dict[str, object] | None:
+        """The transport's counts over the trial's connections (agent.transport_counts);
+        None over HTTP/2, whose transport adds nothing to the record."""
+        if self.connection is self._counted:
+            return self._closed_transport
+        return merged_transport(self._closed_transport, self.connection.transport_record())
 
     def _with_current(self, closed: FrameCounts, current: dict[str, object]) -> dict[str, object]:
         if self.connection is self._counted:
@@ -242,6 +251,9 @@ class TrialSession:
             self._closed_counts = (
                 sent.plus(FrameCounts.of(closing.sent_counts())),
                 received.plus(FrameCounts.of(closing.received_counts())),
+            )
+            self._closed_transport = merged_transport(
+                self._closed_transport, closing.transport_record()
             )
         offer = self._ticket if resume else None
         self.connection, connected = await self.connector.open(offer, early)
@@ -491,7 +503,7 @@ async def run_trial(
         connect_s=None if first is None else first.connect_s,
         connect_cpu_s=None if first is None else first.connect_cpu_s,
         tls_version=tls_version,
-        transport=connection.transport_record() if connection else None,
+        transport=session.transport_record() if session else None,
         event_loop=running_loop_name(),
         error_code=error_code,
         phases=_phases(marks) if error is None else None,

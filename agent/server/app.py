@@ -43,6 +43,7 @@ from agent.server.ledger import Note, TrialLedger, TrialRecord
 from agent.server.listener import Listener, listen
 from agent.server.request import Request
 from agent.traffic import FrameCounts
+from agent.transport_counts import merged as merged_transport
 from agent.trial_log import TrialLog
 from agent.workloads import DEFAULT_KIND
 
@@ -90,8 +91,9 @@ class ServerApp:
         self.hostile_connections = 0
         self._next_id = 0
         self._trial_log = trial_log
-        # A lingering trial's (agent.server.ledger) last connection's transport and settings,
-        # written with its record once it closes.
+        # An open trial's transport over the connections it left so far
+        # (agent.transport_counts) and its last one's settings, written with its record once
+        # it closes (a lingering one's too: agent.server.ledger).
         self._lingering: dict[str, tuple[Mapping[str, object] | None, SettingsExchange | None]] = {}
         # The trial a client bracketed by control messages, between its begin and end
         # (agent.server.control): a request without the trial header is counted to it.
@@ -224,10 +226,13 @@ class ServerApp:
         settings: SettingsExchange | None,
     ) -> None:
         record = self.ledger.detach(trial_id, connection_id, sent, received, probe.peak_rss_bytes())
+        # Over the trial's connections so far: a trial of several (a connection per exchange)
+        # counts its transport's events over all of them.
+        earlier, _settings = self._lingering.pop(trial_id, (None, None))
+        transport = merged_transport(earlier, transport)
         if record is not None:
-            self._lingering.pop(trial_id, None)
             self._closed(record, transport, settings)
-        elif trial_id in self.ledger.lingering():
+        else:
             self._lingering[trial_id] = (transport, settings)
 
     def _closed(

@@ -146,6 +146,11 @@ def test_exchanges_on_schedule_each_recorded(
     assert sent["bytes"] > (3 * 3000 if method == "POST" else 0)
     # The server's one record of the trial, whatever the connections it came over.
     assert (served["requests"], served["responses_completed"]) == (3, 3)
+    # Over QUIC both records' transport counts cover every connection of the trial.
+    opened = 1 if connection == "keep" else 3
+    for side in (record, served):
+        transport = side.get("transport")
+        assert (transport or {}).get("connections") == (opened if protocol == "h3" else None)
 
 
 @pytest.mark.parametrize("protocol", ["h2", "h3"])
