@@ -1,6 +1,6 @@
-"""configs/periodic.toml and configs/periodic-rpi3b.toml: they load, sweep h2 and h3 x the
-three connection policies with issue 37's local default, and the Pi's differs by its device
-profile and link only."""
+"""configs/periodic.toml, periodic-rpi3b.toml and periodic-nghttp2.toml: they load, sweep h2 and
+h3 x the three connection policies with issue 37's local default, the Pi's differs by its device
+profile and link only, and the C reference client's makes the same reports over h3."""
 
 from __future__ import annotations
 
@@ -30,3 +30,12 @@ def test_the_emulated_pi_runs_the_same_sweep_on_its_profile() -> None:
     for node in (pi.client, pi.server):
         assert node.device is not None and node.device.profile == "rpi3b"
     assert (pi.link.rate_mbit, pi.link.delay_ms, pi.link.delay_method) == (100, 0.5, "relay")
+
+
+def test_the_c_reference_client_makes_the_same_reports_over_h3() -> None:
+    local, c_engine = (
+        load_config(CONFIGS / name) for name in ("periodic.toml", "periodic-nghttp2.toml")
+    )
+    assert c_engine.workload == local.workload
+    assert dict(c_engine.sweep.axes) == {"protocol": ("h3",), "connection": ("new", "resume")}
+    assert c_engine.client.engine == "nghttp2" and c_engine.server.engine == local.server.engine
