@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+from agent.engines.nghttp2.process import run_child
 from agent.engines.nghttp2.procfs import (
     ProcessProbe,
     listening_ports,
@@ -119,3 +121,16 @@ def test_threads_ending_while_the_probe_reads_are_no_error() -> None:
         stop.set()
         churner.join()
     assert all(reading > 0 for reading in readings)
+
+
+def test_a_child_writing_to_a_file_is_waited_for_and_killed_at_its_timeout(tmp_path: Path) -> None:
+    """The periodic client's way (output read after the trial): both streams in the file, the
+    child's own CPU from wait4, its exit status; one that outlives its timeout is killed."""
+    output = tmp_path / "out"
+    script = "echo out; echo err >&2; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3"
+    done = run_child(["/bin/sh", "-c", script], 30, output)
+    assert (done.exit_status, done.timed_out, done.stdout, done.stderr) == (3, False, b"", b"")
+    assert sorted(output.read_text().split()) == ["err", "out"]
+    assert done.cpu_user_s + done.cpu_sys_s > 0 and done.t_mono_end_ns > done.t_mono_start_ns
+    killed = run_child(["/bin/sleep", "60"], 0.2, tmp_path / "slept")
+    assert (killed.exit_status, killed.timed_out) == (-signal.SIGKILL, True)

@@ -12,6 +12,9 @@ record (agent.workloads.periodic.record).
   byte: the request stream's first frame sent to its fin received (ms steps); bytes: its UDP
   payloads sent and received.
 
+Inside the measured window the agent only starts each process and waits for its exit (its
+output goes to a file, agent.engines.nghttp2.process): what the tools showed is read after the
+window, so the agent's reading of a verbose log per exchange is not on the meter's samples.
 Per exchange the CPU is the process's own (wait4), listed in the record's `exchange_cpu_s`;
 the record's CPU, RSS and window cover the processes from the first's start to the last's
 exit. An exchange's `start_mono_ns` is its process's start and `response_end_mono_ns` its
@@ -26,6 +29,7 @@ refused by its declaration (EngineSpec.client_refusals) before any of this runs.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -73,13 +77,14 @@ class Seen:
 
 
 class ExchangeTool(Protocol):
-    """One process per exchange: its command line, and what its output shows."""
+    """One process per exchange: its command line, and what its output (stdout and stderr
+    together) and files show, read after the trial."""
 
     name: str
     options: ToolOptions
 
-    def argv(self, trial_id: str, last: bool, workdir: Path) -> list[str]: ...
-    def seen(self, child: ChildOutcome, workdir: Path) -> Seen: ...
+    def argv(self, trial_id: str, index: int, last: bool, workdir: Path) -> list[str]: ...
+    def seen(self, index: int, output: str, workdir: Path) -> Seen: ...
 
 
 @dataclass(frozen=True)
@@ -129,20 +134,20 @@ class NghttpExchange:
         self._nghttp = options
         self.request = request
 
-    def argv(self, trial_id: str, last: bool, workdir: Path) -> list[str]:
+    def argv(self, trial_id: str, index: int, last: bool, workdir: Path) -> list[str]:
         # Our server keeps the trial open across connections until the last exchange's.
         headers = () if last else ((TRIAL_CONTINUES_HEADER, "1"),)
         return self._nghttp.argv(
             self.tool,
             self.request.url,
             trial_id,
-            str(workdir / "exchange.har"),
+            str(workdir / f"exchange-{index}.har"),
             headers=headers,
             data=self.request.body_file(workdir),
         )
 
-    def seen(self, child: ChildOutcome, workdir: Path) -> Seen:
-        har_path = workdir / "exchange.har"
+    def seen(self, index: int, output: str, workdir: Path) -> Seen:
+        har_path = workdir / f"exchange-{index}.har"
         try:
             har = parse_har(har_path.read_text(encoding="utf-8", errors="replace"))
         except OSError:
@@ -171,9 +176,9 @@ class GtlsExchange:
         target = Target.parse(request.url)
         self.host, self.port = target.host, target.port
 
-    def argv(self, trial_id: str, last: bool, workdir: Path) -> list[str]:
+    def argv(self, trial_id: str, index: int, last: bool, workdir: Path) -> list[str]:
         # gtlsclient sends no header of ours: the server's agent counts by trial control.
-        download = workdir / "download"
+        download = workdir / f"download-{index}"
         download.mkdir(exist_ok=True)
         session = (
             (str(workdir / "session.pem"), str(workdir / "tp.pem")) if self.request.resume else None
@@ -189,14 +194,16 @@ class GtlsExchange:
             data=self.request.body_file(workdir),
         )
 
-    def seen(self, child: ChildOutcome, workdir: Path) -> Seen:
-        log = parse_gtls_log((child.stdout + child.stderr).decode("utf-8", errors="replace"))
-        saved = workdir / "download" / str(self.request.response_bytes)
+    def seen(self, index: int, output: str, workdir: Path) -> Seen:
+        log = parse_gtls_log(output)
+        download = workdir / f"download-{index}"
+        saved = download / str(self.request.response_bytes)
         try:
             body_bytes: int | None = saved.stat().st_size
             saved.unlink()
         except OSError:
             body_bytes = None
+        shutil.rmtree(download, ignore_errors=True)
         return Seen(
             log.status,
             body_bytes,
@@ -210,12 +217,18 @@ class GtlsExchange:
 
 
 def _failure(
-    tool: str, child: ChildOutcome, seen: Seen, expected_bytes: int, timeout_s: float
+    tool: str,
+    child: ChildOutcome,
+    output: str,
+    seen: Seen,
+    *,
+    expected_bytes: int,
+    timeout_s: float,
 ) -> str | None:
     if child.timed_out:
         return f"timeout: exchange took longer than {timeout_s:g} s ({tool} killed)"
     if child.exit_status != 0:
-        said = child.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        said = output.strip().splitlines()[-1:]
         return f"{tool} exited {child.exit_status}" + (f" ({said[0]})" if said else "")
     if seen.status is None:
         return f"{tool}: no response"
@@ -277,6 +290,11 @@ def phases_of(
     }
 
 
+def _output(workdir: Path, index: int) -> Path:
+    """Where the exchange's process writes its stdout and stderr."""
+    return workdir / f"exchange-{index}.out"
+
+
 class PeriodicRunner:
     """A trial: the schedule's exchanges, a tool process each."""
 
@@ -294,22 +312,21 @@ class PeriodicRunner:
         conditions = TrialWatch()
         raised_ns = self.marker.raise_line()
         start_ns = time.monotonic_ns()
+        dues: list[int] = []
         children: list[ChildOutcome] = []
-        exchanges: list[Exchange] = []
         for index, due_after_ns in enumerate(due):
-            due_ns = start_ns + due_after_ns
-            time.sleep(max(0, due_ns - time.monotonic_ns()) / _NS)
-            argv = self.tool.argv(trial_id, index == len(due) - 1, trial_dir)
-            child = run_child(argv, self.run.options.timeout_s)
-            children.append(child)
-            seen = self.tool.seen(child, trial_dir)
-            error = _failure(
-                self.tool.name, child, seen, self.request.response_bytes, self.run.options.timeout_s
-            )
-            exchanges.append(exchange_of(index, due_ns, child, seen, error))
+            dues.append(start_ns + due_after_ns)
+            time.sleep(max(0, dues[-1] - time.monotonic_ns()) / _NS)
+            argv = self.tool.argv(trial_id, index, index == len(due) - 1, trial_dir)
+            output = _output(trial_dir, index)
+            children.append(run_child(argv, self.run.options.timeout_s, output))
         end_ns = time.monotonic_ns()
         lowered_ns = self.marker.lower_line()
         node = conditions.end()
+        exchanges = [
+            self._exchange(index, due_ns, child, trial_dir)
+            for index, (due_ns, child) in enumerate(zip(dues, children, strict=True))
+        ]
         record = self._record(
             trial_id,
             repetition,
@@ -323,6 +340,23 @@ class PeriodicRunner:
             conditions=node.to_dict(),
             phases=phases_of(raised_ns, lowered_ns, end_ns, exchanges),
         ), sum(e.ok for e in exchanges)
+
+    def _exchange(self, index: int, due_ns: int, child: ChildOutcome, workdir: Path) -> Exchange:
+        """What one exchange's process showed, read from its output and files (after the
+        trial's window), as the workload records it."""
+        path = _output(workdir, index)
+        output = path.read_text(encoding="utf-8", errors="replace")
+        path.unlink()
+        seen = self.tool.seen(index, output, workdir)
+        error = _failure(
+            self.tool.name,
+            child,
+            output,
+            seen,
+            expected_bytes=self.request.response_bytes,
+            timeout_s=self.run.options.timeout_s,
+        )
+        return exchange_of(index, due_ns, child, seen, error)
 
     def _record(
         self,

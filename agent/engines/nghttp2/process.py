@@ -1,6 +1,9 @@
 """Run one child process to its end and account for it alone: its CPU time and peak RSS from
 wait4 (the kernel's figures for that child, not the agent's), its write counters from what
-reaping it adds to this process's own /proc/self/io.
+reaping it adds to this process's own /proc/self/io. Its output is read through pipes, or, for
+a child whose output is read only later (`output`: the periodic client's, outside the measured
+window), written by the kernel to a file while the agent waits on the child's pidfd, spending no
+CPU of its own on it.
 
 The kernel adds a reaped child's I/O counters (its own and its reaped children's) to its
 parent's, so the difference of /proc/self/io across wait4 is the child's total. Reading the
@@ -12,11 +15,14 @@ memory (a zombie) has its /proc files owned by root. Only write counters are kep
 from __future__ import annotations
 
 import os
+import select
 import selectors
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from agent.engines.nghttp2.procfs import parse_io
 
@@ -75,17 +81,41 @@ def _drain(process: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, by
     )
 
 
-def run_child(argv: Sequence[str], timeout_s: float) -> ChildOutcome:
-    """Run argv with stdin closed, stdout and stderr captured; kill it after timeout_s."""
+def _wait_exit(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Block until the child exits (its pidfd readable), killing it after timeout_s; whether
+    it was killed."""
+    pidfd = os.pidfd_open(process.pid)
+    try:
+        if select.select([pidfd], [], [], timeout_s)[0]:
+            return False
+        os.kill(process.pid, signal.SIGKILL)
+        select.select([pidfd], [], [])
+        return True
+    finally:
+        os.close(pidfd)
+
+
+def run_child(argv: Sequence[str], timeout_s: float, output: Path | None = None) -> ChildOutcome:
+    """Run argv with stdin closed, stdout and stderr captured (or, with `output`, written to
+    that file together, the outcome's stdout and stderr empty); kill it after timeout_s."""
     t_wall_start = time.time_ns()
     t_mono_start = time.monotonic_ns()
-    process = subprocess.Popen(
-        list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+    if output is None:
+        process = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+    else:
+        with output.open("wb") as sink:
+            process = subprocess.Popen(
+                list(argv), stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT
+            )
     io: dict[str, int] | None = None
     io_unavailable: str | None = None
     try:
-        stdout, stderr, timed_out = _drain(process, time.monotonic() + timeout_s)
+        if output is None:
+            stdout, stderr, timed_out = _drain(process, time.monotonic() + timeout_s)
+        else:
+            stdout, stderr, timed_out = b"", b"", _wait_exit(process, timeout_s)
         os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
         t_mono_end = time.monotonic_ns()
         before: dict[str, int] | None = None
