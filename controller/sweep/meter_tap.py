@@ -8,6 +8,14 @@ after `begin_trial`); otherwise the controller's clock span is mapped onto sampl
 mapping uses the arrival time of each read or frame: its last sample was taken no later than
 its arrival, so `arrival - last_index / rate` bounds sample 0's time from above, and the
 smallest bound over the recent arrivals is the best estimate (transmission delays only add).
+
+A sweep runs for hours; its store must not hold them. What reads old samples: a trial's window
+and its retries lie after their own `begin_trial` (the trial's processes start after it); the
+clock mapping looks `_MAPPING_HORIZON_S` back from the latest arrival; the dashboard reads the
+last half-second and the idle baseline its last seconds (at the run's start, before any trial;
+at its end, after the last one began); marker edges are paired from those after `begin_trial`.
+So each `begin_trial` releases what arrived more than `_RELEASE_HORIZON_S` before the latest
+read: held samples stay within that horizon plus the longest trial, however long the run.
 """
 
 from __future__ import annotations
@@ -43,6 +51,9 @@ __all__ = [
 # Frames considered when mapping a clock span to sample indices: recent enough that the board's
 # crystal and the host's clock cannot drift apart noticeably, many enough to find a fast one.
 _MAPPING_HORIZON_S = 30.0
+# What a trial's `begin_trial` keeps behind it (see the module doc): the mapping's horizon with
+# room to spare, so no read after it can tell that anything was released.
+_RELEASE_HORIZON_S = max(_MAPPING_HORIZON_S, 60.0)
 # Samples after a trial's end may still be on the wire.
 _LATE_SAMPLES_TIMEOUT_S = 3.0
 # How long after the controller's end of a trial its marker's falling edge may still be sampled.
@@ -161,6 +172,20 @@ class StreamTap(Generic[_Rest]):
         """Meter time (s) and power (mW) of the samples first..end-1 that arrived, and what
         the tap's window reports of the rest."""
         raise NotImplementedError
+
+    def _release(self, index: int) -> None:
+        """Forget the samples below `index`, and the bookkeeping of the reads that held them."""
+        raise NotImplementedError
+
+    def _release_old(self) -> None:
+        """Release what arrived more than `_RELEASE_HORIZON_S` before the latest read: as a
+        trial begins, nothing later reads back that far (see the module doc)."""
+        last, arrival_ns = self._samples.arrivals()
+        if last.size == 0:
+            return
+        old = int(np.searchsorted(arrival_ns, arrival_ns[-1] - int(_RELEASE_HORIZON_S * 1e9)))
+        if old:
+            self._release(int(last[old - 1]) + 1)
 
     def _trace(self, first: int, end: int) -> tuple[FloatArray, FloatArray]:
         t_s, power_mw, _rest = self._power(first, end)
