@@ -103,7 +103,8 @@ def main() -> None:
     args = parser.parse_args()
     print(
         f"{args.hours:g} h at {args.rate_hz} Hz; release horizon {RELEASE_HORIZON_S:g} s\n"
-        "| store | trials | kept: end (peak) | released: end (peak) | held at end: kept / released |\n"
+        "| store | trials | kept: end (peak) | released: end (peak) "
+        "| held at end: kept / released |\n"
         "| --- | --- | --- | --- | --- |"
     )
     kinds = [("board", "samples")] + ([] if args.no_ppk2 else [("PPK2", "bins")])
