@@ -16,7 +16,9 @@ samples (bins) held.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -48,43 +50,60 @@ def _release(store: SampleStore | Ppk2Store) -> None:
         store.release_before(index)
 
 
-def board(hours: float, rate_hz: int, channels: int, trial_s: float, release: bool) -> Held:
-    store = SampleStore()
-    per_frame = samples_per_frame(rate_hz, channels, 128)
-    values = np.full((per_frame, channels), 512, dtype=np.uint16)
+def _run(
+    store: SampleStore | Ppk2Store,
+    reads: Iterator[tuple[Any, int]],
+    trial_s: float,
+    hours: float,
+    *,
+    release: bool,
+) -> int:
+    """Feed `reads` (what the reader adds, when it arrived) into `store`, released as each
+    trial begins when `release`; the most bytes it held."""
     starts = iter(_trial_starts_s(hours, trial_s))
     next_trial = next(starts, None)
     peak = 0
-    for first in range(0, int(hours * 3600 * rate_hz), per_frame):
-        arrival_ns = (first + per_frame) * 1_000_000_000 // rate_hz + _ARRIVAL_DELAY_NS
+    for data, arrival_ns in reads:
         if release and next_trial is not None and arrival_ns >= next_trial * 1e9:
             _release(store)
             next_trial = next(starts, None)
-        store.add(Samples(0, first % (1 << 32), values), arrival_ns)
+        store.add(data, arrival_ns)
         peak = max(peak, store.held_bytes)
-    return Held(store.held_bytes, peak, store.held_samples)
+    return peak
 
 
-def ppk2(hours: float, rate_hz: int, read_ms: float, trial_s: float, release: bool) -> Held:
-    store = Ppk2Store(rate_hz)
+def _board_reads(hours: float, rate_hz: int, channels: int) -> Iterator[tuple[Samples, int]]:
+    per_frame = samples_per_frame(rate_hz, channels, 128)
+    values = np.full((per_frame, channels), 512, dtype=np.uint16)
+    for first in range(0, int(hours * 3600 * rate_hz), per_frame):
+        arrival_ns = (first + per_frame) * 1_000_000_000 // rate_hz + _ARRIVAL_DELAY_NS
+        yield Samples(0, first % (1 << 32), values), arrival_ns
+
+
+def _ppk2_reads(hours: float, read_ms: float) -> Iterator[tuple[Ppk2Block, int]]:
     n = int(SAMPLE_RATE_HZ * read_ms / 1000)
     current = np.full(n, 1000.0)
     zeros = np.zeros(n, dtype=np.uint8)
-    starts = iter(_trial_starts_s(hours, trial_s))
-    next_trial = next(starts, None)
-    peak = 0
     for first in range(0, int(hours * 3600 * SAMPLE_RATE_HZ), n):
         arrival_ns = (first + n) * 1_000_000_000 // SAMPLE_RATE_HZ + _ARRIVAL_DELAY_NS
-        if release and next_trial is not None and arrival_ns >= next_trial * 1e9:
-            _release(store)
-            next_trial = next(starts, None)
         index = np.arange(first, first + n, dtype=np.int64)
         block = Ppk2Block(
             current, zeros, zeros, zeros, zeros.astype(bool), index,
             _EMPTY, _EMPTY, _EMPTY, _EMPTY, 0,
         )  # fmt: skip
-        store.add(block, arrival_ns)
-        peak = max(peak, store.held_bytes)
+        yield block, arrival_ns
+
+
+def board(hours: float, rate_hz: int, channels: int, trial_s: float, release: bool) -> Held:
+    store = SampleStore()
+    reads = _board_reads(hours, rate_hz, channels)
+    peak = _run(store, reads, trial_s, hours, release=release)
+    return Held(store.held_bytes, peak, store.held_samples)
+
+
+def ppk2(hours: float, rate_hz: int, read_ms: float, trial_s: float, release: bool) -> Held:
+    store = Ppk2Store(rate_hz)
+    peak = _run(store, _ppk2_reads(hours, read_ms), trial_s, hours, release=release)
     return Held(store.held_bytes, peak, store.held_bins)
 
 
