@@ -6,7 +6,7 @@ from 0 for the whole run, of which those no later read can need are forgotten.
 row's number, or an event's ordinal, is the same whenever it is asked: nothing a caller sees is
 re-based. Memory follows what is held, not how long the run has been: a release frees the
 front, and the next growth reuses that room (or, when little is free, allocates twice what is
-held), so the capacity stays within about four times the most rows ever held at once.
+held), so the capacity stays within twice the most rows ever held at once (or the initial room).
 """
 
 from __future__ import annotations

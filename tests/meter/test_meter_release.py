@@ -15,13 +15,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller.config.model import MeterConfig
 from controller.meter.node_power import WatchSpec
 from controller.meter.ppk2.store import Ppk2Store
 from controller.meter.samples import SampleStore
 from controller.meter.session import MeterSession
-from controller.sweep.meter_tap import StreamTap, TapRequest, open_tap
+from controller.sweep.meter_tap import StreamTap, TapRequest, open_tap, release_point
 from controller.sweep.setup import _device
 
 # Short enough that a run of a few seconds releases most of itself.
@@ -88,6 +90,26 @@ def _pulse(fd: int, store: SampleStore | Ppk2Store, edges: Callable[[], int], sa
     while edges() < seen + 2:
         assert time.monotonic() < deadline, "no falling edge"
         time.sleep(0.005)
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 50), st.integers(0, 3_000_000_000)), max_size=40),
+    st.floats(0, 5),
+)
+def test_the_release_point_keeps_exactly_the_reads_within_the_horizon(
+    reads: list[tuple[int, int]], horizon_s: float
+) -> None:
+    """Reads of 1-50 samples arriving 0-3 s apart: every read that arrived within the horizon
+    of the latest ends at or after the point, every older one before it."""
+    last = np.cumsum([n for n, _gap in reads], dtype=np.int64) - 1
+    arrival_ns = np.cumsum([gap for _n, gap in reads], dtype=np.int64)
+    point = release_point(last, arrival_ns, horizon_s)
+    if not reads:
+        assert point == 0
+        return
+    recent = arrival_ns >= arrival_ns[-1] - int(horizon_s * 1e9)
+    assert (last[recent] >= point).all() and (last[~recent] < point).all()
+    assert point == (int(last[~recent][-1]) + 1 if (~recent).any() else 0)
 
 
 @pytest.mark.parametrize("source", ["virtual", "ppk2"])

@@ -172,7 +172,7 @@ class Ppk2Store:
                 t_s=(bins * k + (k - 1) / 2) / SAMPLE_RATE_HZ,
                 current_ua=sums[keep] / counts[keep],
                 samples_lost=int(gaps[inside, 1].sum()),
-                saturated=saturated[keep].copy(),
+                saturated=saturated[keep],
                 gaps=int(inside.sum()),
                 resyncs=int(((resyncs >= first_index) & (resyncs < end_index)).sum()),
             )
