@@ -5,6 +5,7 @@
         meter.set_rate(1000)
         meter.start()                  # a fresh SampleStore; markers and counters restart
         ...                            # meter.samples.window(a, b), meter.markers()
+        meter.release_before(index)    # forget samples and markers no read needs any more
         final = meter.stop()           # the final STATUS: every index below samples_taken
                                        # was either delivered or counted as dropped
 
@@ -39,6 +40,7 @@ from controller.meter.commands import (
     Stop,
 )
 from controller.meter.decoder import DecoderStats, FrameDecoder
+from controller.meter.held import HeldLog
 from controller.meter.protocol import (
     PROTOCOL_VERSION,
     Ack,
@@ -155,7 +157,7 @@ class MeterSession(SerialSession):
         self._control: queue.Queue[Frame | None] = queue.Queue()  # None: the reader stopped
         self._lock = threading.Lock()
         self.samples = SampleStore()
-        self._markers: list[MarkerEvent] = []
+        self._markers: HeldLog[MarkerEvent] = HeldLog()
         self.last_status: Status | None = None
         self.info: Info | None = None
         self._run_started_ns = 0
@@ -249,7 +251,7 @@ class MeterSession(SerialSession):
         """Begin a run: sample index 0 is the first sample after this."""
         with self._lock:
             self.samples = SampleStore()
-            self._markers = []
+            self._markers = HeldLog()
         self._stats_at_start = self.decoder.stats
         self._run_started_ns = time.monotonic_ns()
         self._command(Start(), "START")
@@ -280,9 +282,24 @@ class MeterSession(SerialSession):
 
     # --- what the board sent ----------------------------------------------------------------
 
-    def markers(self) -> list[MarkerEvent]:
+    def markers(self, since: int = 0) -> list[MarkerEvent]:
+        """The held markers of the run from its `since`-th on (0: its first)."""
         with self._lock:
-            return list(self._markers)
+            return self._markers.since(since)
+
+    @property
+    def marker_count(self) -> int:
+        """Markers received over the run (released ones too)."""
+        with self._lock:
+            return self._markers.count
+
+    def release_before(self, index: int) -> None:
+        """Forget the samples below sample `index` and the markers stamped below it
+        (`SampleStore.release_before`): no later read reaches back there."""
+        self.samples.release_before(index)
+        released = self.samples.released_index
+        with self._lock:
+            self._markers.forget_below(released, key=lambda m: m.sample_index)
 
     def health(self) -> RunHealth:
         stats = self.decoder.stats

@@ -8,6 +8,15 @@ after `begin_trial`); otherwise the controller's clock span is mapped onto sampl
 mapping uses the arrival time of each read or frame: its last sample was taken no later than
 its arrival, so `arrival - last_index / rate` bounds sample 0's time from above, and the
 smallest bound over the recent arrivals is the best estimate (transmission delays only add).
+
+A sweep runs for hours; its store must not hold them. What reads old samples: a trial's window
+and its retries lie after their own `begin_trial` (the trial's processes start after it); the
+clock mapping looks `_MAPPING_HORIZON_S` back from the latest arrival; the dashboard reads the
+last half-second and the idle baseline its last seconds (at the run's start, before any trial;
+at its end, after the last one began); marker edges are paired from those after `begin_trial`.
+So each `begin_trial` releases what arrived more than `release_horizon_s` (`RELEASE_HORIZON_S`,
+a minute) before the latest read: held samples stay within that horizon plus the longest trial,
+however long the run.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from controller.sweep.interfaces import PowerMeter
 __all__ = [
     "INCOMPLETE_PULSE",
     "MARKER_SLACK_S",
+    "RELEASE_HORIZON_S",
     "FloatArray",
     "IntArray",
     "SampleSource",
@@ -37,12 +47,16 @@ __all__ = [
     "Tap",
     "TapRequest",
     "open_tap",
+    "release_point",
     "saturated_in",
 ]
 
 # Frames considered when mapping a clock span to sample indices: recent enough that the board's
 # crystal and the host's clock cannot drift apart noticeably, many enough to find a fast one.
 _MAPPING_HORIZON_S = 30.0
+# What a trial's `begin_trial` keeps behind it (see the module doc): the mapping's horizon with
+# room to spare, so no read after it can tell that anything was released.
+RELEASE_HORIZON_S = max(_MAPPING_HORIZON_S, 60.0)
 # Samples after a trial's end may still be on the wire.
 _LATE_SAMPLES_TIMEOUT_S = 3.0
 # How long after the controller's end of a trial its marker's falling edge may still be sampled.
@@ -129,6 +143,16 @@ class _Span(Generic[_Rest]):
     rest: _Rest
 
 
+def release_point(last: IntArray, arrival_ns: IntArray, horizon_s: float) -> int:
+    """The sample index below which every read (`last`: each one's last index, `arrival_ns`:
+    when it arrived, both in arrival order) arrived more than `horizon_s` before the latest; 0
+    when none did."""
+    if last.size == 0:
+        return 0
+    old = int(np.searchsorted(arrival_ns, arrival_ns[-1] - int(horizon_s * 1e9)))
+    return int(last[old - 1]) + 1 if old else 0
+
+
 def saturated_in(
     trace: tuple[FloatArray, FloatArray, float, float], clipped: npt.NDArray[np.bool_]
 ) -> int:
@@ -151,6 +175,7 @@ class StreamTap(Generic[_Rest]):
     source: str
     rate_hz: float
     _source_error: Callable[[], BaseException | None] | None
+    release_horizon_s = RELEASE_HORIZON_S
 
     @property
     def _samples(self) -> SampleSource:
@@ -161,6 +186,17 @@ class StreamTap(Generic[_Rest]):
         """Meter time (s) and power (mW) of the samples first..end-1 that arrived, and what
         the tap's window reports of the rest."""
         raise NotImplementedError
+
+    def _release(self, index: int) -> None:
+        """Forget the samples below `index`, and the bookkeeping of the reads that held them."""
+        raise NotImplementedError
+
+    def _release_old(self) -> None:
+        """Release what arrived more than `release_horizon_s` before the latest read: as a
+        trial begins, nothing later reads back that far (see the module doc)."""
+        index = release_point(*self._samples.arrivals(), self.release_horizon_s)
+        if index:
+            self._release(index)
 
     def _trace(self, first: int, end: int) -> tuple[FloatArray, FloatArray]:
         t_s, power_mw, _rest = self._power(first, end)

@@ -21,14 +21,14 @@ def stamped_edge(meter: MeterSession, fd: int, edge: int) -> int:
     """Write edge to the marker FIFO; its MARKER's sample index, checked to lie between the
     board's sample counts before the write and after the MARKER arrived."""
     taken_before = meter.get_status().samples_taken
-    seen = len(meter.markers())
+    seen = meter.marker_count
     os.write(fd, f"{edge}\n".encode())
     deadline = time.monotonic() + _HANG_S
-    while len(meter.markers()) == seen:
+    while meter.marker_count == seen:
         assert time.monotonic() < deadline, f"no MARKER for edge {edge}"
         time.sleep(0.01)
     taken_after = meter.get_status().samples_taken
-    (marker,) = meter.markers()[seen:]
+    (marker,) = meter.markers(seen)
     assert marker.marker.edge == edge
     assert taken_before <= marker.sample_index <= taken_after
     return marker.sample_index

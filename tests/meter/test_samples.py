@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller.meter.protocol import Samples
 from controller.meter.samples import MAX_JUMP_SAMPLES, SampleStore
@@ -70,3 +72,82 @@ def test_frames_with_another_channel_count_are_set_aside():
     store.add(frame(0, 10, channels=2), 0)
     store.add(frame(10, 10, channels=1), 0)
     assert (store.received, store.mismatched_frames) == (10, 1)
+
+
+def _feed(frames: list[tuple[int, int]]) -> list[tuple[Samples, int]]:
+    """Frames of (gap before, count), placed one after another from index 0, arriving 1 ms
+    apart."""
+    out = []
+    index = 0
+    for k, (gap, count) in enumerate(frames):
+        index += gap
+        out.append((frame(index, count), k * 1_000_000))
+        index += count
+    return out
+
+
+_FRAMES = st.lists(st.tuples(st.integers(0, 30), st.integers(1, 40)), min_size=1, max_size=60)
+
+
+@given(_FRAMES, st.lists(st.integers(0, 2500), max_size=6), st.data())
+def test_a_window_starting_at_or_after_a_release_reads_as_if_nothing_was_released(
+    frames: list[tuple[int, int]], releases: list[int], data: st.DataObject
+) -> None:
+    kept, released = SampleStore(), SampleStore()
+    feed = _feed(frames)
+    # Releases land between frames, as a trial's begin_trial does between reads.
+    at = sorted(
+        data.draw(
+            st.lists(st.integers(0, len(feed)), min_size=len(releases), max_size=len(releases))
+        )
+    )
+    for k, (samples, t_ns) in enumerate(feed):
+        for index in [r for r, when in zip(releases, at, strict=True) if when == k]:
+            released.release_before(index)
+        kept.add(samples, t_ns)
+        released.add(samples, t_ns)
+    bound = released.released_index
+    assert bound <= max(releases, default=0)  # never past what had arrived
+    for name in ("received", "missing", "next_index", "jumped_frames", "mismatched_frames"):
+        assert getattr(released, name) == getattr(kept, name), name
+    first = data.draw(st.integers(bound, kept.next_index + 5))
+    end = data.draw(st.integers(first, kept.next_index + 5))
+    want, got = kept.window(first, end), released.window(first, end)
+    assert got.indices.tolist() == want.indices.tolist()
+    assert np.array_equal(got.values, want.values)
+    assert (got.first_index, got.end_index, got.missing) == (first, end, want.missing)
+    last, t_ns = kept.arrivals()
+    held_last, held_t_ns = released.arrivals()
+    suffix = last >= bound  # the frames holding a sample at or after the release
+    assert held_last.tolist() == last[suffix].tolist()
+    assert held_t_ns.tolist() == t_ns[suffix].tolist()
+
+
+def test_a_window_reaching_below_the_release_starts_at_it() -> None:
+    store = SampleStore()
+    for samples, t_ns in _feed([(0, 10), (5, 10)]):
+        store.add(samples, t_ns)
+    store.release_before(12)
+    window = store.window(0, 25)
+    assert (window.first_index, window.indices.tolist()) == (12, [*range(15, 25)])
+    assert window.missing == 3  # 12..14, never sent: not the released ones
+    assert store.all().indices.tolist() == list(range(15, 25))
+    store.release_before(5)  # a release never takes back another
+    assert store.released_index == 12
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 50)), min_size=50, max_size=400))
+def test_held_samples_stay_bounded_over_an_unbounded_feed(
+    frames: list[tuple[int, int]],
+) -> None:
+    """Released every 10 frames to `horizon` behind the newest sample: what is held never
+    exceeds the horizon, the frames since the last release and the one straddling it."""
+    store = SampleStore()
+    horizon = 100
+    for k, (samples, t_ns) in enumerate(_feed(frames)):
+        if k % 10 == 0:
+            store.release_before(store.next_index - horizon)
+        store.add(samples, t_ns)
+        assert store.held_samples <= horizon + 11 * 50
+    assert store.received == sum(count for _gap, count in frames)
+    assert store.held_bytes <= 2 * (4096 * 2 * 2 + 256 * 3 * 8)  # the initial room, at most doubled

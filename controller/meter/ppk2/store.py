@@ -11,6 +11,10 @@ counter gaps and resyncs (at the index of the first sample after them). A bin mi
 its samples is the mean of those that arrived; one with none is left out. Nothing is repaired:
 `window` reports the samples lost inside it. Times are `index / SAMPLE_RATE_HZ` seconds; a
 bin's time is the centre of its indices.
+
+A sweep of hours would still hold 24 B per bin for all of it: `release_before(index)` forgets
+the bins, edges, gaps, resyncs and reads below an index no later read needs (the sweep's tap
+calls it as each trial begins; `controller.meter.held`), with indices and counters going on.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from controller.meter.held import HeldLog, HeldRows
 from controller.meter.ppk2.decoder import SAMPLE_RATE_HZ, Ppk2Block
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+_INITIAL_BINS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +72,16 @@ class Ppk2Store:
         self.rate_hz = rate_hz
         self._mask = 1 << marker_bit
         self._lock = threading.Lock()
-        self._sum: F64 = np.zeros(4096)
-        self._count: I64 = np.zeros(4096, dtype=np.int64)
-        self._saturated: I64 = np.zeros(4096, dtype=np.int64)
+        # Row b is bin b: the sum of its currents; its samples and how many were clipped.
+        self._sum = HeldRows(1, np.float64, _INITIAL_BINS)
+        self._count = HeldRows(2, np.int64, _INITIAL_BINS)
         self._next_index = 0
+        self._released = 0
         self._level: int | None = None
-        self._edges: list[Ppk2Edge] = []
-        self._gap_index: list[int] = []
-        self._gap_lost: list[int] = []
-        self._resync_index: list[int] = []
-        self._arrival_index: list[int] = []
-        self._arrival_ns: list[int] = []
+        self._edges: HeldLog[Ppk2Edge] = HeldLog()
+        self._gaps = HeldRows(2, np.int64)  # stream index after the gap, samples lost
+        self._resyncs = HeldRows(1, np.int64)  # stream index after the resync
+        self._arrivals = HeldRows(2, np.int64)  # a read's last stream index, when it returned
         self.received = 0
         self.lost = 0
 
@@ -85,16 +90,41 @@ class Ppk2Store:
         """One past the highest stream index received."""
         return self._next_index
 
+    @property
+    def released_index(self) -> int:
+        """Stream indices below this are forgotten (`release_before`); windows start no lower."""
+        return self._released
+
+    @property
+    def held_bins(self) -> int:
+        return self._sum.held
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes of the arrays holding bins, gaps, resyncs and arrivals, unused room
+        included (edges are a few per trial)."""
+        tables = (self._sum, self._count, self._gaps, self._resyncs, self._arrivals)
+        return sum(table.nbytes for table in tables)
+
+    @property
+    def edge_count(self) -> int:
+        """Marker edges seen over the run (released ones too)."""
+        with self._lock:
+            return self._edges.count
+
     def add(self, block: Ppk2Block, t_mono_ns: int) -> None:
         if len(block) == 0:
             return
         with self._lock:
             index = block.index
             bins = index // self.bin_samples
-            self._grow(int(bins[-1]) + 1)
-            np.add.at(self._sum, bins, block.current_ua)
-            np.add.at(self._count, bins, 1)
-            np.add.at(self._saturated, bins[block.saturated], 1)
+            self._sum.extend_zeros(int(bins[-1]) + 1 - self._sum.appended)
+            self._count.extend_zeros(int(bins[-1]) + 1 - self._count.appended)
+            rows = bins - self._sum.first
+            np.add.at(self._sum.rows()[:, 0], rows, block.current_ua)
+            counts = self._count.rows()
+            np.add.at(counts[:, 0], rows, 1)
+            np.add.at(counts[:, 1], rows[block.saturated], 1)
             level = (block.logic & self._mask) != 0
             before = np.empty(level.size, dtype=np.bool_)
             before[0] = level[0] if self._level is None else bool(self._level)
@@ -102,52 +132,61 @@ class Ppk2Store:
             for at in np.flatnonzero(level != before).tolist():
                 self._edges.append(Ppk2Edge(bool(level[at]), int(index[at]), t_mono_ns))
             self._level = int(level[-1])
-            self._gap_index += index[block.gap_at].tolist()
-            self._gap_lost += block.gap_lost.tolist()
-            self._resync_index += index[block.resync_at].tolist()
+            self._gaps.extend(np.column_stack([index[block.gap_at], block.gap_lost]))
+            self._resyncs.extend(index[block.resync_at])
             self.received += len(block)
             self.lost += block.lost_samples
             self._next_index = int(index[-1]) + 1
-            self._arrival_index.append(int(index[-1]))
-            self._arrival_ns.append(t_mono_ns)
+            self._arrivals.extend([[int(index[-1]), t_mono_ns]])
 
-    def edges(self) -> list[Ppk2Edge]:
+    def edges(self, since: int = 0) -> list[Ppk2Edge]:
+        """The held marker edges of the run from its `since`-th on (0: its first)."""
         with self._lock:
-            return list(self._edges)
+            return self._edges.since(since)
 
     def arrivals(self) -> tuple[I64, I64]:
-        """(stream index of each read's last sample, monotonic ns when that read returned)."""
+        """(stream index of each held read's last sample, monotonic ns when it returned)."""
         with self._lock:
-            return np.array(self._arrival_index, dtype=np.int64), np.array(
-                self._arrival_ns, dtype=np.int64
-            )
+            table = self._arrivals.rows()
+            return table[:, 0].copy(), table[:, 1].copy()
 
     def window(self, first_index: int, end_index: int) -> Ppk2Window:
+        """The bins overlapping [first_index, end_index), the span starting no lower than
+        `released_index`."""
         with self._lock:
             k = self.bin_samples
-            lo = max(0, first_index // k)
-            hi = min(-(-end_index // k), -(-self._next_index // k))
-            counts = self._count[lo:hi] if hi > lo else np.zeros(0, dtype=np.int64)
-            saturated = self._saturated[lo:hi] if hi > lo else np.zeros(0, dtype=np.int64)
-            sums = self._sum[lo:hi] if hi > lo else np.zeros(0)
+            first_index = max(first_index, self._released)
+            end_index = max(end_index, first_index)
+            lo = first_index // k - self._sum.first
+            hi = min(-(-end_index // k), -(-self._next_index // k)) - self._sum.first
+            hi = max(hi, lo)
+            counts = self._count.rows()[lo:hi, 0]
+            saturated = self._count.rows()[lo:hi, 1]
+            sums = self._sum.rows()[lo:hi, 0]
             keep = counts > 0
-            bins = np.arange(lo, lo + counts.size, dtype=np.float64)[keep]
-            gaps = np.array(self._gap_index, dtype=np.int64)
-            inside = (gaps >= first_index) & (gaps < end_index)
-            resyncs = np.array(self._resync_index, dtype=np.int64)
+            bins = np.arange(lo, lo + counts.size, dtype=np.float64)[keep] + self._sum.first
+            gaps = self._gaps.rows()
+            inside = (gaps[:, 0] >= first_index) & (gaps[:, 0] < end_index)
+            resyncs = self._resyncs.rows()[:, 0]
             return Ppk2Window(
                 t_s=(bins * k + (k - 1) / 2) / SAMPLE_RATE_HZ,
                 current_ua=sums[keep] / counts[keep],
-                samples_lost=int(np.array(self._gap_lost, dtype=np.int64)[inside].sum()),
+                samples_lost=int(gaps[inside, 1].sum()),
                 saturated=saturated[keep],
                 gaps=int(inside.sum()),
                 resyncs=int(((resyncs >= first_index) & (resyncs < end_index)).sum()),
             )
 
-    def _grow(self, bins: int) -> None:
-        if bins > self._sum.size:
-            size = max(2 * self._sum.size, bins)
-            self._sum = np.concatenate([self._sum, np.zeros(size - self._sum.size)])
-            grown = np.zeros(size - self._count.size, dtype=np.int64)
-            self._count = np.concatenate([self._count, grown])
-            self._saturated = np.concatenate([self._saturated, grown])
+    def release_before(self, index: int) -> None:
+        """Forget stream indices below `index` (at most up to `next_index`): the bins wholly
+        below it, and the edges, gaps, resyncs and reads there. No later window starts lower;
+        indices and counters (`received`, `lost`, `edge_count`) go on unchanged."""
+        with self._lock:
+            self._released = max(self._released, min(index, self._next_index))
+            released = self._released
+            self._sum.forget_before(released // self.bin_samples)
+            self._count.forget_before(released // self.bin_samples)
+            self._edges.forget_below(released, key=lambda edge: edge.stream_index)
+            for table in (self._gaps, self._resyncs, self._arrivals):
+                below = int(np.searchsorted(table.rows()[:, 0], released, side="left"))
+                table.forget_before(table.first + below)

@@ -224,7 +224,7 @@ def _marker_loop(
     session.start()
     started = time.monotonic()
     try:
-        seen = len(session.markers())
+        seen = session.marker_count
         node_width_s = pulse_marker(config, node, marker)
         if isinstance(node_width_s, Check):
             return node_width_s
@@ -239,7 +239,7 @@ def _marker_loop(
         while True:
             # The samples reached first, then the markers: an edge before that sample is in.
             reached = session.samples.next_index
-            edges = first_pulse(session.markers()[seen:])
+            edges = first_pulse(session.markers(seen))
             waited_s = time.monotonic() - ended
             if edges is not None or wait.over(next_index=reached, waited_s=waited_s):
                 break

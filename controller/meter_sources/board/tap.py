@@ -138,8 +138,9 @@ class MeterTap(StreamTap[_Unread]):
 
     def begin_trial(self) -> None:
         self._check()
-        self._markers_seen = len(self.session.markers())
+        self._markers_seen = self.session.marker_count
         self._counters = _Counters.of(self.session.decoder.stats)
+        self._release_old()
 
     def window(
         self, start_wall_ns: int, end_wall_ns: int, *, before_s: float = 0.0, after_s: float = 0.0
@@ -156,7 +157,7 @@ class MeterTap(StreamTap[_Unread]):
         start_index, end_index = clock
         reason = ""
         if edges is None:
-            if len(self.session.markers()) > self._markers_seen:
+            if self.session.marker_count > self._markers_seen:
                 reason = INCOMPLETE_PULSE
         elif edges[1] <= edges[0]:
             # Both edges on one sample (a trial shorter than a sample period): a window of no
@@ -192,8 +193,11 @@ class MeterTap(StreamTap[_Unread]):
     def _samples(self) -> SampleSource:
         return self.session.samples
 
+    def _release(self, index: int) -> None:
+        self.session.release_before(index)
+
     def _trial_edges(self) -> tuple[float, float] | None:
-        edges = first_pulse(self.session.markers()[self._markers_seen :])
+        edges = first_pulse(self.session.markers(self._markers_seen))
         if edges is None:
             return None
         return float(edges[0]), float(edges[1])

@@ -184,7 +184,7 @@ def _marker_loop(
         return dataclasses.replace(
             checks.marker_check(node_width_s=None, meter_width_s=None, why=why), fix=wire
         )
-    seen = len(session.store.edges())
+    seen = session.store.edge_count
     node_width_s = pulse_marker(config, nodes["client"][0], marker)
     if isinstance(node_width_s, Check):
         return node_width_s
@@ -195,7 +195,7 @@ def _marker_loop(
     deadline = time.monotonic() + 2 * checks.MARKER_EDGE_WAIT_S
     while session.store.next_index < until and time.monotonic() < deadline:
         time.sleep(0.02)
-    pulse = first_pulse(session.store.edges()[seen:])
+    pulse = first_pulse(session.store.edges(seen))
     if pulse is None:
         why = f"no rising and falling edge on D{bit} within {checks.MARKER_EDGE_WAIT_S:g} s"
         found = checks.marker_check(node_width_s=node_width_s, meter_width_s=None, why=why)

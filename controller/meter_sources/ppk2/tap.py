@@ -84,7 +84,8 @@ class Ppk2Tap(StreamTap[Ppk2Window]):
 
     def begin_trial(self) -> None:
         self._check()
-        self._edges_seen = len(self.session.store.edges())
+        self._edges_seen = self.session.store.edge_count
+        self._release_old()
 
     def window(
         self, start_wall_ns: int, end_wall_ns: int, *, before_s: float = 0.0, after_s: float = 0.0
@@ -94,7 +95,7 @@ class Ppk2Tap(StreamTap[Ppk2Window]):
         # with slack for the marker line's own delay) before looking for them.
         clock = self._indices_of(start_wall_ns, end_wall_ns)
         self._await(int(clock[1] + MARKER_SLACK_S * self.rate_hz))
-        edges = self.session.store.edges()[self._edges_seen :]
+        edges = self.session.store.edges(self._edges_seen)
         pulse = first_ppk2_pulse(edges)
         source: Literal["marker", "clock"] = "clock"
         start_index, end_index = clock
@@ -146,6 +147,9 @@ class Ppk2Tap(StreamTap[Ppk2Window]):
     @property
     def _samples(self) -> SampleSource:
         return self.session.store
+
+    def _release(self, index: int) -> None:
+        self.session.store.release_before(index)
 
     def _power(self, first: int, end: int) -> tuple[FloatArray, FloatArray, Ppk2Window]:
         window = self.session.store.window(first, end)
