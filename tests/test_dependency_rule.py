@@ -68,6 +68,7 @@ AGENT_LAYERS: Layers = (
         "agent.registry",
         "agent.site",
         "agent.traffic",
+        "agent.transport_counts",
         "agent.transitions",
         "agent.trial_control",
         "agent.trial_header",
