@@ -14,7 +14,8 @@ alternate order (the machine may be shared: the table shows medians of paired ra
 4. with --baseline DIR, the client of another checkout (e.g. the previous commit's) ->
    `gtlsserver` as well: before/after ratios measured side by side, in a second table; with
    --events, ours writing each fetch's event trace (`--events-dir`) -> `gtlsserver` too, in
-   that table: what a trace costs.
+   that table: what a trace costs; with both, the baseline's client traced as well, so the
+   table pairs ours traced with it: what a change to the tracing does.
 
 The node's UDP receive-buffer drops (/proc/net/snmp Udp RcvbufErrors) are read around each
 HTTP/3 client run: per fetch in the table. Windows are exact in every case: the stream window
@@ -56,6 +57,7 @@ WINDOWS = (256, 4096, 65535)
 CASES = ("ngtcp2", "ours-vs-ngtcp2", "ours-h3", "ours-h2-tls")
 BASELINE = "baseline-vs-ngtcp2"  # --baseline's client against gtlsserver
 TRACED = "traced-vs-ngtcp2"  # --events: ours writing each fetch's event trace, against gtlsserver
+BASELINE_TRACED = "baseline-traced-vs-ngtcp2"  # --baseline and --events: the baseline's, traced
 START_TIMEOUT_S = 20.0
 
 
@@ -268,7 +270,11 @@ def summary(measurements: Sequence[Measurement]) -> str:
             f"| {h3_vs_h2:.2f} | {med('ngtcp2', 'udp_drops'):.1f} / "
             f"{med('ours-vs-ngtcp2', 'udp_drops'):.1f} |"
         )
-    extra = [case for case in (BASELINE, TRACED) if any(m.case == case for m in measurements)]
+    extra = [
+        case
+        for case in (BASELINE, TRACED, BASELINE_TRACED)
+        if any(m.case == case for m in measurements)
+    ]
     if extra:
         lines += ["", *_beside_table(measurements, extra)]
     return "\n".join(lines) + "\n"
@@ -283,6 +289,9 @@ def _beside_table(measurements: Sequence[Measurement], extra: Sequence[str]) -> 
     for case in cases:
         head += [case, f"{case} / ngtcp2"]
     head += [f"{case} / ours-vs-ngtcp2" for case in extra]
+    traced_pair = {TRACED, BASELINE_TRACED} <= set(extra)
+    if traced_pair:
+        head.append(f"{TRACED} / {BASELINE_TRACED}")
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for window in sorted({m.window for m in measurements}):
         runs: dict[int, dict[str, float]] = {}
@@ -297,6 +306,8 @@ def _beside_table(measurements: Sequence[Measurement], extra: Sequence[str]) -> 
                 f"{_median([r[case] / r['ngtcp2'] for r in rows]):.2f}",
             ]
         cells += [f"{_median([r[c] / r['ours-vs-ngtcp2'] for r in rows]):.2f}" for c in extra]
+        if traced_pair:
+            cells.append(f"{_median([r[TRACED] / r[BASELINE_TRACED] for r in rows]):.2f}")
         lines.append(f"| {window} | " + " | ".join(cells) + " |")
     return lines
 
@@ -332,7 +343,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--events",
         action="store_true",
         help="one more case: our client writing each fetch's event trace (--events-dir) "
-        "against gtlsserver, for what tracing costs",
+        "against gtlsserver, for what tracing costs (with --baseline, the baseline's too)",
     )
     return parser.parse_args(argv)
 
@@ -394,6 +405,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         lambda w=window, r=run: _our_client(
                             setup, f"https://127.0.0.1:{ng_port}/", w, r, TRACED,
                             events_dir=out / "events",
+                        ),
+                    )  # fmt: skip
+                if args.events and args.baseline is not None:
+                    cases.insert(
+                        2,
+                        lambda w=window, r=run: _our_client(
+                            setup, f"https://127.0.0.1:{ng_port}/", w, r, BASELINE_TRACED,
+                            args.baseline.resolve(), events_dir=out / "baseline-events",
                         ),
                     )  # fmt: skip
                 for case in cases if run % 2 == 0 else reversed(cases):

@@ -23,7 +23,6 @@ from qh3.h3.connection import ErrorCode, Setting
 from qh3.h3.events import DataReceived, HeadersReceived, StopSending, StreamReset
 from qh3.quic.connection import QuicConnection
 from qh3.quic.events import ConnectionTerminated, HandshakeCompleted, QuicEvent
-from qh3.quic.logger import QuicLogger
 from qh3.tls import SessionTicket
 
 from agent.client.connect import Target
@@ -44,6 +43,7 @@ from agent.h3.stack import (
     settings_exchange,
     tap,
 )
+from agent.h3.trace import TrialQuicLogger, connection_trace
 from agent.h3.udp import SocketBuffers, datagram_transport, rcvbuf_errors, udp_socket
 from agent.h3.wire import STREAM_BUFFER_BYTES, H3Wire, close_code, h3_code, h3_error_name
 from agent.protocols.in_force import SettingsExchange
@@ -91,6 +91,8 @@ class H3ClientConnection:
         self.windows = windows
         self.buffers = buffers
         self._quic = protocol.tapped
+        # Taken now: qh3 lets go of a connection's trace when the connection ends.
+        self._trace = connection_trace(self._quic)
         self._h3 = AnnouncingH3(self._quic, windows)
         self._wire = H3Wire(self._h3, self._quic)
         self._awaited = Awaited()
@@ -239,15 +241,10 @@ class H3ClientConnection:
     def qlog_events(self, start_ns: int, start_wall_ns: int) -> Iterable[Mapping[str, object]]:
         """qh3's events for this connection, `time` in ms after `start_wall_ns` (qh3 stamps
         them with the wall clock); none untraced."""
-        logger = self._quic.configuration.quic_logger
-        if logger is None:
+        if self._trace is None:
             return ()
         reference_ms = start_wall_ns / 1e6
-        return (
-            {**event, "time": event["time"] - reference_ms}
-            for trace in logger.to_dict()["traces"]
-            for event in trace["events"]
-        )
+        return ({**event, "time": event["time"] - reference_ms} for event in self._trace.take())
 
     def transport_record(self) -> dict[str, object]:
         """The connection's QUIC counts so far, for the trial's record."""
@@ -483,7 +480,7 @@ async def open_h3_connection(
     config.session_ticket = offer
     if options.events_dir is not None:
         # qh3's own QUIC events; with a logger, the stack leaves its batch fast path (stack.py).
-        config.quic_logger = QuicLogger()
+        config.quic_logger = TrialQuicLogger()
     counts = TransportCounts()
     inbox = TicketInbox()
     quic = tap(
