@@ -254,6 +254,10 @@ class _Counted:
 
     received_counts = sent_counts
 
+    def transport_record(self) -> dict[str, object]:
+        """As a QUIC connection's, one packet lost per 10 bytes."""
+        return {"protocol": "h3", "packets_lost": self.n // 10}
+
 
 class _FailingOnce:
     """A connector whose first connect fails, then gives connections of 10 bytes."""
@@ -269,7 +273,7 @@ class _FailingOnce:
 
 
 def test_a_trials_counts_are_each_connections_once_a_failed_connect_included() -> None:
-    async def trial() -> dict[str, object]:
+    async def trial() -> tuple[dict[str, object], dict[str, object] | None]:
         session = TrialSession(
             _Counted(100),  # type: ignore[arg-type]
             Target.parse("http://127.0.0.1:1/"),
@@ -279,7 +283,15 @@ def test_a_trials_counts_are_each_connections_once_a_failed_connect_included() -
         with pytest.raises(FetchError):
             await session.reconnect()
         assert session.sent_counts()["bytes"] == 100  # the closed one, current still
+        assert session.transport_record() == {
+            "protocol": "h3",
+            "packets_lost": 10,
+            "connections": 1,
+        }
         await session.reconnect()
-        return session.sent_counts()
+        return session.sent_counts(), session.transport_record()
 
-    assert asyncio.run(trial())["bytes"] == 110
+    sent, transport = asyncio.run(trial())
+    assert sent["bytes"] == 110
+    # The transport's counts too: each connection's once, over both.
+    assert transport == {"protocol": "h3", "packets_lost": 11, "connections": 2}
