@@ -42,11 +42,12 @@ def test_a_stream_search_writes_its_table_figure_and_notebook(tmp_path: Path, mo
         "--set", 'sweep={transport = ["sse"], rate_hz = [25.0]}',
         "--set", "search.high=200000",
         "--set", "search.repetitions=2",
-        "--set", "search.max_repetitions=4",
-        "--set", "search.resolution=2",
+        "--set", "search.max_repetitions=2",
+        "--set", "search.resolution=4",
         "--set", "workload.duration_s=0.5",
         "--set", "run.trial_timeout_s=20",
         "--set", "run.idle_baseline_s=1",
+        "--set", "energy.idle_end=false",
     )  # fmt: skip
     assert result.returncode in (0, 1), result.stdout + result.stderr
     (run,) = (tmp_path / "runs").iterdir()
