@@ -43,7 +43,7 @@ def merged(
     if latest is None:
         return None if earlier is None else dict(earlier)
     if earlier is None:
-        return {**latest, "connections": latest.get("connections", 1)}
+        return {**latest, "connections": 1}
     record = dict(latest)
     for name in SUMMED:
         if name in earlier or name in latest:

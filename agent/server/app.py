@@ -94,7 +94,7 @@ class ServerApp:
         # An open trial's transport over the connections it left so far
         # (agent.transport_counts) and its last one's settings, written with its record once
         # it closes (a lingering one's too: agent.server.ledger).
-        self._lingering: dict[str, tuple[Mapping[str, object] | None, SettingsExchange | None]] = {}
+        self._left: dict[str, tuple[Mapping[str, object] | None, SettingsExchange | None]] = {}
         # The trial a client bracketed by control messages, between its begin and end
         # (agent.server.control): a request without the trial header is counted to it.
         self.controlled_trial: str | None = None
@@ -196,13 +196,13 @@ class ServerApp:
             self.controlled_trial = None
         record = self.ledger.end(trial_id, probe.peak_rss_bytes())
         if record is not None:
-            self._closed(record, *self._lingering.pop(trial_id, (None, None)))
+            self._closed(record, *self._left.pop(trial_id, (None, None)))
 
     def close_lingering(self) -> None:
         """Write the records of the trials kept open for a next connection that did not come
         (agent.server.ledger): another trial begins, or the server stops."""
         for lingered in self.ledger.close_lingering(probe.peak_rss_bytes()):
-            self._closed(lingered, *self._lingering.pop(lingered.trial_id, (None, None)))
+            self._closed(lingered, *self._left.pop(lingered.trial_id, (None, None)))
 
     def trial_responses_done(self, trial_ids: Sequence[str]) -> None:
         now = probe.sample()
@@ -228,12 +228,11 @@ class ServerApp:
         record = self.ledger.detach(trial_id, connection_id, sent, received, probe.peak_rss_bytes())
         # Over the trial's connections so far: a trial of several (a connection per exchange)
         # counts its transport's events over all of them.
-        earlier, _settings = self._lingering.pop(trial_id, (None, None))
-        transport = merged_transport(earlier, transport)
+        transport = merged_transport(self._left.pop(trial_id, (None, None))[0], transport)
         if record is not None:
             self._closed(record, transport, settings)
         else:
-            self._lingering[trial_id] = (transport, settings)
+            self._left[trial_id] = (transport, settings)
 
     def _closed(
         self,
